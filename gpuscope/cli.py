@@ -1,0 +1,96 @@
+"""The ``gpuscope`` command: a thin dispatcher to ``gpuscope.commands.<name>`` modules.
+
+Each command module defines ``HELP`` (one line), ``add_arguments(parser)`` and
+``run(args) -> int``. Modules are imported only when their command runs, so ``gpuscope run``
+never pays for Qt and ``gpuscope report`` never pays for psutil.
+
+Errors never reach the user as a traceback: :class:`gpuscope.errors.UserError` prints one line;
+anything unexpected prints one line that names a log file holding the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+import traceback
+
+from gpuscope import __version__
+from gpuscope.errors import UserError
+
+# name -> one-line help. The module is gpuscope.commands.<name>.
+COMMANDS = {
+    "gui": "open the desktop app (the default)",
+    "run": "run a script in a managed, annotated process tree",
+    "history": "list past runs",
+    "report": "read an Nsight Systems report or a gpuscope run",
+    "doctor": "check Nsight Systems, nvtx and NVML on this machine",
+    "monitor": "print live GPU, process and host telemetry",
+    "cleanup": "find and clean up leftover processes and shared memory",
+    "compare": "compare two runs side by side",
+}
+
+
+def _load(name: str):
+    return importlib.import_module(f"gpuscope.commands.{name}")
+
+
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpuscope",
+        description="Profile multi-process, multi-GPU Python programs.",
+    )
+    parser.add_argument("--version", action="version", version=f"gpuscope {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # Only the chosen command's module is imported: the others get a bare entry for --help.
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    for name, help_text in COMMANDS.items():
+        if name == chosen:
+            module = _load(name)
+            p = sub.add_parser(name, help=help_text, description=getattr(module, "DESCRIPTION", help_text))
+            module.add_arguments(p)
+        else:
+            sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def _internal_error(exc: BaseException) -> int:
+    from gpuscope import paths
+
+    try:
+        log = paths.data_dir() / "gpuscope-errors.log"
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} gpuscope {__version__} argv={sys.argv!r}\n")
+            traceback.print_exception(type(exc), exc, exc.__traceback__, file=fh)
+        where = f" (details in {log})"
+    except OSError:
+        where = ""
+    print(f"gpuscope: internal error: {type(exc).__name__}: {exc}{where}", file=sys.stderr)
+    return 70
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in COMMANDS and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
+        argv = ["gui", *argv]
+    try:
+        parser = build_parser(argv)
+        args = parser.parse_args(argv)
+        if args.command is None:
+            args = parser.parse_args(["gui"])
+        return int(_load(args.command).run(args) or 0)
+    except UserError as exc:
+        print(f"gpuscope: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gpuscope: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 141
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, never a traceback
+        return _internal_error(exc)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,128 @@
+"""RunSpec: what to run and how, validated once with clear errors.
+
+Everything that launches a run (the CLI, the app, tests) builds a :class:`RunSpec`, calls
+:meth:`RunSpec.validated` and hands the result to :mod:`gpuscope.runs`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from gpuscope.errors import UserError
+
+START_METHODS = ("default", "fork", "spawn", "forkserver")
+LAUNCHERS = ("python", "torchrun")
+START_METHOD_HELP = {
+    "default": "leave multiprocessing as the script and Python choose (fork on Linux up to 3.13)",
+    "fork": "children are copies of the parent: fast start, but unsafe with CUDA or threads; "
+            "nsys needs --trace-fork-before-exec to see them",
+    "spawn": "children start a fresh interpreter: slower start, safe with CUDA; nsys sees them",
+    "forkserver": "children fork from a clean server process: safe-ish and faster than spawn",
+}
+
+
+@dataclass(frozen=True)
+class NsysOptions:
+    """How to record a run under Nsight Systems."""
+
+    enabled: bool = False
+    trace: tuple[str, ...] = ("nvtx", "osrt", "cuda")
+    extra_args: tuple[str, ...] = ()
+    # None: on for fork runs (gpuscope re-registers NVTX strings in fork children), off otherwise.
+    trace_fork: bool | None = None
+    timeout_s: float = 600.0
+
+    def fork_tracing(self, start_method: str) -> bool:
+        if self.trace_fork is not None:
+            return self.trace_fork
+        return start_method in ("fork", "default")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A script and the way gpuscope should launch it."""
+
+    script: str
+    args: tuple[str, ...] = ()
+    cwd: str | None = None
+    python: str | None = None
+    start_method: str = "default"
+    launcher: str = "python"
+    nproc: int = 1
+    annotate: tuple[str, ...] = ()
+    nsys: NsysOptions = field(default_factory=NsysOptions)
+    env: tuple[tuple[str, str], ...] = ()
+    # Costly per-process sampling (USS) is off by default; see gpuscope.telemetry.
+    sample_interval_s: float = 0.1
+
+    # -- validation -------------------------------------------------------------------------
+    def validated(self) -> "RunSpec":
+        """Resolve paths and check every field; raises UserError with a one-line message."""
+        if self.start_method not in START_METHODS:
+            raise UserError(f"unknown start method {self.start_method!r}; choose one of {', '.join(START_METHODS)}")
+        if self.launcher not in LAUNCHERS:
+            raise UserError(f"unknown launcher {self.launcher!r}; choose python or torchrun")
+        if not (1 <= int(self.nproc) <= 512):
+            raise UserError(f"--nproc must be between 1 and 512, not {self.nproc}")
+        if not (0.02 <= self.sample_interval_s <= 1.0):
+            raise UserError("the sampling interval must be between 0.02 s and 1 s (1-50 Hz)")
+        cwd = Path(self.cwd).expanduser() if self.cwd else Path.cwd()
+        if not cwd.is_dir():
+            raise UserError(f"working directory not found: {cwd}")
+        cwd = cwd.resolve()
+        script = Path(self.script).expanduser()
+        if not script.is_absolute():
+            script = cwd / script
+        if not script.exists():
+            raise UserError(f"script not found: {self.script}")
+        if script.is_dir():
+            if not (script / "__main__.py").is_file():
+                raise UserError(f"{self.script} is a directory without __main__.py, not a Python script")
+        elif not _looks_like_python(script):
+            raise UserError(f"{self.script} does not look like a Python script (binary content)")
+        python = self.python or sys.executable
+        resolved = shutil.which(python) if os.sep not in python else python
+        if not resolved or not os.path.isfile(resolved) or not os.access(resolved, os.X_OK):
+            raise UserError(f"Python interpreter not found or not executable: {python}")
+        for pattern in self.annotate:
+            if ":" not in pattern or not pattern.split(":", 1)[1]:
+                raise UserError(f"--annotate takes MODULE:QUALNAME (globs allowed), not {pattern!r}")
+        return replace(self, script=str(script.resolve()), cwd=str(cwd), python=os.path.abspath(resolved),
+                       args=tuple(self.args), annotate=tuple(self.annotate), nproc=int(self.nproc))
+
+    # -- serialisation ----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["env"] = dict(self.env)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunSpec":
+        d = dict(d)
+        nsys = d.pop("nsys", None) or {}
+        nsys_opts = NsysOptions(
+            enabled=bool(nsys.get("enabled", False)),
+            trace=tuple(nsys.get("trace", NsysOptions.trace)),
+            extra_args=tuple(nsys.get("extra_args", ())),
+            trace_fork=nsys.get("trace_fork"),
+            timeout_s=float(nsys.get("timeout_s", NsysOptions.timeout_s)),
+        )
+        known = {f for f in cls.__dataclass_fields__}
+        kwargs = {k: v for k, v in d.items() if k in known}
+        kwargs["args"] = tuple(kwargs.get("args", ()))
+        kwargs["annotate"] = tuple(kwargs.get("annotate", ()))
+        kwargs["env"] = tuple(sorted((kwargs.get("env") or {}).items()))
+        return cls(nsys=nsys_opts, **kwargs)
+
+
+def _looks_like_python(path: Path) -> bool:
+    try:
+        head = path.read_bytes()[:4096]
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror}") from None
+    return b"\x00" not in head

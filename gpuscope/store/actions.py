@@ -1,0 +1,3 @@
+"""Cleanup actions in the run store (owned by gpuscope.cleanup)."""
+
+DDL = ""

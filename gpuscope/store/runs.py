@@ -1,0 +1,151 @@
+"""Runs and their processes in the run store."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+DDL = """
+CREATE TABLE IF NOT EXISTS runs (
+    id           TEXT PRIMARY KEY,
+    created_ns   INTEGER NOT NULL,
+    started_ns   INTEGER,
+    ended_ns     INTEGER,
+    status       TEXT NOT NULL,          -- running | exited | failed | stopped | error
+    exit_code    INTEGER,
+    signal       TEXT,
+    script       TEXT NOT NULL,
+    launcher     TEXT NOT NULL,
+    start_method TEXT NOT NULL,
+    run_dir      TEXT NOT NULL,
+    spec_json    TEXT NOT NULL,
+    versions_json TEXT,
+    error        TEXT,
+    summary_json TEXT
+);
+CREATE INDEX IF NOT EXISTS runs_created ON runs(created_ns);
+CREATE TABLE IF NOT EXISTS run_processes (
+    run_id       TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    pid          INTEGER NOT NULL,
+    ppid         INTEGER,
+    role         TEXT,
+    start_method TEXT,
+    rank         INTEGER,
+    name         TEXT,
+    started_ns   INTEGER,
+    ended_ns     INTEGER,
+    exit_code    INTEGER,
+    ranges       INTEGER NOT NULL DEFAULT 0,
+    info_json    TEXT,
+    PRIMARY KEY (run_id, pid)
+);
+"""
+
+FINAL_STATUSES = ("exited", "failed", "stopped", "error")
+
+
+@dataclass(frozen=True)
+class RunRow:
+    id: str
+    created_ns: int
+    started_ns: int | None
+    ended_ns: int | None
+    status: str
+    exit_code: int | None
+    signal: str | None
+    script: str
+    launcher: str
+    start_method: str
+    run_dir: str
+    spec: dict[str, Any]
+    versions: dict[str, Any]
+    error: str | None
+    summary: dict[str, Any] | None
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_ns is None or self.ended_ns is None:
+            return None
+        return (self.ended_ns - self.started_ns) / 1e9
+
+
+def _row(r: sqlite3.Row) -> RunRow:
+    return RunRow(
+        id=r["id"], created_ns=r["created_ns"], started_ns=r["started_ns"], ended_ns=r["ended_ns"],
+        status=r["status"], exit_code=r["exit_code"], signal=r["signal"], script=r["script"],
+        launcher=r["launcher"], start_method=r["start_method"], run_dir=r["run_dir"],
+        spec=json.loads(r["spec_json"]), versions=json.loads(r["versions_json"] or "{}"),
+        error=r["error"], summary=json.loads(r["summary_json"]) if r["summary_json"] else None,
+    )
+
+
+def insert_run(conn: sqlite3.Connection, *, run_id: str, spec: dict[str, Any], run_dir: str,
+               versions: dict[str, Any]) -> None:
+    conn.execute(
+        "INSERT INTO runs (id, created_ns, status, script, launcher, start_method, run_dir,"
+        " spec_json, versions_json) VALUES (?,?,?,?,?,?,?,?,?)",
+        (run_id, time.time_ns(), "running", spec["script"], spec["launcher"], spec["start_method"],
+         run_dir, json.dumps(spec), json.dumps(versions)),
+    )
+
+
+def mark_started(conn: sqlite3.Connection, run_id: str, started_ns: int) -> None:
+    conn.execute("UPDATE runs SET started_ns=? WHERE id=?", (started_ns, run_id))
+
+
+def finish_run(conn: sqlite3.Connection, run_id: str, *, status: str, ended_ns: int,
+               exit_code: int | None, signal: str | None, error: str | None = None,
+               summary: dict[str, Any] | None = None) -> None:
+    conn.execute(
+        "UPDATE runs SET status=?, ended_ns=?, exit_code=?, signal=?, error=?, summary_json=?"
+        " WHERE id=?",
+        (status, ended_ns, exit_code, signal, error,
+         json.dumps(summary) if summary is not None else None, run_id),
+    )
+
+
+def replace_processes(conn: sqlite3.Connection, run_id: str, procs: Iterable[dict[str, Any]]) -> None:
+    """Store the run's processes (as read from its event logs) in one transaction."""
+    rows = [
+        (run_id, p["pid"], p.get("ppid"), p.get("role"), p.get("start_method"), p.get("rank"),
+         p.get("name"), p.get("started_ns"), p.get("ended_ns"), p.get("exit_code"),
+         p.get("ranges", 0), json.dumps(p.get("info") or {}))
+        for p in procs
+    ]
+    with conn:
+        conn.execute("BEGIN")
+        conn.execute("DELETE FROM run_processes WHERE run_id=?", (run_id,))
+        conn.executemany(
+            "INSERT OR REPLACE INTO run_processes (run_id, pid, ppid, role, start_method, rank, name,"
+            " started_ns, ended_ns, exit_code, ranges, info_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            rows,
+        )
+
+
+def get_run(conn: sqlite3.Connection, run_id: str) -> RunRow | None:
+    """A run by its id, or by a unique prefix of it."""
+    r = conn.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+    if r is None:
+        rows = conn.execute("SELECT * FROM runs WHERE id LIKE ? || '%' LIMIT 2", (run_id,)).fetchall()
+        r = rows[0] if len(rows) == 1 else None
+    return _row(r) if r is not None else None
+
+
+def list_runs(conn: sqlite3.Connection, limit: int = 50) -> list[RunRow]:
+    rows = conn.execute("SELECT * FROM runs ORDER BY created_ns DESC LIMIT ?", (limit,)).fetchall()
+    return [_row(r) for r in rows]
+
+
+def run_processes(conn: sqlite3.Connection, run_id: str) -> list[dict[str, Any]]:
+    rows = conn.execute("SELECT * FROM run_processes WHERE run_id=? ORDER BY started_ns, pid",
+                        (run_id,)).fetchall()
+    out = []
+    for r in rows:
+        d = dict(r)
+        d["info"] = json.loads(d.pop("info_json") or "{}")
+        out.append(d)
+    return out
+

@@ -1,0 +1,3 @@
+"""Telemetry samples in the run store (owned by gpuscope.telemetry)."""
+
+DDL = ""
