@@ -1,0 +1,28 @@
+"""Shared test setup: every test gets its own gpuscope data directory."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+
+
+@pytest.fixture(autouse=True)
+def gpuscope_home(tmp_path_factory, monkeypatch):
+    home = tmp_path_factory.mktemp("gshome")
+    monkeypatch.setenv("GPUSCOPE_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def run_env(gpuscope_home):
+    """Environment for running `python -m gpuscope` in a subprocess."""
+    env = dict(os.environ)
+    env["GPUSCOPE_HOME"] = str(gpuscope_home)
+    env.pop("PYTHONPATH", None)
+    return env
