@@ -36,13 +36,20 @@ def _load(name: str):
     return importlib.import_module(f"gpuscope.commands.{name}")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (the usage is one `--help` away)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="gpuscope",
         description="Profile multi-process, multi-GPU Python programs.",
     )
     parser.add_argument("--version", action="version", version=f"gpuscope {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     # Only the chosen command's module is imported: the others get a bare entry for --help.
     chosen = next((a for a in argv if not a.startswith("-")), None)
     for name, help_text in COMMANDS.items():

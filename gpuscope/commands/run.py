@@ -1,0 +1,101 @@
+"""``gpuscope run``: run a script in a managed, annotated process tree."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from typing import Any
+
+from gpuscope.spec import LAUNCHERS, START_METHODS, NsysOptions, RunSpec
+
+HELP = "run a script in a managed, annotated process tree"
+DESCRIPTION = (
+    "Run SCRIPT under gpuscope: its own session, the chosen multiprocessing start method, NVTX "
+    "ranges recorded in every Python process, and a per-process summary at the end. The script's "
+    "stdout and exit code are unchanged; gpuscope's own lines go to stderr."
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--start-method", default="default", choices=START_METHODS,
+                   help="multiprocessing start method for every Pool/Process/Executor the script creates "
+                        "without choosing one itself (default: leave it alone)")
+    p.add_argument("--launcher", default="python", choices=LAUNCHERS)
+    p.add_argument("--nproc", type=int, default=1, help="torchrun: processes per node")
+    p.add_argument("--python", help="interpreter to run the script with (default: this one)")
+    p.add_argument("--cwd", help="working directory")
+    p.add_argument("--annotate", action="append", default=[], metavar="MODULE:QUALNAME",
+                   help="add a range around matching functions (globs allowed); repeatable")
+    p.add_argument("--interval", type=float, default=0.1, help="telemetry sampling interval in s (0.02-1)")
+    p.add_argument("--json", action="store_true", help="print the run summary as JSON on the last line of stdout")
+    p.add_argument("--quiet", "-q", action="store_true", help="no per-process table on stderr")
+    g = p.add_argument_group("Nsight Systems")
+    g.add_argument("--nsys", action="store_true", help="record the run under nsys profile")
+    g.add_argument("--nsys-trace", default=",".join(NsysOptions.trace), help="nsys --trace list")
+    g.add_argument("--nsys-arg", action="append", default=[], help="extra argument for nsys profile; repeatable")
+    g.add_argument("--nsys-fork", choices=("auto", "on", "off"), default="auto",
+                   help="--trace-fork-before-exec (auto: on for fork runs)")
+    g.add_argument("--nsys-timeout", type=float, default=NsysOptions.timeout_s,
+                   help="limit in seconds for each nsys step after the run")
+    p.add_argument("script", help="the Python script to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+
+
+def spec_from_args(args: argparse.Namespace) -> RunSpec:
+    fork = {"auto": None, "on": True, "off": False}[args.nsys_fork]
+    nsys = NsysOptions(enabled=args.nsys, trace=tuple(t for t in args.nsys_trace.split(",") if t),
+                       extra_args=tuple(args.nsys_arg), trace_fork=fork, timeout_s=args.nsys_timeout)
+    return RunSpec(script=args.script, args=tuple(args.args), cwd=args.cwd, python=args.python,
+                   start_method=args.start_method, launcher=args.launcher, nproc=args.nproc,
+                   annotate=tuple(args.annotate), nsys=nsys, sample_interval_s=args.interval)
+
+
+def _write(stream_name: str, chunk: bytes) -> None:
+    stream = sys.stdout if stream_name == "stdout" else sys.stderr
+    try:
+        stream.buffer.write(chunk)
+        stream.buffer.flush()
+    except (BrokenPipeError, ValueError):
+        pass
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpuscope.runs.supervisor import Run
+    from gpuscope.runs.table import format_table
+
+    def progress(message: str) -> None:
+        print(f"gpuscope: {message}", file=sys.stderr, flush=True)
+
+    run_ = Run(spec_from_args(args), output=[_write], progress=progress, stdin=None)
+    for note in run_.notes:
+        progress(note)
+    interrupted = {"n": 0}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        interrupted["n"] += 1
+        if interrupted["n"] == 1:
+            progress("stopping the run (Ctrl-C again to kill it at once)")
+        run_.stop()
+
+    old_int = signal.signal(signal.SIGINT, on_signal)
+    old_term = signal.signal(signal.SIGTERM, on_signal)
+    try:
+        run_.start()
+        for note in run_.notes:
+            progress(note)
+        result = run_.wait()
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+    if not args.quiet:
+        print(format_table(result), file=sys.stderr, flush=True)
+    if args.json:
+        sys.stdout.write(json.dumps(result.to_json()) + "\n")
+        sys.stdout.flush()
+    if result.status == "stopped":
+        return 130
+    if result.exit.signal:
+        return 128 + signal.Signals[result.exit.signal].value
+    return result.exit.code or (1 if result.error else 0)

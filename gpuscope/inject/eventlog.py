@@ -1,0 +1,197 @@
+"""The per-process event log (format: docs/EVENTS.md) and the process's identity.
+
+Hot path: a closed range is one tuple appended to ``STATE.buf``; formatting and the write happen
+in :meth:`State.flush`, at most every ``FLUSH_NS`` (checked against the range's own end time, so
+no extra clock read), at the end of each pool task, and at exit. A SIGKILL loses at most the last
+``FLUSH_NS`` of events and leaves a readable prefix (whole lines only are written per ``os.write``
+of a complete buffer; a reader drops a final partial line).
+"""
+
+import json
+import os
+import sys
+import threading
+import time
+
+now = time.perf_counter_ns  # CLOCK_MONOTONIC on Linux: one clock for all processes of the host
+native_tid = threading.get_native_id
+FLUSH_NS = 100_000_000
+FORMAT_VERSION = 1
+
+
+def _clean(text):
+    return str(text).replace("\t", " ").replace("\n", " ")
+
+
+class State:
+    """Everything the injection knows about this process. Reset in fork children."""
+
+    def __init__(self):
+        self.run_dir = os.environ.get("GPUSCOPE_RUN_DIR", "")
+        self.pid = 0
+        self.fd = -1
+        self.buf = []
+        self.next_flush = 0
+        self.names = {}
+        self.stacks = {}
+        self.open_se = {}
+        self.info = {}
+        self.lock = threading.Lock()
+        self.exited = False
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def open(self, header):
+        """Start this process's log with its header line."""
+        self.pid = os.getpid()
+        self.buf = []
+        self.names = {}
+        self.stacks = {}
+        self.open_se = {}
+        self.exited = False
+        mono = now()
+        header = dict(header)
+        header.update(v=FORMAT_VERSION, pid=self.pid, ppid=os.getppid(),
+                      anchor_mono_ns=mono, anchor_wall_ns=time.time_ns())
+        self.info = dict(header)
+        events = os.path.join(self.run_dir, "events")
+        try:
+            os.makedirs(events, exist_ok=True)
+        except OSError:
+            pass
+        path = os.path.join(events, "%d-%d.log" % (self.pid, mono))
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        self._write("H\t%s\n" % json.dumps(header, default=str))
+        self.next_flush = mono + FLUSH_NS
+
+    def forget_parent(self):
+        """In a fork child: drop the parent's file and buffered events (the parent writes them)."""
+        if self.fd >= 0:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+        self.fd = -1
+        self.buf = []
+        self.lock = threading.Lock()
+
+    # -- writing --------------------------------------------------------------------------------
+    def _write(self, text):
+        if self.fd < 0:
+            return
+        data = text.encode("utf-8", "replace")
+        while data:
+            n = os.write(self.fd, data)
+            data = data[n:]
+
+    def flush(self):
+        buf = self.buf
+        n = len(buf)
+        self.next_flush = now() + FLUSH_NS
+        if not n or self.fd < 0 or self.pid != os.getpid():
+            return
+        items = buf[:n]
+        del buf[:n]
+        parts = []
+        for item in items:
+            if item.__class__ is str:
+                parts.append(item)
+            else:
+                parts.append("R\t%d\t%d\t%d\t%d\t%s\n" % item)
+        try:
+            self._write("".join(parts))
+        except OSError:
+            self.fd = -1
+
+    def name_id(self, kind, domain, message, color):
+        """The integer id of a name; declares it (an S line) on first use."""
+        key = (kind, domain, message, color)
+        nid = self.names.get(key)
+        if nid is not None:
+            return nid
+        with self.lock:
+            nid = self.names.get(key)
+            if nid is not None:
+                return nid
+            nid = len(self.names)
+            self.buf.append("S\t%d\t%s\t%s\t%s\t%s\n" % (
+                nid, kind, _clean(domain or ""), _clean(message if message is not None else ""),
+                color_text(color)))
+            self.names[key] = nid
+        return nid
+
+    def add_range(self, t0, t1, nid, style="P"):
+        self.buf.append((t0, t1, native_tid(), nid, style))
+        if t1 > self.next_flush:
+            self.flush()
+
+    def mark(self, nid):
+        t = now()
+        self.buf.append("M\t%d\t%d\t%d\n" % (t, native_tid(), nid))
+        if t > self.next_flush:
+            self.flush()
+
+    def update(self, **info):
+        """Record a change of identity/state (role, name, ...): an I line, written at once."""
+        self.info.update(info)
+        self.buf.append("I\t%d\t%s\n" % (now(), json.dumps(info, default=str)))
+        self.flush()
+
+    def emit(self, info):
+        """For periodic reporters (torch memory): an I line, written with the next flush."""
+        self.buf.append("I\t%d\t%s\n" % (now(), json.dumps(info, default=str)))
+
+    def error(self, where, exc):
+        """An error inside the injection: logged, never raised."""
+        msg = "%s: %s: %s" % (where, type(exc).__name__, exc)
+        try:
+            self.buf.append("E\t%d\t%s\n" % (now(), _clean(msg)))
+            self.flush()
+            with open(os.path.join(self.run_dir, "inject-errors.log"), "a") as fh:
+                fh.write("pid %d: %s\n" % (os.getpid(), msg))
+        except Exception:
+            pass
+
+    def exit(self, exit_code=None):
+        if self.exited or self.pid != os.getpid():
+            return
+        self.exited = True
+        open_ranges = sum(len(v) for v in self.stacks.values()) + len(self.open_se)
+        self.buf.append("X\t%d\t%s\n" % (now(), json.dumps({"exit_code": exit_code, "open_ranges": open_ranges})))
+        self.flush()
+
+
+def color_text(color):
+    if color is None or color == "":
+        return ""
+    if isinstance(color, int):
+        return "#%06x" % (color & 0xFFFFFF)
+    try:
+        from nvtx.colors import _NVTX_COLORS  # the names nvtx itself accepts
+
+        value = _NVTX_COLORS.get(color)
+        if value is not None:
+            return "#%06x" % value
+    except Exception:
+        pass
+    return _clean(color)
+
+
+STATE = State()
+
+
+def safe(where):
+    """Decorator for injection entry points: log any exception, never raise it."""
+    def deco(fn):
+        def wrapper(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except Exception as exc:
+                STATE.error(where, exc)
+                return None
+        wrapper.__name__ = getattr(fn, "__name__", "wrapper")
+        return wrapper
+    return deco
+
+
+def python_version():
+    return "%d.%d.%d" % sys.version_info[:3]

@@ -1,0 +1,148 @@
+"""Activation of the injection in one process: identity, log, hooks, fork handling."""
+
+import os
+import sys
+
+from . import annotate_patterns, importhook, mpwrap, nvtxwrap
+from .eventlog import STATE, python_version
+from .procname import env_rank, set_process_name, short_role
+
+_SCRIPT = os.environ.get("GPUSCOPE_SCRIPT", "")
+
+
+def _orig_argv():
+    return list(getattr(sys, "orig_argv", None) or [sys.executable] + list(sys.argv))
+
+
+def detect_role(argv):
+    """The role of a fresh interpreter, from its command line and environment."""
+    code = ""
+    if "-c" in argv:
+        i = argv.index("-c")
+        code = argv[i + 1] if i + 1 < len(argv) else ""
+    if "multiprocessing.spawn" in code or "--multiprocessing-fork" in argv:
+        return "spawn child", "spawn"
+    if "multiprocessing.resource_tracker" in code:
+        return "resource tracker", "spawn"
+    if "multiprocessing.forkserver" in code:
+        return "forkserver", "spawn"
+    if "torch.distributed.run" in argv or os.path.basename(argv[1] if len(argv) > 1 else "") == "torchrun":
+        return "torchrun agent", None
+    if env_rank() is not None and _is_script(argv):
+        return "rank %d" % env_rank(), None
+    if _is_script(argv) and _claim_main():
+        return "main", None
+    return "subprocess", None
+
+
+def _is_script(argv):
+    if not _SCRIPT:
+        return False
+    target = os.path.realpath(_SCRIPT)
+    for arg in argv[1:4]:
+        if arg and not arg.startswith("-"):
+            try:
+                if os.path.realpath(arg) == target:
+                    return True
+            except (OSError, ValueError):
+                pass
+    return False
+
+
+def _claim_main():
+    """Only the first process running the script is 'main' (a re-run via subprocess is not)."""
+    try:
+        fd = os.open(os.path.join(STATE.run_dir, "main.claim"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        return True
+    except OSError:
+        return False
+
+
+def _header(role, start_method, forked):
+    rank = env_rank()
+    local_rank = os.environ.get("LOCAL_RANK") if rank is not None else None
+    method = start_method or os.environ.get("GPUSCOPE_START_METHOD", "default")
+    return {
+        "run_id": os.environ.get("GPUSCOPE_RUN_ID"),
+        "role": role, "start_method": method, "rank": rank,
+        "local_rank": int(local_rank) if local_rank and local_rank.isdigit() else None,
+        "forked": forked, "argv": _orig_argv() if not forked else None,
+        "executable": sys.executable, "python": python_version(),
+        "nvtx": None,
+    }
+
+
+def _name_process():
+    info = STATE.info
+    name = short_role(info.get("role", ""), info.get("rank") if not str(info.get("role", "")).startswith("rank") else info.get("rank"))
+    if set_process_name(name):
+        STATE.update(os_name=name)
+
+
+def _after_fork_in_child():
+    try:
+        parent = dict(STATE.info)
+        STATE.forget_parent()
+        nvtxwrap.after_fork_in_child()
+        method = mpwrap.fork_start_method()
+        header = _header("fork child", method, True)
+        header["rank"] = parent.get("rank")
+        header["parent_role"] = parent.get("role")
+        header["nvtx"] = parent.get("nvtx")
+        STATE.open(header)
+    except Exception as exc:
+        STATE.error("after fork", exc)
+
+
+def _at_exit():
+    try:
+        STATE.exit()
+    except Exception:
+        pass
+
+
+def activate():
+    """Called once per fresh interpreter by the startup hook."""
+    if not STATE.run_dir:
+        return
+    role, method = detect_role(_orig_argv())
+    STATE.open(_header(role, method, False))
+    try:
+        _install(role)
+    except Exception as exc:
+        STATE.error("activate", exc)
+
+
+def _install(role):
+    import atexit
+
+    atexit.register(_at_exit)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+    if role not in ("spawn child", "subprocess"):
+        _name_process()  # spawn children are named when they learn what they are (pool/process)
+    importhook.install()
+    importhook.when_imported("multiprocessing.context", mpwrap.patch_context)
+    importhook.when_imported("multiprocessing.process", mpwrap.patch_process)
+    importhook.when_imported("multiprocessing.pool", mpwrap.patch_pool)
+    importhook.when_imported("multiprocessing.spawn", mpwrap.patch_spawn)
+    importhook.when_imported("concurrent.futures.process", mpwrap.patch_executor)
+    importhook.when_imported("nvtx", nvtxwrap.install)
+    if annotate_patterns.PATTERNS:
+        importhook.when_imported_matching(annotate_patterns.wants, annotate_patterns.apply)
+    _start_torchmem()
+
+
+def _start_torchmem():
+    interval = os.environ.get("GPUSCOPE_TORCHMEM_INTERVAL")
+    if not interval:
+        return
+    try:
+        from . import torchmem
+    except ImportError:
+        return
+    try:
+        torchmem.start(STATE.emit, float(interval))
+    except Exception as exc:
+        STATE.error("torch memory reporter", exc)

@@ -1,0 +1,258 @@
+"""multiprocessing and concurrent.futures: start method, process roles, one range per pool task.
+
+* Start method: the default context of ``multiprocessing`` is pointed at the chosen method
+  *without* setting it, so ``set_start_method()`` and ``get_context("x")`` in the script still
+  work and win (an explicit choice is recorded in the event log).
+* Roles: ``BaseProcess._bootstrap`` (every multiprocessing child, any start method) and the pool
+  worker loops tell the child what it is.
+* Pool tasks: the worker loops of ``multiprocessing.pool`` and ``concurrent.futures.process``
+  read tasks from a queue; gpuscope wraps that queue's ``get`` so each task's function runs inside
+  a range named after the user's function (``mapstar``/``_process_chunk`` are unwrapped).
+  Replacement functions keep the original ``__module__``/``__qualname__``, so pickling them into
+  a child resolves to whatever that child has: the wrapper when it is injected, the original if not.
+"""
+
+import functools
+import os
+
+from .eventlog import STATE, now, safe
+from .procname import set_process_name, short_role
+from . import annotate_patterns
+
+_TASK_NIDS = {}
+
+
+def _disguise(wrapper, original):
+    wrapper.__module__ = original.__module__
+    wrapper.__qualname__ = original.__qualname__
+    wrapper.__name__ = original.__name__
+    wrapper.__doc__ = original.__doc__
+    wrapper.__wrapped__ = original
+    return wrapper
+
+
+# -- start method ------------------------------------------------------------------------------
+@safe("forcing the start method")
+def patch_context(context_module):
+    method = os.environ.get("GPUSCOPE_START_METHOD", "default")
+    default = getattr(context_module, "_default_context", None)
+    concrete = getattr(context_module, "_concrete_contexts", {})
+    if method != "default" and default is not None and method in concrete:
+        if getattr(default, "_actual_context", None) is None:
+            default._default_context = concrete[method]
+    original = context_module.DefaultContext.set_start_method
+    if getattr(original, "__wrapped__", None) is not None:
+        return
+
+    def set_start_method(self, method, force=False):
+        result = original(self, method, force)
+        try:
+            if STATE.info.get("role") == "main" and method is not None:
+                STATE.update(start_method=method, start_method_explicit=method)
+        except Exception:
+            pass
+        return result
+
+    context_module.DefaultContext.set_start_method = _disguise(set_start_method, original)
+
+
+# -- roles ----------------------------------------------------------------------------------------
+@safe("patching multiprocessing.process")
+def patch_process(process_module):
+    base = process_module.BaseProcess
+    original = base._bootstrap
+    if getattr(original, "__wrapped__", None) is not None:
+        return
+
+    def _bootstrap(self, *args, **kwargs):
+        _on_child_start(self)
+        code = original(self, *args, **kwargs)
+        try:
+            STATE.exit(code)
+        except Exception:
+            pass
+        return code
+
+    base._bootstrap = _disguise(_bootstrap, original)
+    start = base.start
+
+    def start_(self, *args, **kwargs):
+        annotate_patterns.apply_to_main()
+        return start(self, *args, **kwargs)
+
+    base.start = _disguise(start_, start)
+
+
+@safe("identifying a multiprocessing child")
+def _on_child_start(proc):
+    target = getattr(proc, "_target", None)
+    target_name = getattr(target, "__name__", "")
+    if target_name in ("worker", "_process_worker"):
+        role = "pool worker"  # refined by the worker wrapper; known here already for naming
+    elif target_name == "_run_server":
+        role = "manager"
+    else:
+        role = "process child"
+    name = getattr(proc, "name", "") or ""
+    index = name.rsplit("-", 1)[-1] if "-" in name else None
+    index = index if index and index.isdigit() else None
+    rank = STATE.info.get("rank")
+    STATE.update(role=role, mp_name=name, target=target_name or None,
+                 os_name=short_role(role, rank, index))
+    set_process_name(short_role(role, rank, index))
+    annotate_patterns.apply_to_main()
+
+
+# -- pool tasks -----------------------------------------------------------------------------------
+def _task_name(func, args):
+    """The user's function behind a pool task (unwrapping multiprocessing's helpers)."""
+    name = getattr(func, "__name__", "")
+    if name in ("mapstar", "starmapstar") and args and isinstance(args[0], tuple) and args[0]:
+        func = args[0][0]
+    elif isinstance(func, functools.partial) and getattr(func.func, "__name__", "") == "_process_chunk":
+        func = func.args[0] if func.args else func.func
+    while isinstance(func, functools.partial):
+        func = func.func
+    return getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or type(func).__name__
+
+
+def _task_nid(name):
+    nid = _TASK_NIDS.get((STATE.pid, name))
+    if nid is None:
+        nid = _TASK_NIDS[(STATE.pid, name)] = STATE.name_id("task", "gpuscope", name, "")
+    return nid
+
+
+def _run_task(func, name):
+    """Wrap one task so it runs inside a recorded (and, with nvtx, an NVTX) range."""
+    def task(*args, **kwargs):
+        from . import nvtxwrap
+
+        nid = _task_nid(name)
+        push = nvtxwrap.injected_push(name)
+        t0 = now()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            t1 = now()
+            if push:
+                nvtxwrap.injected_pop()
+            STATE.add_range(t0, t1, nid)
+            STATE.flush()  # a pool may terminate its idle workers: keep the log whole per task
+    return task
+
+
+def _wrap_pool_get(get):
+    def wrapped_get(*args, **kwargs):
+        task = get(*args, **kwargs)
+        try:
+            if isinstance(task, tuple) and len(task) == 5:
+                job, i, func, fargs, kwds = task
+                if callable(func):
+                    return (job, i, _run_task(func, _task_name(func, fargs)), fargs, kwds)
+        except Exception as exc:
+            STATE.error("pool task", exc)
+        return task
+    return wrapped_get
+
+
+@safe("patching multiprocessing.pool")
+def patch_pool(pool_module):
+    original = pool_module.worker
+    if getattr(original, "__wrapped__", None) is not None:
+        return
+
+    def worker(inqueue, outqueue, *args, **kwargs):
+        try:
+            _become_pool_worker()
+            inqueue.get = _wrap_pool_get(inqueue.get)
+        except Exception as exc:
+            STATE.error("pool worker", exc)
+        return original(inqueue, outqueue, *args, **kwargs)
+
+    pool_module.worker = _disguise(worker, original)
+    _patch_pool_creation(pool_module)
+
+
+def _patch_pool_creation(pool_module):
+    """The script's functions exist by the time it creates a pool: apply --annotate to __main__."""
+    original = pool_module.Pool.__init__
+
+    def __init__(self, *args, **kwargs):
+        annotate_patterns.apply_to_main()
+        return original(self, *args, **kwargs)
+
+    pool_module.Pool.__init__ = _disguise(__init__, original)
+
+
+def _become_pool_worker():
+    if STATE.info.get("role") != "pool worker":
+        STATE.update(role="pool worker")
+
+
+class _CallItemProxy:
+    """A concurrent.futures work item whose ``fn`` runs inside a recorded range."""
+
+    __slots__ = ("work_id", "fn", "args", "kwargs")
+
+    def __init__(self, item):
+        self.work_id = item.work_id
+        self.args = item.args
+        self.kwargs = item.kwargs
+        self.fn = _run_task(item.fn, _task_name(item.fn, item.args))
+
+
+@safe("patching concurrent.futures.process")
+def patch_executor(cf_module):
+    original = cf_module._process_worker
+    if getattr(original, "__wrapped__", None) is not None:
+        return
+
+    def _process_worker(call_queue, result_queue, *args, **kwargs):
+        try:
+            _become_pool_worker()
+            get = call_queue.get
+
+            def wrapped_get(*a, **k):
+                item = get(*a, **k)
+                if item is not None and hasattr(item, "fn"):
+                    try:
+                        return _CallItemProxy(item)
+                    except Exception as exc:
+                        STATE.error("executor task", exc)
+                return item
+            call_queue.get = wrapped_get
+        except Exception as exc:
+            STATE.error("executor worker", exc)
+        return original(call_queue, result_queue, *args, **kwargs)
+
+    cf_module._process_worker = _disguise(_process_worker, original)
+    executor = cf_module.ProcessPoolExecutor
+    init = executor.__init__
+
+    def __init__(self, *args, **kwargs):
+        annotate_patterns.apply_to_main()
+        return init(self, *args, **kwargs)
+
+    executor.__init__ = _disguise(__init__, init)
+
+
+@safe("patching multiprocessing.spawn")
+def patch_spawn(spawn_module):
+    """In a spawn child, the script is re-imported as __mp_main__: apply --annotate to it."""
+    original = getattr(spawn_module, "_fixup_main_from_path", None)
+    if original is None or getattr(original, "__wrapped__", None) is not None:
+        return
+
+    def _fixup_main_from_path(*args, **kwargs):
+        result = original(*args, **kwargs)
+        annotate_patterns.apply_to_main()
+        return result
+
+    spawn_module._fixup_main_from_path = _disguise(_fixup_main_from_path, original)
+
+
+def fork_start_method():
+    """How a fork child came to be: from the forkserver, or a plain fork."""
+    return "forkserver" if STATE.info.get("role") == "forkserver" else "fork"
+

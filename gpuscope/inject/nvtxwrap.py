@@ -1,0 +1,277 @@
+"""Record every NVTX range and mark the program makes through the ``nvtx`` package.
+
+The wrappers replace ``nvtx.annotate``, ``push_range``/``pop_range``, ``start_range``/``end_range``
+and ``mark`` (in ``nvtx`` and ``nvtx.nvtx``). Each calls the original, so a profiler attached to
+the process sees the same calls, and records the range in the event log whether or not a profiler
+is attached.
+
+Fork children: string handles and domains registered before a fork are invalid in the child, and
+nsys discards events that use them (NSYS.md). So an ``annotate`` object remembers the pid it
+registered in and registers again (a fresh original ``annotate``) the first time it is used in a
+new process, and ``get_domain``'s cache is cleared in every fork child.
+"""
+
+import functools
+
+from .eventlog import STATE, native_tid, now, safe
+
+_orig = {}
+
+
+class _Registered:
+    """An original ``nvtx.annotate`` valid in the current process (re-created after a fork)."""
+
+    __slots__ = ("args", "pid", "enter", "exit", "nid", "domain")
+
+    def __init__(self, args, eager=True):
+        self.args = args
+        self.domain = args[2] or ""
+        self.nid = -1
+        self.pid = 0
+        self.enter = self.exit = None
+        if eager:
+            self._make()  # errors in the user's arguments surface as they would without gpuscope
+
+    def _make(self):
+        # Name ids belong to one process's log: declare the name again in each new process.
+        try:
+            self.nid = STATE.name_id("nvtx", self.domain, self.args[0] or "", self.args[1])
+        except Exception as exc:
+            STATE.error("nvtx name", exc)
+        inner = _orig["annotate"](*self.args)
+        self.enter = inner.__enter__
+        self.exit = inner.__exit__
+        self.pid = STATE.pid
+
+    def resolve(self):
+        try:
+            self._make()
+        except Exception as exc:  # keep recording even if nvtx cannot register here
+            STATE.error("nvtx re-registration", exc)
+            self.enter = _noop
+            self.exit = _noop3
+            self.pid = STATE.pid
+
+
+def _noop():
+    return None
+
+
+def _noop3(*_):
+    return False
+
+
+class annotate:
+    """Drop-in for ``nvtx.annotate`` (context manager and decorator) that also records."""
+
+    __slots__ = ("_args", "_reg", "__weakref__")
+
+    def __init__(self, message=None, color=None, domain=None, category=None, payload=None):
+        self._args = (message, color, domain, category, payload)
+        self._reg = _Registered(self._args) if message else None
+
+    def __reduce__(self):
+        return (self.__class__, self._args)
+
+    def _registered(self):
+        reg = self._reg
+        if reg is None:
+            reg = self._reg = _Registered(self._args)
+        if reg.pid != STATE.pid:
+            reg.resolve()
+        return reg
+
+    def __enter__(self):
+        reg = self._registered()
+        reg.enter()
+        stack = STATE.stacks.setdefault((native_tid(), reg.domain), [])
+        stack.append((reg.nid, now()))
+        return self
+
+    def __exit__(self, *exc):
+        t1 = now()
+        reg = self._reg
+        reg.exit(*exc)
+        stack = STATE.stacks.get((native_tid(), reg.domain))
+        if stack:
+            nid, t0 = stack.pop()
+            STATE.add_range(t0, t1, nid)
+        return False
+
+    def __call__(self, func):
+        message = self._args[0] or getattr(func, "__name__", None) or ""
+        reg = _Registered((message,) + self._args[1:])
+        add = STATE.add_range
+
+        @functools.wraps(func)
+        def inner(*args, **kwargs):
+            if reg.pid != STATE.pid:
+                reg.resolve()
+            reg.enter()
+            t0 = now()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                t1 = now()
+                reg.exit(None, None, None)
+                add(t0, t1, reg.nid)
+
+        return inner
+
+
+def push_range(message=None, color="blue", domain=None, category=None, payload=None):
+    _orig["push_range"](message, color, domain, category, payload)
+    _record_push(message, color, domain)
+
+
+@safe("nvtx.push_range")
+def _record_push(message, color, domain):
+    nid = STATE.name_id("nvtx", domain or "", message or "", color)
+    STATE.stacks.setdefault((native_tid(), domain or ""), []).append((nid, now()))
+
+
+def pop_range(domain=None):
+    t1 = now()
+    result = _orig["pop_range"](domain)
+    stack = STATE.stacks.get((native_tid(), domain or ""))
+    if stack:
+        nid, t0 = stack.pop()
+        STATE.add_range(t0, t1, nid)
+    return result
+
+
+def start_range(message=None, color=None, domain=None, category=None, payload=None):
+    rid = _orig["start_range"](message, color, domain, category, payload)
+    _record_start(rid, message, color, domain)
+    return rid
+
+
+@safe("nvtx.start_range")
+def _record_start(rid, message, color, domain):
+    nid = STATE.name_id("nvtx", domain or "", message or "", color)
+    STATE.open_se[_key(rid)] = (nid, now(), native_tid())
+
+
+def end_range(range_id):
+    t1 = now()
+    result = _orig["end_range"](range_id)
+    try:
+        opened = STATE.open_se.pop(_key(range_id), None)
+        if opened is not None:
+            nid, t0, tid = opened
+            STATE.buf.append((t0, t1, tid, nid, "S"))
+            if t1 > STATE.next_flush:
+                STATE.flush()
+    except Exception as exc:
+        STATE.error("nvtx.end_range", exc)
+    return result
+
+
+def mark(message=None, color="blue", domain=None, category=None, payload=None):
+    result = _orig["mark"](message, color, domain, category, payload)
+    try:
+        STATE.mark(STATE.name_id("nvtx", domain or "", message or "", color))
+    except Exception as exc:
+        STATE.error("nvtx.mark", exc)
+    return result
+
+
+def _key(rid):
+    try:
+        hash(rid)
+        return rid
+    except TypeError:
+        return id(rid)
+
+
+_WRAPPERS = {
+    "annotate": annotate, "push_range": push_range, "pop_range": pop_range,
+    "start_range": start_range, "end_range": end_range, "mark": mark,
+}
+
+
+@safe("wrapping nvtx")
+def install(nvtx_pkg):
+    """Called right after the user's program imports ``nvtx``."""
+    inner = __import__("nvtx.nvtx", fromlist=["annotate"])
+    if _orig:
+        return
+    for name, wrapper in _WRAPPERS.items():
+        original = getattr(inner, name, None)
+        if original is None:
+            continue
+        _orig[name] = original
+        wrapper.__module__ = "nvtx.nvtx"
+        wrapper.__qualname__ = name
+        wrapper.__doc__ = getattr(original, "__doc__", None)
+        for module in (inner, nvtx_pkg):
+            if getattr(module, name, None) is original:
+                setattr(module, name, wrapper)
+    STATE.update(nvtx=getattr(nvtx_pkg, "__version__", None) or _dist_version())
+
+
+def _dist_version():
+    try:
+        from importlib.metadata import version
+
+        return version("nvtx")
+    except Exception:
+        return "unknown"
+
+
+def after_fork_in_child():
+    """Domains and registered strings from the parent are invalid here: forget them."""
+    inner = __import__("sys").modules.get("nvtx.nvtx")
+    get_domain = getattr(inner, "get_domain", None)
+    cache_clear = getattr(get_domain, "cache_clear", None)
+    if cache_clear is not None:
+        cache_clear()
+
+
+def nvtx_available():
+    return "nvtx.nvtx" in __import__("sys").modules and bool(_orig)
+
+
+
+# -- ranges gpuscope adds (pool tasks, --annotate): NVTX domain "gpuscope" when nvtx is installed --
+_injected = {"checked": False, "push": None, "pop": None}
+INJECTED_DOMAIN = "gpuscope"
+
+
+def _load_injected():
+    _injected["checked"] = True
+    try:
+        import importlib.util
+
+        if importlib.util.find_spec("nvtx") is None:
+            return
+        import nvtx  # noqa: F401 - our post-import hook wraps it; we call the originals below
+
+        if _orig:
+            _injected["push"] = _orig["push_range"]
+            _injected["pop"] = _orig["pop_range"]
+    except Exception as exc:
+        STATE.error("loading nvtx for injected ranges", exc)
+
+
+def injected_push(name):
+    """Open an NVTX range for a range gpuscope adds; False when nvtx is unavailable."""
+    if not _injected["checked"]:
+        _load_injected()
+    push = _injected["push"]
+    if push is None:
+        return False
+    try:
+        push(name, None, INJECTED_DOMAIN, None, None)
+        return True
+    except Exception as exc:
+        STATE.error("injected NVTX range", exc)
+        _injected["push"] = None
+        return False
+
+
+def injected_pop():
+    try:
+        _injected["pop"](INJECTED_DOMAIN)
+    except Exception as exc:
+        STATE.error("injected NVTX range", exc)

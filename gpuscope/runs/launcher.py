@@ -1,0 +1,61 @@
+"""Turn a validated RunSpec into the argv and environment of the run's first process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuscope.errors import UserError
+from gpuscope.runs import layout
+from gpuscope.spec import RunSpec
+
+
+@dataclass(frozen=True)
+class Command:
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+
+
+def build_command(spec: RunSpec, run_id: str, run_dir: Path, base_env: dict[str, str] | None = None) -> Command:
+    """argv and env for ``python script`` or ``python -m torch.distributed.run``."""
+    env = dict(os.environ if base_env is None else base_env)
+    env.update(dict(spec.env))
+    python = spec.python or "python3"
+    if spec.launcher == "torchrun":
+        check_torch(python, env)
+    env["PYTHONPATH"] = layout.pythonpath_with_boot(env.get("PYTHONPATH"))
+    env["GPUSCOPE_RUN_ID"] = run_id
+    env["GPUSCOPE_RUN_DIR"] = str(run_dir)
+    env["GPUSCOPE_SCRIPT"] = spec.script
+    env["GPUSCOPE_START_METHOD"] = spec.start_method
+    env["GPUSCOPE_LAUNCHER"] = spec.launcher
+    env["GPUSCOPE_TORCHMEM_INTERVAL"] = str(max(spec.sample_interval_s, 0.1))
+    if spec.annotate:
+        env["GPUSCOPE_ANNOTATE"] = "\n".join(spec.annotate)
+    else:
+        env.pop("GPUSCOPE_ANNOTATE", None)
+    # Output reaches the terminal and the app as it is printed (the bytes are unchanged).
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    if spec.launcher == "torchrun":
+        argv = [python, "-m", "torch.distributed.run", "--nproc-per-node", str(spec.nproc),
+                "--standalone", spec.script, *spec.args]
+    else:
+        argv = [python, spec.script, *spec.args]
+    return Command(argv=argv, env=env, cwd=spec.cwd or os.getcwd())
+
+
+def check_torch(python: str, env: dict[str, str]) -> None:
+    """torchrun needs torch in the chosen interpreter: say so in one line if it is missing."""
+    probe = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 3)"
+    clean = {k: v for k, v in env.items() if not k.startswith("GPUSCOPE_")}
+    try:
+        rc = subprocess.run([python, "-c", probe], env=clean, timeout=60,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UserError(f"cannot start {python} to look for torch: {exc}") from None
+    if rc != 0:
+        raise UserError(f"--launcher torchrun needs torch, which is not installed for {python} "
+                        "(pip install torch)")

@@ -1,0 +1,147 @@
+"""Read gpuscope's per-process event logs (docs/EVENTS.md) from a run folder."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RANGE_DTYPE = np.dtype([("t0", "i8"), ("t1", "i8"), ("tid", "i4"), ("nid", "i4"), ("style", "U1")])
+
+
+@dataclass(frozen=True)
+class Name:
+    id: int
+    kind: str       # nvtx | task | func
+    domain: str
+    name: str
+    color: str      # "#rrggbb" or ""
+
+
+@dataclass
+class ProcessEvents:
+    """One process's log: identity, names, ranges (a numpy record array), marks, end."""
+
+    path: Path
+    header: dict[str, Any]
+    info: dict[str, Any] = field(default_factory=dict)
+    names: dict[int, Name] = field(default_factory=dict)
+    ranges: np.ndarray = field(default_factory=lambda: np.zeros(0, RANGE_DTYPE))
+    marks: list[tuple[int, int, int]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    exit: dict[str, Any] | None = None
+    end_ns: int | None = None
+    truncated: bool = False
+
+    @property
+    def pid(self) -> int:
+        return int(self.header["pid"])
+
+    @property
+    def ppid(self) -> int | None:
+        return self.header.get("ppid")
+
+    @property
+    def role(self) -> str:
+        return str(self.info.get("role") or self.header.get("role") or "unknown")
+
+    @property
+    def start_method(self) -> str | None:
+        return self.info.get("start_method") or self.header.get("start_method")
+
+    @property
+    def rank(self) -> int | None:
+        value = self.info.get("rank", self.header.get("rank"))
+        return int(value) if value is not None else None
+
+    @property
+    def start_ns(self) -> int:
+        return int(self.header["anchor_mono_ns"])
+
+    def wall_ns(self, mono_ns: int) -> int:
+        """Wall-clock time (epoch ns) of a monotonic timestamp of this process."""
+        return int(self.header["anchor_wall_ns"]) + (mono_ns - int(self.header["anchor_mono_ns"]))
+
+    def range_names(self) -> list[str]:
+        ids = np.unique(self.ranges["nid"]) if len(self.ranges) else []
+        return sorted({self.label(int(i)) for i in ids})
+
+    def label(self, nid: int) -> str:
+        name = self.names.get(nid)
+        if name is None:
+            return f"<name {nid}>"
+        return f"{name.domain}:{name.name}" if name.domain else name.name
+
+    def top_ranges(self, n: int = 3) -> list[tuple[str, int, int]]:
+        """(name, count, total_ns) of the ranges with the most total time."""
+        totals: dict[str, list[int]] = {}
+        for nid in np.unique(self.ranges["nid"]) if len(self.ranges) else []:
+            sel = self.ranges[self.ranges["nid"] == nid]
+            entry = totals.setdefault(self.label(int(nid)), [0, 0])
+            entry[0] += len(sel)
+            entry[1] += int((sel["t1"] - sel["t0"]).sum())
+        ordered = sorted(totals.items(), key=lambda kv: -kv[1][1])
+        return [(k, v[0], v[1]) for k, v in ordered[:n]]
+
+
+def read_log(path: str | os.PathLike[str]) -> ProcessEvents | None:
+    """Parse one log; None when it has no header (not a gpuscope log)."""
+    path = Path(path)
+    data = path.read_bytes()
+    truncated = bool(data) and not data.endswith(b"\n")
+    text = data.decode("utf-8", "replace")
+    lines = text.split("\n")
+    if truncated or (lines and lines[-1] == ""):
+        lines.pop()  # the partial last line of a killed process, or the empty tail
+    if not lines or not lines[0].startswith("H\t"):
+        return None
+    try:
+        header = json.loads(lines[0][2:])
+    except ValueError:
+        return None
+    pe = ProcessEvents(path=path, header=header, info=dict(header), truncated=truncated)
+    rows: list[tuple[int, int, int, int, str]] = []
+    last = int(header.get("anchor_mono_ns", 0))
+    for line in lines[1:]:
+        tag = line[:1]
+        parts = line.split("\t")
+        try:
+            if tag == "R":
+                rows.append((int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4]), parts[5]))
+            elif tag == "S":
+                nid = int(parts[1])
+                pe.names[nid] = Name(nid, parts[2], parts[3], parts[4], parts[5] if len(parts) > 5 else "")
+            elif tag == "M":
+                pe.marks.append((int(parts[1]), int(parts[2]), int(parts[3])))
+            elif tag == "I":
+                last = max(last, int(parts[1]))
+                pe.info.update(json.loads(parts[2]))
+            elif tag == "X":
+                pe.end_ns = int(parts[1])
+                pe.exit = json.loads(parts[2])
+            elif tag == "E":
+                pe.errors.append(parts[2] if len(parts) > 2 else line)
+        except (IndexError, ValueError):
+            pe.truncated = True  # a damaged line: keep what came before and after
+    if rows:
+        pe.ranges = np.array(rows, dtype=RANGE_DTYPE)
+        pe.ranges.sort(order="t0")
+    return pe
+
+
+def read_run_events(run_dir: str | os.PathLike[str]) -> list[ProcessEvents]:
+    """Every process log of a run, ordered by start time."""
+    folder = Path(run_dir) / "events"
+    if not folder.is_dir():
+        return []
+    logs = []
+    for entry in sorted(folder.glob("*.log")):
+        pe = read_log(entry)
+        if pe is not None:
+            logs.append(pe)
+    logs.sort(key=lambda p: (p.start_ns, p.pid))
+    return logs
