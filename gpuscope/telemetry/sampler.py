@@ -1,0 +1,215 @@
+"""Samplers: a background thread that samples on a steady cadence and hands out immutable batches.
+
+The schedule is a fixed grid (``t0 + k * interval`` on ``time.monotonic_ns``), so it does not
+drift; a tick that overruns skips the grid points it missed (counted in ``missed``) instead of
+bunching up. Listeners are called on the sampler thread with one :class:`SampleBatch` per tick;
+a listener that raises is logged once and keeps being called.
+
+:class:`Sampler` serves ``gpuscope monitor`` (a pid, or host only); :class:`RunSampler` follows
+one run's process tree and can write its batches into the run store.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+from gpuscope.telemetry.batch import SampleBatch
+from gpuscope.telemetry.gpu import GpuBackend, GpuProcessSample, open_backend
+from gpuscope.telemetry.host import HostSampler
+from gpuscope.telemetry.tree import ProcessTree
+
+log = logging.getLogger("gpuscope.telemetry")
+
+Listener = Callable[[SampleBatch], None]
+MIN_INTERVAL_S, MAX_INTERVAL_S, DEFAULT_INTERVAL_S = 0.02, 1.0, 0.1
+
+
+def check_interval(interval_s: float) -> float:
+    """1-50 Hz; anything else is a ValueError with one clear line."""
+    if not (MIN_INTERVAL_S <= interval_s <= MAX_INTERVAL_S):
+        raise ValueError(f"sampling interval must be between {MIN_INTERVAL_S} s and {MAX_INTERVAL_S} s "
+                         f"(1-50 Hz), not {interval_s}")
+    return float(interval_s)
+
+
+def gpu_by_pid(procs: list[GpuProcessSample]) -> dict[int, tuple[int | None, float | None]]:
+    """Per pid: GPU memory summed over devices, SM util summed over devices (None if unknown)."""
+    out: dict[int, tuple[int | None, float | None]] = {}
+    for p in procs:
+        mem, sm = out.get(p.pid, (None, None))
+        if p.used_memory_bytes is not None:
+            mem = (mem or 0) + p.used_memory_bytes
+        if p.sm_util is not None:
+            sm = (sm or 0.0) + p.sm_util
+        out[p.pid] = (mem, sm)
+    return out
+
+
+class Sampler:
+    """Samples host totals, GPUs and (with a ``tree``) a process tree at ``interval_s``."""
+
+    def __init__(self, interval_s: float = DEFAULT_INTERVAL_S, *, tree: ProcessTree | None = None,
+                 gpu: GpuBackend | None = None, host: bool = True, name: str = "gpuscope-sampler") -> None:
+        self.interval_s = check_interval(interval_s)
+        self.tree = tree
+        self._own_gpu = gpu is None
+        self.gpu: GpuBackend = open_backend() if gpu is None else gpu
+        self._host = HostSampler() if host else None
+        self._listeners: list[Listener] = []
+        self._failed_listeners: set[int] = set()
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._name = name
+        self._said: set[str] = set()
+        self._pending_notes: list[str] = []
+        self.seq = 0
+        self.missed = 0
+
+    # -- listeners ---------------------------------------------------------------------------
+
+    def add_listener(self, fn: Listener) -> None:
+        """``fn(batch)`` is called on the sampler thread after every tick."""
+        with self._lock:
+            self._listeners = [*self._listeners, fn]
+
+    def remove_listener(self, fn: Listener) -> None:
+        with self._lock:
+            self._listeners = [f for f in self._listeners if f is not fn]
+
+    def _deliver(self, batch: SampleBatch) -> None:
+        for fn in self._listeners:
+            try:
+                fn(batch)
+            except Exception as exc:  # noqa: BLE001 - thread boundary: a listener's bug must not stop sampling
+                if id(fn) not in self._failed_listeners:
+                    self._failed_listeners.add(id(fn))
+                    log.exception("telemetry listener %r failed (logged once): %s", fn, exc)
+
+    # -- sampling ----------------------------------------------------------------------------
+
+    def sample_once(self) -> SampleBatch:
+        """Take one sample now (the thread calls this; tests may too)."""
+        with self._lock:
+            t_ns, wall_ns = time.monotonic_ns(), time.time_ns()
+            gpu_on = self.gpu.available
+            devices = tuple(self.gpu.devices()) if gpu_on else ()
+            gprocs = self.gpu.processes() if gpu_on else []
+            started, ended, procs = (), (), ()
+            if self.tree is not None:
+                new, gone = self.tree.update(t_ns)
+                members = self.tree.pids()
+                gprocs = [p for p in gprocs if p.pid in members]
+                procs = self.tree.samples(gpu_by_pid(gprocs))
+                started = tuple(ProcessTree.info(r) for r in new)
+                ended = tuple(r.pid for r in gone)
+            host = self._host.sample() if self._host is not None else None
+            notes = tuple(self._pending_notes + self.gpu.take_notes())
+            self._pending_notes = []
+            self.seq += 1
+            return SampleBatch(self.seq, t_ns, wall_ns, host, procs, devices, tuple(gprocs),
+                               started, ended, notes)
+
+    def _note_error(self, exc: Exception) -> None:
+        text = f"telemetry sample failed: {type(exc).__name__}: {exc}"
+        if text not in self._said:
+            self._said.add(text)
+            self._pending_notes.append(text)
+            log.exception("%s", text)
+
+    def _run(self) -> None:
+        step = int(self.interval_s * 1e9)
+        next_t = time.monotonic_ns()
+        while not self._stop.is_set():
+            try:
+                batch = self.sample_once()
+            except Exception as exc:  # noqa: BLE001 - thread boundary: a failed tick is noted, the next one runs
+                self._note_error(exc)
+            else:
+                self._deliver(batch)
+            next_t += step
+            now = time.monotonic_ns()
+            if next_t <= now:                      # overran: skip to the next grid point
+                skipped = (now - next_t) // step + 1
+                self.missed += skipped
+                next_t += skipped * step
+            self._stop.wait((next_t - now) / 1e9)
+
+    def start(self) -> None:
+        """Start the background thread (once)."""
+        if self._thread is not None:
+            raise RuntimeError("sampler already started")
+        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+        self._thread.start()
+
+    def stop(self, final_sample: bool = True) -> None:
+        """Stop the thread; with ``final_sample``, take and deliver one last sample."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if final_sample and self._thread is not None:
+            try:
+                self._deliver(self.sample_once())
+            except Exception as exc:  # noqa: BLE001 - stopping must not raise because of a last sample
+                self._note_error(exc)
+        self._close()
+
+    def _close(self) -> None:
+        if self._own_gpu:
+            self.gpu.close()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+
+class RunSampler(Sampler):
+    """The sampler of one run: its process tree, GPUs, host, and optionally the run store.
+
+    ``store`` is a path of the store (its own connection is opened), ``True`` for the default
+    store, or an open ``sqlite3.Connection`` used only from the sampler thread. ``env_marker``
+    (default ``GPUSCOPE_RUN_ID=<run_id>`` when ``run_id`` is given) finds escaped descendants.
+    """
+
+    def __init__(self, root_pid: int, interval_s: float = DEFAULT_INTERVAL_S, *,
+                 gpu: GpuBackend | None = None, store: Any = None, run_id: str | None = None,
+                 env_marker: str | None = None, uss_interval_s: float | None = None,
+                 host: bool = True, flush_s: float = 1.0) -> None:
+        if env_marker is None and run_id is not None:
+            env_marker = f"GPUSCOPE_RUN_ID={run_id}"
+        tree = ProcessTree(root_pid, env_marker=env_marker, uss_interval_s=uss_interval_s)
+        super().__init__(interval_s, tree=tree, gpu=gpu, host=host, name=f"gpuscope-sampler-{root_pid}")
+        self.root_pid = root_pid
+        self.run_id = run_id
+        self._writer = None
+        if store is not None and store is not False:
+            if run_id is None:
+                raise ValueError("a RunSampler with a store needs a run_id")
+            from gpuscope.telemetry.storewriter import StoreWriter
+
+            self._writer = StoreWriter(None if store is True else store, run_id, interval_s=self.interval_s,
+                                       root_pid=root_pid, flush_s=flush_s, summary=self.process_summary,
+                                       gpu_reason=self.gpu.reason)
+            self.add_listener(self._writer)
+
+    def process_summary(self) -> dict[int, dict[str, Any]]:
+        """Per pid: cpu_seconds, peak_rss_bytes, peak_gpu_mem_bytes (None without GPU), create_time,
+        name, cmdline, first_seen_ns/last_seen_ns (monotonic), state, alive, escaped, orphaned."""
+        assert self.tree is not None
+        with self._lock:
+            return self.tree.summary(gpu=self.gpu.available)
+
+    def escaped_pids(self, alive_only: bool = True) -> list[int]:
+        """Processes of the tree that left the root's session or process group."""
+        assert self.tree is not None
+        with self._lock:
+            return self.tree.escaped(alive_only)
+
+    def _close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        super()._close()
+

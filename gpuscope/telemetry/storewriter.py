@@ -1,0 +1,73 @@
+"""A sampler listener that writes batches into the run store, about once a second.
+
+Batches collect in memory and go to SQLite in one transaction (``executemany``) when the oldest
+pending one is ``flush_s`` old, so a crash of gpuscope loses at most about a second of samples.
+The process summary (names, totals, peaks) is rewritten at each flush.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from gpuscope.store import db, samples
+from gpuscope.telemetry.batch import SampleBatch
+
+log = logging.getLogger("gpuscope.telemetry")
+
+# A store that keeps failing (disk full, locked for long) must not grow memory without bound.
+MAX_PENDING = 600
+
+
+class StoreWriter:
+    """Call with each batch (a sampler listener); :meth:`close` flushes the rest."""
+
+    def __init__(self, store: sqlite3.Connection | str | Path | None, run_id: str, *, interval_s: float,
+                 root_pid: int | None = None, flush_s: float = 1.0,
+                 summary: Callable[[], dict[int, dict[str, Any]]] | None = None,
+                 gpu_reason: str = "") -> None:
+        self._own = not isinstance(store, sqlite3.Connection)
+        self.conn = db.connect(store) if self._own else store  # type: ignore[arg-type]
+        self.run_id = run_id
+        self.flush_ns = int(flush_s * 1e9)
+        self._summary = summary
+        self._pending: list[SampleBatch] = []
+        self._notes: list[str] = []
+        self._failed = False
+        self.rows_written = 0
+        self.flushes = 0
+        self.series = samples.open_series(
+            self.conn, run_id, interval_s=interval_s, anchor_mono_ns=time.monotonic_ns(),
+            anchor_wall_ns=time.time_ns(), root_pid=root_pid, info={"gpu": gpu_reason})
+
+    def __call__(self, batch: SampleBatch) -> None:
+        self._pending.append(batch)
+        self._notes.extend(batch.notes)
+        if batch.t_ns - self._pending[0].t_ns >= self.flush_ns:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what is pending (one transaction)."""
+        if not self._pending and not self._notes:
+            return
+        summary = self._summary() if self._summary is not None else None
+        try:
+            self.rows_written += samples.write_batches(self.conn, self.series, self._pending, summary,
+                                                       self._notes)
+        except sqlite3.Error as exc:
+            if not self._failed:
+                self._failed = True
+                log.warning("telemetry samples not stored (will retry): %s", exc)
+            del self._pending[:-MAX_PENDING]
+            return
+        self.flushes += 1
+        self._pending, self._notes = [], []
+
+    def close(self) -> None:
+        """Flush and release the connection if this writer opened it."""
+        self.flush()
+        if self._own:
+            self.conn.close()
