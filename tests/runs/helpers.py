@@ -20,7 +20,7 @@ def gpuscope(*args: str, env: dict[str, str], timeout: float = 120, cwd: str | N
 
 def summary(proc: subprocess.CompletedProcess[bytes]) -> dict[str, Any]:
     """The JSON object `gpuscope run --json` prints on the last line of stdout."""
-    last = proc.stdout.decode().rstrip("\n").rsplit("\n", 1)[-1]
+    last = proc.stdout.rstrip(b"\n").rsplit(b"\n", 1)[-1].decode()
     try:
         return json.loads(last)
     except ValueError as exc:

@@ -1,0 +1,85 @@
+"""Stopping a run: nothing of it remains, even workers that ignore SIGTERM and SIGINT."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from gpuscope.runs import procscan
+from gpuscope.runs.supervisor import Run
+from gpuscope.spec import RunSpec
+from tests.runs.helpers import script
+
+
+def _wait_for(predicate, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _tree(run):
+    return procscan.run_processes(run.pid, run.run_id)
+
+
+def test_stop_kills_stubborn_pool_within_10s():
+    chunks = []
+    run = Run(RunSpec(script=script("stubborn_pool.py"), start_method="spawn"),
+              output=[lambda name, data: chunks.append(data)]).start()
+    assert _wait_for(lambda: b"pool running" in b"".join(chunks))
+    assert _wait_for(lambda: len(_tree(run)) >= 3)  # main, resource tracker, workers
+    pids = list(_tree(run))
+    t0 = time.monotonic()
+    run.stop()
+    result = run.wait()
+    elapsed = time.monotonic() - t0
+    assert elapsed < 10, elapsed
+    assert result.status == "stopped"
+    assert not [p for p in pids if procscan.alive(p)]
+    assert not _tree(run)
+
+
+def test_ctrl_c_in_cli_stops_everything(run_env):
+    proc = subprocess.Popen([sys.executable, "-m", "gpuscope", "run", "--json", "--start-method", "fork",
+                             script("stubborn_pool.py")], env=run_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert b"pool running" in line
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err.decode()
+    import json
+
+    result = json.loads(out.decode().strip().rsplit("\n", 1)[-1])
+    assert result["status"] == "stopped"
+    for p in result["processes"]:
+        assert not procscan.alive(p["pid"]), p
+    assert os.path.exists(result["run_dir"])
+
+
+def test_processes_left_running_are_reported_not_killed(tmp_path):
+    code = (
+        "import os, subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'], start_new_session=True)\n"
+        "print(p.pid, flush=True)\n"
+    )
+    path = tmp_path / "escape.py"
+    path.write_text(code)
+    chunks = []
+    run = Run(RunSpec(script=str(path)), output=[lambda n, d: chunks.append(d)]).start()
+    result = run.wait()
+    escapee = int(b"".join(chunks).split()[0])
+    try:
+        assert result.status == "exited"
+        assert escapee in result.left_running
+        assert escapee in result.escaped
+        assert procscan.alive(escapee)
+    finally:
+        os.kill(escapee, signal.SIGKILL)
