@@ -1,0 +1,150 @@
+"""``gpuscope report``: summaries of an Nsight Systems report or a gpuscope run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from gpuscope.errors import UserError
+
+HELP = "read an Nsight Systems report or a gpuscope run"
+DESCRIPTION = (
+    "Print per-process NVTX coverage and the summaries `nsys stats` would print (nvtx_sum, "
+    "cuda_gpu_kern_sum, cuda_api_sum, cuda_gpu_mem_time_sum, osrt_sum) for a .nsys-rep, a .sqlite "
+    "export, or a gpuscope run (folder or run id)."
+)
+
+SUMMARY_KEYS = (("nvtx", "NVTX ranges"), ("kernel", "CUDA kernels"), ("cuda_api", "CUDA API"),
+                ("memop", "CUDA memcpy/memset"), ("osrt", "OS runtime"))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", nargs="?", help=".nsys-rep, .sqlite export, run folder or run id")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--perfetto", metavar="OUT.json", help="also write a Perfetto/Chrome trace")
+    parser.add_argument("--run", metavar="RUN_ID", help="a gpuscope run (id or unique prefix) from the store")
+
+
+def _run_dir(run_id: str) -> Path:
+    from gpuscope.store import db, runs
+
+    conn = db.connect()
+    try:
+        row = runs.get_run(conn, run_id)
+    finally:
+        conn.close()
+    if row is None:
+        raise UserError(f"no run '{run_id}' in the store (see `gpuscope history`)")
+    return Path(row.run_dir)
+
+
+def resolve(args: argparse.Namespace) -> tuple[Path, Path | None]:
+    """(what to load, run folder for coverage or None)."""
+    if args.run:
+        run_dir = _run_dir(args.run)
+        return (Path(args.path) if args.path else run_dir), run_dir
+    if not args.path:
+        raise UserError("give a .nsys-rep, a .sqlite export, a run folder, or --run RUN_ID")
+    p = Path(args.path)
+    if not p.exists() and "/" not in args.path and not p.suffix:
+        return _run_dir(args.path), None
+    if not p.exists():
+        raise UserError(f"{p}: no such file")
+    return p, None
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpuscope.nsys.reader import load_report
+
+    target, run_dir = resolve(args)
+    report = load_report(target, run_dir=run_dir if target != run_dir else None)
+    has_data = len(report.timeline.ranges) or len(report.timeline.kernels) or len(report.timeline.marks)
+    if report.sqlite_path is not None and not has_data and "NVTX_EVENTS" not in report.tables:
+        raise UserError(f"{report.sqlite_path}: no NVTX or CUDA data in this export "
+                        "(record with nsys profile --trace=nvtx[,cuda])")
+    if args.perfetto:
+        from gpuscope.trace import perfetto
+        try:
+            perfetto.write(report.timeline, args.perfetto)
+        except OSError as exc:
+            raise UserError(f"cannot write {args.perfetto}: {exc.strerror}") from None
+    if args.json:
+        json.dump(to_json(report), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print_text(report, sys.stdout)
+        if args.perfetto:
+            print(f"\nPerfetto trace written to {args.perfetto} (open it in https://ui.perfetto.dev)")
+    return 0
+
+
+def _finding(f) -> dict:
+    return {k: getattr(f, k, None) for k in ("code", "message", "advice")}
+
+
+def to_json(report) -> dict:
+    """The ``--json`` object (see docs/NSYS-REPORTS.md for the field list)."""
+    out = {
+        "path": str(report.path),
+        "sqlite": str(report.sqlite_path) if report.sqlite_path else None,
+        "nsys_version": report.nsys_version,
+        "schema_version": report.schema_version,
+        "naming": report.naming,
+        "processes": report.processes,
+        "findings": [_finding(f) for f in report.findings],
+        "notes": report.notes,
+        "coverage": report.coverage.to_dict() if report.coverage is not None else None,
+    }
+    for key, _ in SUMMARY_KEYS:
+        if key in report.summaries:
+            out[f"{key}_summary"] = [r.to_dict() for r in report.summaries[key]]
+    return out
+
+
+def _table(rows: list[list[str]], out) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for j, r in enumerate(rows):
+        out.write("  ".join(c.rjust(w) if i and j else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+        out.write("\n")
+
+
+def _summary_table(title: str, rows, out) -> None:
+    if not rows:
+        return
+    out.write(f"\n{title}\n")
+    head = ["Time (%)", "Total (ns)", "Count", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)"]
+    body = [[f"{r.time_pct:.1f}", f"{r.total_ns:,}", f"{r.count:,}", f"{r.avg_ns:,.1f}", f"{r.med_ns:,.1f}",
+             f"{r.min_ns:,}", f"{r.max_ns:,}", f"{r.stddev_ns:,.1f}"]
+            + ([r.style] if r.style else []) + [r.name or ""] for r in rows]
+    _table([head + (["Style"] if rows[0].style else []) + ["Name"]] + body, out)
+
+
+def print_text(report, out) -> None:
+    version = report.nsys_version or "unknown"
+    out.write(f"{report.path}\n  nsys {version}, export schema {report.schema_version or '?'}\n")
+    procs = [["PID", "Process", "NVTX ranges", "gpuscope ranges", "Marks", "Kernels", "OS calls"]]
+    for p in report.processes:
+        procs.append([str(p["pid"]), p["name"][:60], str(p["nvtx_ranges"]), str(p["gpuscope_ranges"]),
+                      str(p["marks"]), str(p["kernels"]), str(p["osrt_calls"])])
+    out.write("\nProcesses\n")
+    _table(procs, out)
+    for key, title in SUMMARY_KEYS:
+        _summary_table(title, report.summaries.get(key), out)
+    if report.coverage is not None:
+        _print_coverage(report.coverage, out)
+    for f in report.findings:
+        out.write(f"\n[{getattr(f, 'code', '?')}] {getattr(f, 'message', '')}\n  fix: {getattr(f, 'advice', '')}\n")
+    for note in report.notes:
+        out.write(f"\nnote: {note}\n")
+
+
+def _print_coverage(cov, out) -> None:
+    out.write("\nCoverage (gpuscope's event logs vs nsys)\n")
+    rows = [["PID", "Role", "Start", "gpuscope", "nsys", "Status"]]
+    for p in cov.processes:
+        rows.append([str(p.pid), p.role, p.start_method or "", str(p.gpuscope_ranges), str(p.nsys_ranges), p.status])
+    _table(rows, out)
+    for p in cov.missing:
+        out.write(f"  pid {p.pid}: {p.lost} range(s) missing in nsys: {p.reason}\n    fix: {p.fix}\n")

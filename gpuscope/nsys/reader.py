@@ -1,0 +1,541 @@
+"""Read an Nsight Systems SQLite export (2022.4 … 2025.x) into a :class:`Timeline`.
+
+Tables are optional (nsys creates them lazily): a missing table is "no data of that kind".
+Columns are selected by name. Bulk columns are fetched as one ``group_concat`` string per column
+and parsed by numpy, which is several times faster than building a Python tuple per row.
+
+The single entry point for the CLI and the app is :func:`load_report` (``gpuscope.nsys.report``
+re-exports nothing; import it from here).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from gpuscope.errors import UserError
+from gpuscope.trace import timeline as T
+
+NVTX_RANGE_TYPES = (59, 60, 70, 71)
+NVTX_MARK, NVTX_DOMAIN_CREATE, NVTX_CATEGORY = 34, 75, 33
+OSRT_EVENT_CLASS = 27
+KNOWN_SCHEMA = (3, 28)            # newest EXPORT_SCHEMA_VERSION major.minor this reader was written for
+LAST_PLAIN_NAMING = (2024, 2, 3)  # nvtx_sum leaves default-domain ranges unprefixed up to this version
+CHUNK_ROWS = 4_000_000            # rows per group_concat string (SQLite caps a string at ~1 GB)
+_NSYS_THREADS = ("[NSys]", "[NSys Comms]")
+
+
+@dataclass
+class ExportInfo:
+    """Which export this is: tables, versions and the metadata key/values."""
+
+    tables: set[str]
+    meta: dict[str, str] = field(default_factory=dict)
+    schema_version: str | None = None
+    product_version: str | None = None
+
+    @property
+    def schema(self) -> tuple[int, ...]:
+        return _version_tuple(self.schema_version)
+
+    @property
+    def product(self) -> tuple[int, ...]:
+        return _version_tuple(self.product_version)
+
+    @property
+    def naming(self) -> str:
+        """nvtx_sum's naming rule: ``"plain"`` (≤ 2024.2.3) or ``"colon"`` (``":name"``, later)."""
+        if self.product:
+            return "plain" if self.product[:3] <= LAST_PLAIN_NAMING else "colon"
+        return "plain" if self.schema and self.schema <= (3, 11, 1) else "colon"
+
+    @property
+    def stats_generation(self) -> int:
+        """2022 for the 2022.x report set (nvtxsum, gpukernsum by grid/block), else 2023."""
+        v = self.product or ((2022,) if self.schema and self.schema < (3, 7) else (2023,))
+        return 2022 if v[0] <= 2022 else 2023
+
+
+def _version_tuple(text: str | None) -> tuple[int, ...]:
+    out = []
+    for part in (text or "").split("."):
+        if not part.isdigit():
+            break
+        out.append(int(part))
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- opening
+
+def open_export(path: str | Path) -> sqlite3.Connection:
+    """Open an nsys SQLite export read-only, or raise a one-line :class:`UserError`."""
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"{p}: no such file")
+    if p.is_dir():
+        raise UserError(f"{p}: is a folder, not an Nsight Systems export")
+    with open(p, "rb") as fh:
+        head = fh.read(16)
+    if head != b"SQLite format 3\x00":
+        raise UserError(f"{p}: not an SQLite file (expected an Nsight Systems .sqlite export or .nsys-rep)")
+    try:
+        conn = sqlite3.connect(f"file:{p.resolve()}?mode=ro", uri=True)
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.DatabaseError as exc:
+        raise UserError(f"{p}: unreadable SQLite file ({exc}); is it truncated or corrupt?") from None
+    nsys_marks = {"StringIds", "META_DATA_EXPORT", "EXPORT_META_DATA", "TARGET_INFO_SESSION_START_TIME"}
+    if "StringIds" not in names or not names & (nsys_marks - {"StringIds"}):
+        conn.close()
+        raise UserError(f"{p}: an SQLite file, but not an Nsight Systems export (no StringIds/metadata tables)")
+    return conn
+
+
+def export_info(conn: sqlite3.Connection) -> ExportInfo:
+    """Tables and version keys (``META_DATA_EXPORT``, else the 2022.4 ``EXPORT_META_DATA``)."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    info = ExportInfo(tables=tables)
+    for table in ("META_DATA_EXPORT", "EXPORT_META_DATA", "META_DATA_CAPTURE"):
+        if table in tables:
+            for name, value in conn.execute(f"SELECT name, value FROM {table}"):
+                info.meta.setdefault(str(name), str(value))
+    info.schema_version = info.meta.get("EXPORT_SCHEMA_VERSION")
+    info.product_version = info.meta.get("EXPORT_PRODUCT_VERSION")
+    return info
+
+
+def table_columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+
+
+# --------------------------------------------------------------------------- bulk columns
+
+def dense(conn: sqlite3.Connection, table: str, exprs: list[str], where: str = "") -> list[np.ndarray]:
+    """Columns of ``table`` (SQL expressions that never yield NULL) as int64 arrays, in rowid order."""
+    lo, hi = conn.execute(f"SELECT min(rowid), max(rowid) FROM {table}").fetchone()
+    if lo is None:
+        return [np.zeros(0, dtype=np.int64) for _ in exprs]
+    select = ", ".join(f"group_concat({e})" for e in exprs)
+    cond = f"({where}) AND " if where else ""
+    parts: list[list[np.ndarray]] = [[] for _ in exprs]
+    for a in range(lo, hi + 1, CHUNK_ROWS):
+        sql = f"SELECT {select} FROM {table} WHERE {cond}rowid >= ? AND rowid < ?"
+        row = conn.execute(sql, (a, a + CHUNK_ROWS)).fetchone()
+        for i, text in enumerate(row):
+            parts[i].append(np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, np.int64))
+    out = [np.concatenate(p) for p in parts]
+    if len({len(c) for c in out}) > 1:
+        raise UserError(f"{table}: columns of unequal length; is the export corrupt?")
+    return out
+
+
+def _expr(cols: list[str], name: str, default: str = "-1") -> str:
+    """``coalesce(name, default)`` if the column exists, else the default (schema tolerance)."""
+    return f"coalesce({name}, {default})" if name in cols else default
+
+
+class _Strings:
+    """nsys ``StringIds`` mapped onto the Timeline's string table."""
+
+    def __init__(self, conn: sqlite3.Connection, tables: set[str], out: T.StringTable) -> None:
+        self.out = out
+        self.lut = np.full(1, -1, dtype=np.int32)
+        if "StringIds" not in tables:
+            return
+        rows = conn.execute("SELECT id, value FROM StringIds").fetchall()
+        if not rows:
+            return
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        self.lut = np.full(int(ids.max()) + 2, -1, dtype=np.int32)
+        self.lut[ids] = [out.intern(r[1]) for r in rows]
+
+    def map(self, nsys_ids: np.ndarray) -> np.ndarray:
+        """Timeline string ids for nsys string ids (-1 / unknown -> -1)."""
+        ids = np.asarray(nsys_ids, dtype=np.int64)
+        ok = (ids >= 0) & (ids < len(self.lut) - 1)
+        out = np.full(len(ids), -1, dtype=np.int32)
+        out[ok] = self.lut[ids[ok]]
+        return out
+
+
+def _pid(gtid: np.ndarray) -> np.ndarray:
+    return ((gtid >> 24) & 0xFFFFFF).astype(np.int32)
+
+
+def _tid(gtid: np.ndarray) -> np.ndarray:
+    return (gtid & 0xFFFFFF).astype(np.int32)
+
+
+# --------------------------------------------------------------------------- NVTX
+
+def _nvtx_text(conn: sqlite3.Connection, strings: _Strings, n: int, lo: int) -> np.ndarray:
+    """Per NVTX row (rowid order): the Timeline id of its ``text`` column, -1 if NULL."""
+    out = np.full(n, -1, dtype=np.int32)
+    sql = "SELECT text, group_concat(rowid) FROM NVTX_EVENTS WHERE text IS NOT NULL GROUP BY text"
+    for text, rowids in conn.execute(sql):
+        out[np.fromstring(rowids, dtype=np.int64, sep=",") - lo] = strings.out.intern(str(text))
+    return out
+
+
+def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings, tl: T.Timeline) -> None:
+    """Fill ranges, marks and domains from ``NVTX_EVENTS``."""
+    if "NVTX_EVENTS" not in info.tables:
+        return
+    lo, hi, n = conn.execute("SELECT min(rowid), max(rowid), count(*) FROM NVTX_EVENTS").fetchone()
+    if not n:
+        return
+    if hi - lo + 1 != n:   # rowids with holes: not written by nsys; read them too
+        raise UserError("NVTX_EVENTS has non-contiguous rowids; not an unmodified nsys export")
+    cols = table_columns(conn, "NVTX_EVENTS")
+    max_sid = conn.execute("SELECT max(id) FROM StringIds").fetchone()[0] or 0
+    packed_text = max_sid < (1 << 22)
+    small = (f"eventType | (min({_expr(cols, 'domainId', '0')}, 65535) << 8)"
+             f" | (min({_expr(cols, 'category', '0')}, 65535) << 24)")
+    if packed_text:
+        small += f" | (({_expr(cols, 'textId')} + 1) << 40)"
+    exprs = ["start", _expr(cols, "end"), _expr(cols, "globalTid", "0"), small,
+             f"({_expr(cols, 'color', '0')} & 4294967295) | ({_expr(cols, 'endGlobalTid', '0')} & 16777215) << 32"]
+    if not packed_text:
+        exprs.append(_expr(cols, "textId"))
+    got = dense(conn, "NVTX_EVENTS", exprs)
+    start, end, gtid, small_v, color_v = got[:5]
+    etype = small_v & 0xFF
+    domain = ((small_v >> 8) & 0xFFFF).astype(np.int32)
+    category = ((small_v >> 24) & 0xFFFF).astype(np.int32)
+    text_id = (small_v >> 40) - 1 if packed_text else got[5]
+    text = _nvtx_text(conn, strings, n, lo) if "text" in cols else np.full(n, -1, np.int32)
+    registered = strings.map(text_id)
+    name = np.where(registered >= 0, registered, text).astype(np.int32)
+    has_end = end >= 0
+    last = max(int(start.max()), int(end[has_end].max())) if has_end.any() else int(start.max())
+    tl.nvtx_last_ns = last
+    color = (color_v & 0xFFFFFFFF).astype(np.uint32)
+    end_tid = (color_v >> 32).astype(np.int32)
+    _fill_ranges(tl, np.isin(etype, NVTX_RANGE_TYPES), start, np.where(has_end, end, last), has_end,
+                 gtid, name, color, domain, category, etype, end_tid)
+    m = etype == NVTX_MARK
+    tl.marks = T.Marks(start_ns=start[m], pid=_pid(gtid[m]), tid=_tid(gtid[m]), name_id=name[m],
+                       color=color[m], domain_id=domain[m],
+                       source=np.zeros(int(m.sum()), dtype=np.uint8))
+    d = etype == NVTX_DOMAIN_CREATE
+    dname = np.where(text[d] >= 0, text[d], registered[d]) if info.naming == "plain" else name[d]
+    _fill_domains(tl, _pid(gtid[d]), domain[d], dname.astype(np.int32), _tid(gtid[d]))
+
+
+def _fill_ranges(tl: T.Timeline, r: np.ndarray, start, end, has_end, gtid, name, color, domain,
+                 category, etype, end_tid) -> None:
+    tid = _tid(gtid[r])
+    et = end_tid[r]
+    other = (et != 0) & (et != tid)
+    flags = np.where(has_end[r], 0, T.FLAG_END_MISSING) | np.where(other, T.FLAG_OTHER_THREAD, 0)
+    tl.ranges = T.Ranges(
+        start_ns=start[r], end_ns=end[r], pid=_pid(gtid[r]), tid=tid,
+        depth=np.zeros(int(r.sum()), dtype=np.int16), name_id=name[r], color=color[r],
+        domain_id=domain[r], category=category[r],
+        style=np.isin(etype[r], (60, 71)).astype(np.uint8),
+        source=np.zeros(int(r.sum()), dtype=np.uint8), flags=flags.astype(np.uint8),
+        end_tid=np.where(other, et, -1).astype(np.int32))
+    T.compute_depths(tl.ranges)
+
+
+def _fill_domains(tl: T.Timeline, pid, domain, name, tid) -> None:
+    """Domain-create rows grouped as nsys stats does: one row per (domain, thread), joined per process."""
+    if not len(pid):
+        return
+    key = np.unique(np.stack([pid.astype(np.int64), domain, tid]), axis=1)
+    pairs, counts = np.unique(key[:2], axis=1, return_counts=True)
+    names = []
+    for p, dom in pairs.T:
+        hit = np.flatnonzero((pid == p) & (domain == dom))
+        names.append(int(name[hit[0]]))   # the creating rows of one domain share its name
+    tl.domains = T.Domains(pid=pairs[0].astype(np.int32), domain_id=pairs[1].astype(np.int32),
+                           name_id=np.asarray(names, dtype=np.int32), count=counts.astype(np.int32))
+
+
+# --------------------------------------------------------------------------- CPU / GPU calls
+
+def read_calls(conn: sqlite3.Connection, info: ExportInfo, table: str, strings: _Strings,
+               where: str = "") -> T.Calls:
+    """``OSRT_API`` or ``CUPTI_ACTIVITY_KIND_RUNTIME`` rows as :class:`Calls`."""
+    if table not in info.tables:
+        return T.Calls.empty()
+    cols = table_columns(conn, table)
+    start, end, gtid, name, ecls, corr = dense(conn, table, [
+        "start", _expr(cols, "end", "start"), _expr(cols, "globalTid", "0"), _expr(cols, "nameId"),
+        _expr(cols, "eventClass"), _expr(cols, "correlationId")], where)
+    return T.Calls(start_ns=start, end_ns=end, pid=_pid(gtid), tid=_tid(gtid), name_id=strings.map(name),
+                   event_class=ecls.astype(np.int32), correlation=corr)
+
+
+_GPU_IDS = ["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid"]
+
+
+def _gpu_ids(conn: sqlite3.Connection, table: str, extra: list[str]) -> tuple[list[np.ndarray], dict]:
+    cols = table_columns(conn, table)
+    exprs = [_expr(cols, c, "0") for c in _GPU_IDS] + [_expr(cols, c) for c in extra]
+    got = dense(conn, table, exprs)
+    base = dict(start_ns=got[0], end_ns=got[1], device=got[2].astype(np.int32),
+                context=got[3].astype(np.int32), stream=got[4].astype(np.int32),
+                correlation=got[5], pid=_pid(got[6]))
+    return got[7:], base
+
+
+def read_kernels(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings) -> T.Kernels:
+    table = "CUPTI_ACTIVITY_KIND_KERNEL"
+    if table not in info.tables:
+        return T.Kernels.empty()
+    extra = ["demangledName", "shortName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"]
+    got, base = _gpu_ids(conn, table, extra)
+    return T.Kernels(**base, name_id=strings.map(got[0]), short_name_id=strings.map(got[1]),
+                     grid=np.stack(got[2:5], axis=1).astype(np.int32),
+                     block=np.stack(got[5:8], axis=1).astype(np.int32))
+
+
+# 2022.4's hard-coded memcpy names (cudamemcpytimesum / gpumemtimesum), by copyKind id.
+_MEMCPY_2022 = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
+                8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "Unified HtoD", 12: "Unified DtoH", 13: "Unified DtoD"}
+
+
+def _memcpy_labels(conn: sqlite3.Connection, info: ExportInfo) -> dict[int, str]:
+    if info.stats_generation > 2022 and "ENUM_CUDA_MEMCPY_OPER" in info.tables:
+        return {int(i): str(label) for i, label in conn.execute("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")}
+    return dict(_MEMCPY_2022)
+
+
+def read_memops(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings) -> T.MemOps:
+    parts = []
+    for table, kind in (("CUPTI_ACTIVITY_KIND_MEMCPY", T.MEMOP_MEMCPY), ("CUPTI_ACTIVITY_KIND_MEMSET", T.MEMOP_MEMSET)):
+        if table not in info.tables:
+            continue
+        got, base = _gpu_ids(conn, table, ["copyKind", "bytes"])
+        copy_kind = got[0].astype(np.int32) if kind == T.MEMOP_MEMCPY else np.full(len(got[0]), -1, np.int32)
+        if kind == T.MEMOP_MEMSET:
+            names = np.full(len(copy_kind), strings.out.intern("[CUDA memset]"), dtype=np.int32)
+        else:
+            labels = _memcpy_labels(conn, info)
+            lut = {k: strings.out.intern(f"[CUDA memcpy {labels.get(k, str(k))}]") for k in np.unique(copy_kind)}
+            names = np.array([lut[k] for k in copy_kind], dtype=np.int32) if len(copy_kind) else copy_kind
+        parts.append(T.MemOps(**base, kind=np.full(len(copy_kind), kind, np.uint8), copy_kind=copy_kind,
+                              bytes=got[1], name_id=names))
+    return T.MemOps.concat(parts)
+
+
+# --------------------------------------------------------------------------- processes, clock
+
+def read_processes(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings, tl: T.Timeline) -> None:
+    """Processes from every event table plus ``PROCESSES``/``ThreadNames`` (PROCESSES is incomplete)."""
+    names: dict[int, int] = {}
+    if "PROCESSES" in info.tables:
+        for pid, name in conn.execute("SELECT pid, name FROM PROCESSES"):
+            if name is not None and pid is not None and pid >= 0:
+                names[int(pid)] = strings.out.intern(str(name))
+    threads: dict[tuple[int, int], int] = {}
+    if "ThreadNames" in info.tables:
+        for gtid, name_id in conn.execute("SELECT globalTid, nameId FROM ThreadNames"):
+            if gtid is None or gtid < 0:
+                continue
+            sid = int(strings.map(np.array([name_id if name_id is not None else -1]))[0])
+            if strings.out.get(sid) in _NSYS_THREADS:
+                continue
+            threads[(int(gtid) >> 24 & 0xFFFFFF, int(gtid) & 0xFFFFFF)] = sid
+    tl.threads = T.Threads(pid=T.column("pid", [k[0] for k in threads]), tid=T.column("tid", [k[1] for k in threads]),
+                           name_id=T.column("name_id", list(threads.values())))
+    seen = [tl.ranges.pid, tl.marks.pid, tl.osrt.pid, tl.cuda_api.pid, tl.kernels.pid, tl.memops.pid,
+            tl.threads.pid, T.column("pid", list(names))]
+    pids = np.unique(np.concatenate(seen).astype(np.int32))
+    pids = pids[pids > 0]
+    out = []
+    for p in pids.tolist():
+        sid = names.get(p, threads.get((p, p), -1))
+        out.append(sid)
+    tl.processes = T.Processes(pid=pids, name_id=T.column("name_id", out),
+                               source=np.full(len(pids), 1 << T.SOURCE_NSYS, np.uint8))
+
+
+def read_clock(conn: sqlite3.Connection, info: ExportInfo, tl: T.Timeline) -> None:
+    """Wall-clock (and, where exported, monotonic) time of the session start; session duration."""
+    if "TARGET_INFO_SESSION_START_TIME" in info.tables:
+        cols = table_columns(conn, "TARGET_INFO_SESSION_START_TIME")
+        row = conn.execute("SELECT * FROM TARGET_INFO_SESSION_START_TIME LIMIT 1").fetchone()
+        if row is not None:
+            rec = dict(zip(cols, row))
+            tl.wall_base_ns = _int_or_none(rec.get("utcEpochNs"))
+            tl.mono_base_ns = _int_or_none(rec.get("systemClockNs"))
+    if "ANALYSIS_DETAILS" in info.tables:
+        cols = table_columns(conn, "ANALYSIS_DETAILS")
+        row = conn.execute("SELECT * FROM ANALYSIS_DETAILS LIMIT 1").fetchone()
+        if row is not None:
+            rec = dict(zip(cols, row))
+            tl.duration_ns = _int_or_none(rec.get("duration"))
+            if tl.mono_base_ns is None:
+                tl.mono_base_ns = _int_or_none(rec.get("startTime"))
+
+
+def _int_or_none(v) -> int | None:
+    try:
+        return int(v) if v is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def read_timeline(conn: sqlite3.Connection, info: ExportInfo | None = None) -> T.Timeline:
+    """The whole export as a Timeline (tables it lacks stay empty)."""
+    info = info or export_info(conn)
+    tl = T.Timeline()
+    strings = _Strings(conn, info.tables, tl.strings)
+    read_nvtx(conn, info, strings, tl)
+    tl.osrt = read_calls(conn, info, "OSRT_API", strings)
+    tl.cuda_api = read_calls(conn, info, "CUPTI_ACTIVITY_KIND_RUNTIME", strings)
+    tl.kernels = read_kernels(conn, info, strings)
+    tl.memops = read_memops(conn, info, strings)
+    read_processes(conn, info, strings, tl)
+    read_clock(conn, info, tl)
+    if info.schema and info.schema[:2] > KNOWN_SCHEMA:
+        tl.notes.append(f"export schema {info.schema_version} is newer than this reader knows "
+                        f"({'.'.join(map(str, KNOWN_SCHEMA))}); read what it could")
+    if not info.schema:
+        tl.notes.append("export has no EXPORT_SCHEMA_VERSION; assumed the 2022.4 layout")
+    return tl
+
+
+# --------------------------------------------------------------------------- .nsys-rep -> .sqlite
+
+def sqlite_for_rep(rep: Path) -> Path:
+    """Where the export of ``rep`` goes: beside it if that folder is writable, else the cache."""
+    import hashlib
+    import os
+
+    from gpuscope import paths
+
+    beside = rep.with_suffix(".sqlite")
+    if os.access(rep.parent, os.W_OK) and (not beside.exists() or os.access(beside, os.W_OK)):
+        return beside
+    digest = hashlib.sha1(str(rep.resolve()).encode()).hexdigest()[:16]
+    folder = paths.cache_dir() / "exports"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{rep.stem}-{digest}.sqlite"
+
+
+def rep_version(rep: Path) -> str | None:
+    """The nsys version that wrote a .nsys-rep, read from the version string near its start."""
+    import re
+
+    with open(rep, "rb") as fh:
+        head = fh.read(1 << 20)
+    m = re.search(rb"(20[2-9]\d\.\d+\.\d+(?:\.\d+)?)", head)
+    return m.group(1).decode() if m else None
+
+
+def export_rep(rep: Path, timeout_s: float = 300.0) -> Path:
+    """Export ``rep`` to SQLite with the located nsys (the same version if available); reuse a fresh one."""
+    out = sqlite_for_rep(rep)
+    if out.exists() and out.stat().st_mtime >= rep.stat().st_mtime and out.stat().st_size > 0:
+        return out
+    install = _find_nsys(rep_version(rep))
+    cmd = [str(install.path), "export", "--type", "sqlite", "-f", "true", "-o", str(out), str(rep)]
+    _run_bounded(cmd, timeout_s, env=getattr(install, "env", None))
+    if not out.exists():
+        raise UserError(f"{rep}: nsys export wrote no {out.name}")
+    return out
+
+
+def _find_nsys(version: str | None):
+    try:
+        from gpuscope.nsys.locate import find_nsys
+    except ImportError:
+        find_nsys = None
+    install = None
+    if find_nsys is not None:
+        install = find_nsys(prefer=version) if version else find_nsys()
+    if install is None:
+        raise UserError("reading a .nsys-rep needs Nsight Systems, and none was found; "
+                        "run scripts/provision_nsys.py, or export it yourself: nsys export --type sqlite FILE")
+    return install
+
+
+def _run_bounded(cmd: list[str], timeout_s: float, env: dict[str, str] | None = None) -> None:
+    """Run an nsys step in its own process group; on timeout kill the whole group."""
+    import os
+    import signal
+    import subprocess
+
+    full_env = dict(os.environ, **(env or {}))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, env=full_env)
+    try:
+        output, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise UserError(f"'{' '.join(cmd[:2])}' did not finish within {timeout_s:.0f} s") from None
+    if proc.returncode != 0:
+        last = (output or "").strip().splitlines()[-1:] or ["no output"]
+        raise UserError(f"nsys export failed (exit {proc.returncode}): {last[0]}")
+
+
+# --------------------------------------------------------------------------- the entry point
+
+@dataclass
+class Report:
+    """What the CLI prints and the app shows for one nsys export (and, optionally, a gpuscope run)."""
+
+    path: Path                     # what the user opened
+    sqlite_path: Path | None       # the export that was read (None for an event-log-only run)
+    timeline: T.Timeline
+    nsys_version: str | None
+    schema_version: str | None
+    naming: str                    # nvtx_sum naming rule used: "plain" or "colon"
+    summaries: dict[str, list]     # "nvtx", "kernel", "cuda_api", "memop", "osrt" -> [SummaryRow]
+    processes: list[dict]          # per process: pid, name, counts, sources
+    findings: list = field(default_factory=list)    # gpuscope.nsys.diagnostics.Finding
+    notes: list[str] = field(default_factory=list)
+    coverage: object | None = None  # gpuscope.trace.coverage.Coverage for a gpuscope run
+    tables: set[str] = field(default_factory=set)   # tables of the export
+
+
+def load_report(path: str | Path, *, run_dir: str | Path | None = None) -> Report:
+    """Open a ``.sqlite`` export, a ``.nsys-rep`` (exported first) or a gpuscope run folder.
+
+    Raises :class:`UserError` with one line for anything the user can fix.
+    """
+    from gpuscope.trace import summary
+
+    p = Path(path)
+    if p.is_dir():
+        from gpuscope.trace import coverage
+        return coverage.load_run(p)
+    if p.suffix == ".nsys-rep":
+        if not p.exists():
+            raise UserError(f"{p}: no such file")
+        p_sqlite = export_rep(p)
+    else:
+        p_sqlite = p
+    conn = open_export(p_sqlite)
+    try:
+        info = export_info(conn)
+        tl = read_timeline(conn, info)
+        findings = _diagnose(conn, tl)
+    except sqlite3.DatabaseError as exc:
+        raise UserError(f"{p_sqlite}: unreadable export ({exc}); is it truncated or corrupt?") from None
+    finally:
+        conn.close()
+    rep = Report(path=p, sqlite_path=p_sqlite, timeline=tl, nsys_version=info.product_version,
+                 schema_version=info.schema_version, naming=info.naming,
+                 summaries=summary.all_summaries(tl, naming=info.naming, generation=info.stats_generation),
+                 processes=summary.process_table(tl), findings=findings, notes=list(tl.notes),
+                 tables=set(info.tables))
+    if run_dir is not None:
+        from gpuscope.trace import coverage
+        coverage.attach_run(rep, Path(run_dir))
+    return rep
+
+
+def _diagnose(conn: sqlite3.Connection, tl: T.Timeline) -> list:
+    try:
+        from gpuscope.nsys.diagnostics import diagnose
+    except ImportError:
+        tl.notes.append("nsys diagnostics unavailable (gpuscope.nsys.diagnostics missing)")
+        return []
+    return list(diagnose(conn))

@@ -1,0 +1,307 @@
+"""Did nsys see every process of a gpuscope run? Coverage, merge, and event-log-only timelines.
+
+gpuscope's own event logs (docs/EVENTS.md) list every Python process the startup hook reached and
+every range it recorded. Comparing them with an nsys export tells, per process, whether nsys kept
+its NVTX ranges, how many it lost, the likely reason and the fix. A merged Timeline adds gpuscope's
+ranges (``source = gpuscope``) for the processes nsys missed, on the export's clock.
+
+Clock: event-log times are CLOCK_MONOTONIC ns. An nsys timeline time ``t`` maps to monotonic
+``mono_base_ns + t`` when the export carries it; otherwise both sides go through the wall clock
+(``wall_base_ns`` = ``TARGET_INFO_SESSION_START_TIME.utcEpochNs``; each log's H-line anchor pair).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from gpuscope.errors import UserError
+from gpuscope.trace import timeline as T
+
+
+# gpuscope's domain ids start here so they never collide with nsys's ids of the same process.
+GPUSCOPE_DOMAIN_BASE = 1 << 20
+
+
+@dataclass
+class ProcessCoverage:
+    pid: int
+    role: str
+    start_method: str | None
+    forked: bool
+    gpuscope_ranges: int
+    nsys_ranges: int
+    status: str                 # ok | partial | missing | no-ranges | nsys-only
+    lost: int = 0               # ranges gpuscope recorded that nsys does not have
+    reason: str | None = None
+    fix: str | None = None
+
+
+@dataclass
+class Coverage:
+    processes: list[ProcessCoverage] = field(default_factory=list)
+    fork_flag: bool | None = None   # --trace-fork-before-exec, when the run says
+
+    @property
+    def missing(self) -> list[ProcessCoverage]:
+        return [p for p in self.processes if p.status in ("missing", "partial")]
+
+    def to_dict(self) -> dict:
+        return {"processes": [asdict(p) for p in self.processes], "fork_flag": self.fork_flag,
+                "processes_with_ranges_in_nsys": sum(1 for p in self.processes if p.nsys_ranges),
+                "processes_missing": sum(1 for p in self.processes if p.status == "missing"),
+                "ranges_lost": sum(p.lost for p in self.processes)}
+
+
+def _read_events(run_dir: Path) -> list:
+    from gpuscope.trace.events import read_run_events
+    return read_run_events(run_dir)
+
+
+# --------------------------------------------------------------------------- event logs -> Timeline
+
+def _argb(color: str) -> int:
+    if color and color.startswith("#") and len(color) == 7:
+        try:
+            return 0xFF000000 | int(color[1:], 16)
+        except ValueError:
+            return 0
+    return 0
+
+
+def _offset(pe, tl: T.Timeline) -> int:
+    """What to subtract from this log's monotonic times to get ``tl``'s times."""
+    if tl.mono_base_ns is not None:
+        return int(tl.mono_base_ns)
+    anchor_mono, anchor_wall = int(pe.header["anchor_mono_ns"]), int(pe.header["anchor_wall_ns"])
+    return int(tl.wall_base_ns or 0) - (anchor_wall - anchor_mono)
+
+
+def add_process_events(tl: T.Timeline, logs: list, pids: set[int] | None = None) -> int:
+    """Append ranges, marks, threads and processes of ``logs`` (all, or those of ``pids``) as source=gpuscope."""
+    ranges, marks, threads, domains = [], [], {}, {}
+    for pe in logs:
+        if pids is not None and pe.pid not in pids:
+            continue
+        off = _offset(pe, tl)
+        name_ids, dom_ids, colors = {}, {}, {}
+        for nid, nm in pe.names.items():
+            name_ids[nid] = tl.strings.intern(nm.name)
+            if nm.domain:
+                key = (pe.pid, nm.domain)
+                dom_ids[nid] = domains.setdefault(key, GPUSCOPE_DOMAIN_BASE + len(domains))
+            colors[nid] = _argb(nm.color)
+        rr = pe.ranges
+        if len(rr):
+            nid = rr["nid"].astype(np.int64)
+            ranges.append(T.Ranges(
+                start_ns=rr["t0"] - off, end_ns=rr["t1"] - off, pid=np.full(len(rr), pe.pid, np.int32),
+                tid=rr["tid"].astype(np.int32), depth=np.zeros(len(rr), np.int16),
+                name_id=np.array([name_ids.get(i, -1) for i in nid.tolist()], np.int32),
+                color=np.array([colors.get(i, 0) for i in nid.tolist()], np.uint32),
+                domain_id=np.array([dom_ids.get(i, 0) for i in nid.tolist()], np.int32),
+                category=np.zeros(len(rr), np.int32), style=(rr["style"] == "S").astype(np.uint8),
+                source=np.full(len(rr), T.SOURCE_GPUSCOPE, np.uint8), flags=np.zeros(len(rr), np.uint8),
+                end_tid=np.full(len(rr), -1, np.int32)))
+            for tid in np.unique(rr["tid"]).tolist():
+                threads.setdefault((pe.pid, int(tid)), -1)
+        for t, tid, nid in pe.marks:
+            marks.append((t - off, pe.pid, tid, name_ids.get(nid, -1), colors.get(nid, 0), dom_ids.get(nid, 0)))
+            threads.setdefault((pe.pid, int(tid)), -1)
+        _add_process(tl, pe)
+    tl.ranges = T.Ranges.concat([tl.ranges, *ranges])
+    T.compute_depths(tl.ranges)
+    if marks:
+        m = np.array(marks, dtype=np.int64)
+        tl.marks = T.Marks.concat([tl.marks, T.Marks(
+            start_ns=m[:, 0], pid=m[:, 1].astype(np.int32), tid=m[:, 2].astype(np.int32),
+            name_id=m[:, 3].astype(np.int32), color=m[:, 4].astype(np.uint32),
+            domain_id=m[:, 5].astype(np.int32), source=np.full(len(m), T.SOURCE_GPUSCOPE, np.uint8))])
+    _add_threads(tl, threads)
+    _add_domains(tl, domains)
+    return sum(len(r) for r in ranges)
+
+
+def _process_label(pe) -> str:
+    name = pe.info.get("name")
+    role = pe.role
+    return f"{name} ({role})" if name and role != "unknown" else (name or role)
+
+
+def _add_process(tl: T.Timeline, pe) -> None:
+    p = tl.processes
+    hit = np.flatnonzero(p.pid == pe.pid)
+    if len(hit):
+        p.source[hit] |= 1 << T.SOURCE_GPUSCOPE
+        if p.name_id[hit[0]] < 0:
+            p.name_id[hit[0]] = tl.strings.intern(_process_label(pe))
+        return
+    tl.processes = T.Processes.concat([p, T.Processes(
+        pid=T.column("pid", [pe.pid]), name_id=T.column("name_id", [tl.strings.intern(_process_label(pe))]),
+        source=T.column("source", [1 << T.SOURCE_GPUSCOPE]))])
+
+
+def _add_threads(tl: T.Timeline, threads: dict) -> None:
+    have = set(zip(tl.threads.pid.tolist(), tl.threads.tid.tolist()))
+    new = [k for k in threads if k not in have]
+    if new:
+        tl.threads = T.Threads.concat([tl.threads, T.Threads(
+            pid=T.column("pid", [k[0] for k in new]), tid=T.column("tid", [k[1] for k in new]),
+            name_id=T.column("name_id", [-1] * len(new)))])
+
+
+def _add_domains(tl: T.Timeline, domains: dict) -> None:
+    have = set(zip(tl.domains.pid.tolist(), tl.domains.domain_id.tolist()))
+    new = [(pid, did, name) for (pid, name), did in domains.items() if (pid, did) not in have]
+    if new:
+        tl.domains = T.Domains.concat([tl.domains, T.Domains(
+            pid=T.column("pid", [n[0] for n in new]), domain_id=T.column("domain_id", [n[1] for n in new]),
+            name_id=T.column("name_id", [tl.strings.intern(n[2]) for n in new]),
+            count=T.column("count", [1] * len(new)))])
+
+
+def timeline_from_events(logs: list) -> T.Timeline:
+    """A Timeline of gpuscope's own records only (runs without nsys); t = 0 at the first process start."""
+    tl = T.Timeline()
+    if logs:
+        first = min(logs, key=lambda pe: int(pe.header["anchor_mono_ns"]))
+        tl.mono_base_ns = int(first.header["anchor_mono_ns"])
+        tl.wall_base_ns = int(first.header["anchor_wall_ns"])
+        add_process_events(tl, logs)
+        ends = [int(tl.ranges.end_ns.max())] if len(tl.ranges) else []
+        ends += [pe.end_ns - tl.mono_base_ns for pe in logs if pe.end_ns]
+        tl.duration_ns = max(ends) if ends else None
+    return tl
+
+
+# --------------------------------------------------------------------------- coverage
+
+FIX_FORK = ("use the spawn start method (gpuscope run --start-method spawn), or record fork children with "
+            "nsys --trace-fork-before-exec=true plus gpuscope's per-process NVTX re-registration (gpuscope run --nsys)")
+FIX_FORK_HANDLES = ("let gpuscope re-register NVTX strings in each child (gpuscope run --nsys does), or use spawn: "
+                    "nsys drops a fork child's events that use string handles registered before the fork")
+FIX_FLUSH = "let the process exit normally (pool.close(); pool.join(); no os._exit/terminate) so nsys can flush"
+FIX_NVTX = "install nvtx<=0.2.11 or a newer Nsight Systems (see `gpuscope doctor`)"
+
+
+def _forked(pe) -> bool:
+    return bool(pe.header.get("forked") or pe.info.get("forked"))
+
+
+def _nvtx_incompatible(findings: list) -> str | None:
+    for f in findings:
+        text = f"{getattr(f, 'code', '')} {getattr(f, 'message', '')}".lower()
+        if "incompat" in text or "compatibility id" in text:
+            return getattr(f, "message", None) or "nvtx and nsys are incompatible"
+    return None
+
+
+def _why_missing(pe, fork_flag: bool | None, findings: list) -> tuple[str, str]:
+    incompatible = _nvtx_incompatible(findings)
+    if incompatible:
+        return f"nsys rejected this nvtx: {incompatible}", FIX_NVTX
+    if _forked(pe):
+        if fork_flag:
+            return ("forked without exec; nsys traced it (--trace-fork-before-exec=true) but discarded "
+                    "ranges whose NVTX strings were registered before the fork"), FIX_FORK_HANDLES
+        flag = "off" if fork_flag is False else "not known to be on"
+        return (f"forked without exec (start method {pe.start_method or 'fork'}); nsys does not trace fork "
+                f"children unless --trace-fork-before-exec=true (it was {flag})"), FIX_FORK
+    if pe.exit is None:
+        return "exited without a normal shutdown (no exit record), so nsys could not flush its buffers", FIX_FLUSH
+    return "nsys kept no ranges of this process; cause unknown (see the report's diagnostics)", FIX_FLUSH
+
+
+def compute_coverage(tl: T.Timeline, logs: list, findings: list | None = None,
+                     fork_flag: bool | None = None) -> Coverage:
+    """Per process of the run (event logs) and per nsys-only process: did nsys keep its ranges?"""
+    findings = findings or []
+    nsys_counts = tl.range_counts(T.SOURCE_NSYS)
+    cov = Coverage(fork_flag=fork_flag)
+    for pe in logs:
+        g, n = len(pe.ranges) + len(pe.marks), nsys_counts.get(pe.pid, 0)
+        g_ranges = len(pe.ranges)
+        pc = ProcessCoverage(pid=pe.pid, role=pe.role, start_method=pe.start_method, forked=_forked(pe),
+                             gpuscope_ranges=g_ranges, nsys_ranges=n, status="ok")
+        if g == 0 and n == 0:
+            pc.status, pc.reason = "no-ranges", "made no NVTX calls"
+        elif n == 0 and g_ranges > 0:
+            pc.status, pc.lost = "missing", g_ranges
+            pc.reason, pc.fix = _why_missing(pe, fork_flag, findings)
+        elif n < g_ranges:
+            pc.status, pc.lost = "partial", g_ranges - n
+            pc.reason, pc.fix = _why_missing(pe, fork_flag, findings)
+            pc.reason = f"nsys has {n} of {g_ranges} ranges; likely: {pc.reason}"
+        cov.processes.append(pc)
+    logged = {pe.pid for pe in logs}
+    for pid, n in sorted(nsys_counts.items()):
+        if pid not in logged:
+            cov.processes.append(ProcessCoverage(pid=pid, role="unknown", start_method=None, forked=False,
+                                                 gpuscope_ranges=0, nsys_ranges=n, status="nsys-only",
+                                                 reason="no gpuscope event log (not reached by the startup hook)"))
+    return cov
+
+
+def fork_flag_of_run(run_dir: Path) -> bool | None:
+    """Whether the run recorded with --trace-fork-before-exec=true, from spec.json (None if unknown)."""
+    try:
+        text = (run_dir / "spec.json").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    if "trace-fork-before-exec=true" in text:
+        return True
+    try:
+        spec = json.loads(text)
+    except ValueError:
+        return None
+    for key in ("trace_fork", "trace_fork_before_exec", "nsys_trace_fork"):
+        for scope in (spec, spec.get("nsys") if isinstance(spec.get("nsys"), dict) else {}):
+            if isinstance(scope, dict) and key in scope:
+                return bool(scope[key])
+    return False if "nsys" in text else None
+
+
+def attach_run(report, run_dir: Path) -> None:
+    """Add coverage and the merged ranges of a gpuscope run to an nsys ``Report`` (in place)."""
+    from gpuscope.trace import summary
+
+    logs = _read_events(run_dir)
+    cov = compute_coverage(report.timeline, logs, report.findings, fork_flag_of_run(run_dir))
+    missed = {p.pid for p in cov.processes if p.status == "missing"}
+    if missed:
+        add_process_events(report.timeline, logs, missed)
+    else:  # still name the processes from the logs
+        for pe in logs:
+            _add_process(report.timeline, pe)
+    report.coverage = cov
+    report.processes = summary.process_table(report.timeline)
+
+
+def find_export(run_dir: Path) -> Path | None:
+    for name in ("report.sqlite", "report.nsys-rep"):
+        if (run_dir / name).exists():
+            return run_dir / name
+    found = sorted(run_dir.glob("*.sqlite")) + sorted(run_dir.glob("*.nsys-rep"))
+    return found[0] if found else None
+
+
+def load_run(run_dir: Path):
+    """A ``Report`` for a gpuscope run folder: nsys export + coverage, or the event logs alone."""
+    from gpuscope.nsys.reader import Report, load_report
+    from gpuscope.trace import summary
+
+    export = find_export(run_dir)
+    if export is not None:
+        return load_report(export, run_dir=run_dir)
+    logs = _read_events(run_dir)
+    if not logs:
+        raise UserError(f"{run_dir}: no nsys export and no gpuscope event logs (events/) in this folder")
+    tl = timeline_from_events(logs)
+    sums = {"nvtx": summary.nvtx_summary(tl, "plain", source=T.SOURCE_GPUSCOPE), "kernel": [], "osrt": []}
+    rep = Report(path=run_dir, sqlite_path=None, timeline=tl, nsys_version=None, schema_version=None,
+                 naming="plain", summaries=sums, processes=summary.process_table(tl), coverage=None,
+                 notes=["no nsys export in this run: ranges are gpuscope's own records"])
+    return rep
