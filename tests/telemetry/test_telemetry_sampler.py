@@ -1,0 +1,120 @@
+"""Sampler cadence, listeners, immutable batches, and batched writes into the run store."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from gpuscope.store import db, samples
+from gpuscope.telemetry.gpu import NoGpuBackend
+from gpuscope.telemetry.sampler import RunSampler, Sampler, check_interval
+from gpuscope.telemetry.series import load_series
+
+def no_gpu() -> NoGpuBackend:
+    return NoGpuBackend("no NVIDIA GPU / driver (test)")
+
+
+def test_cadence_is_steady_and_does_not_drift():
+    s = Sampler(0.05, gpu=no_gpu())
+    ts: list[int] = []
+    s.add_listener(lambda b: ts.append(time.monotonic_ns()))
+    s.start()
+    time.sleep(1.5)
+    s.stop(final_sample=False)
+    n = len(ts)
+    assert 27 <= n <= 31, n
+    # each tick sits on the grid t0 + k*50ms: the error does not grow with k
+    errors = [(t - ts[0]) - round((t - ts[0]) / 50e6) * 50e6 for t in ts]
+    assert max(abs(e) for e in errors[-5:]) < 20e6
+    assert s.missed <= 1
+
+
+def test_interval_limits():
+    assert check_interval(0.02) == 0.02 and check_interval(1.0) == 1.0
+    for bad in (0.01, 1.5, 0):
+        with pytest.raises(ValueError, match="1-50 Hz"):
+            check_interval(bad)
+
+
+def test_failing_listener_does_not_stop_others_and_batches_are_immutable():
+    s = Sampler(0.02, gpu=no_gpu())
+    good: list = []
+
+    def bad(batch):
+        raise RuntimeError("listener bug")
+
+    s.add_listener(bad)
+    s.add_listener(good.append)
+    s.start()
+    time.sleep(0.3)
+    s.stop()
+    assert len(good) >= 8
+    b = good[-1]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        b.seq = 0  # type: ignore[misc]
+    assert isinstance(b.processes, tuple) and isinstance(b.host.cores, tuple)
+    assert b.host.mem_total > 0 and len(b.host.cores) == os.cpu_count()
+    assert [x.seq for x in good] == sorted(x.seq for x in good)
+    notes = [n for x in good for n in x.notes]
+    assert notes == ["no NVIDIA GPU / driver (test)"]
+
+
+def test_store_batches_and_load_series(gpuscope_home):
+    child = subprocess.Popen([sys.executable, "-c", "import time\nx = bytearray(30 << 20)\ntime.sleep(30)"])
+    try:
+        s = RunSampler(child.pid, 0.05, gpu=no_gpu(), store=True, run_id="run-a", flush_s=0.5)
+        conn = db.connect()
+        s.start()
+        time.sleep(1.3)
+        key = samples.series_info(conn, "run-a")["key"]
+        live = conn.execute("SELECT COUNT(*) FROM sample_proc WHERE series=?", (key,)).fetchone()[0]
+        assert live >= 10        # written while running, in batches
+        s.stop()
+        child.kill()
+        ser = load_series(conn, "run-a")
+        proc = ser["processes"][child.pid]
+        assert len(proc["t_ns"]) >= 20 and np.all(np.diff(proc["t_ns"]) > 0)
+        assert np.nanmax(proc["rss"]) > 30 << 20 and set(proc["state"]) <= set("RSD")
+        assert np.all(np.isnan(proc["gpu_mem"]))
+        assert ser["host"]["cores"].shape == (len(ser["host"]["t_ns"]), os.cpu_count())
+        assert ser["notes"] == ["no NVIDIA GPU / driver (test)"]
+        assert ser["process_info"][child.pid]["cmdline"][0] == sys.executable
+        assert ser["gpus"] == {} and ser["gpu_processes"] == {}
+        samples.delete_run_samples(conn, "run-a")
+        assert load_series(conn, "run-a") is None
+    finally:
+        child.kill()
+        child.wait()
+
+
+CRASHING = """
+    import os, sys, time
+    from gpuscope.telemetry.gpu import NoGpuBackend
+    from gpuscope.telemetry.sampler import RunSampler
+    s = RunSampler(os.getpid(), 0.05, gpu=NoGpuBackend("none"), store=True, run_id="crash")
+    s.start()
+    time.sleep(30)
+"""
+
+
+def test_a_crash_loses_at_most_about_a_second(gpuscope_home, run_env):
+    p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(CRASHING)], env=run_env)
+    try:
+        time.sleep(3.0)
+        killed_ns = time.monotonic_ns()
+        p.send_signal(signal.SIGKILL)
+    finally:
+        p.wait()
+    conn = db.connect()
+    ser = load_series(conn, "crash")
+    t = ser["host"]["t_ns"]
+    assert len(t) >= 15
+    assert (killed_ns - t.max()) / 1e9 < 1.3
