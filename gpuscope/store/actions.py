@@ -1,3 +1,75 @@
-"""Cleanup actions in the run store (owned by gpuscope.cleanup)."""
+"""Cleanup actions in the run store (owned by gpuscope.cleanup).
 
-DDL = ""
+Every action gpuscope takes or refuses (terminate, kill, signal-parent, unlink) is one row:
+when, what, on which target and identity, the result, a one-line message and the OS user.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Any
+
+DDL = """
+CREATE TABLE IF NOT EXISTS cleanup_actions (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    time_ns       INTEGER NOT NULL,
+    action        TEXT NOT NULL,     -- terminate | kill | signal-parent | unlink
+    target        TEXT NOT NULL,     -- "pid 123" | "/dev/shm/psm_x"
+    pid           INTEGER,
+    identity_json TEXT NOT NULL,     -- {"pid", "create_time"} or {"name", "dev", "ino"}
+    result        TEXT NOT NULL,     -- done | gone | refused | failed | advice | not-reaped
+    ok            INTEGER NOT NULL,
+    message       TEXT NOT NULL,
+    user          TEXT NOT NULL,
+    run_id        TEXT,              -- the gpuscope run the target came from, if any
+    details_json  TEXT
+);
+CREATE INDEX IF NOT EXISTS cleanup_actions_time ON cleanup_actions(time_ns);
+"""
+
+
+@dataclass(frozen=True)
+class ActionRow:
+    id: int
+    time_ns: int
+    action: str
+    target: str
+    pid: int | None
+    identity: dict[str, Any]
+    result: str
+    ok: bool
+    message: str
+    user: str
+    run_id: str | None
+    details: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def log_action(conn: sqlite3.Connection, *, action: str, target: str, identity: dict[str, Any],
+               result: str, ok: bool, message: str, user: str, run_id: str | None = None,
+               details: dict[str, Any] | None = None, time_ns: int | None = None) -> int:
+    """Append one action to the log; returns its row id."""
+    cur = conn.execute(
+        "INSERT INTO cleanup_actions (time_ns, action, target, pid, identity_json, result, ok,"
+        " message, user, run_id, details_json) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        (time_ns or time.time_ns(), action, target, identity.get("pid"), json.dumps(identity),
+         result, int(bool(ok)), message, user, run_id, json.dumps(details or {})),
+    )
+    return int(cur.lastrowid)
+
+
+def list_actions(conn: sqlite3.Connection, limit: int = 100) -> list[ActionRow]:
+    """The most recent actions, newest first."""
+    rows = conn.execute("SELECT * FROM cleanup_actions ORDER BY time_ns DESC, id DESC LIMIT ?",
+                        (limit,)).fetchall()
+    return [ActionRow(
+        id=r["id"], time_ns=r["time_ns"], action=r["action"], target=r["target"], pid=r["pid"],
+        identity=json.loads(r["identity_json"]), result=r["result"], ok=bool(r["ok"]),
+        message=r["message"], user=r["user"], run_id=r["run_id"],
+        details=json.loads(r["details_json"] or "{}"),
+    ) for r in rows]

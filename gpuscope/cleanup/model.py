@@ -1,0 +1,163 @@
+"""Data types of the cleanup API: identities, reasons, suspects, scan and action results.
+
+Everything here is plain data with a ``to_dict()`` for ``--json`` and the app's table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Reason codes (stable strings: the app may filter or colour by them).
+IDLE_GPU = "idle-gpu-holder"
+RUN_LEFTOVER = "run-leftover"
+ORPHAN_WORKER = "orphan-worker"
+ZOMBIE = "zombie"
+LEAKED_SHM = "leaked-shm"
+STALE_NSYS_AGENT = "stale-nsys-agent"
+GPU_DEAD_PID = "gpu-memory-dead-pid"
+GPU_PID_MISMATCH = "gpu-pid-not-here"
+
+# Suspect kinds: what the target is, which decides the actions it offers.
+KIND_PROCESS = "process"
+KIND_ZOMBIE = "zombie"
+KIND_SHM = "shm"
+KIND_GPU_GHOST = "gpu-ghost"
+
+# Action names.
+TERMINATE = "terminate"        # SIGTERM, grace period, then SIGKILL
+KILL = "kill"                  # SIGKILL at once
+SIGNAL_PARENT = "signal-parent"  # SIGCHLD to a zombie's parent
+UNLINK = "unlink"              # remove a /dev/shm segment
+
+
+@dataclass(frozen=True)
+class ProcIdentity:
+    """A process as it was listed: a pid is only ever signalled while its create time still matches."""
+
+    pid: int
+    create_time: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pid": self.pid, "create_time": self.create_time}
+
+    def __str__(self) -> str:
+        return f"{self.pid}:{self.create_time:.2f}"
+
+
+@dataclass(frozen=True)
+class ShmIdentity:
+    """A /dev/shm segment as it was listed (a new file with the same name has another inode)."""
+
+    name: str
+    dev: int
+    ino: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "dev": self.dev, "ino": self.ino}
+
+    def __str__(self) -> str:
+        return f"/dev/shm/{self.name}"
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why something is listed: a stable code and a one-line explanation with the numbers."""
+
+    code: str
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "text": self.text}
+
+
+@dataclass
+class Suspect:
+    """One row of the cleanup list: a process, a zombie, a shm segment or orphaned GPU memory.
+
+    ``actions`` are the actions that make sense for it (first = default); ``blocked`` is the
+    safety verdict at listing time (a one-line refusal, or None when gpuscope may act);
+    ``advice`` says what to do when no action of gpuscope's can help.
+    """
+
+    key: str
+    kind: str
+    title: str
+    reasons: list[Reason] = field(default_factory=list)
+    evidence: dict[str, Any] = field(default_factory=dict)
+    identity: ProcIdentity | ShmIdentity | None = None
+    actions: list[str] = field(default_factory=list)
+    blocked: str | None = None
+    advice: str | None = None
+
+    @property
+    def codes(self) -> list[str]:
+        return [r.code for r in self.reasons]
+
+    @property
+    def pid(self) -> int | None:
+        return self.identity.pid if isinstance(self.identity, ProcIdentity) else None
+
+    def add_reason(self, code: str, text: str) -> None:
+        if all(r.code != code for r in self.reasons):
+            self.reasons.append(Reason(code, text))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "kind": self.kind,
+            "title": self.title,
+            "reasons": [r.to_dict() for r in self.reasons],
+            "evidence": dict(self.evidence),
+            "identity": self.identity.to_dict() if self.identity else None,
+            "actions": list(self.actions),
+            "blocked": self.blocked,
+            "advice": self.advice,
+        }
+
+
+@dataclass
+class ScanResult:
+    """A listing: suspects plus notes said once (GPU checks skipped, PID 1 does not reap, ...)."""
+
+    suspects: list[Suspect]
+    notes: list[str]
+    scanned_at: float
+    gpu_checked: bool
+    gpu_skip_reason: str | None
+    observed_s: float
+
+    def by_pid(self, pid: int) -> Suspect | None:
+        return next((s for s in self.suspects if s.pid == pid), None)
+
+    def by_shm(self, name: str) -> Suspect | None:
+        return next((s for s in self.suspects
+                     if isinstance(s.identity, ShmIdentity) and s.identity.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scanned_at": self.scanned_at,
+            "observed_s": round(self.observed_s, 3),
+            "gpu_checked": self.gpu_checked,
+            "gpu_skip_reason": self.gpu_skip_reason,
+            "notes": list(self.notes),
+            "suspects": [s.to_dict() for s in self.suspects],
+        }
+
+
+@dataclass
+class ActionResult:
+    """What one action did. ``ok`` is False for refusals and failures; ``message`` is one line."""
+
+    action: str
+    target: str
+    identity: dict[str, Any]
+    result: str          # done | gone | refused | failed | advice | not-reaped
+    ok: bool
+    message: str
+    final_state: str | None = None
+    freed: dict[str, int] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

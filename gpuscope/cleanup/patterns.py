@@ -1,0 +1,121 @@
+"""Recognising processes by command line: multiprocessing and torch workers, inits, nsys agents."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from gpuscope.cleanup.procs import ProcInfo, ProcTable
+
+# Processes that adopt orphans on purpose (PID 1 in containers, user-session subreapers).
+KNOWN_REAPERS = {
+    "systemd", "init", "tini", "tini-static", "dumb-init", "catatonit", "docker-init",
+    "s6-svscan", "runit", "runsvdir", "openrc-init", "podman-init", "sinit",
+}
+# PID 1 names that are known to reap adopted children.
+REAPING_INITS = KNOWN_REAPERS
+
+
+def worker_kind(proc: ProcInfo) -> str | None:
+    """What kind of Python/torch worker ``proc`` is, judging by its command line and name."""
+    cmd = " ".join(proc.cmdline)
+    if "multiprocessing.spawn import spawn_main" in cmd or "--multiprocessing-fork" in cmd:
+        return "multiprocessing spawn child"
+    if "multiprocessing.resource_tracker import main" in cmd \
+            or "multiprocessing.semaphore_tracker import main" in cmd:
+        return "multiprocessing resource tracker"
+    if "multiprocessing.forkserver import main" in cmd:
+        return "multiprocessing forkserver (or a child it forked)"
+    if proc.name == "pt_data_worker":
+        return "PyTorch DataLoader worker"
+    env = proc.environ()
+    if "TORCHELASTIC_RUN_ID" in env and "LOCAL_RANK" in env and not is_torchrun_agent(proc):
+        return "torchrun worker"
+    return None
+
+
+def is_torchrun_agent(proc: ProcInfo) -> bool:
+    cmd = " ".join(proc.cmdline)
+    return (bool(proc.cmdline) and os.path.basename(proc.cmdline[0]) == "torchrun") \
+        or "torch.distributed.run" in cmd or "torch.distributed.launch" in cmd \
+        or any(os.path.basename(a) == "torchrun" for a in proc.cmdline[1:2])
+
+
+def is_python(proc: ProcInfo) -> bool:
+    if proc.name.startswith("python") or proc.name.startswith("pt_"):
+        return True
+    return bool(proc.cmdline) and os.path.basename(proc.cmdline[0]).startswith("python")
+
+
+def reparented(proc: ProcInfo, table: ProcTable) -> str | None:
+    """Why ``proc`` (a Python/torch worker, whose real parent is always a Python process)
+    looks re-parented, or None when its parent still looks like the one that started it."""
+    if proc.ppid == 1:
+        return "re-parented to PID 1 (the process that started it is gone)"
+    parent = table.get(proc.ppid)
+    if parent is None:
+        return None
+    if parent.name in KNOWN_REAPERS:
+        return f"re-parented to {parent.name} (pid {parent.pid}), a subreaper"
+    if not is_python(parent):
+        return (f"its parent {parent.name} (pid {parent.pid}) is not a Python process, "
+                "so it was adopted by a subreaper after its own parent exited")
+    if proc.sid is not None and parent.sid is not None and proc.sid != parent.sid \
+            and proc.sid != proc.pid:
+        return (f"adopted by pid {parent.pid} ({parent.name}) from another session, "
+                "so the parent that started it is gone")
+    return None
+
+
+_SESSION_RE = re.compile(r"--session-name[= ](\S+)")
+_PROFILE_SESSION_RE = re.compile(r"^profile-.*-(\d+)$")
+
+
+def nsys_agent_session(proc: ProcInfo) -> str | None:
+    """The session name of an Nsight Systems agent (``nsys --start-agent --session-name=…``)."""
+    if "--start-agent" not in proc.cmdline:
+        return None
+    if not proc.cmdline or "nsys" not in os.path.basename(proc.cmdline[0]):
+        return None
+    match = _SESSION_RE.search(" ".join(proc.cmdline))
+    return match.group(1) if match else ""
+
+
+def stale_agent_reason(agent: ProcInfo, table: ProcTable) -> str | None:
+    """Why an nsys agent is stale, or None when its session may be alive.
+
+    ``nsys profile`` names its session ``profile-<app>-<pid of nsys profile>``: the agent is stale
+    when that process is gone (or the pid now belongs to a process started after the agent).
+    Sessions started with ``nsys launch``/``start`` have other names and legitimately outlive
+    their command, so they are never called stale.
+    """
+    session = nsys_agent_session(agent)
+    if session is None:
+        return None
+    match = _PROFILE_SESSION_RE.match(session)
+    if not match:
+        return None
+    front_pid = int(match.group(1))
+    front = table.get(front_pid)
+    if front is not None and not front.is_zombie and front.create_time <= agent.create_time + 1 \
+            and any("nsys" in os.path.basename(a) for a in front.cmdline[:1]):
+        return None
+    return (f"Nsight Systems agent of session {session}, whose `nsys profile` (pid {front_pid}) "
+            "is gone")
+
+
+def shm_creator(name: str) -> str | None:
+    """Who usually creates a /dev/shm segment with this name."""
+    if name.startswith("psm_"):
+        return "Python multiprocessing.shared_memory"
+    if name.startswith("torch_"):
+        return "PyTorch tensor sharing (file_system strategy)"
+    if name.startswith("quadd-") or name.startswith("nsys"):
+        return "Nsight Systems"
+    if name.startswith("__KMP_REGISTERED_LIB_"):
+        return "Intel/LLVM OpenMP runtime"
+    if name.startswith("nccl-") or name.startswith("nccl"):
+        return "NCCL"
+    if name.startswith("cuda.shm") or name.startswith("cuda_"):
+        return "CUDA IPC"
+    return None

@@ -1,0 +1,102 @@
+"""Linking live processes to gpuscope runs in the store.
+
+A live process belongs to a finished run when (a) a ``run_processes`` row of that run has its
+pid and create time (``info_json["create_time"]``; without it, a start time inside the run), or
+(b) its environment carries ``GPUSCOPE_RUN_ID`` of that run (escaped children the table missed).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+
+from gpuscope.cleanup.procs import ProcInfo, ProcTable
+from gpuscope.store.runs import FINAL_STATUSES
+
+CREATE_TIME_TOLERANCE_S = 0.01
+
+
+@dataclass
+class RunLink:
+    run_id: str
+    status: str
+    ended_ns: int | None
+    how: str            # "run table (pid + create time)" | "run table (pid + start time)" | "GPUSCOPE_RUN_ID"
+    role: str | None = None
+
+    def text(self, now: float | None = None) -> str:
+        now = time.time() if now is None else now
+        ended = ""
+        if self.ended_ns:
+            ended = f" ended {_ago(now - self.ended_ns / 1e9)} ago ({self.status})"
+        else:
+            ended = f" is {self.status}"
+        role = f" as its {self.role}" if self.role else ""
+        return f"still alive although gpuscope run {self.run_id}{ended}; it ran{role} in that run " \
+               f"(matched by {self.how})"
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _runs(conn: sqlite3.Connection) -> dict[str, sqlite3.Row]:
+    rows = conn.execute("SELECT id, status, started_ns, ended_ns FROM runs").fetchall()
+    return {r["id"]: r for r in rows}
+
+
+def _table_rows(conn: sqlite3.Connection, pids: list[int]) -> list[sqlite3.Row]:
+    rows: list[sqlite3.Row] = []
+    marks = ",".join("?" * len(FINAL_STATUSES))
+    for i in range(0, len(pids), 400):
+        chunk = pids[i:i + 400]
+        rows += conn.execute(
+            f"SELECT rp.run_id, rp.pid, rp.role, rp.info_json FROM run_processes rp"
+            f" JOIN runs r ON r.id = rp.run_id WHERE r.status IN ({marks})"
+            f" AND rp.pid IN ({','.join('?' * len(chunk))})",
+            (*FINAL_STATUSES, *chunk)).fetchall()
+    return rows
+
+
+def _matches(proc: ProcInfo, info: dict, run: sqlite3.Row) -> str | None:
+    ct = info.get("create_time")
+    if isinstance(ct, (int, float)):
+        if abs(float(ct) - proc.create_time) <= CREATE_TIME_TOLERANCE_S:
+            return "run table (pid + create time)"
+        return None
+    start, end = run["started_ns"], run["ended_ns"]
+    if start and end and start / 1e9 - 1.0 <= proc.create_time <= end / 1e9:
+        return "run table (pid + start time)"
+    return None
+
+
+def link_runs(conn: sqlite3.Connection, table: ProcTable) -> dict[int, RunLink]:
+    """pid -> the finished run a live process came from."""
+    runs = _runs(conn)
+    if not runs:
+        return {}
+    links: dict[int, RunLink] = {}
+    for row in _table_rows(conn, [p.pid for p in table]):
+        proc = table.get(row["pid"])
+        run = runs.get(row["run_id"])
+        if proc is None or run is None:
+            continue
+        how = _matches(proc, json.loads(row["info_json"] or "{}"), run)
+        if how:
+            links[proc.pid] = RunLink(run["id"], run["status"], run["ended_ns"], how, row["role"])
+    for proc in table:
+        if proc.pid in links or proc.is_kernel_thread:
+            continue
+        run_id = proc.environ().get("GPUSCOPE_RUN_ID")
+        run = runs.get(run_id) if run_id else None
+        if run is not None and run["status"] in FINAL_STATUSES:
+            links[proc.pid] = RunLink(run["id"], run["status"], run["ended_ns"],
+                                      "GPUSCOPE_RUN_ID in its environment")
+    return links

@@ -1,0 +1,183 @@
+"""Finding suspects: the :class:`Scanner` observes the machine (repeatedly, for idle checks)
+and turns what it saw into a :class:`~gpuscope.cleanup.model.ScanResult`.
+
+The CLI observes for a short window and scans once; the app keeps one Scanner, calls
+:meth:`Scanner.observe` on its timer and :meth:`Scanner.scan` when the Cleanup tab refreshes.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from typing import Any
+
+from gpuscope.cleanup import model as m
+from gpuscope.cleanup.evidence import process_evidence, short_cmd
+from gpuscope.cleanup.gpu import GpuHolding, IdleTracker, gpu_holdings, open_gpu_backend
+from gpuscope.cleanup.procs import ProcInfo, ProcTable, ancestors, nvidia_files_open
+from gpuscope.cleanup.runlink import link_runs
+from gpuscope.cleanup.safety import Policy, listing_refusal
+from gpuscope.cleanup.suspects import (add_gpu_ghosts, add_shm_suspects, nsys_module_agents,
+                                       process_reasons, zombie_suspect)
+
+
+class Scanner:
+    """Observes processes, GPU holders and /dev/shm and lists suspects."""
+
+    def __init__(self, *, conn: sqlite3.Connection | None = None, backend: Any = None,
+                 use_gpu: bool = True, idle_window_s: float = 300.0, shm_dir: str = "/dev/shm",
+                 shm_min_age_s: float = 10.0, policy: Policy | None = None) -> None:
+        self.conn = conn
+        if use_gpu:
+            self.backend, self.gpu_skip_reason = open_gpu_backend(backend)
+        else:
+            self.backend, self.gpu_skip_reason = None, "GPU checks were turned off"
+        self.tracker = IdleTracker(idle_window_s)
+        self.shm_dir = shm_dir
+        self.shm_min_age_s = shm_min_age_s
+        self.policy = policy or Policy()
+        self._prev: ProcTable | None = None
+        self._cur: ProcTable | None = None
+        self.holdings: dict[int, GpuHolding] = {}
+        self._first_at: float | None = None
+        self._zombie_seen: dict[tuple[int, float], float] = {}
+        self.gpu_error: str | None = None
+
+    @property
+    def gpu_checked(self) -> bool:
+        return self.backend is not None
+
+    def observe(self) -> ProcTable:
+        """Take one observation (processes, GPU holders) and feed the idle tracker."""
+        table = ProcTable.take()
+        self._prev, self._cur = self._cur, table
+        if self._first_at is None:
+            self._first_at = table.at
+        if self.backend is not None:
+            try:
+                self.holdings = gpu_holdings(self.backend)
+                self.tracker.observe(table.at, table, self.holdings)
+            except Exception as exc:  # noqa: BLE001 - a failing NVML read skips GPU evidence only
+                self.gpu_error = f"reading GPU processes failed: {exc}"
+                self.holdings = {}
+        live = set()
+        for proc in table:
+            if proc.is_zombie:
+                key = (proc.pid, proc.create_time)
+                live.add(key)
+                self._zombie_seen.setdefault(key, table.at)
+        self._zombie_seen = {k: v for k, v in self._zombie_seen.items() if k in live}
+        return table
+
+    def sample(self, seconds: float, interval: float = 1.0) -> None:
+        """Observe now and every ``interval`` seconds until ``seconds`` have passed; the
+        closing observation is the one :meth:`scan` takes."""
+        end = time.monotonic() + max(0.0, seconds)
+        self.observe()
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(max(interval, 0.05), left))
+            if end - time.monotonic() > 0.05:
+                self.observe()
+
+    def cpu_share(self, proc: ProcInfo) -> float | None:
+        """Share of one core ``proc`` used between the last two observations."""
+        if self._prev is None or self._cur is None:
+            return None
+        before = self._prev.get(proc.pid)
+        dt = self._cur.at - self._prev.at
+        if before is None or before.create_time != proc.create_time or dt <= 0:
+            return None
+        return max(0.0, (proc.cpu_time - before.cpu_time) / dt)
+
+    def zombie_seen_s(self, proc: ProcInfo) -> float:
+        assert self._cur is not None
+        return self._cur.at - self._zombie_seen.get((proc.pid, proc.create_time), self._cur.at)
+
+    def scan(self) -> m.ScanResult:
+        """Observe once more and list every suspect with its reasons and evidence."""
+        table = self.observe()
+        now = time.time()
+        skip = {os.getpid(), *ancestors(os.getpid())}
+        links = link_runs(self.conn, table) if self.conn is not None else {}
+        idle = {v.pid: v for v in self.tracker.idle(table.at)}
+        agents = nsys_module_agents()
+        suspects: dict[str, m.Suspect] = {}
+        notes: list[str] = []
+        for proc in table:
+            if proc.pid in skip or proc.is_kernel_thread or proc.pid == 1:
+                continue
+            if proc.is_zombie:
+                s = zombie_suspect(self, proc, table, now)
+            else:
+                s = self._process_suspect(proc, table, now, links, idle, agents)
+            if s is not None:
+                if proc.pid in links and proc.is_zombie:
+                    s.add_reason(m.RUN_LEFTOVER, links[proc.pid].text(now))
+                suspects[s.key] = s
+        add_gpu_ghosts(self, table, suspects)
+        add_shm_suspects(self, table, suspects, notes, now)
+        return m.ScanResult(_ordered(suspects), self._notes(table, suspects) + notes, now,
+                            self.gpu_checked, self.gpu_skip_reason,
+                            table.at - (self._first_at or table.at))
+
+    def _process_suspect(self, proc: ProcInfo, table: ProcTable, now: float, links: dict,
+                         idle: dict, agents: set[int]) -> m.Suspect | None:
+        hold = self.holdings.get(proc.pid)
+        verdict = idle.get(proc.pid)
+        if verdict is not None and (verdict.create_time != proc.create_time
+                                    or nvidia_files_open(proc.pid) is False):
+            verdict = None
+        reasons = process_reasons(self, proc, table, now, links.get(proc.pid), verdict, agents)
+        if not reasons:
+            return None
+        ev = process_evidence(proc, table, self.cpu_share(proc), hold, now)
+        link = links.get(proc.pid)
+        if link is not None:
+            ev.update(run_id=link.run_id, run_status=link.status)
+        return m.Suspect(
+            key=f"pid:{proc.pid}", kind=m.KIND_PROCESS,
+            title=f"{proc.name} (pid {proc.pid}): {short_cmd(proc)}", reasons=reasons, evidence=ev,
+            identity=m.ProcIdentity(proc.pid, proc.create_time), actions=[m.TERMINATE, m.KILL],
+            blocked=listing_refusal(proc, self.policy))
+
+    def _notes(self, table: ProcTable, suspects: dict[str, m.Suspect]) -> list[str]:
+        notes = []
+        if self.backend is None:
+            notes.append(f"GPU checks skipped: {self.gpu_skip_reason}")
+        elif self.gpu_error:
+            notes.append(f"GPU checks incomplete: {self.gpu_error}")
+        elif self.tracker.window_s > 0 and self._cur is not None and self._first_at is not None \
+                and self._cur.at - self._first_at < self.tracker.window_s:
+            notes.append(f"idle GPU holders need {self.tracker.window_s:g} s of observation; "
+                         f"observed {self._cur.at - self._first_at:.1f} s so far")
+        init_zombies = [s for s in suspects.values() if s.kind == m.KIND_ZOMBIE
+                        and s.evidence.get("ppid") == 1]
+        if init_zombies:
+            init = table.get(1)
+            name = init.name if init else "init"
+            notes.append(f"PID 1 ({name}) has not reaped {len(init_zombies)} zombie(s) it adopted: "
+                         "it is not an init that reaps orphans. No signal removes such zombies; start "
+                         "containers with an init (docker run --init, or tini/dumb-init as PID 1).")
+        return notes
+
+
+_KIND_ORDER = {m.KIND_PROCESS: 0, m.KIND_ZOMBIE: 1, m.KIND_SHM: 2, m.KIND_GPU_GHOST: 3}
+
+
+def _ordered(suspects: dict[str, m.Suspect]) -> list[m.Suspect]:
+    return sorted(suspects.values(), key=lambda s: (_KIND_ORDER.get(s.kind, 9), s.pid or 0, s.key))
+
+
+def scan(*, conn: sqlite3.Connection | None = None, backend: Any = None, use_gpu: bool = True,
+         idle_window_s: float = 5.0, shm_dir: str = "/dev/shm", shm_min_age_s: float = 10.0,
+         policy: Policy | None = None, interval: float = 1.0) -> m.ScanResult:
+    """One listing: observe for the idle window (GPU present) or briefly, then scan."""
+    scanner = Scanner(conn=conn, backend=backend, use_gpu=use_gpu, idle_window_s=idle_window_s,
+                      shm_dir=shm_dir, shm_min_age_s=shm_min_age_s, policy=policy)
+    window = idle_window_s if scanner.gpu_checked and idle_window_s > 0 else 0.3
+    scanner.sample(window, interval=min(interval, window))
+    return scanner.scan()

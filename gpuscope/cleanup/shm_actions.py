@@ -1,0 +1,72 @@
+"""Unlinking a leaked /dev/shm segment, with the same care as signalling a process."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from gpuscope.cleanup import model as m
+from gpuscope.cleanup.evidence import human_bytes
+from gpuscope.cleanup.procs import read_process
+from gpuscope.cleanup.safety import Policy, owner_refusal
+from gpuscope.cleanup.shm import scan_usage
+
+
+def identify_segment(name: str, shm_dir: str = "/dev/shm") -> m.ShmIdentity | None:
+    """The identity of a segment now (for a name not taken from a listing)."""
+    try:
+        st = os.lstat(os.path.join(shm_dir, name))
+    except OSError:
+        return None
+    return m.ShmIdentity(name, st.st_dev, st.st_ino)
+
+
+def _name_refusal(name: str) -> str | None:
+    if not name or "/" in name or name in (".", ".."):
+        return f"refusing: {name!r} is not a shared memory segment name"
+    if name.startswith("sem."):
+        return f"refusing: {name} is a named semaphore, which gpuscope leaves alone"
+    return None
+
+
+def _refusal(ident: m.ShmIdentity, path: str, policy: Policy) -> tuple[str | None, int]:
+    """(refusal or None, allocated bytes). Raises FileNotFoundError when the segment is gone."""
+    why = _name_refusal(ident.name)
+    if why:
+        return why, 0
+    st = os.lstat(path)
+    if not stat.S_ISREG(st.st_mode):
+        return f"refusing: {path} is not a regular file", 0
+    if (st.st_dev, st.st_ino) != (ident.dev, ident.ino):
+        return f"refusing: {path} was replaced since it was listed (inode changed)", 0
+    why = owner_refusal(st.st_uid, path, policy)
+    if why:
+        return why, 0
+    users = scan_usage({st.st_dev}).users.get((st.st_dev, st.st_ino), [])
+    if users:
+        proc = read_process(users[0])
+        who = f"pid {users[0]} ({proc.name})" if proc else f"pid {users[0]}"
+        return f"refusing: {path} is in use by {who}", 0
+    return None, st.st_blocks * 512
+
+
+def unlink_segment(ident: m.ShmIdentity, policy: Policy, shm_dir: str = "/dev/shm") -> m.ActionResult:
+    """Remove a segment that is still the listed file and that no live process maps or holds."""
+    path = os.path.join(shm_dir, ident.name)
+
+    def result(res: str, ok: bool, msg: str, **kw) -> m.ActionResult:
+        return m.ActionResult(action=m.UNLINK, target=path, identity=ident.to_dict(), result=res,
+                              ok=ok, message=msg, **kw)
+
+    try:
+        why, allocated = _refusal(ident, path, policy)
+        if why:
+            return result("refused", False, why)
+        os.unlink(path)
+    except FileNotFoundError:
+        return result("gone", True, f"{path} is gone (someone removed it since it was listed)",
+                      final_state="gone")
+    except OSError as exc:
+        return result("failed", False, f"could not unlink {path}: {exc.strerror}")
+    return result("done", True, f"unlinked {path}; {human_bytes(allocated)} of RAM freed",
+                  final_state="gone", freed={"shm_bytes": allocated})

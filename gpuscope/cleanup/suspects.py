@@ -1,0 +1,152 @@
+"""Turning observations into suspects with reasons (used by :mod:`gpuscope.cleanup.scanner`)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from gpuscope.cleanup import model as m
+from gpuscope.cleanup.evidence import human_bytes, human_s, process_evidence, short_cmd
+from gpuscope.cleanup.gpu import IdleVerdict
+from gpuscope.cleanup.patterns import REAPING_INITS, reparented, stale_agent_reason, worker_kind
+from gpuscope.cleanup.procs import ProcInfo, ProcTable, nvidia_files_open
+from gpuscope.cleanup.runlink import RunLink
+from gpuscope.cleanup.safety import listing_refusal, owner_refusal
+from gpuscope.cleanup.shm import leaked_segments, segment_evidence
+
+if TYPE_CHECKING:
+    from gpuscope.cleanup.scanner import Scanner
+
+
+def nsys_module_agents() -> set[int]:
+    """Stale agents as found by gpuscope.nsys (when that module provides the finder)."""
+    try:
+        from gpuscope.nsys.record import find_stale_agents
+    except ImportError:
+        return set()
+    try:
+        return set(find_stale_agents())
+    except Exception:  # noqa: BLE001 - our own detection still runs
+        return set()
+
+
+def _idle_text(v: IdleVerdict) -> str:
+    util = "SM utilisation" if v.per_process else \
+        "device utilisation (NVML gives no per-process numbers here)"
+    devs = ", ".join(str(d) for d in v.devices)
+    return (f"holds {human_bytes(v.memory)} of GPU memory on GPU {devs} with 0 % {util} "
+            f"for {human_s(v.idle_s)} while sleeping ({v.cpu_share * 100:.1f} % CPU)")
+
+
+def process_reasons(scanner: "Scanner", proc: ProcInfo, table: ProcTable, now: float,
+                    link: RunLink | None, verdict: IdleVerdict | None,
+                    agents: set[int]) -> list[m.Reason]:
+    """Every reason a live (non-zombie) process is suspected."""
+    reasons = []
+    if verdict is not None:
+        reasons.append(m.Reason(m.IDLE_GPU, _idle_text(verdict)))
+    if link is not None:
+        reasons.append(m.Reason(m.RUN_LEFTOVER, link.text(now)))
+    kind = worker_kind(proc)
+    why = reparented(proc, table) if kind else None
+    if kind and why:
+        reasons.append(m.Reason(m.ORPHAN_WORKER, f"orphaned {kind}: {why}"))
+    stale = stale_agent_reason(proc, table)
+    if stale is None and proc.pid in agents:
+        stale = "Nsight Systems agent whose profiling session is gone"
+    if stale:
+        share = scanner.cpu_share(proc)
+        if share is not None:
+            stale += f"; it still uses {share * 100:.0f} % of a core"
+        reasons.append(m.Reason(m.STALE_NSYS_AGENT, stale))
+    return reasons
+
+
+def _pid1_reaps(table: ProcTable) -> bool:
+    init = table.get(1)
+    return init is not None and init.name in REAPING_INITS
+
+
+def zombie_suspect(scanner: "Scanner", proc: ProcInfo, table: ProcTable, now: float) -> m.Suspect:
+    """A zombie, with the parent that should reap it — or advice when that parent is PID 1."""
+    parent = table.get(proc.ppid)
+    pname = parent.name if parent else "?"
+    ev = process_evidence(proc, table, None, None, now)
+    ev["parent_cmdline"] = parent.cmd if parent else None
+    ev["zombie_seen_s"] = round(scanner.zombie_seen_s(proc), 1)
+    s = m.Suspect(key=f"pid:{proc.pid}", kind=m.KIND_ZOMBIE,
+                  title=f"zombie {proc.name} (pid {proc.pid}), parent {pname} (pid {proc.ppid})",
+                  evidence=ev, identity=m.ProcIdentity(proc.pid, proc.create_time))
+    if proc.ppid == 1:
+        seen = ev["zombie_seen_s"]
+        s.add_reason(m.ZOMBIE, f"zombie (exited, never reaped); its parent is PID 1 ({pname}), "
+                               f"which does not reap adopted children"
+                               + (f" (still unreaped after {seen:g} s)" if seen > 0 else ""))
+        s.blocked = f"no action can remove it: PID 1 ({pname}) does not reap zombies"
+        s.advice = (f"A signal cannot remove a zombie, and PID 1 ({pname}) is not an init that reaps "
+                    "orphans. Start the container with an init (docker run --init, or tini/dumb-init "
+                    "as PID 1). The zombie holds no memory, only a process-table slot.")
+        return s
+    s.add_reason(m.ZOMBIE, f"zombie (exited, not reaped): waiting for its parent {pname} "
+                           f"(pid {proc.ppid}) to reap it")
+    s.actions = [m.SIGNAL_PARENT]
+    if parent is not None and parent.pid != os.getpid():
+        s.blocked = listing_refusal(parent, scanner.policy)
+    after = "its init reaps it" if _pid1_reaps(table) else \
+        "it is adopted by PID 1 — which here does not reap, so it stays a zombie"
+    s.advice = (f"Signalling the parent (SIGCHLD) helps when it reaps on SIGCHLD. Otherwise terminate "
+                f"the parent (pid {proc.ppid}); {after}.")
+    return s
+
+
+def add_gpu_ghosts(scanner: "Scanner", table: ProcTable, suspects: dict[str, m.Suspect]) -> None:
+    """GPU memory accounted to a pid that does not exist here (or is not a GPU user here)."""
+    for pid, hold in scanner.holdings.items():
+        proc = table.get(pid)
+        devs = ", ".join(str(d) for d in hold.devices)
+        base = f"GPU {devs} reports {human_bytes(hold.memory)} held by pid {pid}"
+        if proc is None:
+            reason = m.Reason(m.GPU_DEAD_PID, f"{base}, which does not exist here")
+        elif not proc.is_zombie and nvidia_files_open(pid) is False:
+            reason = m.Reason(m.GPU_PID_MISMATCH, f"{base}, but pid {pid} here ({short_cmd(proc, 60)}) "
+                                                  "has no /dev/nvidia* device open")
+        else:
+            continue
+        suspects[f"gpu:{pid}"] = m.Suspect(
+            key=f"gpu:{pid}", kind=m.KIND_GPU_GHOST, title=f"GPU memory of pid {pid}",
+            reasons=[reason], evidence={"pid": pid, "gpu_memory_bytes": hold.memory,
+                                        "gpu_devices": list(hold.devices)},
+            blocked="no process here to signal",
+            advice=("NVML reports pids of the host's PID namespace: in a container run gpuscope with "
+                    "--pid=host, or find the holder on the host with `fuser -v /dev/nvidia*`. If the "
+                    "process is exiting, the driver frees the memory when its context is torn down."))
+
+
+def add_shm_suspects(scanner: "Scanner", table: ProcTable, suspects: dict[str, m.Suspect],
+                     notes: list[str], now: float) -> None:
+    """Segments in /dev/shm that no live process maps or keeps open."""
+    leaked, usage, skipped = leaked_segments(scanner.shm_dir, scanner.shm_min_age_s, now)
+    trackers = [p for p in table if not p.is_zombie
+                and "multiprocessing.resource_tracker import main" in " ".join(p.cmdline)]
+    for seg in leaked:
+        ev = segment_evidence(seg, now)
+        text = (f"{ev['creator'] or 'shared memory segment'}: {human_bytes(seg.allocated)} in RAM "
+                f"(size {human_bytes(seg.size)}), owned by {seg.owner}, not mapped or open by any "
+                f"process, last modified {human_s(now - seg.mtime)} ago")
+        mine = [p.pid for p in trackers if p.uid == seg.uid]
+        if seg.name.startswith("psm_") and mine:
+            ev["resource_trackers"] = mine
+            text += f" (a live multiprocessing resource tracker, pid {mine[0]}, may still unlink it)"
+        suspects[f"shm:{seg.name}"] = m.Suspect(
+            key=f"shm:{seg.name}", kind=m.KIND_SHM, title=f"/dev/shm/{seg.name}",
+            reasons=[m.Reason(m.LEAKED_SHM, text)], evidence=ev,
+            identity=m.ShmIdentity(seg.name, seg.dev, seg.ino), actions=[m.UNLINK],
+            blocked=owner_refusal(seg.uid, f"/dev/shm/{seg.name}", scanner.policy))
+    if usage.unreadable:
+        names = [f"{pid} ({table.get(pid).name})" if table.get(pid) else str(pid)
+                 for pid in usage.unreadable[:5]]
+        more = f" and {len(usage.unreadable) - 5} more" if len(usage.unreadable) > 5 else ""
+        notes.append(f"could not read the memory maps of pid {', '.join(names)}{more} (not "
+                     "permitted); a segment only they use would be listed as leaked")
+    if skipped:
+        notes.append(f"{skipped} named semaphore(s) (sem.*) in {scanner.shm_dir} were not examined")
