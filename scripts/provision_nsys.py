@@ -131,11 +131,12 @@ class Apt:
             raise ProvisionError(f"apt-get {' '.join(args)} failed: {(lines or ['exit %d' % proc.returncode])[-1]}")
         return proc.stdout
 
-    def need(self, suite: str, component: str) -> None:
-        """Make sure the lists for ``suite``/``component`` are present (one ``apt-get update``)."""
-        if (suite, component) in self.entries:
+    def need(self, *entries: tuple[str, str]) -> None:
+        """Make sure the lists for each (suite, component) are present (one ``apt-get update``)."""
+        missing = set(entries) - self.entries
+        if not missing:
             return
-        self.entries.add((suite, component))
+        self.entries |= missing
         signed = f"[signed-by={KEYRING}] " if Path(KEYRING).exists() else ""
         lines = [f"deb {signed}{self.mirror} {s} {c}" for s, c in sorted(self.entries)]
         (self.state / "sources.list").write_text("\n".join(lines) + "\n")
@@ -176,7 +177,7 @@ def fetch_libssh(apt: Apt, into: Path) -> Path:
     found = list(into.glob("libssh-4_*.deb"))
     if proc.returncode == 0 and found:
         return found[0]
-    apt.need("bookworm", "main")
+    apt.need(("bookworm", "main"))
     return apt.download([f"{LIBSSH}/bookworm"], into)[0]
 
 
@@ -232,7 +233,7 @@ def check_importer(importer: Path, lib_dir: Path) -> None:
 def provision(release: Release, dest: Path, apt: Apt, downloads: Path) -> dict:
     """Download, unpack and verify one release into ``dest/<key>``; returns the marker's content."""
     t0 = time.monotonic()
-    apt.need(release.suite, "non-free")
+    apt.need((release.suite, "non-free"))
     version = pick_version(apt, "nsight-systems-target", release)
     specs = [f"nsight-systems-target={version}", f"nsight-systems={version}"]
     specs += [f"{p}/{release.suite}" for p in release.extra]
@@ -312,14 +313,16 @@ def _provision_all(keys: list[str], dest: Path, force: bool) -> int:
     t0 = time.monotonic()
     apt: Apt | None = None
     downloads = dest / ".apt" / "debs"
+    todo = [k for k in keys if force or not is_provisioned(dest, k)]
     for key in keys:
-        info = None if force else is_provisioned(dest, key)
+        info = None if key in todo else is_provisioned(dest, key)
         if info:
             log(f"{key}: already present (nsys {info['nsys_version']}) in {dest / key}")
             continue
         if apt is None:
             downloads.mkdir(parents=True, exist_ok=True)
             apt = Apt(dest / ".apt", debian_mirror())
+            apt.need(*{(RELEASES[k].suite, "non-free") for k in todo})
         info = provision(RELEASES[key], dest, apt, downloads)
         log(f"{key}: ok, nsys {info['nsys_version']} in {dest / key} "
             f"(download {info['download_s']} s, total {info['total_s']} s)")
