@@ -1,0 +1,54 @@
+"""Helpers for cleanup tests (the fixtures are in conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+
+PY = sys.executable
+PREFIX = "psm_gpuscopetest_"
+
+
+def make_finished_run(conn, status: str = "stopped") -> str:
+    from gpuscope.store import runs
+
+    run_id = "cleanuptest-" + uuid.uuid4().hex[:8]
+    spec = {"script": "train.py", "launcher": "python", "start_method": "fork"}
+    runs.insert_run(conn, run_id=run_id, spec=spec, run_dir="/nonexistent", versions={})
+    now = time.time_ns()
+    runs.mark_started(conn, run_id, now - 60_000_000_000)
+    runs.finish_run(conn, run_id, status=status, ended_ns=now - 1_000_000_000, exit_code=None,
+                    signal="SIGTERM")
+    return run_id
+
+
+def cli(run_env, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([PY, "-m", "gpuscope", "cleanup", *args], env=run_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def cli_json(run_env, *args: str) -> tuple[int, dict]:
+    res = cli(run_env, "--json", *args)
+    assert res.stdout.strip(), res.stderr
+    return res.returncode, json.loads(res.stdout)
+
+
+def state_of(pid: int) -> str | None:
+    """The one-letter state of ``pid``, or None when it does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def wait_for(pred, timeout: float = 10.0, step: float = 0.05):
+    end = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value or time.monotonic() > end:
+            return value
+        time.sleep(step)
