@@ -19,36 +19,37 @@ class Metric:
     label: str        # short label for headers and axes
     unit: str         # "%", "B", "C", "W", "MHz", "" (count) or "state"
     description: str
+    short: str = ""       # column header in `gpuscope monitor` ("" = not a column)
     history: bool = True  # plotted over time (False: shown as current value only)
 
 
 METRICS: tuple[Metric, ...] = (
     # host
-    Metric("cpu", "host", "CPU", "%", "host CPU use, mean over all cores"),
-    Metric("cores", "host", "CPU per core", "%", "CPU use of each core", history=True),
-    Metric("mem_used", "host", "memory used", "B", "host memory in use (total - available)"),
-    Metric("mem_total", "host", "memory total", "B", "host memory", history=False),
-    Metric("swap_used", "host", "swap used", "B", "swap in use"),
+    Metric("cpu", "host", "CPU", "%", "host CPU use, mean over all cores", "cpu%"),
+    Metric("cores", "host", "CPU per core", "%", "CPU use of each core"),
+    Metric("mem_used", "host", "memory used", "B", "host memory in use (total - available)", "memMiB"),
+    Metric("mem_total", "host", "memory total", "B", "host memory", "totMiB", history=False),
+    Metric("swap_used", "host", "swap used", "B", "swap in use", "swapMiB"),
     Metric("swap_total", "host", "swap total", "B", "swap size", history=False),
     # one GPU
-    Metric("util_gpu", "gpu", "GPU util", "%", "time a kernel was running (NVML utilization.gpu)"),
-    Metric("util_mem", "gpu", "mem util", "%", "time device memory was read or written"),
-    Metric("mem_used", "gpu", "GPU mem used", "B", "device memory in use (all processes)"),
-    Metric("mem_total", "gpu", "GPU mem total", "B", "device memory", history=False),
-    Metric("temperature", "gpu", "temp", "C", "GPU core temperature"),
-    Metric("power_w", "gpu", "power", "W", "board power draw"),
-    Metric("sm_clock", "gpu", "SM clock", "MHz", "streaming multiprocessor clock"),
-    # one process of the tree (or of the host, for GPU processes in monitor)
-    Metric("state", "proc", "state", "state", "R running, S sleeping, D disk wait, Z zombie, T stopped"),
-    Metric("cpu", "proc", "CPU", "%", "CPU use of the process (100 = one core)"),
-    Metric("rss", "proc", "RSS", "B", "resident memory"),
-    Metric("uss", "proc", "USS", "B", "memory only this process holds (optional, costly)"),
-    Metric("threads", "proc", "threads", "", "number of threads"),
-    Metric("gpu_mem", "proc", "GPU mem", "B", "device memory the driver accounts to the process, all GPUs"),
-    Metric("sm_util", "proc", "SM util", "%", "the process's share of SM time (where the driver offers it)"),
+    Metric("util_gpu", "gpu", "GPU util", "%", "time a kernel was running (NVML utilization.gpu)", "sm%"),
+    Metric("util_mem", "gpu", "mem util", "%", "time device memory was read or written", "mem%"),
+    Metric("mem_used", "gpu", "GPU mem used", "B", "device memory in use (all processes)", "fbMiB"),
+    Metric("mem_total", "gpu", "GPU mem total", "B", "device memory", "totMiB", history=False),
+    Metric("temperature", "gpu", "temperature", "C", "GPU core temperature", "tempC"),
+    Metric("power_w", "gpu", "power", "W", "board power draw", "pwrW"),
+    Metric("sm_clock", "gpu", "SM clock", "MHz", "streaming multiprocessor clock", "sclkMHz"),
+    # one process of the tree (or, in `monitor` without --pid, a GPU process of the host)
+    Metric("state", "proc", "state", "state", "R running, S sleeping, D disk wait, Z zombie, T stopped", "st"),
+    Metric("cpu", "proc", "CPU", "%", "CPU use of the process (100 = one core)", "cpu%"),
+    Metric("rss", "proc", "RSS", "B", "resident memory", "rssMiB"),
+    Metric("uss", "proc", "USS", "B", "memory only this process holds (optional, costly)", "ussMiB"),
+    Metric("threads", "proc", "threads", "", "number of threads", "thr"),
+    Metric("gpu_mem", "proc", "GPU mem", "B", "device memory the driver accounts to the process, all GPUs", "fbMiB"),
+    Metric("sm_util", "proc", "SM util", "%", "the process's share of SM time (where the driver offers it)", "sm%"),
     # one process on one GPU
-    Metric("used_memory_bytes", "gpu_proc", "GPU mem", "B", "device memory of the process on this GPU"),
-    Metric("sm_util", "gpu_proc", "SM util", "%", "SM utilization of the process on this GPU"),
+    Metric("used_memory_bytes", "gpu_proc", "GPU mem", "B", "device memory of the process on this GPU", "fbMiB"),
+    Metric("sm_util", "gpu_proc", "SM util", "%", "SM utilization of the process on this GPU", "sm%"),
     # torch caching allocator, reported from inside the process
     Metric("allocated", "torch", "allocated", "B", "torch.cuda.memory_allocated: memory held by tensors"),
     Metric("reserved", "torch", "reserved", "B", "torch.cuda.memory_reserved: memory the allocator holds"),
