@@ -1,8 +1,10 @@
 """Test helper: start a multiprocessing spawn child that sleeps, print its pid, and exit at once
-without joining it (the child and the resource tracker are orphaned)."""
+without joining it (the child and the resource tracker are orphaned). With the argument
+``stay`` the parent stays alive instead (nothing is orphaned)."""
 
 import multiprocessing as mp
 import os
+import sys
 import time
 
 if __name__ == "__main__":
@@ -11,4 +13,6 @@ if __name__ == "__main__":
     child.start()
     print(child.pid, flush=True)
     time.sleep(0.5)
+    if sys.argv[1:] == ["stay"]:
+        time.sleep(600)
     os._exit(0)

@@ -1,0 +1,175 @@
+"""Detection with real processes and real /dev/shm: orphaned multiprocessing workers, run
+leftovers matched through the run table, shared memory that is in use, zombies whose parent
+will not reap."""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import sys
+import time
+import uuid
+from multiprocessing import shared_memory
+
+import psutil
+import pytest
+
+from gpuscope.cleanup import Policy, Scanner, act, identify, perform
+from gpuscope.cleanup import model as m
+from gpuscope.store import runs
+from tests.cleanup.conftest import HELPERS
+from tests.cleanup.util import PREFIX, make_finished_run, state_of, wait_for
+
+
+def _scan(conn=None, **kw):
+    return Scanner(conn=conn, use_gpu=False, shm_min_age_s=0, **kw).scan()
+
+
+def test_orphaned_spawn_child_and_resource_tracker(reaper):
+    child = reaper("orphan_mp", script=str(HELPERS / "mp_orphan.py"))["pid"]
+    assert wait_for(lambda: psutil.Process(child).ppid() == reaper.pid)
+    result = _scan()
+    s = result.by_pid(child)
+    assert s is not None and s.codes == [m.ORPHAN_WORKER]
+    assert "orphaned multiprocessing spawn child" in s.reasons[0].text
+    assert f"adopted by pid {reaper.pid}" in s.reasons[0].text
+    trackers = [x for x in result.suspects if x.evidence.get("ppid") == reaper.pid
+                and "resource tracker" in " ".join(r.text for r in x.reasons)]
+    assert trackers, [x.title for x in result.suspects]
+    tracker = trackers[0].pid
+    res = perform(s, policy=Policy(grace_s=2))
+    assert res.ok and res.final_state == "gone", res
+    # the tracker exits by itself once the last process sharing its pipe is gone
+    assert wait_for(lambda: state_of(tracker) is None, timeout=10)
+
+
+def test_spawn_child_of_a_live_parent_is_not_an_orphan(reaper):
+    parent = reaper("spawn", argv=[sys.executable, str(HELPERS / "mp_orphan.py"), "stay"],
+                    setsid=True)["pid"]
+    kids = wait_for(lambda: [c.pid for c in psutil.Process(parent).children()
+                             if "--multiprocessing-fork" in c.cmdline()])
+    assert kids
+    result = _scan()
+    assert result.by_pid(kids[0]) is None and result.by_pid(parent) is None
+
+
+def test_run_leftover_matched_by_run_table(reaper, store):
+    run_id = make_finished_run(store, status="exited")
+    pid = reaper("sleeper", env={})["pid"]
+    ct = psutil.Process(pid).create_time()
+    runs.replace_processes(store, run_id, [
+        {"pid": pid, "ppid": 1, "role": "pool worker", "info": {"create_time": ct}}])
+    s = _scan(store).by_pid(pid)
+    assert s is not None and s.codes == [m.RUN_LEFTOVER]
+    assert "run table (pid + create time)" in s.reasons[0].text and "as its pool worker" in s.reasons[0].text
+    assert s.evidence["run_id"] == run_id and s.evidence["run_status"] == "exited"
+
+
+def test_same_pid_with_other_create_time_is_not_a_leftover(reaper, store):
+    run_id = make_finished_run(store)
+    pid = reaper("sleeper", env={})["pid"]
+    ct = psutil.Process(pid).create_time()
+    runs.replace_processes(store, run_id, [{"pid": pid, "info": {"create_time": ct - 30}}])
+    assert _scan(store).by_pid(pid) is None
+
+
+def test_process_of_a_running_run_is_not_a_leftover(reaper, store):
+    from gpuscope.store import runs as r
+
+    run_id = "cleanuptest-running-" + uuid.uuid4().hex[:6]
+    r.insert_run(store, run_id=run_id, spec={"script": "x.py", "launcher": "python",
+                                             "start_method": "spawn"}, run_dir="/x", versions={})
+    pid = reaper("sleeper", env={"GPUSCOPE_RUN_ID": run_id})["pid"]
+    assert _scan(store).by_pid(pid) is None
+
+
+def test_segments_in_use_are_not_listed(leaked_shm):
+    mapped = shared_memory.SharedMemory(name=PREFIX + uuid.uuid4().hex[:10], create=True, size=4096)
+    held = PREFIX + uuid.uuid4().hex[:10]
+    fd = os.open(f"/dev/shm/{held}", os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        os.ftruncate(fd, 4096)
+        names = {s.identity.name for s in _scan().suspects if s.kind == m.KIND_SHM}
+        assert leaked_shm in names
+        assert mapped.name not in names          # mapped by this process
+        assert held not in names                 # open, not mapped: still in use
+        # and unlinking a segment in use is refused
+        seg = next(s for s in _scan().suspects if s.kind == m.KIND_SHM and s.identity.name == leaked_shm)
+        with open(f"/dev/shm/{leaked_shm}", "r+b") as fh:
+            mm = mmap.mmap(fh.fileno(), 4096)
+            res = perform(seg)
+            mm.close()
+        assert res.result == "refused" and f"is in use by pid {os.getpid()}" in res.message
+    finally:
+        os.close(fd)
+        os.unlink(f"/dev/shm/{held}")
+        mapped.close()
+        mapped.unlink()
+
+
+def test_fresh_segment_waits_for_min_age(leaked_shm):
+    young = Scanner(use_gpu=False, shm_min_age_s=3600).scan()
+    assert young.by_shm(leaked_shm) is None
+
+
+def test_replaced_segment_is_refused(leaked_shm):
+    seg = _scan().by_shm(leaked_shm)
+    os.unlink(f"/dev/shm/{leaked_shm}")
+    fd = os.open(f"/dev/shm/{leaked_shm}", os.O_CREAT | os.O_RDWR, 0o600)
+    os.close(fd)
+    res = perform(seg)
+    assert res.result == "refused" and "was replaced since it was listed (inode changed)" in res.message
+    assert os.path.exists(f"/dev/shm/{leaked_shm}")
+
+
+def test_parent_that_does_not_reap(reaper):
+    z = reaper("zombie", reap=False)
+    s = _scan().by_pid(z["zombie"])
+    assert s.kind == m.KIND_ZOMBIE and s.actions == [m.SIGNAL_PARENT]
+    assert "terminate the parent" in s.advice
+    res = perform(s)
+    assert res.result == "not-reaped" and not res.ok
+    assert f"terminate the parent (gpuscope cleanup --kill {z['parent']})" in res.message
+    assert state_of(z["zombie"]) == "Z"
+    # terminating the parent hands the zombie to its subreaper (the test's reaper), which reaps it
+    assert act(identify(z["parent"]), policy=Policy(grace_s=2)).ok
+    assert wait_for(lambda: state_of(z["zombie"]) is None)
+
+
+def test_terminate_on_a_zombie_explains_instead(reaper):
+    z = reaper("zombie", reap=False)
+    res = act(identify(z["zombie"]), action=m.TERMINATE)
+    assert res.result == "refused" and "signal its parent instead" in res.message
+
+
+def test_zombies_of_pid_1_get_advice_not_signals():
+    """Uses a zombie already adopted by PID 1 on this machine, if any (tests make none)."""
+    zombies = [p for p in psutil.process_iter(["ppid", "status"])
+               if p.info["ppid"] == 1 and p.info["status"] == psutil.STATUS_ZOMBIE]
+    if not zombies:
+        pytest.skip("no zombie of PID 1 on this machine right now")
+    pid = zombies[0].pid
+    s = _scan().by_pid(pid)
+    assert s is not None and s.kind == m.KIND_ZOMBIE and s.actions == []
+    assert "--init" in s.advice and s.blocked
+    res = act(identify(pid))
+    assert res.result == "advice" and "--init" in res.message
+
+
+def test_terminate_escalates_to_sigkill_after_grace(reaper):
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+    pid = reaper("spawn", argv=["python3", "-c", code], setsid=True)["pid"]
+    time.sleep(0.3)   # let it install the handler
+    t0 = time.monotonic()
+    res = act(identify(pid), policy=Policy(grace_s=0.5))
+    assert res.ok and "SIGKILL after the 0.5 s grace period" in res.message
+    assert 0.5 <= time.monotonic() - t0 < 4
+    assert res.freed["rss_bytes"] > 1 << 20
+
+
+def test_listing_json_round_trips(reaper, store):
+    run_id = make_finished_run(store)
+    reaper("sleeper", env={"GPUSCOPE_RUN_ID": run_id})
+    data = json.loads(json.dumps(_scan(store).to_dict()))
+    assert {"suspects", "notes", "gpu_checked", "gpu_skip_reason", "observed_s"} <= set(data)
