@@ -166,6 +166,9 @@ class IdleTracker:
         return dt > 0 and (proc.cpu_time - track.cpu_time) > SLEEP_CPU_SHARE * dt + 0.01
 
     def idle(self, now: float) -> list[IdleVerdict]:
+        """Holders idle for the whole window (none when the window is 0: the check is off)."""
+        if self.window_s <= 0:
+            return []
         out = []
         for (pid, ct), t in self._tracks.items():
             since = t.last_active if t.last_active is not None else t.first_seen

@@ -27,8 +27,13 @@ class Scanner:
 
     def __init__(self, *, conn: sqlite3.Connection | None = None, backend: Any = None,
                  use_gpu: bool = True, idle_window_s: float = 300.0, shm_dir: str = "/dev/shm",
-                 shm_min_age_s: float = 10.0, policy: Policy | None = None) -> None:
+                 shm_min_age_s: float = 10.0, policy: Policy | None = None,
+                 verify_gpu_pids: bool = True) -> None:
+        """``verify_gpu_pids``: a pid NVML names counts as a GPU user here only if it has a
+        /dev/nvidia* device open (else it is a pid of another PID namespace). Only a test with
+        a fake NVML turns this off."""
         self.conn = conn
+        self.verify_gpu_pids = verify_gpu_pids
         if use_gpu:
             self.backend, self.gpu_skip_reason = open_gpu_backend(backend)
         else:
@@ -127,9 +132,10 @@ class Scanner:
     def _process_suspect(self, proc: ProcInfo, table: ProcTable, now: float, links: dict,
                          idle: dict, agents: set[int]) -> m.Suspect | None:
         hold = self.holdings.get(proc.pid)
-        verdict = idle.get(proc.pid)
-        if verdict is not None and (verdict.create_time != proc.create_time
-                                    or nvidia_files_open(proc.pid) is False):
+        if hold is not None and self.verify_gpu_pids and nvidia_files_open(proc.pid) is False:
+            hold = None   # NVML's pid is another namespace's process (see add_gpu_ghosts)
+        verdict = idle.get(proc.pid) if hold is not None else None
+        if verdict is not None and verdict.create_time != proc.create_time:
             verdict = None
         reasons = process_reasons(self, proc, table, now, links.get(proc.pid), verdict, agents)
         if not reasons:
