@@ -12,6 +12,7 @@ new process, and ``get_domain``'s cache is cleared in every fork child.
 """
 
 import functools
+import sys
 
 from .eventlog import STATE, native_tid, now, safe
 
@@ -19,16 +20,22 @@ _orig = {}
 
 
 class _Registered:
-    """An original ``nvtx.annotate`` valid in the current process (re-created after a fork)."""
+    """An original ``nvtx.annotate`` valid in the current process (re-created after a fork).
 
-    __slots__ = ("args", "pid", "enter", "exit", "nid", "domain")
+    ``push(attrs, handle)`` / ``pop(handle)`` are nvtx's own C entry points when the installed
+    nvtx exposes them (the fast path the original decorator takes), else the original object's
+    ``__enter__``/``__exit__``.
+    """
+
+    __slots__ = ("args", "pid", "enter", "exit", "nid", "domain", "push", "pop", "attrs", "handle")
 
     def __init__(self, args, eager=True):
         self.args = args
         self.domain = args[2] or ""
         self.nid = -1
         self.pid = 0
-        self.enter = self.exit = None
+        self.enter = self.exit = self.push = self.pop = None
+        self.attrs = self.handle = None
         if eager:
             self._make()  # errors in the user's arguments surface as they would without gpuscope
 
@@ -41,6 +48,7 @@ class _Registered:
         inner = _orig["annotate"](*self.args)
         self.enter = inner.__enter__
         self.exit = inner.__exit__
+        self.push, self.pop, self.attrs, self.handle = _fast_path(inner)
         self.pid = STATE.pid
 
     def resolve(self):
@@ -50,7 +58,30 @@ class _Registered:
             STATE.error("nvtx re-registration", exc)
             self.enter = _noop
             self.exit = _noop3
+            self.push, self.pop, self.attrs, self.handle = _push_noop, _pop_noop, None, None
             self.pid = STATE.pid
+
+
+def _fast_path(inner):
+    nv = sys.modules.get("nvtx.nvtx")
+    push = getattr(nv, "libnvtx_push_range", None)
+    pop = getattr(nv, "libnvtx_pop_range", None)
+    attrs = getattr(inner, "attributes", None)
+    domain = getattr(inner, "domain", None)
+    handle = getattr(domain, "handle", None)
+    dummy = getattr(nv, "dummy_domain", None)
+    if push is not None and pop is not None and attrs is not None and domain is not None and domain is not dummy:
+        return push, pop, attrs, handle
+    enter, exit_ = inner.__enter__, inner.__exit__
+    return (lambda _a, _h: enter()), (lambda _h: exit_(None, None, None)), None, None
+
+
+def _push_noop(_attrs, _handle):
+    return None
+
+
+def _pop_noop(_handle):
+    return None
 
 
 def _noop():
@@ -101,20 +132,22 @@ class annotate:
     def __call__(self, func):
         message = self._args[0] or getattr(func, "__name__", None) or ""
         reg = _Registered((message,) + self._args[1:])
-        add = STATE.add_range
+        state, clock, tid = STATE, now, native_tid
 
         @functools.wraps(func)
         def inner(*args, **kwargs):
-            if reg.pid != STATE.pid:
+            if reg.pid != state.pid:
                 reg.resolve()
-            reg.enter()
-            t0 = now()
+            reg.push(reg.attrs, reg.handle)
+            t0 = clock()
             try:
                 return func(*args, **kwargs)
             finally:
-                t1 = now()
-                reg.exit(None, None, None)
-                add(t0, t1, reg.nid)
+                t1 = clock()
+                reg.pop(reg.handle)
+                state.buf.append((t0, t1, tid(), reg.nid, "P"))
+                if t1 > state.next_flush:
+                    state.flush()
 
         return inner
 

@@ -10,7 +10,39 @@ from typing import Any
 
 import numpy as np
 
-RANGE_DTYPE = np.dtype([("t0", "i8"), ("t1", "i8"), ("tid", "i4"), ("nid", "i4"), ("style", "U1")])
+RANGE_DTYPE = np.dtype([("t0", "i8"), ("t1", "i8"), ("tid", "i4"), ("nid", "i4"), ("style", "S1")])
+RANGES_MAGIC = b"GSR1"
+
+
+def read_ranges(path: Path) -> tuple[np.ndarray, bool]:
+    """The blocks of a ``.ranges`` file as one record array; True if the last block was cut."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return np.zeros(0, RANGE_DTYPE), False
+    blocks = []
+    pos, size = 0, len(data)
+    truncated = False
+    while pos < size:
+        if size - pos < 8 or data[pos:pos + 4] != RANGES_MAGIC:
+            truncated = True
+            break
+        count = int(np.frombuffer(data, "<u4", 1, pos + 4)[0])
+        end = pos + 8 + 25 * count
+        if end > size:
+            truncated = True
+            break
+        block = np.empty(count, RANGE_DTYPE)
+        off = pos + 8
+        for name, dtype, width in (("t0", "<i8", 8), ("t1", "<i8", 8), ("tid", "<i4", 4), ("nid", "<i4", 4),
+                                   ("style", "S1", 1)):
+            block[name] = np.frombuffer(data, dtype, count, off)
+            off += width * count
+        blocks.append(block)
+        pos = end
+    if not blocks:
+        return np.zeros(0, RANGE_DTYPE), truncated
+    return (np.concatenate(blocks) if len(blocks) > 1 else blocks[0]), truncated
 
 
 @dataclass(frozen=True)
@@ -104,14 +136,14 @@ def read_log(path: str | os.PathLike[str]) -> ProcessEvents | None:
     except ValueError:
         return None
     pe = ProcessEvents(path=path, header=header, info=dict(header), truncated=truncated)
-    rows: list[tuple[int, int, int, int, str]] = []
+    rows: list[tuple[int, int, int, int, bytes]] = []
     last = int(header.get("anchor_mono_ns", 0))
     for line in lines[1:]:
         tag = line[:1]
         parts = line.split("\t")
         try:
             if tag == "R":
-                rows.append((int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4]), parts[5]))
+                rows.append((int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4]), parts[5].encode()))
             elif tag == "S":
                 nid = int(parts[1])
                 pe.names[nid] = Name(nid, parts[2], parts[3], parts[4], parts[5] if len(parts) > 5 else "")
@@ -127,9 +159,12 @@ def read_log(path: str | os.PathLike[str]) -> ProcessEvents | None:
                 pe.errors.append(parts[2] if len(parts) > 2 else line)
         except (IndexError, ValueError):
             pe.truncated = True  # a damaged line: keep what came before and after
-    if rows:
-        pe.ranges = np.array(rows, dtype=RANGE_DTYPE)
-        pe.ranges.sort(order="t0")
+    binary, cut = read_ranges(path.with_suffix(".ranges"))
+    pe.truncated = pe.truncated or cut
+    parts_ = [a for a in (np.array(rows, dtype=RANGE_DTYPE) if rows else None, binary) if a is not None and len(a)]
+    if parts_:
+        pe.ranges = np.concatenate(parts_) if len(parts_) > 1 else parts_[0]
+        pe.ranges = pe.ranges[np.argsort(pe.ranges["t0"], kind="stable")]
     return pe
 
 
