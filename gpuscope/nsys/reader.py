@@ -216,11 +216,13 @@ def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings, tl:
     _fill_ranges(tl, np.isin(etype, NVTX_RANGE_TYPES), start, np.where(has_end, end, last), has_end,
                  gtid, name, color, domain, category, etype, end_tid)
     m = etype == NVTX_MARK
+    tl.nvtx_pids = np.unique(_pid(gtid))
     tl.marks = T.Marks(start_ns=start[m], pid=_pid(gtid[m]), tid=_tid(gtid[m]), name_id=name[m],
                        color=color[m], domain_id=domain[m],
                        source=np.zeros(int(m.sum()), dtype=np.uint8))
     d = etype == NVTX_DOMAIN_CREATE
-    dname = np.where(text[d] >= 0, text[d], registered[d]) if info.naming == "plain" else name[d]
+    # nvtx_sum up to 2024.2 names a domain by its row's ``text`` only; later builds coalesce textId.
+    dname = text[d] if info.naming == "plain" else name[d]
     _fill_domains(tl, _pid(gtid[d]), domain[d], dname.astype(np.int32), _tid(gtid[d]))
 
 
@@ -293,14 +295,18 @@ def read_kernels(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings) 
                      block=np.stack(got[5:8], axis=1).astype(np.int32))
 
 
-# 2022.4's hard-coded memcpy names (cudamemcpytimesum / gpumemtimesum), by copyKind id.
-_MEMCPY_2022 = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
-                8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "Unified HtoD", 12: "Unified DtoH", 13: "Unified DtoD"}
+# 2022.4's hard-coded memcpy names (python/lib/nsysstats.py MEM_OPER_STRS_CTE), by copyKind id.
+_MEMCPY_2022 = {0: "[CUDA memcpy Unknown]", 1: "[CUDA memcpy HtoD]", 2: "[CUDA memcpy DtoH]",
+                3: "[CUDA memcpy HtoA]", 4: "[CUDA memcpy AtoH]", 5: "[CUDA memcpy AtoA]",
+                6: "[CUDA memcpy AtoD]", 7: "[CUDA memcpy DtoA]", 8: "[CUDA memcpy DtoD]",
+                9: "[CUDA memcpy HtoH]", 10: "[CUDA memcpy PtoP]", 11: "[CUDA Unified Memory memcpy HtoD]",
+                12: "[CUDA Unified Memory memcpy DtoH]", 13: "[CUDA Unified Memory memcpy DtoD]"}
 
 
 def _memcpy_labels(conn: sqlite3.Connection, info: ExportInfo) -> dict[int, str]:
     if info.stats_generation > 2022 and "ENUM_CUDA_MEMCPY_OPER" in info.tables:
-        return {int(i): str(label) for i, label in conn.execute("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")}
+        return {int(i): f"[CUDA memcpy {label}]"
+                for i, label in conn.execute("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")}
     return dict(_MEMCPY_2022)
 
 
@@ -315,8 +321,8 @@ def read_memops(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings) -
             names = np.full(len(copy_kind), strings.out.intern("[CUDA memset]"), dtype=np.int32)
         else:
             labels = _memcpy_labels(conn, info)
-            lut = {k: strings.out.intern(f"[CUDA memcpy {labels.get(k, str(k))}]") for k in np.unique(copy_kind)}
-            names = np.array([lut[k] for k in copy_kind], dtype=np.int32) if len(copy_kind) else copy_kind
+            lut = {k: strings.out.intern(labels.get(k, f"[CUDA memcpy {k}]")) for k in np.unique(copy_kind).tolist()}
+            names = np.array([lut[k] for k in copy_kind.tolist()], dtype=np.int32)
         parts.append(T.MemOps(**base, kind=np.full(len(copy_kind), kind, np.uint8), copy_kind=copy_kind,
                               bytes=got[1], name_id=names))
     return T.MemOps.concat(parts)
@@ -325,7 +331,11 @@ def read_memops(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings) -
 # --------------------------------------------------------------------------- processes, clock
 
 def read_processes(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings, tl: T.Timeline) -> None:
-    """Processes from every event table plus ``PROCESSES``/``ThreadNames`` (PROCESSES is incomplete)."""
+    """Processes that have events in any table; names from ``PROCESSES``, else the main thread's name.
+
+    ``PROCESSES`` and ``ThreadNames`` list every process of the machine (kernel threads included)
+    yet miss some profiled ones (spawn workers), so they only supply names.
+    """
     names: dict[int, int] = {}
     if "PROCESSES" in info.tables:
         for pid, name in conn.execute("SELECT pid, name FROM PROCESSES"):
@@ -342,10 +352,11 @@ def read_processes(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings
             threads[(int(gtid) >> 24 & 0xFFFFFF, int(gtid) & 0xFFFFFF)] = sid
     tl.threads = T.Threads(pid=T.column("pid", [k[0] for k in threads]), tid=T.column("tid", [k[1] for k in threads]),
                            name_id=T.column("name_id", list(threads.values())))
-    seen = [tl.ranges.pid, tl.marks.pid, tl.osrt.pid, tl.cuda_api.pid, tl.kernels.pid, tl.memops.pid,
-            tl.threads.pid, T.column("pid", list(names))]
+    seen = [tl.nvtx_pids, tl.osrt.pid, tl.cuda_api.pid, tl.kernels.pid, tl.memops.pid]
     pids = np.unique(np.concatenate(seen).astype(np.int32))
     pids = pids[pids > 0]
+    keep = np.isin(tl.threads.pid, pids)   # ThreadNames lists every thread of the machine
+    tl.threads = tl.threads.take(keep)
     out = []
     for p in pids.tolist():
         sid = names.get(p, threads.get((p, p), -1))

@@ -126,18 +126,18 @@ def add_process_events(tl: T.Timeline, logs: list, pids: set[int] | None = None)
 
 
 def _process_label(pe) -> str:
-    name = pe.info.get("name")
+    name = pe.info.get("name") or pe.info.get("os_name")
     role = pe.role
     return f"{name} ({role})" if name and role != "unknown" else (name or role)
 
 
 def _add_process(tl: T.Timeline, pe) -> None:
+    """Add or name a process from its log (gpuscope's name and role say more than nsys's "python")."""
     p = tl.processes
     hit = np.flatnonzero(p.pid == pe.pid)
     if len(hit):
         p.source[hit] |= 1 << T.SOURCE_GPUSCOPE
-        if p.name_id[hit[0]] < 0:
-            p.name_id[hit[0]] = tl.strings.intern(_process_label(pe))
+        p.name_id[hit[0]] = tl.strings.intern(_process_label(pe))
         return
     tl.processes = T.Processes.concat([p, T.Processes(
         pid=T.column("pid", [pe.pid]), name_id=T.column("name_id", [tl.strings.intern(_process_label(pe))]),
@@ -246,22 +246,22 @@ def compute_coverage(tl: T.Timeline, logs: list, findings: list | None = None,
 
 
 def fork_flag_of_run(run_dir: Path) -> bool | None:
-    """Whether the run recorded with --trace-fork-before-exec=true, from spec.json (None if unknown)."""
+    """Whether nsys recorded the run with --trace-fork-before-exec=true, from spec.json.
+
+    True/False when the recorded nsys command line or the spec's ``nsys.trace_fork`` says so;
+    None when unknown (no spec, or nsys was not started by gpuscope).
+    """
     try:
-        text = (run_dir / "spec.json").read_text(encoding="utf-8")
-    except OSError:
+        spec = json.loads((run_dir / "spec.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return None
-    if "trace-fork-before-exec=true" in text:
+    text = json.dumps(spec)
+    if "--trace-fork-before-exec=true" in text:
         return True
-    try:
-        spec = json.loads(text)
-    except ValueError:
-        return None
-    for key in ("trace_fork", "trace_fork_before_exec", "nsys_trace_fork"):
-        for scope in (spec, spec.get("nsys") if isinstance(spec.get("nsys"), dict) else {}):
-            if isinstance(scope, dict) and key in scope:
-                return bool(scope[key])
-    return False if "nsys" in text else None
+    nsys = (spec.get("spec") or spec).get("nsys") if isinstance(spec, dict) else None
+    if isinstance(nsys, dict) and nsys.get("enabled"):
+        return bool(nsys.get("trace_fork")) if nsys.get("trace_fork") is not None else None
+    return None
 
 
 def attach_run(report, run_dir: Path) -> None:

@@ -236,6 +236,7 @@ class Timeline:
     mono_base_ns: int | None = None   # CLOCK_MONOTONIC ns of t = 0, when known
     duration_ns: int | None = None
     nvtx_last_ns: int | None = None   # nsys stats' "M": the latest NVTX timestamp of the export
+    nvtx_pids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))  # pids with any NVTX row
     notes: list[str] = field(default_factory=list)
 
     def nbytes(self) -> int:
