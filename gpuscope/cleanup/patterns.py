@@ -68,7 +68,7 @@ def reparented(proc: ProcInfo, table: ProcTable) -> str | None:
 
 
 _SESSION_RE = re.compile(r"--session-name[= ](\S+)")
-_PROFILE_SESSION_RE = re.compile(r"^profile-.*-(\d+)$")
+_PROFILE_SESSION_RE = re.compile(r"^profile-(?:.*-)?(\d+)$")
 
 
 def nsys_agent_session(proc: ProcInfo) -> str | None:
@@ -84,7 +84,8 @@ def nsys_agent_session(proc: ProcInfo) -> str | None:
 def stale_agent_reason(agent: ProcInfo, table: ProcTable) -> str | None:
     """Why an nsys agent is stale, or None when its session may be alive.
 
-    ``nsys profile`` names its session ``profile-<app>-<pid of nsys profile>``: the agent is stale
+    ``nsys profile`` names its session ``profile-<app>-<pid of nsys profile>`` (2022.4) or
+    ``profile-<pid>`` (2023.4, 2024.2): the agent is stale
     when that process is gone (or the pid now belongs to a process started after the agent).
     Sessions started with ``nsys launch``/``start`` have other names and legitimately outlive
     their command, so they are never called stale.
@@ -110,7 +111,7 @@ def shm_creator(name: str) -> str | None:
         return "Python multiprocessing.shared_memory"
     if name.startswith("torch_"):
         return "PyTorch tensor sharing (file_system strategy)"
-    if name.startswith("quadd-") or name.startswith("nsys"):
+    if name.startswith(("quadd-", "nsys", "NSys-")):
         return "Nsight Systems"
     if name.startswith("__KMP_REGISTERED_LIB_"):
         return "Intel/LLVM OpenMP runtime"
