@@ -25,7 +25,6 @@ from gpuscope.runs import layout, procscan
 from gpuscope.runs.launcher import build_command
 from gpuscope.runs.output import OutputListener, OutputPump
 from gpuscope.runs.status import ExitStatus
-from gpuscope.runs.summary import collect_processes
 from gpuscope.spec import RunSpec
 from gpuscope.store import db
 from gpuscope.store import runs as store_runs
@@ -123,6 +122,8 @@ class Run:
             assert pipe is not None
             log = self.run_dir / (layout.STDOUT if name == "stdout" else layout.STDERR)
             self._pumps.append(OutputPump(name, pipe.fileno(), str(log), self.output_listeners))
+        # The summary needs numpy (~0.1 s to import): load it while the program runs, not after.
+        threading.Thread(target=_preload_summary, name="gpuscope-preload", daemon=True).start()
         self._emit("started", self._proc.pid)
         return self
 
@@ -209,6 +210,8 @@ class Run:
             if not nsys_result.ok:
                 error = f"nsys: {nsys_result.reason}"
                 status = "failed" if status == "exited" else status
+        from gpuscope.runs.summary import collect_processes
+
         root_role = "torchrun agent" if self.spec.launcher == "torchrun" else "main"
         processes = collect_processes(self.run_dir, root_role, exit_status.code)
         escaped = sorted(set(self._escaped_on_stop) | {p for p in left if procscan.read_stat(p) and
@@ -238,6 +241,10 @@ class Run:
                                   exit_code=result.exit.code, signal=result.exit.signal,
                                   error=result.error, summary=summary)
             store_runs.replace_processes(conn, self.run_id, result.processes)
+
+
+def _preload_summary() -> None:
+    import gpuscope.runs.summary  # noqa: F401
 
 
 def _versions(spec: RunSpec) -> dict[str, Any]:
