@@ -57,7 +57,7 @@ def parse_stat(data: bytes) -> Stat | None:
     rpar = data.rfind(b")")
     if rpar < 0:
         return None
-    f = data[rpar + 2:].split()
+    f = data[rpar + 2:].split(None, 22)   # the 22 fields we need; the rest stays unsplit
     try:
         return Stat(data[data.find(b"(") + 1:rpar].decode("utf-8", "replace"), f[0].decode(),
                     int(f[1]), int(f[2]), int(f[3]), int(f[11]) + int(f[12]), int(f[17]),
@@ -70,6 +70,44 @@ def read_stat(pid: int) -> Stat | None:
     """The process's stat line, or None if it is gone."""
     data = _read(f"/proc/{pid}/stat", 1024)
     return parse_stat(data) if data else None
+
+
+class StatReader:
+    """Reads ``/proc/<pid>/stat`` through a descriptor kept open per process (``pread`` at 0
+    regenerates the file), saving the open/close of each tick. The descriptor names the process
+    it was opened for, so a reused pid cannot be read by mistake. At most ``max_fds`` are kept."""
+
+    def __init__(self, max_fds: int = 256) -> None:
+        self._fds: dict[int, int] = {}
+        self.max_fds = max_fds
+
+    def read_raw(self, pid: int) -> bytes | None:
+        """The stat text, or None if the process is gone."""
+        fd = self._fds.get(pid)
+        if fd is None:
+            if len(self._fds) >= self.max_fds:
+                return _read(f"/proc/{pid}/stat", 1024)
+            try:
+                fd = self._fds[pid] = os.open(f"/proc/{pid}/stat", _O_RDONLY)
+            except OSError:
+                return None
+        try:
+            data = os.pread(fd, 1024, 0)
+        except OSError:
+            data = b""
+        if not data:
+            self.forget(pid)
+            return None
+        return data
+
+    def forget(self, pid: int) -> None:
+        fd = self._fds.pop(pid, None)
+        if fd is not None:
+            os.close(fd)
+
+    def close(self) -> None:
+        for pid in list(self._fds):
+            self.forget(pid)
 
 
 def list_pids() -> set[str]:

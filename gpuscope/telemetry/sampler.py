@@ -160,6 +160,9 @@ class Sampler:
     def _close(self) -> None:
         if self._own_gpu:
             self.gpu.close()
+        if self.tree is not None:
+            with self._lock:
+                self.tree.close()
 
     @property
     def running(self) -> bool:

@@ -29,7 +29,8 @@ class _Proc:
 
     __slots__ = ("pid", "start_ticks", "ppid", "pgrp", "session", "name", "cmdline", "create_time",
                  "via", "first_ns", "last_ns", "state", "ticks", "cpu", "rss", "peak_rss", "threads",
-                 "uss", "uss_ns", "gpu_mem", "sm_util", "peak_gpu", "alive", "escaped", "orphaned")
+                 "uss", "uss_ns", "gpu_mem", "sm_util", "peak_gpu", "alive", "escaped", "orphaned",
+                 "raw", "sample")
 
     def __init__(self, pid: int, st: procfs.Stat, via: str, t_ns: int, boot: float) -> None:
         self.pid, self.start_ticks, self.via = pid, st.start_ticks, via
@@ -45,6 +46,8 @@ class _Proc:
         self.alive = True
         self.escaped: str | None = None
         self.orphaned = False
+        self.raw = b""                          # last stat text: unchanged text = nothing to parse
+        self.sample: ProcSample | None = None   # last immutable sample, reused while unchanged
         age = time.time() - self.create_time
         # first CPU figure: the average since the process started
         self.cpu: float | None = (100.0 * st.cpu_ticks / procfs.CLK_TCK / age) if age > 0.05 else None
@@ -82,6 +85,11 @@ class ProcessTree:
         self._alive: dict[int, _Proc] = {}
         self._all: list[_Proc] = []
         self._listing: set[str] = set()
+        self._stat = procfs.StatReader()
+
+    def close(self) -> None:
+        """Release the descriptors kept open on members."""
+        self._stat.close()
 
     # -- one tick ---------------------------------------------------------------------------
 
@@ -97,16 +105,25 @@ class ProcessTree:
         return started, ended
 
     def _refresh(self, t_ns: int) -> list[_Proc]:
-        ended = []
+        ended, changed = [], []
         for rec in list(self._alive.values()):
-            st = procfs.read_stat(rec.pid)
+            raw = self._stat.read_raw(rec.pid)
+            if raw is not None and raw == rec.raw:      # an idle process: no CPU used, nothing new
+                rec.last_ns = t_ns
+                if rec.cpu != 0.0:
+                    rec.cpu, rec.sample = 0.0, None
+                continue
+            st = procfs.parse_stat(raw) if raw else None
             if st is None or st.start_ticks != rec.start_ticks:
                 rec.alive = False
                 del self._alive[rec.pid]
+                self._stat.forget(rec.pid)
                 ended.append(rec)
                 continue
             rec.refresh(st, t_ns)
-        for rec in self._alive.values():
+            rec.raw, rec.sample = raw, None
+            changed.append(rec)
+        for rec in changed:
             self._classify(rec)
         return ended
 
@@ -180,7 +197,7 @@ class ProcessTree:
     def _read_uss(self, t_ns: int) -> None:
         for rec in self._alive.values():
             if t_ns - rec.uss_ns >= (self._uss_ns or 0):
-                rec.uss, rec.uss_ns = procfs.uss_bytes(rec.pid), t_ns
+                rec.uss, rec.uss_ns, rec.sample = procfs.uss_bytes(rec.pid), t_ns, None
 
     # -- views -----------------------------------------------------------------------------
 
@@ -189,11 +206,13 @@ class ProcessTree:
         out = []
         for rec in self._alive.values():
             mem, sm = gpu_by_pid.get(rec.pid, (None, None))
-            rec.gpu_mem, rec.sm_util = mem, sm
-            if mem is not None:
-                rec.peak_gpu = max(rec.peak_gpu, mem)
-            out.append(ProcSample(rec.pid, rec.ppid, rec.name, rec.state, rec.cpu, rec.rss, rec.uss,
-                                  rec.threads, mem, sm))
+            if rec.sample is None or mem != rec.gpu_mem or sm != rec.sm_util:
+                rec.gpu_mem, rec.sm_util = mem, sm
+                if mem is not None:
+                    rec.peak_gpu = max(rec.peak_gpu, mem)
+                rec.sample = ProcSample(rec.pid, rec.ppid, rec.name, rec.state, rec.cpu, rec.rss, rec.uss,
+                                        rec.threads, mem, sm)
+            out.append(rec.sample)
         return tuple(out)
 
     def pids(self) -> set[int]:
