@@ -1,0 +1,155 @@
+"""nsys's processes: find a profile's process tree and its agent, stop them, spot stale agents.
+
+``nsys profile`` starts a daemonised agent (``nsys --start-agent --session-name=…``) that is
+re-parented to PID 1 at once and lives in its own session, and the profiled program runs in yet
+another session under ``nsys-launcher``. So a kill of nsys's process group reaches neither: this
+module finds all of them through /proc (psutil). Zombies count as gone: PID 1 does not reap on
+every machine (containers without an init), and a zombie holds no resources but its pid.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from dataclasses import dataclass
+
+import psutil
+
+_SESSION_PID = re.compile(r"-(\d+)$")
+
+
+@dataclass(frozen=True)
+class Agent:
+    """One ``nsys --start-agent`` process."""
+
+    pid: int
+    session_name: str
+    profile_pid: int | None  # pid of the ``nsys profile`` that started it (from the session name)
+    exe: str
+
+
+def alive(pid: int) -> bool:
+    """True when ``pid`` exists and is not a zombie."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def _cmdline(proc: psutil.Process) -> list[str]:
+    try:
+        return proc.cmdline()
+    except (psutil.Error, OSError):
+        return []
+
+
+def agent_of(cmdline: list[str]) -> tuple[str, int | None] | None:
+    """(session name, profile pid) when ``cmdline`` is an nsys agent's, else None.
+
+    Seen forms: ``--session-name=profile-python-8421`` (2022.4), ``--session-name=profile-12898``
+    (2023.4), ``--session-name profile-12969`` (2024.2); the trailing number is the pid of the
+    ``nsys profile`` process.
+    """
+    if "--start-agent" not in cmdline or not cmdline or not os.path.basename(cmdline[0]).startswith("nsys"):
+        return None
+    name = ""
+    for i, arg in enumerate(cmdline):
+        if arg.startswith("--session-name="):
+            name = arg.split("=", 1)[1]
+        elif arg == "--session-name" and i + 1 < len(cmdline):
+            name = cmdline[i + 1]
+    m = _SESSION_PID.search(name)
+    return name, int(m.group(1)) if m else None
+
+
+def agents() -> list[Agent]:
+    """Every live nsys agent on this machine that we may see."""
+    found = []
+    for proc in psutil.process_iter():
+        cmd = _cmdline(proc)
+        info = agent_of(cmd) if cmd else None
+        if info and alive(proc.pid):
+            found.append(Agent(proc.pid, info[0], info[1], cmd[0]))
+    return found
+
+
+def find_stale_agents() -> list[int]:
+    """Pids of nsys agents whose ``nsys profile`` process is gone (or a zombie)."""
+    return [a.pid for a in agents() if a.profile_pid is None or not alive(a.profile_pid)]
+
+
+def profile_processes(output: str) -> list[int]:
+    """Live ``nsys profile`` processes whose command line writes to ``output`` (their ``-o`` value)."""
+    pids = []
+    for proc in psutil.process_iter():
+        cmd = _cmdline(proc)
+        if len(cmd) > 2 and os.path.basename(cmd[0]) == "nsys" and "profile" in cmd and output in cmd:
+            if alive(proc.pid):
+                pids.append(proc.pid)
+    return pids
+
+
+def tree(roots: list[int]) -> set[int]:
+    """``roots`` with their descendants and every process in their descendants' sessions.
+
+    nsys-launcher starts the program with ``setsid``, so once the launcher dies the program is
+    found only by its session id.
+    """
+    pids: set[int] = set()
+    for pid in roots:
+        try:
+            proc = psutil.Process(pid)
+            pids.add(pid)
+            pids.update(c.pid for c in proc.children(recursive=True))
+        except psutil.Error:
+            continue
+    sids = set()
+    for pid in pids:
+        try:
+            sids.add(os.getsid(pid))
+        except OSError:
+            continue
+    sids.discard(os.getsid(0))  # never our own session
+    if sids:
+        for proc in psutil.process_iter():
+            try:
+                if os.getsid(proc.pid) in sids:
+                    pids.add(proc.pid)
+            except OSError:
+                continue
+    pids.discard(os.getpid())
+    return pids
+
+
+def terminate(pids: set[int], grace_s: float) -> set[int]:
+    """SIGTERM, wait up to ``grace_s``, then SIGKILL; returns the pids still alive afterwards.
+
+    Nothing is reaped here: a caller that holds a ``Popen`` for one of them must keep its exit status.
+    """
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 2.0)):
+        for pid in pids:
+            if alive(pid):
+                try:
+                    os.kill(pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and any(alive(p) for p in pids):
+            time.sleep(0.05)
+        if not any(alive(p) for p in pids):
+            break
+    return {p for p in pids if alive(p)}
+
+
+def temp_reports(pids: set[int]) -> set[str]:
+    """The ``/tmp/nsys-report-*.qdstrm`` files that ``pids`` hold open (left behind by a kill)."""
+    paths = set()
+    for pid in pids:
+        try:
+            files = psutil.Process(pid).open_files()
+        except psutil.Error:
+            continue
+        paths.update(f.path for f in files if os.path.basename(f.path).startswith("nsys-report-"))
+    return paths
