@@ -233,13 +233,22 @@ def _sigchld(ident: m.ProcIdentity, ppid: int, policy: Policy) -> m.ActionResult
 
 
 def record(conn: sqlite3.Connection | None, res: m.ActionResult, run_id: str | None = None) -> None:
-    """Log one action result in the run store."""
-    if conn is None:
-        return
-    store_actions.log_action(conn, action=res.action, target=res.target, identity=res.identity,
-                             result=res.result, ok=res.ok, message=res.message, user=current_user(),
-                             run_id=run_id, details={"final_state": res.final_state,
-                                                     "freed": res.freed, **res.details})
+    """Log one action result in the run store (the default store when ``conn`` is None).
+
+    The action has already happened: a store that cannot be written is noted in the result's
+    details (``log_error``) rather than raised."""
+    try:
+        if conn is None:
+            from gpuscope.store.db import connect
+
+            conn = connect()
+        store_actions.log_action(conn, action=res.action, target=res.target, identity=res.identity,
+                                 result=res.result, ok=res.ok, message=res.message,
+                                 user=current_user(), run_id=run_id,
+                                 details={"final_state": res.final_state, "freed": res.freed,
+                                          **res.details})
+    except (OSError, sqlite3.Error) as exc:
+        res.details["log_error"] = f"not logged in the run store: {exc}"
 
 
 def act(identity: m.ProcIdentity | m.ShmIdentity, *, action: str | None = None,

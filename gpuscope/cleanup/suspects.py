@@ -48,7 +48,7 @@ def process_reasons(scanner: "Scanner", proc: ProcInfo, table: ProcTable, now: f
     if link is not None:
         reasons.append(m.Reason(m.RUN_LEFTOVER, link.text(now)))
     kind = worker_kind(proc)
-    why = reparented(proc, table) if kind else None
+    why = _orphan_why(proc, table) if kind else None
     if kind and why:
         reasons.append(m.Reason(m.ORPHAN_WORKER, f"orphaned {kind}: {why}"))
     stale = stale_agent_reason(proc, table)
@@ -60,6 +60,18 @@ def process_reasons(scanner: "Scanner", proc: ProcInfo, table: ProcTable, now: f
             stale += f"; it still uses {share * 100:.0f} % of a core"
         reasons.append(m.Reason(m.STALE_NSYS_AGENT, stale))
     return reasons
+
+
+def _orphan_why(proc: ProcInfo, table: ProcTable) -> str | None:
+    """Why a worker is orphaned: it was re-parented, or it is the child of a forkserver that was."""
+    why = reparented(proc, table)
+    if why:
+        return why
+    parent = table.get(proc.ppid)
+    if parent is not None and "forkserver" in (worker_kind(parent) or "") \
+            and reparented(parent, table):
+        return f"its forkserver (pid {parent.pid}) is orphaned: the program that started both is gone"
+    return None
 
 
 def _pid1_reaps(table: ProcTable) -> bool:

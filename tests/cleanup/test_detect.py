@@ -44,6 +44,31 @@ def test_orphaned_spawn_child_and_resource_tracker(reaper):
     assert wait_for(lambda: state_of(tracker) is None, timeout=10)
 
 
+def test_orphaned_forkserver_and_its_worker(reaper):
+    worker = reaper("orphan_mp", script=str(HELPERS / "fs_orphan.py"))["pid"]
+    server = psutil.Process(worker).ppid()
+    assert wait_for(lambda: psutil.Process(server).ppid() == reaper.pid)
+    result = _scan()
+    s = result.by_pid(server)
+    assert s is not None and s.codes == [m.ORPHAN_WORKER]
+    assert "orphaned multiprocessing forkserver" in s.reasons[0].text
+    w = result.by_pid(worker)
+    assert w is not None and f"its forkserver (pid {server}) is orphaned" in w.reasons[0].text
+
+
+SET_NAME = ("import ctypes, time; ctypes.CDLL(None).prctl(15, b'pt_data_worker', 0, 0, 0); "
+            "time.sleep(600)")
+
+
+def test_orphaned_dataloader_worker_and_torchrun_worker(reaper):
+    loader = reaper("sleeper", env={}, code=SET_NAME)["pid"]   # torch names its workers so
+    worker = reaper("sleeper", env={"TORCHELASTIC_RUN_ID": "none", "LOCAL_RANK": "1"})["pid"]
+    assert wait_for(lambda: psutil.Process(loader).name() == "pt_data_worker")
+    result = _scan()
+    assert "orphaned PyTorch DataLoader worker" in result.by_pid(loader).reasons[0].text
+    assert "orphaned torchrun worker" in result.by_pid(worker).reasons[0].text
+
+
 def test_spawn_child_of_a_live_parent_is_not_an_orphan(reaper):
     parent = reaper("spawn", argv=[sys.executable, str(HELPERS / "mp_orphan.py"), "stay"],
                     setsid=True)["pid"]
@@ -173,3 +198,21 @@ def test_listing_json_round_trips(reaper, store):
     reaper("sleeper", env={"GPUSCOPE_RUN_ID": run_id})
     data = json.loads(json.dumps(_scan(store).to_dict()))
     assert {"suspects", "notes", "gpu_checked", "gpu_skip_reason", "observed_s"} <= set(data)
+
+
+def test_zombie_of_pid_1_listing_gives_advice_not_actions():
+    """The listing logic for a zombie adopted by PID 1 (made as data: a real one could never be
+    reaped on these machines)."""
+    from gpuscope.cleanup.procs import ProcInfo, ProcTable, read_process
+    from gpuscope.cleanup.suspects import zombie_suspect
+
+    scanner = Scanner(use_gpu=False)
+    scanner.observe()
+    init = read_process(1)
+    ghost = ProcInfo(pid=4_000_001, ppid=1, name="nsys", cmdline=[], uid=0, create_time=1.0,
+                     status=psutil.STATUS_ZOMBIE, rss=0, cpu_time=0.0, num_threads=1)
+    table = ProcTable({1: init, ghost.pid: ghost}, time.monotonic())
+    s = zombie_suspect(scanner, ghost, table, time.time())
+    assert s.actions == [] and s.kind == m.KIND_ZOMBIE
+    assert f"its parent is PID 1 ({init.name}), which does not reap" in s.reasons[0].text
+    assert "docker run --init" in s.advice and s.blocked.startswith("no action can remove it")

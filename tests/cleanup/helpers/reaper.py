@@ -7,7 +7,8 @@ are answered as JSON lines on stdout. When stdin closes it SIGKILLs every descen
 has, reaps them all and exits: a test never leaves processes behind.
 
 Commands (``{"op": ...}``):
-  sleeper   {"env": {...}}      a double-forked, setsid sleeper -> {"pid"}
+  sleeper   {"env": {...}, "code": str}  a double-forked, setsid Python sleeper (or ``code``)
+                                -> {"pid"}
   zombie    {"reap": bool}      a parent with an unreaped child -> {"parent", "zombie"}
                                 (reap=True: the parent reaps when it gets SIGCHLD)
   spawn     {"argv": [...], "setsid": bool}  a child process -> {"pid"}
@@ -56,7 +57,7 @@ def reap_all() -> None:
             return
 
 
-def sleeper(env: dict) -> dict:
+def sleeper(env: dict, code: str = "import time; time.sleep(600)") -> dict:
     r, w = os.pipe()
     child = os.fork()
     if child == 0:
@@ -67,7 +68,7 @@ def sleeper(env: dict) -> dict:
             if grandchild == 0:
                 os.close(w)
                 full = dict(os.environ, **env)
-                os.execve(PY, [PY, "-c", "import time; time.sleep(600)"], full)
+                os.execve(PY, [PY, "-c", code], full)
             os.write(w, str(grandchild).encode())
         finally:
             os._exit(0)
@@ -132,7 +133,7 @@ def shutdown() -> None:
 def handle(cmd: dict) -> dict:
     op = cmd["op"]
     if op == "sleeper":
-        return sleeper(cmd.get("env", {}))
+        return sleeper(cmd.get("env", {}), cmd.get("code") or "import time; time.sleep(600)")
     if op == "zombie":
         return zombie(bool(cmd.get("reap")))
     if op == "spawn":
