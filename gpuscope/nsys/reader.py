@@ -430,40 +430,50 @@ def sqlite_for_rep(rep: Path) -> Path:
 
 
 def rep_version(rep: Path) -> str | None:
-    """The nsys version that wrote a .nsys-rep, read from the version string near its start."""
+    """The nsys version that wrote a .nsys-rep: its "2023.4.4.54-<build>" string (first 4 MB)."""
     import re
 
     with open(rep, "rb") as fh:
-        head = fh.read(1 << 20)
-    m = re.search(rb"(20[2-9]\d\.\d+\.\d+(?:\.\d+)?)", head)
+        head = fh.read(4 << 20)
+    m = re.search(rb"(20[2-9]\d\.\d+\.\d+\.\d+)-[0-9a-f]{6,}", head)
     return m.group(1).decode() if m else None
 
 
 def export_rep(rep: Path, timeout_s: float = 300.0) -> Path:
-    """Export ``rep`` to SQLite with the located nsys (the same version if available); reuse a fresh one."""
+    """Export ``rep`` to SQLite with the located nsys (the same release if available); reuse a fresh one."""
     out = sqlite_for_rep(rep)
     if out.exists() and out.stat().st_mtime >= rep.stat().st_mtime and out.stat().st_size > 0:
         return out
-    install = _find_nsys(rep_version(rep))
-    cmd = [str(install.path), "export", "--type", "sqlite", "-f", "true", "-o", str(out), str(rep)]
-    _run_bounded(cmd, timeout_s, env=getattr(install, "env", None))
+    install = pick_nsys(rep_version(rep))
+    cmd = [str(install.nsys), "export", "--type", "sqlite", "-f", "true", "-o", str(out), str(rep)]
+    _run_bounded(cmd, timeout_s, env=install.tool_env())
     if not out.exists():
         raise UserError(f"{rep}: nsys export wrote no {out.name}")
     return out
 
 
-def _find_nsys(version: str | None):
-    try:
-        from gpuscope.nsys.locate import find_nsys
-    except ImportError:
-        find_nsys = None
-    install = None
-    if find_nsys is not None:
-        install = find_nsys(prefer=version) if version else find_nsys()
-    if install is None:
-        raise UserError("reading a .nsys-rep needs Nsight Systems, and none was found; "
-                        "run scripts/provision_nsys.py, or export it yourself: nsys export --type sqlite FILE")
-    return install
+def pick_nsys(version: str | None):
+    """The nsys to export a report written by ``version``: that release, else the oldest newer one.
+
+    A .nsys-rep is forward compatible, the SQLite schema is not: the same release gives the
+    export whose summaries match that release's ``nsys stats``.
+    """
+    from gpuscope.nsys import locate
+
+    installs = locate.list_installs()
+    if not installs:
+        raise UserError("reading a .nsys-rep needs Nsight Systems and none was found: run "
+                        "scripts/provision_nsys.py or set GPUSCOPE_NSYS (or give the .sqlite export)")
+    want = _version_tuple(version)
+    if not want:
+        return installs[0]
+    same = [i for i in installs if i.version_tuple[:2] == want[:2]]
+    newer = sorted((i for i in installs if i.version_tuple >= want), key=lambda i: i.version_tuple)
+    if same or newer:
+        return (same or newer)[0]
+    have = ", ".join(i.version for i in installs)
+    raise UserError(f"this report was written by nsys {version} and only older nsys were found ({have}); "
+                    "install that release or a newer one")
 
 
 def _run_bounded(cmd: list[str], timeout_s: float, env: dict[str, str] | None = None) -> None:
@@ -472,7 +482,7 @@ def _run_bounded(cmd: list[str], timeout_s: float, env: dict[str, str] | None = 
     import signal
     import subprocess
 
-    full_env = dict(os.environ, **(env or {}))
+    full_env = env if env is not None else dict(os.environ)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True, env=full_env)
     try:

@@ -267,10 +267,12 @@ class Timeline:
 
 
 def nesting_depth(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Depth of each interval among the intervals of its group, vectorised.
+    """Depth of each interval among the intervals of its group, vectorised (== a per-thread stack).
 
-    depth = (intervals of the group that start earlier, or at the same time and end later)
-          - (intervals of the group that ended at or before this one's start).
+    Intervals are visited by (start, longest first), as a push/pop stack would see them:
+    depth = (intervals of the group visited before this one)
+          - (those that ended at or before this one's start)
+          + (zero-length intervals at this start not visited yet: counted as ended, yet not pushed).
     Exact for properly nested intervals (push/pop); for overlapping start/end ranges it is the
     number of intervals still open, a usable lane.
     """
@@ -278,18 +280,25 @@ def nesting_depth(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.n
     if n == 0:
         return np.zeros(0, dtype=np.int16)
     group = np.asarray(group, dtype=np.int64)
+    start = np.asarray(start, dtype=np.int64)
+    end = np.asarray(end, dtype=np.int64)
     order = np.lexsort((-end, start, group))
-    gs = group[order]
-    first = np.r_[0, np.flatnonzero(gs[1:] != gs[:-1]) + 1]
-    counts = np.diff(np.r_[first, n])
-    rank_in_group = np.arange(n) - np.repeat(first, counts)
-    started_before = np.empty(n, dtype=np.int64)
-    started_before[order] = rank_in_group
+    gs, ss = group[order], start[order]
+    new_group = np.r_[True, gs[1:] != gs[:-1]]
+    first = np.flatnonzero(new_group)
+    rank = np.arange(n) - np.repeat(first, np.diff(np.r_[first, n]))
     # Ends <= start within the group: one sorted int64 key (group, time) and a binary search.
     s_key, e_key, g_key = _group_time_keys(group, start, end)
     end_keys = np.sort(e_key)
     ended = np.searchsorted(end_keys, s_key, side="right") - np.searchsorted(end_keys, g_key, side="left")
-    depth = started_before - ended
+    # Zero-length intervals at the same (group, start), at or after this position in the visit order.
+    block = np.flatnonzero(new_group | np.r_[True, ss[1:] != ss[:-1]])
+    block_last = np.repeat(np.r_[block[1:], n] - 1, np.diff(np.r_[block, n]))
+    zero = (end[order] == ss).astype(np.int64)
+    cz = np.cumsum(zero)
+    pending = cz[block_last] - (cz - zero)
+    depth = np.empty(n, dtype=np.int64)
+    depth[order] = rank - ended[order] + pending
     np.clip(depth, 0, np.iinfo(np.int16).max, out=depth)
     return depth.astype(np.int16)
 

@@ -1,0 +1,281 @@
+"""Unit tests without nsys: math against SQLite, nesting, schema tolerance, Perfetto, event-log timelines.
+
+``make_export`` writes a small nsys-shaped SQLite file (real SQLite; the layouts copy the 2022.4
+and 2024.2 exports, plus a 2026-style one with a newer schema and extra columns).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sqlite3
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuscope.errors import UserError
+from gpuscope.nsys import reader
+from gpuscope.trace import perfetto, summary
+from gpuscope.trace import timeline as T
+
+NVTX_COLS = ("start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId INTEGER, category INTEGER, "
+             "color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER, domainId INTEGER, "
+             "uint64Value INTEGER, int64Value INTEGER, doubleValue REAL, uint32Value INTEGER, int32Value INTEGER, "
+             "floatValue REAL, jsonTextId INTEGER, jsonText TEXT")
+
+
+def G(pid: int, tid: int) -> int:
+    return (1 << 48) | (pid << 24) | tid
+
+
+def make_export(path: Path, *, layout: str = "2022", nvtx: bool = True, kernels: bool = False) -> Path:
+    """A minimal export: 2022 (EXPORT_META_DATA, 3.0.0), 2024 (META_DATA_EXPORT, 3.11.1) or 2026 (3.28.1+)."""
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
+    meta = "EXPORT_META_DATA" if layout == "2022" else "META_DATA_EXPORT"
+    conn.execute(f"CREATE TABLE {meta} (name TEXT, value TEXT)")
+    version = {"2022": ("2022.4.2.1", "3.0.0"), "2024": ("2024.2.3.38", "3.11.1"),
+               "2026": ("2026.4.1.1", "3.99.0")}[layout]
+    conn.executemany(f"INSERT INTO {meta} VALUES (?, ?)", [("EXPORT_PRODUCT_VERSION", version[0]),
+                                                           ("EXPORT_SCHEMA_VERSION", version[1])])
+    start_cols = "utcEpochNs INTEGER, utcTime TEXT, localTime TEXT" + (", systemClockNs INTEGER" if layout == "2026" else "")
+    conn.execute(f"CREATE TABLE TARGET_INFO_SESSION_START_TIME ({start_cols})")
+    conn.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME (utcEpochNs, utcTime, localTime) VALUES (1700000000000000000, '', '')")
+    strings = ["outer", "inner", "python3", "[NSys]", "op", "read", "k1", "k2"]
+    conn.executemany("INSERT INTO StringIds VALUES (?, ?)", list(enumerate(strings)))
+    conn.execute("CREATE TABLE OSRT_API (start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL, "
+                 "globalTid INTEGER, nameId INTEGER NOT NULL, returnValue INTEGER NOT NULL, nestingLevel INTEGER, "
+                 "callchainId INTEGER)")
+    conn.executemany("INSERT INTO OSRT_API VALUES (?,?,27,?,5,0,0,NULL)", [(10, 20, G(10, 10)), (30, 45, G(10, 10))])
+    if nvtx:
+        extra = ", binaryData TEXT, eventId INTEGER NOT NULL PRIMARY KEY" if layout == "2026" else ""
+        conn.execute(f"CREATE TABLE NVTX_EVENTS ({NVTX_COLS}{extra})")
+        rows = [
+            (100, 900, 59, None, None, None, None, G(10, 10), None, 0, 0),
+            (200, 300, 59, None, None, None, None, G(10, 10), None, 1, 0),
+            (400, 500, 59, None, None, None, None, G(10, 10), None, 1, 0),
+            (50, None, 75, None, None, None, "mydom", G(10, 10), None, None, 1),
+            (600, 700, 59, None, 1, 0xFF0000FF, None, G(10, 10), None, 4, 1),
+            (650, None, 34, None, None, None, None, G(10, 11), None, 4, 0),
+            (100, 4000, 60, 1, None, None, "se", G(11, 11), G(11, 12), None, 0),
+            (100, None, 59, None, None, None, "unclosed", G(11, 11), None, None, 0),
+        ]
+        conn.executemany("INSERT INTO NVTX_EVENTS (start, end, eventType, rangeId, category, color, text, globalTid,"
+                         " endGlobalTid, textId, domainId) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
+    if kernels:
+        green = "greenContextId INTEGER, " if layout != "2022" else ""
+        conn.execute(f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, "
+                     f"deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, {green}streamId INTEGER NOT NULL, "
+                     "correlationId INTEGER, globalPid INTEGER, demangledName INTEGER NOT NULL, shortName INTEGER NOT NULL, "
+                     "gridX INTEGER, gridY INTEGER, gridZ INTEGER, blockX INTEGER, blockY INTEGER, blockZ INTEGER)")
+        conn.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, contextId, streamId, "
+                         "correlationId, globalPid, demangledName, shortName, gridX, gridY, gridZ, blockX, blockY, blockZ)"
+                         " VALUES (?,?,0,1,7,?,?,?,?,?,1,1,128,1,1)",
+                         [(1000 + i * 100, 1050 + i * 100 + i, i, G(10, 0), 6 + i % 2, 6 + i % 2, 1 + i // 3)
+                          for i in range(6)])
+    conn.execute("CREATE TABLE ThreadNames (nameId INTEGER, priority INTEGER, globalTid INTEGER)")
+    conn.executemany("INSERT INTO ThreadNames VALUES (?,0,?)", [(2, G(10, 10)), (3, G(10, 13)), (2, G(99, 99))])
+    conn.execute("CREATE TABLE PROCESSES (globalPid INTEGER, pid INTEGER, name TEXT)")
+    conn.execute("INSERT INTO PROCESSES VALUES (?, 10, 'python3')", (G(10, 0),))
+    conn.commit()
+    conn.close()
+    return path
+
+
+# --------------------------------------------------------------------------- math vs SQLite
+
+def test_sqlite_round_matches_sqlite():
+    rng = random.Random(1)
+    values = [rng.randint(0, 10**9) / 4 for _ in range(3000)] + [rng.random() * 1e6 for _ in range(3000)]
+    values += [200167078.25, 0.05, 0.15, 2.5, 1e17 + 0.5, -2.25, 12345.65]
+    conn = sqlite3.connect(":memory:")
+    for v in values:
+        assert summary.sqlite_round(v) == conn.execute("SELECT round(?, 1)", (v,)).fetchone()[0], v
+    assert summary.sqlite_round(200167078.25) == 200167078.3   # Python's round gives .2
+
+
+def test_group_stats_match_reference():
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, 40, 5000)
+    dur = rng.integers(1, 10**7, 5000)
+    g = summary.group_stats(keys, dur)
+    for i, k in enumerate(g.key.tolist()):
+        d = sorted(dur[keys == k].tolist())
+        assert g.count[i] == len(d) and g.total[i] == sum(d)
+        assert g.minimum[i] == d[0] and g.maximum[i] == d[-1]
+        n = len(d)
+        med = d[n // 2] if n % 2 else (d[n // 2 - 1] + d[n // 2]) / 2
+        assert g.median[i] == med and type(g.median[i]) is type(med)
+        ref = statistics.stdev(d) if n > 1 else 0.0
+        assert math.isclose(g.stdev[i], ref, rel_tol=1e-12, abs_tol=1e-9)
+
+
+def test_single_instance_stdev_is_zero():
+    g = summary.group_stats(np.array([1]), np.array([77]))
+    assert g.stdev[0] == 0.0 and g.median[0] == 77
+
+
+# --------------------------------------------------------------------------- nesting
+
+def _stack_depths(starts, ends):
+    order = sorted(range(len(starts)), key=lambda i: (starts[i], -ends[i]))
+    out, stack = [0] * len(starts), []
+    for i in order:
+        while stack and ends[stack[-1]] <= starts[i]:
+            stack.pop()
+        out[i] = len(stack)
+        stack.append(i)
+    return out
+
+
+def test_nesting_depth_matches_a_stack():
+    rng = random.Random(2)
+    starts, ends, groups = [], [], []
+    for g in range(5):   # random properly nested push/pop sequences per thread
+        t, stack = 0, []
+        for _ in range(400):
+            t += rng.randint(0, 3)
+            if stack and rng.random() < 0.5:
+                s = stack.pop()
+                starts.append(s); ends.append(t); groups.append(g)
+            else:
+                stack.append(t)
+        while stack:
+            t += 1
+            starts.append(stack.pop()); ends.append(t); groups.append(g)
+    s, e, gr = np.array(starts), np.array(ends), np.array(groups)
+    depth = T.nesting_depth(gr, s, e)
+    for g in range(5):
+        m = gr == g
+        assert depth[m].tolist() == _stack_depths(s[m].tolist(), e[m].tolist())
+
+
+# --------------------------------------------------------------------------- reader: schema tolerance
+
+@pytest.mark.parametrize("layout", ["2022", "2024", "2026"])
+def test_reader_across_layouts(tmp_path, layout):
+    rep = reader.load_report(make_export(tmp_path / "x.sqlite", layout=layout, kernels=True))
+    tl = rep.timeline
+    assert rep.schema_version and rep.nsys_version
+    assert len(tl.ranges) == 6 and len(tl.marks) == 1 and len(tl.osrt) == 2 and len(tl.kernels) == 6
+    assert sorted(tl.processes.pid.tolist()) == [10, 11]          # pid 99 has only a thread name
+    assert tl.process_name(10) == "python3" and tl.process_name(11) == "pid 11"
+    assert [tl.name(i) for i in tl.threads.name_id] == ["python3"]  # [NSys] hidden
+    names = {(r.name, r.style): r for r in rep.summaries["nvtx"]}
+    prefix = "" if layout != "2026" else ":"
+    assert ("mydom:op", "PushPop") in names and (prefix + "outer", "PushPop") in names
+    assert names[(prefix + "unclosed", "PushPop")].total_ns == 4000 - 100   # end = latest NVTX timestamp
+    assert rep.naming == ("colon" if layout == "2026" else "plain")
+    notes = " ".join(rep.notes)
+    assert ("newer than this reader knows" in notes) == (layout == "2026")
+    se = np.flatnonzero(tl.ranges.style == T.STYLE_STARTEND)
+    assert tl.ranges.end_tid[se].tolist() == [12] and tl.ranges.flags[se][0] & T.FLAG_OTHER_THREAD
+    k = rep.summaries["kernel"]
+    assert len(k) == (4 if layout == "2022" else 2)                     # 2022: by name + grid/block
+    assert tl.wall_base_ns == 1700000000000000000
+
+
+def test_missing_tables_are_no_data(tmp_path):
+    rep = reader.load_report(make_export(tmp_path / "x.sqlite", nvtx=False))
+    assert len(rep.timeline.ranges) == 0 and rep.summaries["nvtx"] == [] and rep.summaries["kernel"] == []
+    assert len(rep.summaries["osrt"]) == 1 and rep.summaries["osrt"][0].count == 2
+
+
+def test_not_an_export(tmp_path):
+    p = tmp_path / "x.sqlite"
+    sqlite3.connect(p).execute("CREATE TABLE a (b)").connection.commit()
+    with pytest.raises(UserError, match="not an Nsight Systems export"):
+        reader.load_report(p)
+
+
+def test_domain_created_on_two_threads_counts_twice(tmp_path):
+    """nsys stats joins domain rows per process: a domain created on two threads doubles its ranges."""
+    p = make_export(tmp_path / "x.sqlite")
+    conn = sqlite3.connect(p)
+    conn.execute("INSERT INTO NVTX_EVENTS (start, eventType, text, globalTid, domainId) VALUES (60, 75, 'mydom', ?, 1)",
+                 (G(10, 14),))
+    conn.commit()
+    conn.close()
+    rows = {r.name: r for r in reader.load_report(p).summaries["nvtx"]}
+    assert rows["mydom:op"].count == 2 and rows["mydom:op"].total_ns == 200
+
+
+# --------------------------------------------------------------------------- Perfetto
+
+def test_perfetto_structure(tmp_path):
+    rep = reader.load_report(make_export(tmp_path / "x.sqlite", kernels=True))
+    out = tmp_path / "trace.json"
+    n = perfetto.write(rep.timeline, out)
+    data = json.loads(out.read_text())
+    events = data["traceEvents"]
+    assert len(events) == n
+    by_ph: dict[str, list] = {}
+    for ev in events:
+        assert {"ph", "pid", "name"} <= ev.keys()
+        by_ph.setdefault(ev["ph"], []).append(ev)
+    want = perfetto.counts(rep.timeline)
+    assert len(by_ph["X"]) == want["X"] and len(by_ph["i"]) == want["i"]
+    meta = {(e["name"], e["pid"], e.get("tid")) for e in by_ph["M"]}
+    assert ("process_name", 10, 0) in meta and ("thread_name", 10, 10) in meta
+    gpu_tracks = {e["tid"] for e in by_ph["X"] if e["cat"] == "cuda_kernel"}
+    assert gpu_tracks == {perfetto.GPU_TRACK + 7}
+    se = [e for e in by_ph["X"] if e["name"] == "se"]
+    assert se[0]["tid"] == perfetto.STARTEND_TRACK + 11 and se[0]["dur"] == 3.9   # 3900 ns
+    assert perfetto.us(1234567) == "1234.567" and perfetto.us(-1) == "-0.001"
+
+
+# --------------------------------------------------------------------------- event logs
+
+def write_log(folder: Path, pid: int, *, forked: bool, ranges: int, exit_ok: bool = True, mono0: int = 10**12) -> None:
+    header = {"v": 1, "pid": pid, "ppid": 1, "anchor_mono_ns": mono0, "anchor_wall_ns": 1700000000000000000 + mono0,
+              "role": "pool worker" if forked else "main", "start_method": "fork", "forked": forked, "nvtx": "0.2.11"}
+    lines = ["H\t" + json.dumps(header), "S\t0\tnvtx\t\texpensive_op\t#008000", "S\t1\ttask\tgpuscope\twork\t"]
+    for i in range(ranges):
+        t = mono0 + 1000 + i * 100
+        lines.append(f"R\t{t + 10}\t{t + 50}\t{pid}\t0\tP")
+        lines.append(f"R\t{t}\t{t + 60}\t{pid}\t1\tP")
+    lines.append(f"M\t{mono0 + 5}\t{pid}\t0")
+    if exit_ok:
+        lines.append(f"X\t{mono0 + 10**6}\t" + json.dumps({"exit_code": 0, "open_ranges": 0}))
+    (folder / f"{pid}-{mono0}.log").write_text("\n".join(lines) + "\n")
+
+
+def test_timeline_from_event_logs(tmp_path):
+    from gpuscope.trace import coverage
+    from gpuscope.trace.events import read_run_events
+
+    (tmp_path / "events").mkdir()
+    write_log(tmp_path / "events", 100, forked=False, ranges=3)
+    write_log(tmp_path / "events", 101, forked=True, ranges=2, mono0=10**12 + 500)
+    tl = coverage.timeline_from_events(read_run_events(tmp_path))
+    assert len(tl.ranges) == 10 and set(tl.ranges.source.tolist()) == {T.SOURCE_GPUSCOPE}
+    assert tl.mono_base_ns == 10**12 and int(tl.ranges.start_ns.min()) == 1000
+    inner = tl.ranges.name_id == tl.strings.lookup("expensive_op")
+    assert set(tl.ranges.depth[inner].tolist()) == {1}
+    rows = {r.name: r for r in summary.nvtx_summary(tl, source=T.SOURCE_GPUSCOPE)}
+    assert rows["gpuscope:work"].count == 5 and rows["expensive_op"].total_ns == 5 * 40
+    rep = reader.load_report(tmp_path)            # a run folder without nsys
+    assert rep.sqlite_path is None and len(rep.processes) == 2
+
+
+def test_coverage_flags_forked_process(tmp_path):
+    (tmp_path / "events").mkdir()
+    write_log(tmp_path / "events", 10, forked=False, ranges=2)               # nsys has its 4 ranges
+    write_log(tmp_path / "events", 21, forked=True, ranges=2)                # fork child, missed
+    write_log(tmp_path / "events", 22, forked=False, ranges=3, exit_ok=False)  # killed, missed
+    make_export(tmp_path / "report.sqlite")
+    rep = reader.load_report(tmp_path)
+    cov = {p.pid: p for p in rep.coverage.processes}
+    assert cov[10].status == "ok" and cov[10].lost == 0
+    assert cov[21].status == "missing" and "--trace-fork-before-exec" in cov[21].reason and cov[21].lost == 4
+    assert "spawn" in cov[21].fix
+    assert cov[22].status == "missing" and "normal shutdown" in cov[22].reason and cov[22].lost == 6
+    assert cov[11].status == "nsys-only"
+    merged = rep.timeline.ranges
+    for pid, n in ((21, 4), (22, 6)):
+        assert (merged.pid == pid).sum() == n and (merged.source[merged.pid == pid] == T.SOURCE_GPUSCOPE).all()
+    assert (merged.source[merged.pid == 10] == T.SOURCE_NSYS).all()
+    assert {p["pid"] for p in rep.processes} == {10, 11, 21, 22}
