@@ -166,15 +166,14 @@ class NsysSession:
     def kill(self, grace_s: float = 2.0) -> list[int]:
         """Stop nsys, the profiled program's tree and nsys's agent (SIGTERM, then SIGKILL after
         ``grace_s``). Removes the temporary report a killed nsys leaves in /tmp. Returns the pids
-        signalled; zombies count as gone."""
+        signalled; zombies count as gone.
+
+        The agent is recognised by the ``nsys profile`` pid in its session name, so call
+        :meth:`started` (or call this while nsys is still alive); agents of other sessions are left
+        alone (see :func:`gpuscope.nsys.procs.find_stale_agents` for those)."""
         roots = self._nsys_pids()
         targets = procs.tree(roots)
-        exe = str(self.install.nsys)
-        for agent in procs.agents():
-            own = agent.profile_pid in self.known_pids
-            stale_same_binary = agent.exe == exe and (agent.profile_pid is None or not procs.alive(agent.profile_pid))
-            if own or stale_same_binary:
-                targets.add(agent.pid)
+        targets |= {a.pid for a in procs.agents() if a.profile_pid in self.known_pids}
         targets = {p for p in targets if procs.alive(p)}
         temp = procs.temp_reports(targets)
         procs.terminate(targets, grace_s)
