@@ -62,7 +62,8 @@ def act_on_targets(args: argparse.Namespace, conn: sqlite3.Connection,
     pids = list(dict.fromkeys([*args.kill, *expects]))
     targets = [(pid, *_proc_target(pid, expects, listing)) for pid in pids]
     shm_targets = []
-    for name in dict.fromkeys(args.unlink):
+    names = [n[len("/dev/shm/"):] if n.startswith("/dev/shm/") else n for n in args.unlink]
+    for name in dict.fromkeys(names):
         suspect = listing.by_shm(name)
         ident = suspect.identity if suspect else identify_segment(name)
         shm_targets.append((name, ident, suspect))
