@@ -9,6 +9,7 @@ Compares, on the same tree of 64 sleeping processes (1 root, 7 children, 56 gran
                      cpu_percent, memory_info, num_threads, status, ppid; plus host totals;
 * ``nvitop-host``    nvitop's ``HostProcess`` snapshots of the same tree (its per-process
                      collection: ``children(recursive=True)`` + ``as_snapshot(attrs=...)``);
+* ``idle-loop``      a thread that wakes at 10 Hz and does nothing: the floor on this machine;
 * ``nvitop-rmc``     nvitop's ``ResourceMetricCollector(root_pids=...).take_snapshots()`` (host
                      metrics only without a GPU: it samples GPU processes, not host ones).
 
@@ -89,6 +90,12 @@ def inner_gpuscope(root: int, seconds: float, mode: str) -> dict:
     return {"ticks": n[0], "procs": max(sizes), "cpu": cpu_s() - c0, "wall": time.monotonic() - w0}
 
 
+def inner_idle(seconds: float) -> dict:
+    c0, w0 = cpu_s(), time.monotonic()
+    n = steady(0.1, seconds, lambda: None)
+    return {"ticks": n, "procs": 0, "cpu": cpu_s() - c0, "wall": time.monotonic() - w0}
+
+
 def inner_psutil(root: int, seconds: float) -> dict:
     import psutil
 
@@ -157,13 +164,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--nvitop-python", default="/tmp/nvitop-venv/bin/python")
-    ap.add_argument("--modes", default="gpuscope,gpuscope-tree,gpuscope-uss,psutil-naive,nvitop-host,nvitop-rmc")
+    ap.add_argument("--modes", default="idle-loop,gpuscope,gpuscope-tree,gpuscope-uss,psutil-naive,nvitop-host,nvitop-rmc")
     ap.add_argument("--inner")
     ap.add_argument("--root", type=int)
     args = ap.parse_args()
     if args.inner:
         if args.inner.startswith("gpuscope"):
             res = inner_gpuscope(args.root, args.seconds, args.inner)
+        elif args.inner == "idle-loop":
+            res = inner_idle(args.seconds)
         elif args.inner == "psutil-naive":
             res = inner_psutil(args.root, args.seconds)
         else:
@@ -176,7 +185,7 @@ def main() -> int:
         assert tree.stdout is not None and tree.stdout.readline().strip() == "ready"
         time.sleep(0.5)
         print(f"# {os.cpu_count()} CPUs, python {sys.version.split()[0]}, {args.seconds:.0f} s per mode, "
-              f"10 Hz, tree of 64 processes")
+              f"10 Hz, tree of 64 processes, load average {os.getloadavg()[0]:.2f}")
         print(f"{'mode':<15} {'procs':>5} {'ticks':>5} {'CPU s/s':>8} {'% core':>7} {'ms/tick':>8}")
         for mode in args.modes.split(","):
             python = args.nvitop_python if mode.startswith("nvitop") else sys.executable
