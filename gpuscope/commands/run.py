@@ -69,8 +69,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpuscope: {message}", file=sys.stderr, flush=True)
 
     run_ = Run(spec_from_args(args), output=[_write], progress=progress, stdin=None)
-    for note in run_.notes:
-        progress(note)
     interrupted = {"n": 0}
 
     def on_signal(signum: int, _frame: Any) -> None:

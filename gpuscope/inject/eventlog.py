@@ -159,8 +159,11 @@ class State:
         self.flush()
 
     def emit(self, info):
-        """For periodic reporters (torch memory): an I line, written with the next flush."""
-        self.buf.append("I\t%d\t%s\n" % (now(), json.dumps(info, default=str)))
+        """For periodic reporters (torch memory): an I line, on disk within FLUSH_NS."""
+        t = now()
+        self.buf.append("I\t%d\t%s\n" % (t, json.dumps(info, default=str)))
+        if t > self.next_flush:
+            self.flush()
 
     def error(self, where, exc):
         """An error inside the injection: logged, never raised."""

@@ -14,6 +14,7 @@
 
 import functools
 import os
+import sys
 
 from .eventlog import STATE, now, safe
 from .procname import set_process_name, short_role
@@ -71,6 +72,8 @@ def patch_process(process_module):
             STATE.exit(code)
         except Exception:
             pass
+        if _under_nsys():
+            _exit_through_libc(code)
         return code
 
     base._bootstrap = _disguise(_bootstrap, original)
@@ -83,8 +86,32 @@ def patch_process(process_module):
     base.start = _disguise(start_, start)
 
 
+def _exit_through_libc(code):
+    """End a multiprocessing child through C ``exit()`` right after its work is done.
+
+    Nsight Systems' injection flushes a process's buffers in C exit handlers. multiprocessing ends
+    fork children with ``os._exit``, which skips them, and a pool's ``terminate()`` sends SIGTERM
+    to workers that may still be finalizing: either way their NVTX ranges never reach the report.
+    Only under ``gpuscope run --nsys``. Python ``atexit`` functions still run in spawn children
+    (fork children never run them, as without gpuscope).
+    """
+    try:
+        libc_exit = _libc_exit()
+        if not STATE.info.get("forked"):
+            import atexit
+
+            atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        libc_exit(int(code or 0))
+    except Exception as exc:
+        STATE.error("flushing nsys in a fork child", exc)
+
+
 @safe("identifying a multiprocessing child")
 def _on_child_start(proc):
+    if _under_nsys():
+        _libc_exit()
     target = getattr(proc, "_target", None)
     target_name = getattr(target, "__name__", "")
     if target_name in ("worker", "_process_worker"):
@@ -188,6 +215,38 @@ def _patch_pool_creation(pool_module):
 def _become_pool_worker():
     if STATE.info.get("role") != "pool worker":
         STATE.update(role="pool worker")
+    if _under_nsys():
+        # Pool.terminate() ends idle workers with SIGTERM: exit through C exit() so nsys flushes.
+        import signal
+
+        _libc_exit()
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _flush_on_sigterm)
+
+
+_LIBC = {}
+
+
+def _libc_exit():
+    """C ``exit``, loaded ahead of time (a signal handler must not be the first to import ctypes)."""
+    if "exit" not in _LIBC:
+        import ctypes
+
+        _LIBC["exit"] = ctypes.CDLL(None).exit
+    return _LIBC["exit"]
+
+
+def _under_nsys():
+    """Recorded by `gpuscope run --nsys`, and nsys traces this process (fork children: only with
+    fork tracing)."""
+    if os.environ.get("GPUSCOPE_NSYS") != "1":
+        return False
+    return not STATE.info.get("forked") or os.environ.get("GPUSCOPE_NSYS_FORK") == "1"
+
+
+def _flush_on_sigterm(signum, _frame):
+    STATE.exit(128 + signum)
+    _exit_through_libc(128 + signum)
 
 
 class _CallItemProxy:

@@ -44,3 +44,30 @@ def collect_processes(run_dir: Path, root_role: str = "main", root_exit: int | N
         if row["role"] == root_role and row["exit_code"] is None:
             row["exit_code"] = root_exit
     return rows
+
+
+def merge_telemetry(rows: list[dict[str, Any]], seen: dict[int, dict[str, Any]]) -> None:
+    """Add the sampler's per-process figures; processes it saw without a log get a row too."""
+    logged = {row["pid"] for row in rows}
+    for row in rows:
+        t = seen.get(row["pid"])
+        if t is not None:
+            row["cpu_seconds"] = round(t["cpu_seconds"], 3)
+            row["peak_rss_bytes"] = t["peak_rss_bytes"]
+            row["peak_gpu_mem_bytes"] = t["peak_gpu_mem_bytes"]
+            row["info"]["create_time"] = t["create_time"]
+        else:
+            row.update(cpu_seconds=None, peak_rss_bytes=None, peak_gpu_mem_bytes=None)
+    for pid, t in sorted(seen.items()):
+        if pid in logged:
+            continue
+        # A process gpuscope could not inject: not Python, isolated (-I/-E/-S), or nsys itself.
+        rows.append({
+            "pid": pid, "ppid": t.get("ppid"), "role": "not injected", "start_method": None, "rank": None,
+            "name": t.get("name"), "mp_name": None, "exit_code": None, "clean_exit": None,
+            "started_ns": None, "ended_ns": None, "lifetime_s": None, "ranges": 0, "marks": 0,
+            "range_names": [], "top_ranges": [], "injection_errors": 0, "log_truncated": False,
+            "cpu_seconds": round(t["cpu_seconds"], 3), "peak_rss_bytes": t["peak_rss_bytes"],
+            "peak_gpu_mem_bytes": t["peak_gpu_mem_bytes"],
+            "info": {"cmdline": t.get("cmdline"), "create_time": t.get("create_time")},
+        })

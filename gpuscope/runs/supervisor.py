@@ -61,7 +61,7 @@ class RunResult:
             "escaped": self.escaped,
             "notes": self.notes,
             "error": self.error,
-            "nsys": getattr(self.nsys, "to_json", lambda: None)() if self.nsys is not None else None,
+            "nsys": self.nsys.to_dict() if self.nsys is not None else None,
         }
 
 
@@ -84,6 +84,7 @@ class Run:
         self._stop_thread: threading.Thread | None = None
         self._escaped_on_stop: list[int] = []
         self._nsys_session: Any = None
+        self.sampler: Any = None  # gpuscope.telemetry.sampler.RunSampler once started
         self.notes: list[str] = []
         self.started_ns = 0
         self.listeners: list[Callable[[str, Any], None]] = []   # ("started"|"ended", payload)
@@ -99,6 +100,11 @@ class Run:
         if self.spec.nsys.enabled:
             from gpuscope.nsys import record
 
+            # Pool workers ended by SIGTERM, and fork children (which end with os._exit), exit
+            # through C exit() so nsys flushes their ranges (gpuscope/inject/mpwrap.py).
+            env["GPUSCOPE_NSYS"] = "1"
+            if self.spec.nsys.fork_tracing(self.spec.start_method):
+                env["GPUSCOPE_NSYS_FORK"] = "1"
             self._nsys_session = record.prepare(self.spec, self.run_dir, argv, env)
             argv, env = self._nsys_session.argv, self._nsys_session.env
             self.notes.extend(self._nsys_session.notes)
@@ -116,16 +122,32 @@ class Run:
             self._record_failure(message)
             raise UserError(message) from None
         self.started_ns = time.time_ns()
+        if self._nsys_session is not None:
+            self._nsys_session.started(self._proc.pid)
+            versions.update(self._nsys_session.versions())
         with db.connect(self._store_path) as conn:
             store_runs.mark_started(conn, self.run_id, self.started_ns)
         for name, pipe in (("stdout", self._proc.stdout), ("stderr", self._proc.stderr)):
             assert pipe is not None
             log = self.run_dir / (layout.STDOUT if name == "stdout" else layout.STDERR)
             self._pumps.append(OutputPump(name, pipe.fileno(), str(log), self.output_listeners))
+        self._start_sampler()
         # The summary needs numpy (~0.1 s to import): load it while the program runs, not after.
         threading.Thread(target=_preload_summary, name="gpuscope-preload", daemon=True).start()
         self._emit("started", self._proc.pid)
         return self
+
+    def _start_sampler(self) -> None:
+        """Telemetry of the run's tree (CPU, RSS, GPU) into the store; listeners may be added."""
+        from gpuscope.telemetry.sampler import RunSampler
+
+        assert self._proc is not None
+        self.sampler = RunSampler(self._proc.pid, self.spec.sample_interval_s,
+                                  store=self._store_path if self._store_path is not None else True,
+                                  run_id=self.run_id)
+        self.sampler.start()
+        if not self.sampler.gpu.available and self.sampler.gpu.reason:
+            self.notes.append(f"GPU telemetry off: {self.sampler.gpu.reason}")
 
     def _record_failure(self, message: str) -> None:
         with db.connect(self._store_path) as conn:
@@ -191,7 +213,11 @@ class Run:
     def wait(self) -> RunResult:
         """Block until the run has ended and been recorded."""
         assert self._proc is not None, "start() first"
-        returncode = self._proc.wait()
+        hang = None
+        if self._nsys_session is None:
+            returncode = self._proc.wait()
+        else:
+            returncode, hang = self._wait_under_nsys()
         ended_ns = time.time_ns()
         if self._stop_thread is not None:
             self._stop_thread.join()
@@ -205,15 +231,21 @@ class Run:
         status = "stopped" if stopped else ("exited" if exit_status.code == 0 else "failed")
         error = None
         nsys_result = None
-        if self._nsys_session is not None:
+        if hang is not None:
+            error = f"nsys: {hang}"
+            status = "failed"
+        elif self._nsys_session is not None:
             nsys_result = self._nsys_session.finish(self.progress, self.spec.nsys.timeout_s)
             if not nsys_result.ok:
                 error = f"nsys: {nsys_result.reason}"
                 status = "failed" if status == "exited" else status
-        from gpuscope.runs.summary import collect_processes
+        from gpuscope.runs.summary import collect_processes, merge_telemetry
 
         root_role = "torchrun agent" if self.spec.launcher == "torchrun" else "main"
         processes = collect_processes(self.run_dir, root_role, exit_status.code)
+        if self.sampler is not None:
+            self.sampler.stop()
+            merge_telemetry(processes, self.sampler.process_summary())
         escaped = sorted(set(self._escaped_on_stop) | {p for p in left if procscan.read_stat(p) and
                                                        procscan.read_stat(p).sid != self._proc.pid})
         result = RunResult(run_id=self.run_id, run_dir=self.run_dir, status=status, exit=exit_status,
@@ -223,6 +255,29 @@ class Run:
         self._record(result)
         self._emit("ended", result)
         return result
+
+    def _wait_under_nsys(self) -> tuple[int, str | None]:
+        """Wait for ``nsys profile``; if it outlives the program by more than the nsys timeout
+        (NSYS.md: it can hang in "Generating ...qdstrm"), stop it with its agent."""
+        assert self._proc is not None and self._nsys_session is not None
+        limit = self.spec.nsys.timeout_s
+        program_gone_at: float | None = None
+        while True:
+            try:
+                return self._proc.wait(timeout=0.5), None
+            except subprocess.TimeoutExpired:
+                pass
+            program = [p for p, info in self._tree().items() if info.comm != "nsys" and p != self._proc.pid]
+            if program:
+                program_gone_at = None
+                continue
+            program_gone_at = program_gone_at or time.monotonic()
+            if time.monotonic() - program_gone_at > limit:
+                self.progress(f"nsys: still busy {limit:.0f} s after the program ended; stopping it")
+                self._nsys_session.kill()
+                returncode = self._proc.wait()
+                return returncode, (f"nsys did not finish within {limit:.0f} s after the program ended "
+                                    "(hung); it was stopped with its agent")
 
     def _settle(self, timeout_s: float = 1.5) -> list[int]:
         """Processes still alive after the run ended by itself (given a moment to exit)."""

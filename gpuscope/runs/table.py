@@ -45,8 +45,6 @@ def format_table(result: Any) -> str:
                      f"{', '.join(map(str, result.left_running))}")
     if result.escaped:
         lines.append(f"gpuscope: escaped the run's session (double fork / setsid): {', '.join(map(str, result.escaped))}")
-    for note in result.notes:
-        lines.append(f"gpuscope: {note}")
     if result.error:
         lines.append(f"gpuscope: {result.error}")
     return "\n".join(lines)
