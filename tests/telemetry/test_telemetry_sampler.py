@@ -118,3 +118,21 @@ def test_a_crash_loses_at_most_about_a_second(gpuscope_home, run_env):
     t = ser["host"]["t_ns"]
     assert len(t) >= 15
     assert (killed_ns - t.max()) / 1e9 < 1.3
+
+
+def test_store_columns_are_the_declared_metrics():
+    from gpuscope.telemetry import metrics
+
+    def keys(kind: str) -> set[str]:
+        return {m.key for m in metrics.of_kind(kind)}
+
+    assert set(samples.HOST_COLS) | {"cores"} == keys("host")
+    assert set(samples.GPU_COLS) == keys("gpu")
+    assert set(samples.PROC_COLS) == keys("proc")
+    assert set(samples.GPU_PROC_COLS) == keys("gpu_proc")
+    from gpuscope.telemetry.batch import HostSample, ProcSample
+    from gpuscope.telemetry.gpu import DeviceSample, GpuProcessSample
+
+    for cls, kind in ((HostSample, "host"), (ProcSample, "proc"), (DeviceSample, "gpu"),
+                      (GpuProcessSample, "gpu_proc")):
+        assert keys(kind) <= set(cls.__slots__), cls

@@ -185,3 +185,34 @@ def test_without_marker_a_finished_setsid_escape_is_not_claimed(tmp_path):
 def test_unknown_pid_is_an_error():
     with pytest.raises(ProcessLookupError):
         RunSampler(2 ** 22 + 12345, 0.1, gpu=no_gpu())
+
+
+TORCHRUN_WORKER = """
+import os, time
+time.sleep(3)
+"""
+
+
+@pytest.mark.torch
+def test_torchrun_agent_and_workers_are_in_the_tree(tmp_path):
+    pytest.importorskip("torch")
+    script = tmp_path / "worker.py"
+    script.write_text(TORCHRUN_WORKER)
+    root = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                             "--standalone", str(script)], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        s = RunSampler(root.pid, 0.1, gpu=no_gpu())
+        s.start()
+        root.wait(timeout=120)
+        s.stop()
+    finally:
+        if root.poll() is None:
+            os.killpg(root.pid, signal.SIGKILL)
+            root.wait()
+    summary = s.process_summary()
+    workers = [d for d in summary.values() if d["ppid"] == root.pid and str(script) in " ".join(d["cmdline"])]
+    assert len(workers) == 2, summary
+    assert summary[root.pid]["via"] == "root" and summary[root.pid]["cpu_seconds"] > 0.1
+    # torch elastic starts each worker in a session of its own: the root's killpg does not reach it
+    assert all(w["escaped"] == "new session" and not w["alive"] for w in workers)
