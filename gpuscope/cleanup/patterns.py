@@ -11,6 +11,7 @@ from gpuscope.cleanup.procs import ProcInfo, ProcTable
 KNOWN_REAPERS = {
     "systemd", "init", "tini", "tini-static", "dumb-init", "catatonit", "docker-init",
     "s6-svscan", "runit", "runsvdir", "openrc-init", "podman-init", "sinit",
+    "containerd-shim", "conmon",
 }
 # PID 1 names that are known to reap adopted children.
 REAPING_INITS = KNOWN_REAPERS
@@ -57,7 +58,7 @@ def reparented(proc: ProcInfo, table: ProcTable) -> str | None:
         return None
     if parent.name in KNOWN_REAPERS:
         return f"re-parented to {parent.name} (pid {parent.pid}), a subreaper"
-    if not is_python(parent):
+    if not is_python(parent) and not _python_ancestor(parent, table):
         return (f"its parent {parent.name} (pid {parent.pid}) is not a Python process, "
                 "so it was adopted by a subreaper after its own parent exited")
     if proc.sid is not None and parent.sid is not None and proc.sid != parent.sid \
@@ -65,6 +66,19 @@ def reparented(proc: ProcInfo, table: ProcTable) -> str | None:
         return (f"adopted by pid {parent.pid} ({parent.name}) from another session, "
                 "so the parent that started it is gone")
     return None
+
+
+def _python_ancestor(proc: ProcInfo, table: ProcTable) -> bool:
+    """Whether a Python process is above ``proc`` (a wrapper script between a launcher and
+    its worker is not an adopter)."""
+    seen = set()
+    cur = table.get(proc.ppid)
+    while cur is not None and cur.pid not in seen and cur.pid > 1:
+        if is_python(cur):
+            return True
+        seen.add(cur.pid)
+        cur = table.get(cur.ppid)
+    return False
 
 
 _SESSION_RE = re.compile(r"--session-name[= ](\S+)")

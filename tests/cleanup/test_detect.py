@@ -69,6 +69,26 @@ def test_orphaned_dataloader_worker_and_torchrun_worker(reaper):
     assert "orphaned torchrun worker" in result.by_pid(worker).reasons[0].text
 
 
+def _children_of_sh(top: int) -> list:
+    out = []
+    for p in psutil.Process(top).children(recursive=True):
+        try:
+            if "time.sleep(600)" in " ".join(p.cmdline()) and p.parent().name() == "sh":
+                out.append(p)
+        except psutil.Error:
+            continue
+    return out
+
+
+def test_worker_behind_a_shell_wrapper_of_a_live_launcher_is_not_an_orphan(reaper):
+    inner = "TORCHELASTIC_RUN_ID=x LOCAL_RANK=0 python3 -c 'import time; time.sleep(600)'; true"
+    launcher = f"import subprocess; subprocess.run(['sh', '-c', {inner!r}])"
+    top = reaper("spawn", argv=[sys.executable, "-c", launcher], setsid=True)["pid"]
+    worker = wait_for(lambda: _children_of_sh(top))
+    assert worker
+    assert _scan().by_pid(worker[0].pid) is None
+
+
 def test_spawn_child_of_a_live_parent_is_not_an_orphan(reaper):
     parent = reaper("spawn", argv=[sys.executable, str(HELPERS / "mp_orphan.py"), "stay"],
                     setsid=True)["pid"]

@@ -13,6 +13,7 @@ import pynvml
 from gpuscope.cleanup import Policy, Scanner, perform
 from gpuscope.cleanup import model as m
 from gpuscope.telemetry.gpu import open_backend
+from tests.cleanup.util import wait_quiet
 from tests.fakes.fake_nvml import FakeGpu, FakeNvml
 
 GIB = 1 << 30
@@ -33,6 +34,7 @@ def _watch(scanner: Scanner, seconds: float = 0.8):
 
 def test_sleeping_holder_with_idle_device_is_listed(reaper):
     pid = reaper("sleeper", env={})["pid"]
+    wait_quiet(pid)
     gpu = FakeGpu(processes={pid: 2 * GIB}, util_gpu=0)      # no per-process samples
     result = _watch(_scanner(gpu))
     s = result.by_pid(pid)
@@ -48,6 +50,7 @@ def test_sleeping_holder_with_idle_device_is_listed(reaper):
 def test_per_process_sm_utilisation_is_used_when_nvml_gives_it(reaper):
     idle = reaper("sleeper", env={})["pid"]
     busy = reaper("sleeper", env={})["pid"]
+    wait_quiet(idle)
     gpu = FakeGpu(processes={idle: GIB, busy: GIB}, sm_util={busy: 35}, util_gpu=35)
     result = _watch(_scanner(gpu))
     s = result.by_pid(idle)

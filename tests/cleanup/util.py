@@ -52,3 +52,19 @@ def wait_for(pred, timeout: float = 10.0, step: float = 0.05):
         if value or time.monotonic() > end:
             return value
         time.sleep(step)
+
+
+def wait_quiet(pid: int, timeout: float = 15.0) -> None:
+    """Wait until ``pid`` has finished starting up: no CPU time used for 0.3 s."""
+    import psutil
+
+    proc = psutil.Process(pid)
+    end = time.monotonic() + timeout
+    before = sum(proc.cpu_times()[:2])
+    while time.monotonic() < end:
+        time.sleep(0.3)
+        now = sum(proc.cpu_times()[:2])
+        if now - before < 0.005:
+            return
+        before = now
+    raise AssertionError(f"pid {pid} kept using CPU for {timeout} s")
