@@ -6,16 +6,18 @@ nsys writes its own diagnostics into the export: as ``DIAGNOSTIC_EVENT`` rows wi
 
 - ``nvtx-incompatible``: the ``nvtx`` package (0.2.12+) uses NVTX payload extension compat id 260,
   which nsys up to 2024.2 rejects, so it records no ranges at all (docs/NSYS-SCHEMA.md §5.3);
-- ``nvtx-domain-only``: processes with only domain create/destroy rows (types 75/76), the same
-  symptom when nsys left no message;
+- ``nvtx-domain-only``: processes with only domain create/destroy rows (types 75/76) and no NVTX
+  event anywhere in the report, the same symptom when nsys left no message;
 - ``nvtx-discarded-handles``: events using string handles registered before a fork were dropped;
-- ``nvtx-none-collected``: nsys says a process collected no NVTX events.
+- ``nvtx-none-collected``: nsys says a process collected no NVTX events;
+- ``nothing-recorded``: not even OS runtime events: nsys's injection did not take (flaky nsys).
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,7 +112,7 @@ def diagnose(conn: sqlite3.Connection | str | Path) -> list[Finding]:
     """Findings for an nsys SQLite export (a connection, or a path opened read-only)."""
     if not isinstance(conn, sqlite3.Connection):
         uri = f"file:{Path(conn).resolve()}?mode=ro"
-        with sqlite3.connect(uri, uri=True) as own:
+        with closing(sqlite3.connect(uri, uri=True)) as own:
             return diagnose(own)
     tables = _tables(conn)
     version = product_version(conn)
@@ -126,7 +128,7 @@ def diagnose(conn: sqlite3.Connection | str | Path) -> list[Finding]:
             f"nsys {version or ''} rejected the nvtx package's payload extension "
             f"(\"{bad[0][0].strip()}\"), so it recorded no NVTX ranges from {_fmt_pids(pids)}".replace("  ", " "),
             incompatibility_advice(version), "error", pids))
-    elif domain_only:
+    elif domain_only and not with_events:  # a process may just create a domain; alone it says little
         findings.append(Finding(
             "nvtx-domain-only",
             f"process(es) {_fmt_pids(domain_only)} created NVTX domains but recorded no ranges or marks "
@@ -146,7 +148,13 @@ def diagnose(conn: sqlite3.Connection | str | Path) -> list[Finding]:
 
     silent = {p for t, p in messages if _NONE_COLLECTED.search(t) and p is not None} - with_events
     none_anywhere = any(_NONE_COLLECTED.search(t) for t, _ in messages)
-    if silent or (none_anywhere and not with_events and not bad and not domain_only):
+    if none_anywhere and not tables & {"NVTX_EVENTS", "OSRT_API"}:
+        findings.append(Finding(
+            "nothing-recorded",
+            "nsys recorded no NVTX and no OS runtime events at all: its injection into the program did "
+            "not take effect (seen now and then with Debian's nsys builds)",
+            "run again; if it keeps happening, run `gpuscope doctor`", "error", tuple(sorted(silent))))
+    elif silent or (none_anywhere and not with_events and not bad and not domain_only):
         findings.append(Finding(
             "nvtx-none-collected",
             f"nsys collected no NVTX events from {_fmt_pids(silent)}",

@@ -169,7 +169,7 @@ def provisioned_dirs() -> list[Path]:
     """``<cache>/nsys/<version>`` folders holding a provisioning marker, newest version first."""
     base = cache_dir() / "nsys"
     dirs = [d for d in base.glob("*") if (d / MARKER).is_file()] if base.is_dir() else []
-    return sorted(dirs, key=lambda d: (parse_version(d.name) or ("", ()))[1], reverse=True)
+    return sorted(dirs, key=lambda d: tuple(int(x) for x in re.findall(r"\d+", d.name)), reverse=True)
 
 
 def _candidates() -> list[tuple[str, str]]:

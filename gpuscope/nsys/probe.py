@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import tempfile
 import time
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +39,7 @@ class ProbeResult:
 
 def count_events(sqlite_path: Path) -> tuple[int, int]:
     """(ranges, marks) in an export's NVTX_EVENTS (0, 0 when the table is absent)."""
-    with sqlite3.connect(f"file:{sqlite_path}?mode=ro", uri=True) as conn:
+    with closing(sqlite3.connect(f"file:{sqlite_path}?mode=ro", uri=True)) as conn:
         if not conn.execute("SELECT 1 FROM sqlite_master WHERE name='NVTX_EVENTS'").fetchone():
             return 0, 0
         row = conn.execute("SELECT SUM(eventType IN (59, 60)), SUM(eventType = 34) FROM NVTX_EVENTS").fetchone()
@@ -46,7 +47,8 @@ def count_events(sqlite_path: Path) -> tuple[int, int]:
 
 
 def probe(install: NsysInstall, python: str, timeout_s: float = 60.0, tries: int = 2) -> ProbeResult:
-    """Record :data:`PROBE_SCRIPT` with ``python`` under ``install``; a hung nsys is killed and retried."""
+    """Record :data:`PROBE_SCRIPT` with ``python`` under ``install``. A hung nsys is killed and the
+    probe retried, as is a recording where nsys's injection did not take."""
     with tempfile.TemporaryDirectory(prefix="gpuscope-probe-") as tmp:
         script = Path(tmp) / "probe.py"
         script.write_text(PROBE_SCRIPT)
@@ -56,7 +58,8 @@ def probe(install: NsysInstall, python: str, timeout_s: float = 60.0, tries: int
         for attempt in range(1, tries + 1):
             result = _attempt(install, spec, Path(tmp) / f"try{attempt}", timeout_s)
             result.attempts = attempt
-            if result.ok or "hung" not in result.detail:
+            flaky = "hung" in result.detail or any(f.code == "nothing-recorded" for f in result.findings)
+            if result.ok or not flaky:
                 break
         return result
 

@@ -91,36 +91,45 @@ def profile_processes(output: str) -> list[int]:
     return pids
 
 
-def tree(roots: list[int]) -> set[int]:
-    """``roots`` with their descendants and every process in their descendants' sessions.
+def tree(roots: list[int] | set[int]) -> set[int]:
+    """``roots`` with their descendants and every process in their sessions and groups.
 
-    nsys-launcher starts the program with ``setsid``, so once the launcher dies the program is
-    found only by its session id.
+    nsys-launcher starts the program with ``setsid``, so the program is found by its session id;
+    and once ``nsys profile`` (a session leader when started with ``start_new_session``) is dead,
+    what it left is found because its pid is still their session / group id.
     """
-    pids: set[int] = set()
-    for pid in roots:
-        try:
-            proc = psutil.Process(pid)
-            pids.add(pid)
-            pids.update(c.pid for c in proc.children(recursive=True))
-        except psutil.Error:
-            continue
-    sids = set()
-    for pid in pids:
-        try:
-            sids.add(os.getsid(pid))
-        except OSError:
-            continue
-    sids.discard(os.getsid(0))  # never our own session
-    if sids:
-        for proc in psutil.process_iter():
-            try:
-                if os.getsid(proc.pid) in sids:
-                    pids.add(proc.pid)
-            except OSError:
-                continue
+    roots = set(roots)
+    everything = _all_ids()
+    pids = {p for p in roots if p in everything}
+    pids |= {p for p, (sid, pgid) in everything.items() if sid in roots or pgid in roots}
+    pids |= _descendants(pids)
+    own_sid = os.getsid(0)
+    sids = {everything[p][0] for p in pids if p in everything} - {own_sid}
+    pids |= {p for p, (sid, _) in everything.items() if sid in sids}
+    pids |= _descendants(pids)
     pids.discard(os.getpid())
     return pids
+
+
+def _all_ids() -> dict[int, tuple[int, int]]:
+    """pid -> (session id, process group id) for every process."""
+    ids = {}
+    for pid in psutil.pids():
+        try:
+            ids[pid] = (os.getsid(pid), os.getpgid(pid))
+        except OSError:
+            continue
+    return ids
+
+
+def _descendants(pids: set[int]) -> set[int]:
+    out = set()
+    for pid in pids:
+        try:
+            out.update(c.pid for c in psutil.Process(pid).children(recursive=True))
+        except psutil.Error:
+            continue
+    return out
 
 
 def terminate(pids: set[int], grace_s: float) -> set[int]:

@@ -171,8 +171,8 @@ class NsysSession:
         The agent is recognised by the ``nsys profile`` pid in its session name, so call
         :meth:`started` (or call this while nsys is still alive); agents of other sessions are left
         alone (see :func:`gpuscope.nsys.procs.find_stale_agents` for those)."""
-        roots = self._nsys_pids()
-        targets = procs.tree(roots)
+        self._nsys_pids()  # adds any live nsys of this session to known_pids
+        targets = procs.tree(self.known_pids)
         targets |= {a.pid for a in procs.agents() if a.profile_pid in self.known_pids}
         targets = {p for p in targets if procs.alive(p)}
         temp = procs.temp_reports(targets)
