@@ -30,7 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="add a range around matching functions (globs allowed); repeatable")
     p.add_argument("--interval", type=float, default=0.1, help="telemetry sampling interval in s (0.02-1)")
     p.add_argument("--json", action="store_true", help="print the run summary as JSON on the last line of stdout")
-    p.add_argument("--quiet", "-q", action="store_true", help="no per-process table on stderr")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="print nothing of gpuscope's own on stderr (no notes, no table), except errors")
     g = p.add_argument_group("Nsight Systems")
     g.add_argument("--nsys", action="store_true", help="record the run under nsys profile")
     g.add_argument("--nsys-trace", default=",".join(NsysOptions.trace), help="nsys --trace list")
@@ -66,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     from gpuscope.runs.table import format_table
 
     def progress(message: str) -> None:
-        print(f"gpuscope: {message}", file=sys.stderr, flush=True)
+        if not args.quiet:
+            print(f"gpuscope: {message}", file=sys.stderr, flush=True)
 
     run_ = Run(spec_from_args(args), output=[_write], progress=progress, stdin=None)
     interrupted = {"n": 0}
