@@ -56,9 +56,8 @@ def _missing(action: str, target: str, message: str) -> m.ActionResult:
 def act_on_targets(args: argparse.Namespace, conn: sqlite3.Connection,
                    expects: dict[int, ProcIdentity], emit: Callable) -> int:
     """Resolve identities (from --expect, from a fresh listing, or now), then act or show the plan."""
-    scanner = Scanner(conn=conn, use_gpu=not args.no_gpu, idle_window_s=0,
-                      shm_min_age_s=0.0)
-    listing = scanner.scan()
+    with Scanner(conn=conn, use_gpu=not args.no_gpu, idle_window_s=0, shm_min_age_s=0.0) as scanner:
+        listing = scanner.scan()
     pids = list(dict.fromkeys([*args.kill, *expects]))
     targets = [(pid, *_proc_target(pid, expects, listing)) for pid in pids]
     shm_targets = []

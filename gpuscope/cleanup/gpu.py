@@ -41,17 +41,13 @@ def _first_attr(obj: Any, names: Iterable[str]) -> Any:
     return None
 
 
-def device_utilisation(backend: Any) -> dict[int, float | None]:
-    """Device index -> GPU (SM) utilisation in percent, from ``backend.devices()``."""
+def device_utilisation(devices: Iterable[Any]) -> dict[int, float | None]:
+    """Device index -> GPU (SM) utilisation in percent, from device samples."""
     out: dict[int, float | None] = {}
-    try:
-        devices = backend.devices()
-    except Exception:  # noqa: BLE001 - utilisation is optional evidence
-        return out
     for pos, dev in enumerate(devices):
         index = _first_attr(dev, ("index", "device_index"))
-        util = _first_attr(dev, ("util_gpu", "gpu_util", "utilization", "util", "sm_util", "utilization_gpu",
-                                 "gpu_utilization"))
+        util = _first_attr(dev, ("util_gpu", "gpu_util", "utilization", "util", "sm_util",
+                                 "utilization_gpu", "gpu_utilization"))
         out[int(pos if index is None else index)] = None if util is None else float(util)
     return out
 
@@ -69,15 +65,21 @@ class GpuHolding:
 
 
 def gpu_holdings(backend: Any) -> dict[int, GpuHolding]:
-    """pid -> its GPU memory and utilisation now.
+    """pid -> its GPU memory and utilisation now, read from the backend."""
+    return holdings_from(backend.processes(), backend.devices())
+
+
+def holdings_from(processes: Iterable[Any], devices: Iterable[Any]) -> dict[int, GpuHolding]:
+    """pid -> its GPU memory and utilisation, from GpuProcessSample and DeviceSample lists
+    (the app can pass the sampler's own samples).
 
     NVML answers per-process utilisation only for processes that ran on the GPU in its sample
     window: where it gave numbers for some processes of a device, a process without one had
     0 %; where it gave none on a device, the device's utilisation stands in.
     """
     out: dict[int, GpuHolding] = {}
-    dev_util = device_utilisation(backend)
-    samples = list(backend.processes())
+    dev_util = device_utilisation(devices)
+    samples = list(processes)
     reported = {int(s.device_index) for s in samples if s.sm_util is not None}
     for sample in samples:
         pid, dev = int(sample.pid), int(sample.device_index)

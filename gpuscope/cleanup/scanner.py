@@ -14,7 +14,8 @@ from typing import Any
 
 from gpuscope.cleanup import model as m
 from gpuscope.cleanup.evidence import process_evidence, short_cmd
-from gpuscope.cleanup.gpu import GpuHolding, IdleTracker, gpu_holdings, open_gpu_backend
+from gpuscope.cleanup.gpu import (GpuHolding, IdleTracker, gpu_holdings, holdings_from,
+                                  open_gpu_backend)
 from gpuscope.cleanup.procs import ProcInfo, ProcTable, ancestors, nvidia_files_open
 from gpuscope.cleanup.runlink import link_runs
 from gpuscope.cleanup.safety import Policy, listing_refusal
@@ -34,6 +35,7 @@ class Scanner:
         a fake NVML turns this off."""
         self.conn = conn
         self.verify_gpu_pids = verify_gpu_pids
+        self._owns_backend = backend is None
         if use_gpu:
             self.backend, self.gpu_skip_reason = open_gpu_backend(backend)
         else:
@@ -49,19 +51,38 @@ class Scanner:
         self._zombie_seen: dict[tuple[int, float], float] = {}
         self.gpu_error: str | None = None
 
+    def close(self) -> None:
+        """Release the GPU backend if this scanner opened it."""
+        if self.backend is not None and self._owns_backend:
+            close = getattr(self.backend, "close", None)
+            if close is not None:
+                close()
+        self.backend = None
+
+    def __enter__(self) -> "Scanner":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     @property
     def gpu_checked(self) -> bool:
         return self.backend is not None
 
-    def observe(self) -> ProcTable:
-        """Take one observation (processes, GPU holders) and feed the idle tracker."""
+    def observe(self, gpu_processes: list | None = None, gpu_devices: list | None = None) -> ProcTable:
+        """Take one observation (processes, GPU holders) and feed the idle tracker.
+
+        The app may pass the telemetry sampler's latest ``GpuProcessSample`` and ``DeviceSample``
+        lists instead of letting the scanner query NVML again.
+        """
         table = ProcTable.take()
         self._prev, self._cur = self._cur, table
         if self._first_at is None:
             self._first_at = table.at
         if self.backend is not None:
             try:
-                self.holdings = gpu_holdings(self.backend)
+                self.holdings = gpu_holdings(self.backend) if gpu_processes is None else \
+                    holdings_from(gpu_processes, gpu_devices or [])
                 self.tracker.observe(table.at, table, self.holdings)
             except Exception as exc:  # noqa: BLE001 - a failing NVML read skips GPU evidence only
                 self.gpu_error = f"reading GPU processes failed: {exc}"
@@ -102,9 +123,10 @@ class Scanner:
         assert self._cur is not None
         return self._cur.at - self._zombie_seen.get((proc.pid, proc.create_time), self._cur.at)
 
-    def scan(self) -> m.ScanResult:
-        """Observe once more and list every suspect with its reasons and evidence."""
-        table = self.observe()
+    def scan(self, gpu_processes: list | None = None, gpu_devices: list | None = None) -> m.ScanResult:
+        """Observe once more (with the sampler's GPU samples, if given, as in :meth:`observe`)
+        and list every suspect with its reasons and evidence."""
+        table = self.observe(gpu_processes, gpu_devices)
         now = time.time()
         skip = {os.getpid(), *ancestors(os.getpid())}
         links = link_runs(self.conn, table) if self.conn is not None else {}
@@ -182,8 +204,8 @@ def scan(*, conn: sqlite3.Connection | None = None, backend: Any = None, use_gpu
          idle_window_s: float = 5.0, shm_dir: str = "/dev/shm", shm_min_age_s: float = 10.0,
          policy: Policy | None = None, interval: float = 1.0) -> m.ScanResult:
     """One listing: observe for the idle window (GPU present) or briefly, then scan."""
-    scanner = Scanner(conn=conn, backend=backend, use_gpu=use_gpu, idle_window_s=idle_window_s,
-                      shm_dir=shm_dir, shm_min_age_s=shm_min_age_s, policy=policy)
-    window = idle_window_s if scanner.gpu_checked and idle_window_s > 0 else 0.3
-    scanner.sample(window, interval=min(interval, window))
-    return scanner.scan()
+    with Scanner(conn=conn, backend=backend, use_gpu=use_gpu, idle_window_s=idle_window_s,
+                 shm_dir=shm_dir, shm_min_age_s=shm_min_age_s, policy=policy) as scanner:
+        window = idle_window_s if scanner.gpu_checked and idle_window_s > 0 else 0.3
+        scanner.sample(window, interval=min(interval, window))
+        return scanner.scan()

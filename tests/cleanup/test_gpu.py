@@ -114,3 +114,22 @@ def test_window_zero_turns_the_idle_check_off(reaper):
     result = _watch(scanner, 0.5)
     assert result.by_pid(pid) is None
     assert result.gpu_checked and not any("idle GPU holders need" in n for n in result.notes)
+
+
+def test_app_can_feed_the_samplers_samples(reaper):
+    from gpuscope.telemetry.gpu import DeviceSample, GpuProcessSample
+
+    pid = reaper("sleeper", env={})["pid"]
+    wait_quiet(pid)
+    backend = open_backend(nvml=FakeNvml([FakeGpu()]))        # the sampler's backend
+    procs = [GpuProcessSample(pid, 0, GIB, None)]
+    devs = [DeviceSample(0, "x", "u", 0.0, 0.0, GIB, 8 * GIB, 40.0, 100.0, 1000)]
+    with Scanner(backend=backend, idle_window_s=0.5, shm_min_age_s=1e9,
+                 verify_gpu_pids=False) as scanner:
+        for _ in range(4):
+            scanner.observe(gpu_processes=procs, gpu_devices=devs)
+            time.sleep(0.2)
+        result = scanner.scan(gpu_processes=procs, gpu_devices=devs)
+    s = result.by_pid(pid)
+    assert s is not None and s.codes == [m.IDLE_GPU] and s.evidence["gpu_memory_bytes"] == GIB
+    assert backend.available      # a backend the scanner did not open stays open
