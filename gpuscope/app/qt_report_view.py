@@ -1,0 +1,241 @@
+"""QtReportView: a report's timeline, summary tables, coverage banner and range details.
+
+``open_file(path)`` / ``show_run(run_dir)`` load with :func:`gpuscope.nsys.reader.load_report` on
+a worker thread (:mod:`gpuscope.app.workers`) behind a progress bar with a Cancel button;
+``show_report(report)`` shows a report loaded elsewhere (its timeline lanes are still laid out off
+the GUI thread). Errors arrive as one line on :attr:`QtReportView.sigError` and in the status line.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QApplication, QFileDialog, QFrame, QHBoxLayout, QLabel, QProgressBar,
+                               QPushButton, QSplitter, QTextBrowser, QVBoxLayout, QWidget)
+
+from gpuscope.app import bridge, workers
+from gpuscope.app import timeline_lod as L
+from gpuscope.app import timeline_text as TT
+from gpuscope.app.qt_summary import QtSummaryTables
+from gpuscope.app.qt_timeline import QtTimeline
+
+REPORT_FILTER = "Nsight Systems reports (*.nsys-rep *.sqlite);;All files (*)"
+
+
+def banner_text(report) -> tuple[str, list[str]]:
+    """(HTML of the coverage banner, fix lines) from the report's coverage and findings; ("", [])
+    when nsys saw every process that recorded ranges."""
+    items, fixes = [], []
+    cov = getattr(report, "coverage", None)
+    missing = cov.missing if cov is not None else []
+    for p in missing:
+        shown = " Its ranges are shown from gpuscope's own records (marked gpuscope)." \
+            if p.status == "missing" else ""
+        items.append(f"<li><b>pid {p.pid}</b> ({html.escape(p.role)}, {html.escape(p.start_method or '?')}): "
+                     f"nsys has {p.nsys_ranges} of {p.gpuscope_ranges} ranges — {html.escape(p.reason or '')}."
+                     f"{shown}<br><i>Fix:</i> {html.escape(p.fix or '')}</li>")
+        if p.fix and p.fix not in fixes:
+            fixes.append(p.fix)
+    for f in getattr(report, "findings", []) or []:
+        msg, advice = getattr(f, "message", ""), getattr(f, "advice", "")
+        items.append(f"<li>[{html.escape(str(getattr(f, 'code', '?')))}] {html.escape(msg)}"
+                     + (f"<br><i>Fix:</i> {html.escape(advice)}" if advice else "") + "</li>")
+        if advice and advice not in fixes:
+            fixes.append(advice)
+    if not items:
+        return "", []
+    head = (f"<b>nsys did not see the ranges of {len(missing)} process(es) of this run.</b>" if missing
+            else "<b>Nsight Systems diagnostics for this report:</b>")
+    return f"{head}<ul style='margin:2px 0 0 -20px'>{''.join(items)}</ul>", fixes
+
+
+class CoverageBanner(QFrame):
+    """A yellow strip that explains missed processes and offers the fix (copy, or ask the app)."""
+
+    sigFixRequested = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("coverageBanner")
+        self.setStyleSheet("#coverageBanner { background: #fff4cc; border: 1px solid #e0c060; }")
+        self.text = QLabel(self)
+        self.text.setWordWrap(True)
+        self.text.setTextFormat(Qt.RichText)
+        self.copy_button = QPushButton("Copy fix", self)
+        self.apply_button = QPushButton("Apply fix to next run", self)
+        self.copy_button.clicked.connect(self._copy)
+        self.apply_button.clicked.connect(lambda: self.fixes and self.sigFixRequested.emit(self.fixes[0]))
+        buttons = QVBoxLayout()
+        buttons.addWidget(self.copy_button)
+        buttons.addWidget(self.apply_button)
+        buttons.addStretch(1)
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(8, 4, 8, 4)
+        lay.addWidget(self.text, 1)
+        lay.addLayout(buttons)
+        self.fixes: list[str] = []
+        self.hide()
+
+    def show_report(self, report) -> None:
+        text, self.fixes = banner_text(report) if report is not None else ("", [])
+        self.text.setText(text)
+        self.copy_button.setEnabled(bool(self.fixes))
+        self.apply_button.setEnabled(bool(self.fixes))
+        self.setVisible(bool(text))
+
+    def _copy(self) -> None:
+        if self.fixes:
+            QApplication.clipboard().setText("\n".join(self.fixes))
+
+
+class QtReportView(QWidget):
+    """Timeline on top, summary tables and the selected range's details below."""
+
+    sigError = Signal(str)
+    sigLoaded = Signal(object)       # the Report now shown
+    sigRangeSelected = Signal(dict)
+    sigFixRequested = Signal(str)    # the banner's "Apply fix to next run" (the launch panel may take it)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        bridge.install()
+        self.report: Any = None
+        self._task: workers.Task | None = None
+        self.title = QLabel("No report loaded. File → Open report…", self)
+        self.title.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.busy_label = QLabel(self)
+        self.progress = QProgressBar(self)
+        self.progress.setRange(0, 0)          # load_report gives no fraction: a busy bar
+        self.progress.setMaximumHeight(14)
+        self.cancel_button = QPushButton("Cancel", self)
+        self.cancel_button.clicked.connect(self.cancel)
+        busy = QHBoxLayout()
+        busy.addWidget(self.busy_label)
+        busy.addWidget(self.progress, 1)
+        busy.addWidget(self.cancel_button)
+        self.busy_row = QWidget(self)
+        self.busy_row.setLayout(busy)
+        self.busy_row.hide()
+        self.banner = CoverageBanner(self)
+        self.timeline = QtTimeline(parent=self)
+        self.summary = QtSummaryTables(self)
+        self.details = QTextBrowser(self)
+        self.details.setPlaceholderText("Click a range in the timeline to see its details.")
+        self.status = QLabel(self)
+        self.status.setWordWrap(True)
+        self._build_layout()
+        self.timeline.sigRangeSelected.connect(self._range_selected)
+        self.banner.sigFixRequested.connect(self.sigFixRequested)
+
+    def _build_layout(self) -> None:
+        below = QSplitter(Qt.Horizontal, self)
+        below.addWidget(self.summary)
+        below.addWidget(self.details)
+        below.setStretchFactor(0, 3)
+        below.setStretchFactor(1, 1)
+        split = QSplitter(Qt.Vertical, self)
+        split.addWidget(self.timeline)
+        split.addWidget(below)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addWidget(self.title)
+        lay.addWidget(self.busy_row)
+        lay.addWidget(self.banner)
+        lay.addWidget(split, 1)
+        lay.addWidget(self.status)
+
+    # ----------------------------------------------------------------- loading
+
+    @property
+    def busy(self) -> bool:
+        return self._task is not None
+
+    def open_dialog(self) -> None:
+        """File → Open report: pick a .nsys-rep / .sqlite and load it."""
+        path, _ = QFileDialog.getOpenFileName(self, "Open a report", str(Path.home()), REPORT_FILTER)
+        if path:
+            self.open_file(path)
+
+    def open_file(self, path: str | Path) -> None:
+        """Load a .nsys-rep (exported first), a .sqlite export or a run folder, off the GUI thread."""
+        p = Path(path)
+        self._start(lambda task: self._load(task, p), f"Loading {p.name}…")
+
+    def show_run(self, run_dir: str | Path) -> None:
+        """Load a gpuscope run folder: its nsys export with coverage, or its event logs alone."""
+        self.open_file(run_dir)
+
+    def show_report(self, report) -> None:
+        """Show an already loaded report; its lanes are laid out on a worker thread."""
+        self._start(lambda task: (report, L.build_layout(report.timeline)), "Laying out the timeline…")
+
+    @staticmethod
+    def _load(task: workers.Task, path: Path):
+        from gpuscope.nsys.reader import load_report
+
+        task.progress(f"Reading {path.name}…")
+        report = load_report(path)
+        if task.cancelled:
+            return None
+        task.progress(f"Laying out {len(report.timeline.ranges):,} ranges…")
+        return report, L.build_layout(report.timeline)
+
+    def _start(self, fn, label: str) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        self.busy_label.setText(label)
+        self.busy_row.show()
+        self.status.setText("")
+        self._task = workers.submit(fn, on_done=self._loaded, on_error=self._failed,
+                                    on_progress=self.busy_label.setText, label="loading report")
+
+    def cancel(self) -> None:
+        """Stop waiting for the load in progress; the view stays as it was."""
+        if self._task is None:
+            return
+        self._task.cancel()
+        self._task = None
+        self.busy_row.hide()
+        self._set_status("Loading cancelled.")
+
+    def _loaded(self, result) -> None:
+        self._task = None
+        self.busy_row.hide()
+        if result is None:
+            return
+        report, layout = result
+        self.report = report
+        self.timeline.set_layout(layout)
+        self.summary.show_report(report)
+        self.banner.show_report(report)
+        self.details.clear()
+        version = f"nsys {report.nsys_version}" if report.nsys_version else "gpuscope event logs"
+        self.title.setText(f"<b>{html.escape(str(report.path))}</b> — {html.escape(version)}, "
+                           f"{len(report.timeline.ranges):,} ranges, {len(report.timeline.kernels):,} kernels, "
+                           f"{len(report.processes)} processes")
+        self._set_status(" ".join(f"Note: {n}" for n in report.notes))
+        self.sigLoaded.emit(report)
+
+    def _failed(self, text: str) -> None:
+        self._task = None
+        self.busy_row.hide()
+        self._set_status(text, error=True)
+        self.sigError.emit(text)
+
+    def _set_status(self, text: str, error: bool = False) -> None:
+        self.status.setStyleSheet("color: #b00020;" if error else "color: #444;")
+        self.status.setText(text)
+
+    # ----------------------------------------------------------------- selection
+
+    def _range_selected(self, d: dict) -> None:
+        rows = "".join(f"<tr><td><b>{html.escape(k)}</b></td><td>{html.escape(v)}</td></tr>"
+                       for k, v in TT.detail_pairs(d))
+        self.details.setHtml(f"<h3>{html.escape(str(d['name']))}</h3><p>{html.escape(d['kind'])}</p>"
+                             f"<table cellspacing=4>{rows}</table>")
+        self.sigRangeSelected.emit(d)

@@ -1,0 +1,205 @@
+"""QtSummaryTables: tabs of sortable tables with the summaries of a report.
+
+The rows are the core's (:mod:`gpuscope.trace.summary`, via ``Report.summaries``,
+``Report.processes``, ``Report.coverage``): the same objects ``gpuscope report`` prints, shown
+with the same formatting. Sorting is numeric on the raw values (``Qt.UserRole``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtWidgets import (QHeaderView, QLabel, QLineEdit, QTableView, QTabWidget, QVBoxLayout,
+                               QWidget)
+
+RAW_ROLE = Qt.UserRole
+
+
+@dataclass(frozen=True)
+class Column:
+    title: str
+    raw: Callable[[Any], Any]                 # the value sorted on
+    text: Callable[[Any], str] | None = None  # the value shown (default: str(raw))
+    numeric: bool = True
+
+
+def _g(name: str) -> Callable[[Any], Any]:
+    return lambda r: r.get(name) if isinstance(r, dict) else getattr(r, name, None)
+
+
+# Same headers and formats as gpuscope.commands.report._summary_table.
+SUMMARY_COLUMNS = [
+    Column("Time (%)", _g("time_pct"), lambda v: f"{v:.1f}"),
+    Column("Total (ns)", _g("total_ns"), lambda v: f"{v:,}"),
+    Column("Count", _g("count"), lambda v: f"{v:,}"),
+    Column("Avg (ns)", _g("avg_ns"), lambda v: f"{v:,.1f}"),
+    Column("Med (ns)", _g("med_ns"), lambda v: f"{v:,.1f}"),
+    Column("Min (ns)", _g("min_ns"), lambda v: f"{v:,}"),
+    Column("Max (ns)", _g("max_ns"), lambda v: f"{v:,}"),
+    Column("StdDev (ns)", _g("stddev_ns"), lambda v: f"{v:,.1f}"),
+]
+STYLE_COLUMN = Column("Style", _g("style"), numeric=False)
+GRID_COLUMNS = [Column("GridXYZ", _g("grid"), numeric=False), Column("BlockXYZ", _g("block"), numeric=False)]
+NAME_COLUMN = Column("Name", lambda r: r.name or "", numeric=False)
+
+PROCESS_COLUMNS = [
+    Column("PID", _g("pid"), str), Column("Process", _g("name"), numeric=False),
+    Column("NVTX ranges", _g("nvtx_ranges")), Column("gpuscope ranges", _g("gpuscope_ranges")),
+    Column("Marks", _g("marks")), Column("Kernels", _g("kernels")), Column("Memory ops", _g("memops")),
+    Column("CUDA API calls", _g("cuda_api_calls")), Column("OS calls", _g("osrt_calls")),
+    Column("Threads", _g("threads")),
+    Column("Sources", lambda r: ", ".join(r.get("sources", [])), numeric=False),
+]
+
+COVERAGE_COLUMNS = [
+    Column("PID", _g("pid"), str), Column("Role", _g("role"), numeric=False),
+    Column("Start", lambda r: r.start_method or "", numeric=False),
+    Column("gpuscope", _g("gpuscope_ranges")), Column("nsys", _g("nsys_ranges")),
+    Column("Lost", _g("lost")), Column("Status", _g("status"), numeric=False),
+    Column("Why", lambda r: r.reason or "", numeric=False), Column("Fix", lambda r: r.fix or "", numeric=False),
+]
+
+# (key in Report.summaries, tab title), the order `gpuscope report` prints them in.
+SUMMARY_TABS = (("nvtx", "NVTX ranges"), ("kernel", "CUDA kernels"), ("cuda_api", "CUDA API"),
+                ("memop", "CUDA memcpy/memset"), ("osrt", "OS runtime"))
+
+
+def summary_columns(rows: list) -> list[Column]:
+    """The columns `gpuscope report` prints for these rows (Style / grid+block when present)."""
+    extra = []
+    if rows and getattr(rows[0], "style", None):
+        extra.append(STYLE_COLUMN)
+    if rows and getattr(rows[0], "grid", None):
+        extra += GRID_COLUMNS
+    return SUMMARY_COLUMNS + extra + [NAME_COLUMN]
+
+
+class RowsModel(QAbstractTableModel):
+    """A read-only table of row objects (dataclasses or dicts) described by :class:`Column` s."""
+
+    def __init__(self, columns: list[Column], rows: list | None = None, parent=None) -> None:
+        super().__init__(parent)
+        self.columns = columns
+        self.rows = list(rows or [])
+
+    def set_rows(self, rows: list) -> None:
+        self.beginResetModel()
+        self.rows = list(rows)
+        self.endResetModel()
+
+    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802 - Qt API
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802 - Qt API
+        return 0 if parent.isValid() else len(self.columns)
+
+    def headerData(self, section: int, orientation, role: int = Qt.DisplayRole):  # noqa: N802
+        if orientation == Qt.Horizontal and role == Qt.DisplayRole:
+            return self.columns[section].title
+        return None
+
+    def data(self, index: QModelIndex, role: int = Qt.DisplayRole):
+        if not index.isValid():
+            return None
+        col, row = self.columns[index.column()], self.rows[index.row()]
+        if role == RAW_ROLE:
+            v = col.raw(row)
+            return v if v is not None else (float("-inf") if col.numeric else "")
+        if role in (Qt.DisplayRole, Qt.ToolTipRole):
+            v = col.raw(row)
+            if v is None:
+                return ""
+            return col.text(v) if col.text else str(v)
+        if role == Qt.TextAlignmentRole:
+            return int((Qt.AlignRight if col.numeric else Qt.AlignLeft) | Qt.AlignVCenter)
+        return None
+
+
+class _Proxy(QSortFilterProxyModel):
+    """Sorts on the raw role; filters on any text column."""
+
+    def lessThan(self, left: QModelIndex, right: QModelIndex) -> bool:  # noqa: N802 - Qt API
+        a, b = left.data(RAW_ROLE), right.data(RAW_ROLE)
+        try:
+            return a < b
+        except TypeError:
+            return str(a) < str(b)
+
+
+class SummaryTable(QWidget):
+    """A filter box over one sortable table."""
+
+    def __init__(self, columns: list[Column], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = RowsModel(columns, parent=self)
+        self.proxy = _Proxy(self)
+        self.proxy.setSourceModel(self.model)
+        self.proxy.setFilterCaseSensitivity(Qt.CaseInsensitive)
+        self.proxy.setFilterKeyColumn(-1)
+        self.filter = QLineEdit(self)
+        self.filter.setPlaceholderText("Filter…")
+        self.filter.setClearButtonEnabled(True)
+        self.filter.textChanged.connect(self.proxy.setFilterFixedString)
+        self.view = QTableView(self)
+        self.view.setModel(self.proxy)
+        self.view.setSortingEnabled(True)
+        self.view.setAlternatingRowColors(True)
+        self.view.setSelectionBehavior(QTableView.SelectRows)
+        self.view.verticalHeader().setVisible(False)
+        self.view.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
+        self.view.horizontalHeader().setStretchLastSection(True)
+        self.view.horizontalHeader().setSectionResizeMode(QHeaderView.Interactive)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 2, 0, 0)
+        lay.addWidget(self.filter)
+        lay.addWidget(self.view)
+
+    def set_rows(self, rows: list, columns: list[Column] | None = None) -> None:
+        if columns is not None and columns != self.model.columns:
+            self.model.beginResetModel()
+            self.model.columns = columns
+            self.model.endResetModel()
+        self.model.set_rows(rows)
+        self.view.sortByColumn(-1, Qt.AscendingOrder)   # the core's order until the user sorts
+        self.proxy.sort(-1)
+        self.view.resizeColumnsToContents()
+
+    def column_values(self, title: str, role: int = Qt.DisplayRole) -> list:
+        """The values of a column in display order (tests and the app's copy actions)."""
+        c = [col.title for col in self.model.columns].index(title)
+        return [self.proxy.index(r, c).data(role) for r in range(self.proxy.rowCount())]
+
+
+class QtSummaryTables(QTabWidget):
+    """Tabs: NVTX ranges, CUDA kernels, CUDA API, memcpy/memset, OS runtime, Processes, Coverage."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.tables: dict[str, SummaryTable] = {}
+        self._empty = QLabel("No report loaded.", self)
+        self._empty.setAlignment(Qt.AlignCenter)
+        self.addTab(self._empty, "Summary")
+
+    def show_report(self, report) -> None:
+        """Fill the tabs from a :class:`gpuscope.nsys.reader.Report`; tabs without rows are left out."""
+        self.clear()
+        self.tables = {}
+        for key, title in SUMMARY_TABS:
+            rows = report.summaries.get(key) if report is not None else None
+            if rows:
+                self._add(key, title, rows, summary_columns(rows))
+        if report is not None and report.processes:
+            self._add("processes", "Processes", report.processes, PROCESS_COLUMNS)
+        if report is not None and report.coverage is not None and report.coverage.processes:
+            self._add("coverage", "Coverage", report.coverage.processes, COVERAGE_COLUMNS)
+        if not self.tables:
+            self._empty.setText("This report has no summaries (no NVTX, CUDA or OS runtime data).")
+            self.addTab(self._empty, "Summary")
+
+    def _add(self, key: str, title: str, rows: list, columns: list[Column]) -> None:
+        table = SummaryTable(columns, self)
+        table.set_rows(rows, columns)
+        self.tables[key] = table
+        self.addTab(table, f"{title} ({len(rows)})")

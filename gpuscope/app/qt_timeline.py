@@ -1,0 +1,405 @@
+"""QtTimeline: the timeline view, a QWidget painting a Timeline with QPainter.
+
+One lane per process thread (NVTX ranges, a row per nesting depth) and per GPU stream (kernels,
+memory operations). Level of detail comes from :mod:`gpuscope.app.timeline_lod`: items narrower
+than a pixel are merged into blocks, so a frame costs about the same for a thousand ranges as for
+a million. Wheel / Ctrl+wheel / ``+`` ``-`` zoom, drag and arrow keys pan, Home fits, hover shows a
+tooltip, a click selects a range and emits :attr:`QtTimeline.sigRangeSelected`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPainter, QPen
+from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
+
+from gpuscope.app import timeline_lod as L
+from gpuscope.app import timeline_text as TT
+from gpuscope.app.qt_timeline_paint import RowPainter
+from gpuscope.trace import timeline as T
+
+GUTTER = 200       # px of lane labels on the left
+AXIS_H = 24        # px of the time axis on top
+ROW_H = 18
+PROC_H = 22
+LANE_GAP = 4
+ZOOM_STEP = 1.25
+MIN_NS_PER_PX = 0.01
+
+
+@dataclass
+class _Slot:
+    """A line of the vertical layout: a process header or one row of a lane."""
+
+    y: int
+    h: int
+    block: L.ProcessBlock
+    lane: L.Lane | None = None
+    row: L.Row | None = None
+    depth: int = 0
+
+
+class QtTimeline(QWidget):
+    """Paints a :class:`~gpuscope.trace.timeline.Timeline`; set it with :meth:`set_timeline`."""
+
+    sigRangeSelected = Signal(dict)
+    sigViewChanged = Signal(float, float)
+
+    def __init__(self, timeline: T.Timeline | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setFocusPolicy(Qt.StrongFocus)
+        self.setMouseTracking(True)
+        self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Expanding)
+        self.setAutoFillBackground(False)
+        self._layout: L.TimelineLayout | None = None
+        self._slots: list[_Slot] = []
+        self._content_h = 0
+        self._t0 = 0.0
+        self._nspp = 1.0
+        self._scroll_y = 0
+        self._press: QPoint | None = None
+        self._press_view: tuple[float, int] = (0.0, 0)
+        self._dragged = False
+        self._selected: tuple[L.Lane, L.Row, int] | None = None
+        self._domains: dict[tuple[int, int], str] = {}
+        self.last_paint_ms = 0.0
+        self.painter = RowPainter(self.font())
+        if timeline is not None:
+            self.set_timeline(timeline)
+
+    # ----------------------------------------------------------------- model
+
+    def set_timeline(self, timeline: T.Timeline | None) -> None:
+        """Show ``timeline`` (None clears the view); builds its lanes on this thread."""
+        self.set_layout(None if timeline is None else L.build_layout(timeline))
+
+    def set_layout(self, layout: L.TimelineLayout | None) -> None:
+        """Show a layout prepared elsewhere (e.g. on a worker thread by the report view)."""
+        self._layout = layout
+        self._selected = None
+        self._domains = layout.timeline.domain_names() if layout is not None else {}
+        self._build_slots()
+        self.fit()
+
+    @property
+    def layout_model(self) -> L.TimelineLayout | None:
+        return self._layout
+
+    @property
+    def timeline(self) -> T.Timeline | None:
+        return self._layout.timeline if self._layout is not None else None
+
+    def slots(self) -> list[_Slot]:
+        return list(self._slots)
+
+    def _build_slots(self) -> None:
+        self._slots = []
+        y = 0
+        if self._layout is not None:
+            for block in self._layout.processes:
+                self._slots.append(_Slot(y, PROC_H, block))
+                y += PROC_H
+                for lane in block.lanes:
+                    for depth, row in enumerate(lane.rows):
+                        self._slots.append(_Slot(y, ROW_H, block, lane, row, depth))
+                        y += ROW_H
+                    y += LANE_GAP
+        self._content_h = y
+        self._scroll_y = 0
+
+    # ----------------------------------------------------------------- view
+
+    def sizeHint(self) -> QSize:
+        return QSize(900, 400)
+
+    def plot_width(self) -> int:
+        return max(10, self.width() - GUTTER)
+
+    def view_range(self) -> tuple[float, float]:
+        return self._t0, self._t0 + self._nspp * self.plot_width()
+
+    def set_view(self, t0: float, t1: float) -> None:
+        """Show the time span [t0, t1] (ns on the timeline's base)."""
+        t1 = max(t1, t0 + MIN_NS_PER_PX * self.plot_width())
+        self._nspp = max(MIN_NS_PER_PX, (t1 - t0) / self.plot_width())
+        self._t0 = t0
+        self._clamp()
+        self.update()
+        self.sigViewChanged.emit(*self.view_range())
+
+    def fit(self) -> None:
+        """Show everything (Home)."""
+        if self._layout is None:
+            self.set_view(0.0, 1e9)
+            return
+        lo, hi = self._layout.t_min, self._layout.t_max
+        pad = (hi - lo) * 0.02
+        self.set_view(lo - pad, hi + pad)
+
+    def zoom(self, factor: float, anchor_x: float | None = None) -> None:
+        """Zoom in (factor > 1) or out around a widget x position (default: the centre)."""
+        ax = (self.plot_width() / 2) if anchor_x is None else max(0.0, anchor_x - GUTTER)
+        t_anchor = self._t0 + ax * self._nspp
+        self._nspp = max(MIN_NS_PER_PX, self._nspp / factor)
+        self._t0 = t_anchor - ax * self._nspp
+        self._clamp()
+        self.update()
+        self.sigViewChanged.emit(*self.view_range())
+
+    def pan_px(self, dx: float, dy: float = 0.0) -> None:
+        """Move the content by (dx, dy) pixels (positive dx shows earlier times)."""
+        self._t0 -= dx * self._nspp
+        self._scroll_y = int(self._scroll_y - dy)
+        self._clamp()
+        self.update()
+        self.sigViewChanged.emit(*self.view_range())
+
+    def _clamp(self) -> None:
+        if self._layout is not None:
+            lo, hi = self._layout.t_min, self._layout.t_max
+            span = max(hi - lo, 1)
+            self._nspp = min(self._nspp, span * 4.0 / self.plot_width())
+            w = self._nspp * self.plot_width()
+            self._t0 = min(max(self._t0, lo - w * 0.9), hi - w * 0.1)
+        visible_h = self.height() - AXIS_H
+        self._scroll_y = max(0, min(self._scroll_y, max(0, self._content_h - visible_h + 8)))
+
+    # ----------------------------------------------------------------- hit testing
+
+    def slot_at(self, y: float) -> _Slot | None:
+        cy = y - AXIS_H + self._scroll_y
+        if y < AXIS_H:
+            return None
+        for s in self._slots:
+            if s.y <= cy < s.y + s.h:
+                return s
+        return None
+
+    def item_at(self, pos: QPoint | QPointF) -> tuple[L.Lane, L.Row, int] | None:
+        """(lane, row, level-0 position) of the item under a widget position, or None."""
+        if self._layout is None or pos.x() < GUTTER:
+            return None
+        s = self.slot_at(pos.y())
+        if s is None or s.row is None or s.lane is None:
+            return None
+        t = self._t0 + (pos.x() - GUTTER) * self._nspp
+        i = s.row.find(t, 3.0 * self._nspp)
+        return None if i < 0 else (s.lane, s.row, i)
+
+    def details(self, item: tuple[L.Lane, L.Row, int]) -> dict[str, Any]:
+        assert self._layout is not None
+        return TT.range_details(self._layout, *item, self._domains)
+
+    def position_of(self, kind: str, index: int) -> QPointF | None:
+        """Widget position of the middle of a range/kernel (by timeline index), if on screen."""
+        for s in self._slots:
+            if s.row is None or s.lane is None or (s.lane.kind == L.KIND_NVTX) != (kind == "nvtx"):
+                continue
+            hit = np.flatnonzero(s.row.ref == index)
+            if s.lane.kind == L.KIND_GPU and s.row.is_memop is not None:
+                hit = hit[s.row.is_memop[hit] == (kind == "memop")]
+            if len(hit):
+                lv = s.row.levels[0]
+                t = (lv.start[hit[0]] + lv.end[hit[0]]) / 2
+                return QPointF(GUTTER + (t - self._t0) / self._nspp, AXIS_H + s.y - self._scroll_y + s.h / 2)
+        return None
+
+    def select_at(self, pos: QPoint | QPointF) -> dict[str, Any] | None:
+        item = self.item_at(pos)
+        self._selected = item
+        self.update()
+        if item is None:
+            return None
+        d = self.details(item)
+        self.sigRangeSelected.emit(d)
+        return d
+
+    @property
+    def selected(self) -> dict[str, Any] | None:
+        return self.details(self._selected) if self._selected is not None else None
+
+    # ----------------------------------------------------------------- painting
+
+    def paintEvent(self, event) -> None:  # noqa: N802 - Qt API
+        started = time.perf_counter()
+        p = QPainter(self)
+        try:
+            p.fillRect(self.rect(), QColor(250, 250, 250))
+            if self._layout is None:
+                p.setPen(QColor(110, 110, 110))
+                p.drawText(self.rect(), Qt.AlignCenter, "No timeline: open a report or run with nsys")
+                return
+            self._paint_rows(p)
+            self._paint_gutter(p)
+            self._paint_axis(p)
+        finally:
+            p.end()
+        self.last_paint_ms = (time.perf_counter() - started) * 1000.0
+
+    def _visible_slots(self) -> list[_Slot]:
+        top, bottom = self._scroll_y, self._scroll_y + self.height() - AXIS_H
+        return [s for s in self._slots if s.y + s.h > top and s.y < bottom]
+
+    def _paint_rows(self, p: QPainter) -> None:
+        t0, t1 = self.view_range()
+        w = self.plot_width()
+        p.save()
+        p.setClipRect(QRectF(GUTTER, AXIS_H, w, self.height() - AXIS_H))
+        hatch = self._layout.mixed_sources if self._layout else False
+        for s in self._visible_slots():
+            y = AXIS_H + s.y - self._scroll_y
+            if s.row is None:
+                p.fillRect(QRectF(GUTTER, y, w, s.h), QColor(232, 236, 242))
+                continue
+            gs = hatch and s.lane is not None and s.lane.source == T.SOURCE_GPUSCOPE \
+                and s.lane.kind == L.KIND_NVTX
+            self.painter.paint_row(p, s.row, self._layout.timeline, t0, self._nspp, GUTTER, y + 1,
+                                   s.h - 2, w, hatched=gs)
+        if self._selected is not None:
+            self._paint_selection(p)
+        p.restore()
+
+    def _paint_selection(self, p: QPainter) -> None:
+        lane, row, i = self._selected
+        for s in self._slots:
+            if s.row is row:
+                lv = row.levels[0]
+                x0 = GUTTER + (lv.start[i] - self._t0) / self._nspp
+                x1 = GUTTER + (lv.end[i] - self._t0) / self._nspp
+                y = AXIS_H + s.y - self._scroll_y
+                p.setPen(QPen(QColor(0, 0, 0), 2))
+                p.setBrush(Qt.NoBrush)
+                p.drawRect(QRectF(x0 - 1, y, max(x1 - x0, 1) + 2, s.h))
+                return
+
+    def _paint_gutter(self, p: QPainter) -> None:
+        p.fillRect(QRectF(0, AXIS_H, GUTTER, self.height()), QColor(240, 241, 244))
+        p.setPen(QColor(200, 200, 205))
+        p.drawLine(GUTTER - 1, AXIS_H, GUTTER - 1, self.height())
+        bold = QFont(self.font())
+        bold.setBold(True)
+        fm_bold, fm = QFontMetrics(bold), QFontMetrics(self.font())
+        mixed = self._layout.mixed_sources if self._layout else False
+        for s in self._visible_slots():
+            y = AXIS_H + s.y - self._scroll_y
+            if s.row is None:
+                p.setFont(bold)
+                p.setPen(QColor(30, 40, 60))
+                text = fm_bold.elidedText(s.block.label, Qt.ElideMiddle, GUTTER - 8)
+                p.drawText(QRectF(4, y, GUTTER - 8, s.h), Qt.AlignVCenter | Qt.AlignLeft, text)
+                if not s.block.lanes:
+                    p.setFont(self.font())
+                    p.setPen(QColor(120, 120, 120))
+                    p.drawText(QRectF(GUTTER + 6, y, self.plot_width(), s.h), Qt.AlignVCenter,
+                               "no ranges recorded for this process")
+                continue
+            if s.depth != 0 or s.lane is None:
+                continue
+            p.setFont(self.font())
+            badge = mixed and s.lane.source == T.SOURCE_GPUSCOPE and s.lane.kind == L.KIND_NVTX
+            label = s.lane.label
+            room = GUTTER - 16 - (62 if badge else 0)
+            p.setPen(QColor(60, 60, 70))
+            p.drawText(QRectF(12, y, room, s.h), Qt.AlignVCenter | Qt.AlignLeft,
+                       fm.elidedText(label, Qt.ElideRight, room))
+            if badge:
+                self._badge(p, GUTTER - 66, y + 2, "gpuscope")
+
+    def _badge(self, p: QPainter, x: float, y: float, text: str) -> None:
+        r = QRectF(x, y, 60, ROW_H - 4)
+        p.setPen(Qt.NoPen)
+        p.setBrush(QColor(255, 214, 102))
+        p.drawRoundedRect(r, 3, 3)
+        p.setPen(QColor(90, 60, 0))
+        p.drawText(r, Qt.AlignCenter, text)
+
+    def _paint_axis(self, p: QPainter) -> None:
+        w = self.width()
+        p.fillRect(QRectF(0, 0, w, AXIS_H), QColor(228, 230, 235))
+        t0, t1 = self.view_range()
+        step = TT.nice_step(self._nspp * 110)
+        first = np.ceil(t0 / step) * step
+        p.setPen(QColor(80, 80, 90))
+        t = first
+        while t <= t1:
+            x = GUTTER + (t - t0) / self._nspp
+            p.drawLine(QPointF(x, AXIS_H - 6), QPointF(x, AXIS_H))
+            p.drawText(QRectF(x + 3, 0, 120, AXIS_H - 4), Qt.AlignVCenter | Qt.AlignLeft,
+                       TT.tick_label(t, step))
+            t += step
+        p.drawText(QRectF(4, 0, GUTTER - 8, AXIS_H), Qt.AlignVCenter | Qt.AlignLeft,
+                   f"view {TT.fmt_ns(t1 - t0)}")
+
+    # ----------------------------------------------------------------- input
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt API
+        super().resizeEvent(event)
+        self._clamp()
+
+    def wheelEvent(self, event) -> None:  # noqa: N802 - Qt API
+        delta = event.angleDelta().y() or event.angleDelta().x()
+        if event.modifiers() & Qt.ShiftModifier:
+            self.pan_px(0, delta / 2)
+        else:
+            self.zoom(ZOOM_STEP ** (delta / 120.0), event.position().x())
+        event.accept()
+
+    def keyPressEvent(self, event) -> None:  # noqa: N802 - Qt API
+        key, step = event.key(), self.plot_width() * 0.15
+        actions = {
+            Qt.Key_Plus: lambda: self.zoom(ZOOM_STEP), Qt.Key_Equal: lambda: self.zoom(ZOOM_STEP),
+            Qt.Key_Minus: lambda: self.zoom(1 / ZOOM_STEP), Qt.Key_Home: self.fit,
+            Qt.Key_Left: lambda: self.pan_px(step), Qt.Key_Right: lambda: self.pan_px(-step),
+            Qt.Key_Up: lambda: self.pan_px(0, 3 * ROW_H), Qt.Key_Down: lambda: self.pan_px(0, -3 * ROW_H),
+            Qt.Key_PageUp: lambda: self.pan_px(0, self.height() * 0.8),
+            Qt.Key_PageDown: lambda: self.pan_px(0, -self.height() * 0.8),
+        }
+        if key in actions:
+            actions[key]()
+            event.accept()
+        else:
+            super().keyPressEvent(event)
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802 - Qt API
+        if event.button() == Qt.LeftButton:
+            self._press = event.position().toPoint()
+            self._press_view = (self._t0, self._scroll_y)
+            self._dragged = False
+        self.setFocus()
+
+    def mouseMoveEvent(self, event) -> None:  # noqa: N802 - Qt API
+        pos = event.position().toPoint()
+        if self._press is not None and event.buttons() & Qt.LeftButton:
+            d = pos - self._press
+            if self._dragged or abs(d.x()) + abs(d.y()) > 3:
+                self._dragged = True
+                self._t0 = self._press_view[0] - d.x() * self._nspp
+                self._scroll_y = self._press_view[1] - d.y()
+                self._clamp()
+                self.update()
+            return
+        item = self.item_at(pos)
+        if item is None:
+            QToolTip.hideText()
+        else:
+            QToolTip.showText(event.globalPosition().toPoint(), TT.tooltip_html(self.details(item)), self)
+
+    def mouseReleaseEvent(self, event) -> None:  # noqa: N802 - Qt API
+        if event.button() == Qt.LeftButton and self._press is not None:
+            if not self._dragged:
+                self.select_at(event.position())
+            else:
+                self.sigViewChanged.emit(*self.view_range())
+            self._press = None
+
+    def mouseDoubleClickEvent(self, event) -> None:  # noqa: N802 - Qt API
+        item = self.item_at(event.position())
+        if item is not None:
+            d = self.details(item)
+            pad = max(d["duration_ns"] * 0.1, 1.0)
+            self.set_view(d["start_ns"] - pad, d["end_ns"] + pad)

@@ -1,0 +1,281 @@
+"""Lanes and level of detail for the timeline view (numpy only, no Qt).
+
+A :class:`TimelineLayout` turns a :class:`~gpuscope.trace.timeline.Timeline` into rows that a
+painter can draw quickly at any zoom:
+
+* one *lane* per (process, thread, source, style) for NVTX ranges, with one *row* per nesting
+  depth, and one lane per (process, device, stream) for kernels and memory operations;
+* per row, the items sorted by start, with a running maximum of their ends (so the first item
+  that reaches into a view is one ``searchsorted`` away);
+* per row, a pyramid of coarser levels: at level ``k`` neighbouring items shorter than
+  ``g_k = BASE_NS * 4**k`` and less than ``g_k`` apart are merged into one block. A view that
+  shows ``p`` ns per pixel draws the coarsest level with ``g_k <= p``: everything merged there
+  was narrower than a pixel, and the blocks left are few (about ``8 × width`` per row at worst).
+
+Nothing here computes a number that is shown to the user: it only decides what to draw where.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpuscope.trace import timeline as T
+
+BASE_NS = 256          # g_0: level 1 merges items shorter than 1 µs (4 × 256 ns)
+MAX_LEVELS = 24
+KIND_NVTX = "nvtx"
+KIND_GPU = "gpu"
+PALETTE = (0xFF4E79A7, 0xFFF28E2B, 0xFFE15759, 0xFF76B7B2, 0xFF59A14F, 0xFFEDC948,
+           0xFFB07AA1, 0xFFFF9DA7, 0xFF9C755F, 0xFF86BCB6)
+MEMOP_COLOR = 0xFFD37295
+
+
+@dataclass
+class Level:
+    """One level of a row: items (level 0) or merged blocks, sorted by start."""
+
+    start: np.ndarray      # int64
+    end: np.ndarray        # int64
+    reach: np.ndarray      # running max of end (monotonic: searchsorted finds the first visible)
+    count: np.ndarray      # int32: items merged into this block (1 = a single item)
+    first: np.ndarray      # int64: position (in level 0) of the first item of the block
+    gap_ns: int            # g_k of this level (0 for level 0)
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+@dataclass
+class Row:
+    """One drawable row: a nesting depth of an NVTX lane, or a GPU stream."""
+
+    levels: list[Level]
+    ref: np.ndarray        # level-0 item -> index into timeline.ranges (nvtx) / kernels (gpu)
+    color: np.ndarray      # level-0 item -> ARGB uint32
+    name_id: np.ndarray    # level-0 item -> string id (-1 none)
+    is_memop: np.ndarray | None = None   # gpu rows: True where ref indexes timeline.memops
+
+    def level_for(self, ns_per_px: float) -> Level:
+        """The coarsest level whose merge threshold is at most one pixel."""
+        best = self.levels[0]
+        for lv in self.levels[1:]:
+            if lv.gap_ns > ns_per_px:
+                break
+            best = lv
+        return best
+
+    def find(self, t: float, tol: float) -> int:
+        """Level-0 position of the item under time ``t`` (± ``tol`` ns), or -1."""
+        lv = self.levels[0]
+        j = int(np.searchsorted(lv.start, t + tol, side="right")) - 1
+        best, best_d = -1, tol + 1.0
+        for i in range(j, max(-1, j - 64), -1):
+            if lv.reach[i] < t - tol:
+                break
+            s, e = lv.start[i], lv.end[i]
+            d = 0.0 if s <= t <= e else min(abs(t - s), abs(t - e))
+            if d <= tol and (d < best_d or (d == best_d and e - s < lv.end[best] - lv.start[best])):
+                best, best_d = i, d
+        return best
+
+
+@dataclass
+class Lane:
+    """A group of rows under one label (a thread's ranges of one source/style, or a GPU stream)."""
+
+    pid: int
+    kind: str              # KIND_NVTX / KIND_GPU
+    label: str
+    rows: list[Row]
+    tid: int = -1
+    source: int = T.SOURCE_NSYS
+    style: int = T.STYLE_PUSHPOP
+    device: int = -1
+    stream: int = -1
+
+
+@dataclass
+class ProcessBlock:
+    pid: int
+    label: str
+    lanes: list[Lane] = field(default_factory=list)
+
+
+@dataclass
+class TimelineLayout:
+    """Everything the painter needs: processes with their lanes, and the time extent."""
+
+    timeline: T.Timeline
+    processes: list[ProcessBlock]
+    t_min: int
+    t_max: int
+    mixed_sources: bool    # nsys and gpuscope ranges side by side: mark gpuscope's
+
+    @property
+    def n_items(self) -> int:
+        return sum(len(r.ref) for p in self.processes for lane in p.lanes for r in lane.rows)
+
+
+# --------------------------------------------------------------------------- pyramid
+
+def _merge(lv: Level, gap: int, dur0: np.ndarray) -> Level:
+    """Merge neighbours of ``lv`` that are both shorter than ``gap`` and less than ``gap`` apart."""
+    n = len(lv)
+    small = (lv.count > 1) | (dur0 < gap)
+    join = small[1:] & small[:-1] & ((lv.start[1:] - lv.reach[:-1]) < gap)
+    if not join.any():
+        return Level(lv.start, lv.end, lv.reach, lv.count, lv.first, gap)
+    heads = np.r_[0, np.flatnonzero(~join) + 1]
+    end = np.maximum.reduceat(lv.end, heads)
+    return Level(start=lv.start[heads], end=end, reach=np.maximum.accumulate(end),
+                 count=np.add.reduceat(lv.count, heads).astype(np.int32),
+                 first=lv.first[heads], gap_ns=gap)
+
+
+def build_row(start: np.ndarray, end: np.ndarray, ref: np.ndarray, color: np.ndarray,
+              name_id: np.ndarray, is_memop: np.ndarray | None = None) -> Row:
+    """A row with its pyramid; the inputs need not be sorted."""
+    order = np.lexsort((-end, start))
+    start, end = start[order].astype(np.int64), end[order].astype(np.int64)
+    n = len(start)
+    lv0 = Level(start, end, np.maximum.accumulate(end) if n else end, np.ones(n, np.int32),
+                np.arange(n, dtype=np.int64), 0)
+    levels = [lv0]
+    span = int(end.max() - start.min()) if n else 0
+    gap = BASE_NS * 4
+    while len(levels) < MAX_LEVELS and len(levels[-1]) > 1 and gap < 4 * max(span, 1):
+        prev = levels[-1]
+        dur = prev.end - prev.start
+        nxt = _merge(prev, gap, dur)
+        levels.append(nxt)
+        gap *= 4
+    return Row(levels=levels, ref=ref[order], color=color[order], name_id=name_id[order],
+               is_memop=None if is_memop is None else is_memop[order])
+
+
+# --------------------------------------------------------------------------- lanes
+
+def default_colors(name_id: np.ndarray, color: np.ndarray) -> np.ndarray:
+    """The script's colours; items without one get a palette colour chosen by their name.
+
+    nsys stores ``0x00RRGGBB`` (NULL, read as 0, when no colour was given); gpuscope's logs
+    ``0xFFRRGGBB``. Only the RGB part is drawn.
+    """
+    out = np.asarray(color, dtype=np.uint32).copy()
+    none = out == 0
+    if none.any():
+        pal = np.asarray(PALETTE, dtype=np.uint32)
+        out[none] = pal[(np.asarray(name_id)[none].astype(np.int64) * 7 + 3) % len(pal)]
+    return out
+
+
+def _groups(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(order, group starts, group ends) for rows sorted by the given key columns."""
+    order = np.lexsort(keys[::-1])
+    sk = np.stack([k[order] for k in keys]) if len(order) else np.zeros((len(keys), 0))
+    change = np.flatnonzero((sk[:, 1:] != sk[:, :-1]).any(axis=0)) + 1 if len(order) else np.zeros(0, int)
+    heads = np.r_[0, change] if len(order) else np.zeros(0, int)
+    tails = np.r_[change, len(order)] if len(order) else np.zeros(0, int)
+    return order, heads, tails
+
+
+def _thread_label(tl: T.Timeline, pid: int, tid: int, names: dict) -> str:
+    name = names.get((pid, tid))
+    if name:
+        return f"{name} ({tid})"
+    return f"main thread ({tid})" if tid == pid else f"thread {tid}"
+
+
+def nvtx_lanes(tl: T.Timeline) -> dict[int, list[Lane]]:
+    """NVTX lanes per pid: one per (tid, source, style), one row per depth."""
+    r = tl.ranges
+    out: dict[int, list[Lane]] = {}
+    if not len(r):
+        return out
+    colors = default_colors(r.name_id, r.color)
+    tnames = {(int(p), int(t)): tl.strings.get(int(n)) for p, t, n in
+              zip(tl.threads.pid, tl.threads.tid, tl.threads.name_id) if n >= 0}
+    keys = (r.pid.astype(np.int64), r.tid.astype(np.int64), r.source.astype(np.int64),
+            r.style.astype(np.int64), r.depth.astype(np.int64))
+    order, heads, tails = _groups(*keys)
+    lanes: dict[tuple, Lane] = {}
+    for h, t in zip(heads.tolist(), tails.tolist()):
+        idx = order[h:t]
+        i0 = int(idx[0])
+        pid, tid, src, sty = int(r.pid[i0]), int(r.tid[i0]), int(r.source[i0]), int(r.style[i0])
+        lane = lanes.get((pid, tid, src, sty))
+        if lane is None:
+            label = _thread_label(tl, pid, tid, tnames)
+            if sty == T.STYLE_STARTEND:
+                label += " start/end"
+            lane = Lane(pid=pid, kind=KIND_NVTX, label=label, rows=[], tid=tid, source=src, style=sty)
+            lanes[(pid, tid, src, sty)] = lane
+            out.setdefault(pid, []).append(lane)
+        lane.rows.append(build_row(r.start_ns[idx], r.end_ns[idx], idx.astype(np.int64), colors[idx],
+                                   r.name_id[idx]))
+    return out
+
+
+def gpu_lanes(tl: T.Timeline) -> dict[int, list[Lane]]:
+    """Kernel + memory-operation lanes per pid: one per (device, stream)."""
+    k, m = tl.kernels, tl.memops
+    if not len(k) and not len(m):
+        return {}
+    kname = np.where(k.short_name_id >= 0, k.short_name_id, k.name_id)
+    pid = np.r_[k.pid, m.pid].astype(np.int64)
+    dev = np.r_[k.device, m.device].astype(np.int64)
+    stream = np.r_[k.stream, m.stream].astype(np.int64)
+    start, end = np.r_[k.start_ns, m.start_ns], np.r_[k.end_ns, m.end_ns]
+    ref = np.r_[np.arange(len(k)), np.arange(len(m))].astype(np.int64)
+    memop = np.r_[np.zeros(len(k), bool), np.ones(len(m), bool)]
+    name = np.r_[kname, m.name_id].astype(np.int32)
+    color = np.r_[default_colors(kname, np.zeros(len(k), np.uint32)),
+                  np.full(len(m), MEMOP_COLOR, np.uint32)]
+    out: dict[int, list[Lane]] = {}
+    order, heads, tails = _groups(pid, dev, stream)
+    for h, t in zip(heads.tolist(), tails.tolist()):
+        idx = order[h:t]
+        i0 = int(idx[0])
+        lane = Lane(pid=int(pid[i0]), kind=KIND_GPU, label=f"GPU {dev[i0]} stream {stream[i0]}",
+                    rows=[build_row(start[idx], end[idx], ref[idx], color[idx], name[idx], memop[idx])],
+                    device=int(dev[i0]), stream=int(stream[i0]))
+        out.setdefault(lane.pid, []).append(lane)
+    return out
+
+
+def _extent(tl: T.Timeline) -> tuple[int, int]:
+    lo, hi = [], []
+    for tab in (tl.ranges, tl.kernels, tl.memops):
+        if len(tab):
+            lo.append(int(tab.start_ns.min()))
+            hi.append(int(tab.end_ns.max()))
+    if len(tl.marks):
+        lo.append(int(tl.marks.start_ns.min()))
+        hi.append(int(tl.marks.start_ns.max()))
+    if not lo:
+        return 0, max(int(tl.duration_ns or 0), 1)
+    t0, t1 = min(lo), max(hi)
+    return t0, max(t1, t0 + 1)
+
+
+def build_layout(tl: T.Timeline) -> TimelineLayout:
+    """Lanes of every process (ordered by first activity), with their pyramids."""
+    nv, gpu = nvtx_lanes(tl), gpu_lanes(tl)
+    pids = list(dict.fromkeys([*tl.processes.pid.tolist(), *nv, *gpu]))
+    first: dict[int, float] = {}
+    for pid in pids:
+        starts = [lv.levels[0].start[0] for lane in nv.get(pid, []) + gpu.get(pid, [])
+                  for lv in lane.rows if len(lv.levels[0])]
+        first[pid] = float(min(starts)) if starts else float("inf")
+    blocks = []
+    for pid in sorted(pids, key=lambda p: (first[p], p)):
+        lanes = sorted(nv.get(pid, []), key=lambda ln: (ln.tid != pid, ln.tid, ln.source, ln.style))
+        blocks.append(ProcessBlock(pid=pid, label=f"{tl.process_name(pid)} — pid {pid}",
+                                   lanes=lanes + gpu.get(pid, [])))
+    srcs = np.unique(tl.ranges.source) if len(tl.ranges) else np.zeros(0)
+    nsys_seen = bool(len(tl.processes) and (tl.processes.source & (1 << T.SOURCE_NSYS)).any())
+    mixed = T.SOURCE_GPUSCOPE in srcs.tolist() and (T.SOURCE_NSYS in srcs.tolist() or nsys_seen)
+    t0, t1 = _extent(tl)
+    return TimelineLayout(timeline=tl, processes=blocks, t_min=t0, t_max=t1, mixed_sources=mixed)

@@ -1,0 +1,124 @@
+"""Text for the timeline view: time formatting, axis ticks, range details and tooltips (no Qt)."""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+import numpy as np
+
+from gpuscope.app import timeline_lod as L
+from gpuscope.trace import timeline as T
+
+
+def fmt_ns(ns: float) -> str:
+    """A duration or time in the unit that reads best (``12.3 µs``, ``1.500 s``)."""
+    a = abs(ns)
+    if a < 1e3:
+        return f"{ns:.0f} ns"
+    if a < 1e6:
+        return f"{ns / 1e3:.3g} µs" if a < 1e4 else f"{ns / 1e3:.1f} µs"
+    if a < 1e9:
+        return f"{ns / 1e6:.3g} ms" if a < 1e7 else f"{ns / 1e6:.1f} ms"
+    return f"{ns / 1e9:.3f} s"
+
+
+def nice_step(raw_ns: float) -> float:
+    """The 1-2-5 step at or above ``raw_ns``."""
+    if raw_ns <= 0:
+        return 1.0
+    exp = 10.0 ** math.floor(math.log10(raw_ns))
+    for m in (1, 2, 5, 10):
+        if m * exp >= raw_ns:
+            return m * exp
+    return 10 * exp
+
+
+def tick_label(t_ns: float, step_ns: float) -> str:
+    """An axis label with as many decimals as the step needs."""
+    if abs(t_ns) < step_ns / 2:
+        t_ns = 0.0   # no "-0 s"
+    for unit, div in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if step_ns >= div / 1000 or unit == "µs":
+            decimals = max(0, int(math.ceil(-math.log10(step_ns / div) - 1e-9)))
+            return f"{t_ns / div:.{min(decimals, 9)}f} {unit}"
+    return f"{t_ns:.0f} ns"
+
+
+def _hex(argb: int) -> str:
+    return f"#{argb & 0xFFFFFF:06x}"
+
+
+def range_details(layout: L.TimelineLayout, lane: L.Lane, row: L.Row, pos: int,
+                  domains: dict[tuple[int, int], str]) -> dict[str, Any]:
+    """Everything the timeline knows about one item (an NVTX range, a kernel or a memory op)."""
+    tl = layout.timeline
+    i = int(row.ref[pos])
+    if lane.kind == L.KIND_NVTX:
+        r = tl.ranges
+        flags = int(r.flags[i])
+        return {
+            "kind": "nvtx", "index": i, "name": tl.name(r.name_id[i]) or "(unnamed)",
+            "start_ns": int(r.start_ns[i]), "end_ns": int(r.end_ns[i]),
+            "duration_ns": int(r.end_ns[i] - r.start_ns[i]), "pid": int(r.pid[i]),
+            "process": tl.process_name(int(r.pid[i])), "tid": int(r.tid[i]), "thread": lane.label,
+            "depth": int(r.depth[i]), "source": T.SOURCE_NAMES[int(r.source[i])],
+            "style": T.STYLE_NAMES[int(r.style[i])],
+            "domain": domains.get((int(r.pid[i]), int(r.domain_id[i]))),
+            "color": _hex(int(row.color[pos])),
+            "end_missing": bool(flags & T.FLAG_END_MISSING),
+            "ended_on_tid": int(r.end_tid[i]) if flags & T.FLAG_OTHER_THREAD else None,
+        }
+    if row.is_memop is not None and row.is_memop[pos]:
+        m = tl.memops
+        return {"kind": "memop", "index": i, "name": tl.name(m.name_id[i]) or "memory operation",
+                "start_ns": int(m.start_ns[i]), "end_ns": int(m.end_ns[i]),
+                "duration_ns": int(m.end_ns[i] - m.start_ns[i]), "pid": int(m.pid[i]),
+                "process": tl.process_name(int(m.pid[i])), "device": int(m.device[i]),
+                "stream": int(m.stream[i]), "bytes": int(m.bytes[i]), "source": "nsys",
+                "correlation": int(m.correlation[i])}
+    k = tl.kernels
+    return {"kind": "kernel", "index": i, "name": tl.name(k.name_id[i]) or "(kernel)",
+            "short_name": tl.name(k.short_name_id[i]), "start_ns": int(k.start_ns[i]),
+            "end_ns": int(k.end_ns[i]), "duration_ns": int(k.end_ns[i] - k.start_ns[i]),
+            "pid": int(k.pid[i]), "process": tl.process_name(int(k.pid[i])),
+            "device": int(k.device[i]), "stream": int(k.stream[i]), "context": int(k.context[i]),
+            "grid": [int(v) for v in np.asarray(k.grid[i]).ravel()],
+            "block": [int(v) for v in np.asarray(k.block[i]).ravel()],
+            "correlation": int(k.correlation[i]), "source": "nsys"}
+
+
+_LABELS = (("duration_ns", "duration"), ("start_ns", "start"), ("end_ns", "end"), ("process", "process"),
+           ("pid", "pid"), ("tid", "tid"), ("thread", "thread"), ("depth", "depth"), ("domain", "domain"),
+           ("style", "style"), ("source", "source"), ("device", "device"), ("stream", "stream"),
+           ("bytes", "bytes"), ("grid", "grid"), ("block", "block"), ("correlation", "correlation"),
+           ("color", "color"), ("ended_on_tid", "ended on thread"))
+
+
+def detail_pairs(d: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, text) pairs of a details dict, times formatted."""
+    out = []
+    for key, label in _LABELS:
+        v = d.get(key)
+        if v is None:
+            continue
+        if key.endswith("_ns"):
+            text = fmt_ns(v) + (f"  ({v:,} ns)" if key == "duration_ns" else "")
+        elif isinstance(v, list):
+            text = " × ".join(str(x) for x in v)
+        elif key == "bytes":
+            text = f"{v:,}"
+        else:
+            text = str(v)
+        out.append((label, text))
+    if d.get("end_missing"):
+        out.append(("note", "no end in the export: drawn to the last NVTX timestamp"))
+    return out
+
+
+def tooltip_html(d: dict[str, Any]) -> str:
+    rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>"
+                   for k, v in detail_pairs(d) if k in ("duration", "start", "process", "pid", "tid",
+                                                        "depth", "source", "device", "stream", "domain"))
+    return f"<b>{html.escape(str(d['name']))}</b><table>{rows}</table>"

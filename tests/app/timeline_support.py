@@ -1,0 +1,170 @@
+"""Support for the timeline/report/cleanup Qt tests: a real spawn Pool(2) workload recorded with
+``gpuscope run`` (and optionally nsys), and a synthetic large Timeline built through the real class.
+
+The workload script is written to a temporary folder; nothing here fakes gpuscope's output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from gpuscope.trace import timeline as T
+
+PY = sys.executable
+
+WORKLOAD = r'''
+"""A parent, a helper thread and a spawn Pool(2): nested NVTX ranges in several colours."""
+import multiprocessing as mp
+import threading
+import time
+
+import nvtx
+
+
+def spin(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def load_batch(i):
+    with nvtx.annotate("load_batch", color="purple"):
+        with nvtx.annotate("read", color="cyan"):
+            spin(0.004)
+        with nvtx.annotate("decode", color="yellow"):
+            spin(0.006)
+            with nvtx.annotate("resize", color="orange"):
+                spin(0.002)
+    return i
+
+
+def init(barrier):
+    barrier.wait(timeout=60)
+
+
+def logger():
+    for _ in range(4):
+        with nvtx.annotate("write_log", color="grey"):
+            spin(0.003)
+        time.sleep(0.01)
+
+
+def main():
+    t = threading.Thread(target=logger, name="logger")
+    t.start()
+    ctx = mp.get_context("spawn")
+    with nvtx.annotate("setup", color="blue"):
+        pool = ctx.Pool(2, initializer=init, initargs=(ctx.Barrier(2),))
+    for epoch in range(2):
+        with nvtx.annotate("epoch", color="blue"):
+            res = pool.map_async(load_batch, range(8), chunksize=1)
+            for step in range(3):
+                with nvtx.annotate("step", color="green"):
+                    with nvtx.annotate("forward", color="orange"):
+                        spin(0.006)
+                    with nvtx.annotate("backward", color="red"):
+                        spin(0.008)
+            res.get(timeout=60)
+    pool.close()
+    pool.join()
+    t.join()
+    print("done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def write_workload(folder: Path) -> Path:
+    path = folder / "pool_workload.py"
+    path.write_text(WORKLOAD, encoding="utf-8")
+    return path
+
+
+def gpuscope_run(script: Path, *extra: str, timeout: float = 180) -> dict:
+    """``python -m gpuscope run --json --start-method spawn [extra] SCRIPT``: its JSON summary."""
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run([PY, "-m", "gpuscope", "run", "--json", "--quiet", "--start-method", "spawn",
+                           *extra, str(script)], env=env, capture_output=True, timeout=timeout)
+    last = proc.stdout.rstrip(b"\n").rsplit(b"\n", 1)[-1].decode()
+    try:
+        summary = json.loads(last)
+    except ValueError as exc:
+        raise AssertionError(f"gpuscope run gave no summary: {proc.stdout!r} {proc.stderr!r}") from exc
+    assert summary["exit_code"] == 0, (summary, proc.stderr)
+    return summary
+
+
+def gpuscope_report_json(target: str) -> dict:
+    """``python -m gpuscope report --json TARGET``."""
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run([PY, "-m", "gpuscope", "report", "--json", target], env=env,
+                          capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def nsys_available() -> bool:
+    from gpuscope.nsys import locate
+
+    try:
+        return bool(locate.list_installs())
+    except Exception:  # noqa: BLE001 - any failure to locate means "not provisioned"
+        return False
+
+
+# --------------------------------------------------------------------------- synthetic timeline
+
+def synthetic_timeline(n_ranges: int = 1_000_000, n_procs: int = 4, threads: int = 2,
+                       seed: int = 7) -> T.Timeline:
+    """``n_ranges`` nested NVTX ranges (3 levels: outer ⊃ 10 mid ⊃ 4 inner) on ``n_procs × threads``
+    thread lanes, built through the real Timeline classes (depths by ``compute_depths``)."""
+    rng = np.random.default_rng(seed)
+    tl = T.Timeline()
+    names = [tl.strings.intern(n) for n in ("iteration", "step", "kernel_launch", "memcpy", "sync")]
+    lanes = n_procs * threads
+    per_outer = 1 + 10 + 40
+    n_outer = max(1, n_ranges // (lanes * per_outer))
+    parts = []
+    for lane in range(lanes):
+        pid, tid = 1000 + lane // threads, 1000 + lane // threads + (lane % threads) * 7
+        dur_outer = rng.integers(400_000, 1_200_000, n_outer)
+        gaps = rng.integers(1_000, 50_000, n_outer)
+        o_start = np.cumsum(np.r_[0, (dur_outer + gaps)[:-1]]) + lane * 3_000
+        s, e, d, nm = [o_start], [o_start + dur_outer], [np.zeros(n_outer)], [np.full(n_outer, names[0])]
+        mid_len = dur_outer // 10
+        m_start = (o_start[:, None] + np.arange(10)[None, :] * mid_len[:, None]).ravel()
+        m_end = m_start + np.repeat(mid_len * 9 // 10, 10)
+        s += [m_start]; e += [m_end]; d += [np.ones(len(m_start))]; nm += [np.full(len(m_start), names[1])]
+        in_len = (m_end - m_start) // 4
+        i_start = (m_start[:, None] + np.arange(4)[None, :] * in_len[:, None]).ravel()
+        i_end = i_start + np.repeat(in_len * 3 // 4, 4)
+        s += [i_start]; e += [i_end]; d += [np.full(len(i_start), 2)]
+        nm += [np.array(names[2:])[rng.integers(0, 3, len(i_start))]]
+        start, end = np.concatenate(s), np.concatenate(e)
+        k = len(start)
+        parts.append(T.Ranges(
+            start_ns=start.astype(np.int64), end_ns=end.astype(np.int64), pid=np.full(k, pid, np.int32),
+            tid=np.full(k, tid, np.int32), depth=np.zeros(k, np.int16),
+            name_id=np.concatenate(nm).astype(np.int32), color=np.zeros(k, np.uint32),
+            domain_id=np.zeros(k, np.int32), category=np.zeros(k, np.int32),
+            style=np.zeros(k, np.uint8), source=np.zeros(k, np.uint8), flags=np.zeros(k, np.uint8),
+            end_tid=np.full(k, -1, np.int32)))
+    tl.ranges = T.Ranges.concat(parts)
+    T.compute_depths(tl.ranges)
+    pids = np.unique(tl.ranges.pid)
+    tl.processes = T.Processes(pid=pids.astype(np.int32),
+                               name_id=np.array([tl.strings.intern(f"rank {i}") for i in range(len(pids))],
+                                                np.int32),
+                               source=np.full(len(pids), 1, np.uint8))
+    tl.duration_ns = int(tl.ranges.end_ns.max())
+    return tl
