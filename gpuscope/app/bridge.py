@@ -1,0 +1,101 @@
+"""The one place where work on other threads reaches the GUI thread (STYLE practice 4).
+
+* ``to_gui(fn, *args)`` posts a call to the GUI thread through a queued ``Signal(object)``;
+  workers (:mod:`gpuscope.app.workers`) deliver their results this way.
+* :class:`RunBridge` receives a run's callbacks on the core's threads (output pumps, sampler,
+  supervisor) and keeps what arrives in bounded buffers under a lock. The GUI's refresh timer
+  drains them about ten times a second, so a flood of output or samples costs one append per
+  chunk on the producing thread and one batched update per tick on the GUI thread.
+
+No widget is ever touched from another thread; nothing else in the app crosses threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from functools import partial
+from typing import Any, Callable
+
+from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, Signal
+
+MAX_PENDING_OUTPUT = 8 << 20   # bytes of output kept between two GUI ticks (the logs keep all)
+MAX_PENDING_BATCHES = 10_000
+
+
+class _Relay(QObject):
+    sigCall = Signal(object)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sigCall.connect(self._call, Qt.ConnectionType.QueuedConnection)
+
+    @staticmethod
+    def _call(fn: Callable[[], Any]) -> None:
+        fn()
+
+
+_relay: _Relay | None = None
+
+
+def install() -> None:
+    """Create the relay on the GUI thread (the main window does it; idempotent)."""
+    global _relay
+    app = QCoreApplication.instance()
+    if app is None or QThread.currentThread() is not app.thread():
+        raise RuntimeError("bridge.install() must run on the GUI thread")
+    if _relay is None:
+        _relay = _Relay()
+
+
+def to_gui(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """Call ``fn(*args, **kwargs)`` soon on the GUI thread (from any thread)."""
+    if _relay is None:
+        raise RuntimeError("bridge.install() was not called")
+    _relay.sigCall.emit(partial(fn, *args, **kwargs))
+
+
+class RunBridge(QObject):
+    """Buffers a run's output and sample batches for the GUI; progress lines as a signal."""
+
+    sigProgress = Signal(object)   # str, queued to the GUI thread
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._output: deque[tuple[str, bytes]] = deque()
+        self._output_bytes = 0
+        self.dropped_bytes = 0
+        self._batches: deque[Any] = deque(maxlen=MAX_PENDING_BATCHES)
+
+    # -- called on the core's threads -------------------------------------------------------------
+    def on_output(self, stream: str, chunk: bytes) -> None:
+        with self._lock:
+            self._output.append((stream, chunk))
+            self._output_bytes += len(chunk)
+            while self._output_bytes > MAX_PENDING_OUTPUT and len(self._output) > 1:
+                _, old = self._output.popleft()
+                self._output_bytes -= len(old)
+                self.dropped_bytes += len(old)
+
+    def on_batch(self, batch: Any) -> None:
+        with self._lock:
+            self._batches.append(batch)
+
+    def on_progress(self, message: str) -> None:
+        self.sigProgress.emit(message)
+
+    # -- called on the GUI thread -----------------------------------------------------------------
+    def drain_output(self) -> tuple[list[tuple[str, bytes]], int]:
+        """Pending chunks and the bytes dropped since the last drain."""
+        with self._lock:
+            out, self._output = list(self._output), deque()
+            dropped, self.dropped_bytes = self.dropped_bytes, 0
+            self._output_bytes = 0
+        return out, dropped
+
+    def drain_batches(self) -> list[Any]:
+        with self._lock:
+            out = list(self._batches)
+            self._batches.clear()
+        return out

@@ -1,0 +1,146 @@
+"""What the live view plots and the process tree lists, fed by sampler batches (Qt-free).
+
+``LiveModel.add(batch)`` runs on the GUI thread (the bridge hands batches over); it appends one
+point per series and updates the latest row of each process. Values are the core's, unchanged:
+units are those of :mod:`gpuscope.telemetry.metrics`. ``load_series`` fills the same structure
+from a past run's stored samples, so the history reopens a run in the same plots.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpuscope.app.series import SeriesBuffer
+
+# plot key -> (metric kind, metric key): the curves of each plot, per device or per process
+PLOTS = {
+    "gpu_util": (("gpu", "util_gpu"), ("proc", "sm_util")),
+    "gpu_mem": (("gpu", "mem_used"), ("proc", "gpu_mem")),
+    "cpu": (("proc", "cpu"),),
+    "rss": (("proc", "rss"),),
+}
+
+
+@dataclass
+class ProcRow:
+    """The latest state of one process of the run, as the process tree shows it."""
+
+    pid: int
+    ppid: int
+    name: str
+    state: str = "?"
+    cpu: float | None = None
+    rss: int | None = None
+    gpu_mem: int | None = None
+    alive: bool = True
+    role: str = ""
+    rank: int | None = None
+
+
+class LiveModel:
+    """Series and process rows of one run."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.t0_ns: int | None = None
+        self.series: dict[tuple[str, str], dict[int, SeriesBuffer]] = {}
+        self.procs: dict[int, ProcRow] = {}
+        self.devices: dict[int, str] = {}
+        self.gpu_reason: str | None = None
+        self.notes: list[str] = []
+        self.last_t = 0.0
+        self.version = 0          # bumped on every change: views redraw only when it moved
+        self.batches = 0
+
+    def _buf(self, kind: str, key: str, subject: int) -> SeriesBuffer:
+        per = self.series.setdefault((kind, key), {})
+        buf = per.get(subject)
+        if buf is None:
+            buf = per[subject] = SeriesBuffer()
+        return buf
+
+    def add(self, batch: Any) -> None:
+        """One :class:`gpuscope.telemetry.batch.SampleBatch`."""
+        if self.t0_ns is None:
+            self.t0_ns = batch.t_ns
+        t = (batch.t_ns - self.t0_ns) / 1e9
+        self.last_t = t
+        for d in batch.devices:
+            self.devices.setdefault(d.index, d.name or f"GPU {d.index}")
+            self._buf("gpu", "util_gpu", d.index).append(t, d.util_gpu)
+            self._buf("gpu", "mem_used", d.index).append(t, d.mem_used)
+        for p in batch.processes:
+            for key in ("cpu", "rss", "gpu_mem", "sm_util"):
+                value = getattr(p, key)
+                if value is not None or (("proc", key) in self.series and p.pid in self.series[("proc", key)]):
+                    self._buf("proc", key, p.pid).append(t, value)
+            row = self.procs.get(p.pid)
+            if row is None:
+                row = self.procs[p.pid] = ProcRow(p.pid, p.ppid, p.name)
+            row.ppid, row.name, row.state, row.cpu, row.rss, row.gpu_mem = (p.ppid, p.name, p.state, p.cpu,
+                                                                         p.rss, p.gpu_mem)
+            row.alive = p.state not in ("Z", "X")
+        for pid in batch.ended:
+            row = self.procs.get(pid)
+            if row is not None:
+                row.alive, row.state, row.cpu = False, "ended", None
+        self.notes.extend(n for n in batch.notes if n not in self.notes)
+        self.batches += 1
+        self.version += 1
+
+    def set_identities(self, ids: dict[int, Any]) -> bool:
+        """Roles and ranks from the event logs (:class:`gpuscope.app.procroles.Identity`)."""
+        changed = False
+        for pid, ident in ids.items():
+            row = self.procs.get(pid)
+            if row is not None and (row.role, row.rank) != (ident.role, ident.rank):
+                row.role, row.rank = ident.role, ident.rank
+                changed = True
+        if changed:
+            self.version += 1
+        return changed
+
+    def curves(self, plot: str) -> list[tuple[str, str, int, SeriesBuffer]]:
+        """(kind, key, subject, buffer) of one plot's curves, devices first."""
+        out = []
+        for kind, key in PLOTS[plot]:
+            for subject, buf in sorted(self.series.get((kind, key), {}).items()):
+                if kind == "proc" and not np.isfinite(buf.y).any():
+                    continue
+                out.append((kind, key, subject, buf))
+        return out
+
+    # -- a past run ----------------------------------------------------------------------------
+    def load_series(self, data: dict[str, Any], identities: dict[int, Any] | None = None) -> None:
+        """Fill from :func:`gpuscope.telemetry.series.load_series` (a stored run)."""
+        self.reset()
+        starts = [int(v["t_ns"][0]) for group in ("gpus", "processes") for v in data[group].values()
+                  if len(v["t_ns"])]
+        if len(data["host"]["t_ns"]):
+            starts.append(int(data["host"]["t_ns"][0]))
+        self.t0_ns = min(starts) if starts else 0
+        for dev, cols in data["gpus"].items():
+            x = (cols["t_ns"] - self.t0_ns) / 1e9
+            self.devices[int(dev)] = f"GPU {dev}"
+            for key in ("util_gpu", "mem_used"):
+                self._buf("gpu", key, int(dev)).extend(x, cols[key])
+        for pid, cols in data["processes"].items():
+            x = (cols["t_ns"] - self.t0_ns) / 1e9
+            for key in ("cpu", "rss", "gpu_mem", "sm_util"):
+                if np.isfinite(cols[key]).any():
+                    self._buf("proc", key, int(pid)).extend(x, cols[key])
+            self.last_t = max(self.last_t, float(x[-1]) if len(x) else 0.0)
+        for pid, s in data.get("process_info", {}).items():
+            self.procs[int(pid)] = ProcRow(int(pid), s.get("ppid") or 0, s.get("name") or "", s.get("state") or "?",
+                                           None, s.get("peak_rss_bytes"), s.get("peak_gpu_mem_bytes"), False)
+        gpu_info = (data.get("info") or {}).get("gpu")
+        self.gpu_reason = gpu_info or None if not data["gpus"] else None
+        self.notes = list(data.get("notes") or [])
+        if identities:
+            self.set_identities(identities)
+        self.version += 1

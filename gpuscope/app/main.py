@@ -1,0 +1,83 @@
+"""Start the app: the QApplication, the main window, the error hooks, and scripted mode."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from gpuscope.errors import UserError
+
+T_IMPORT = time.monotonic()
+
+
+def _check_display(args: argparse.Namespace) -> None:
+    """Scripted screenshots work without a display (offscreen); an interactive window needs one."""
+    if os.environ.get("QT_QPA_PLATFORM") or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+        return
+    if args.screenshot or args.exit_when_done or args.quit_after_show:
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+        return
+    raise UserError("no display: set DISPLAY (or WAYLAND_DISPLAY), or use `gpuscope run` / `gpuscope report` "
+                    "in a terminal")
+
+
+def icon_path() -> Path:
+    return Path(__file__).resolve().parent / "resources" / "gpuscope.svg"
+
+
+def make_app():  # noqa: ANN201 - returns the QApplication
+    from PySide6.QtGui import QIcon
+    from PySide6.QtWidgets import QApplication
+
+    from gpuscope import APP_ID
+
+    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "gpuscope"])
+    app.setOrganizationName("gpuscope")
+    app.setApplicationName("gpuscope")
+    app.setDesktopFileName(APP_ID)
+    if icon_path().exists():
+        app.setWindowIcon(QIcon(str(icon_path())))
+    return app
+
+
+def run_app(args: argparse.Namespace) -> int:
+    """``gpuscope gui``: returns the exit code."""
+    _check_display(args)
+    app = make_app()
+    from gpuscope.app import bridge
+    from gpuscope.app.errors import install_hooks
+    from gpuscope.app.qt_main_window import MainWindow
+    from gpuscope.app.settings import open_settings
+
+    window = MainWindow(open_settings(args.settings))
+    install_hooks(lambda line: bridge.to_gui(window.show_error, line))
+    script = None
+    if args.run or args.open or args.screenshot or args.exit_when_done:
+        from gpuscope.app.scripted import Scripted
+
+        script = Scripted(window, args)
+    window.show()
+    if args.quit_after_show:
+        from PySide6.QtCore import QTimer
+
+        def shown() -> None:
+            print(f"gpuscope: window shown {time.monotonic() - T_IMPORT:.3f} s after the app module loaded",
+                  flush=True)
+            window.close()
+            app.quit()
+
+        QTimer.singleShot(0, shown)
+    if script is not None:
+        script.begin()
+    code = app.exec()
+    return script.exit_code if script is not None else code
+
+
+def main() -> int:
+    """Entry point for a GUI launcher (``gpuscope-gui``): the same as ``gpuscope gui``."""
+    from gpuscope.cli import main as cli_main
+
+    return cli_main(["gui", *sys.argv[1:]])

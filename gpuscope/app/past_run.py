@@ -1,0 +1,57 @@
+"""Everything needed to show a past run again, read on a worker thread (Qt-free)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuscope.runs import layout
+
+TAIL_BYTES = 4 << 20
+
+
+@dataclass
+class PastRun:
+    run_id: str
+    run_dir: Path
+    series: dict[str, Any] | None              # gpuscope.telemetry.series.load_series, or None
+    identities: dict[int, Any] = field(default_factory=dict)
+    output: list[tuple[str, bytes]] = field(default_factory=list)
+    truncated: dict[str, int] = field(default_factory=dict)   # stream -> bytes not loaded
+
+
+def _tail(path: Path, limit: int) -> tuple[bytes, int]:
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            if size > limit:
+                fh.seek(size - limit)
+                data = fh.read()
+                return data[data.find(b"\n") + 1:], size - limit
+            return fh.read(), 0
+    except OSError:
+        return b"", 0
+
+
+def load_past_run(run_id: str, run_dir: str | os.PathLike[str]) -> PastRun:
+    """Stored samples, process identities and the tail of each output log of one run."""
+    from gpuscope.app.procroles import RoleReader
+    from gpuscope.store import db
+    from gpuscope.telemetry.series import load_series
+
+    conn = db.connect()
+    try:
+        series = load_series(conn, run_id)
+    finally:
+        conn.close()
+    folder = Path(run_dir)
+    past = PastRun(run_id, folder, series, RoleReader(folder).lookup())
+    for stream, name in (("stdout", layout.STDOUT), ("stderr", layout.STDERR)):
+        data, cut = _tail(folder / name, TAIL_BYTES)
+        if data:
+            past.output.append((stream, data))
+        if cut:
+            past.truncated[stream] = cut
+    return past

@@ -1,0 +1,73 @@
+"""Role, rank and start method of a run's processes, read live from their event logs (Qt-free).
+
+The sampler knows pids and resources; the startup hook knows what each Python process *is*
+(main, pool worker, spawn child, torchrun worker and its rank). Each process writes
+``events/<pid>-<start>.log`` (docs/EVENTS.md) whose ``H`` and ``I`` lines carry that identity.
+Only those two tags are parsed here, and each file is re-read at most every ``reread_s``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Identity:
+    role: str
+    rank: int | None
+    start_method: str | None
+
+
+def _parse(path: Path) -> tuple[int, Identity] | None:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(1 << 20)
+    except OSError:
+        return None
+    info: dict = {}
+    pid = None
+    for raw in data.split(b"\n"):
+        tag = raw[:2]
+        try:
+            if tag == b"H\t":
+                header = json.loads(raw[2:])
+                pid = int(header["pid"])
+                info.update(header)
+            elif tag == b"I\t":
+                info.update(json.loads(raw.split(b"\t", 2)[2]))
+        except (ValueError, KeyError, IndexError):
+            continue  # a line still being written, or damaged: the next read gets it
+    if pid is None:
+        return None
+    rank = info.get("rank")
+    return pid, Identity(str(info.get("role") or "unknown"), int(rank) if rank is not None else None,
+                         info.get("start_method"))
+
+
+class RoleReader:
+    """``lookup()`` -> {pid: Identity} for the processes that have an event log so far."""
+
+    def __init__(self, run_dir: str | os.PathLike[str], reread_s: float = 1.0) -> None:
+        self.folder = Path(run_dir) / "events"
+        self.reread_s = reread_s
+        self._read_at: dict[str, float] = {}
+        self._known: dict[int, Identity] = {}
+
+    def lookup(self) -> dict[int, Identity]:
+        now = time.monotonic()
+        try:
+            names = [n for n in os.listdir(self.folder) if n.endswith(".log")]
+        except OSError:
+            return dict(self._known)
+        for name in names:
+            if now - self._read_at.get(name, -1e9) < self.reread_s:
+                continue
+            self._read_at[name] = now
+            parsed = _parse(self.folder / name)
+            if parsed is not None:
+                self._known[parsed[0]] = parsed[1]
+        return dict(self._known)

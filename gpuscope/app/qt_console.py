@@ -1,0 +1,145 @@
+"""The run's console: stdout and stderr, bounded, batched, searchable.
+
+Chunks arrive through the bridge and are appended once per GUI tick. The document keeps the
+last ``max_lines`` lines (``QPlainTextEdit.setMaximumBlockCount``); when one tick brings more
+than that, only its tail is inserted, so a script printing 100k lines a second costs the GUI
+one bounded insert per tick. The full output is always in the run folder's stdout.log/stderr.log.
+"""
+
+from __future__ import annotations
+
+import codecs
+
+from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor, QTextDocument
+from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QLineEdit, QPlainTextEdit, QPushButton,
+                               QVBoxLayout, QWidget)
+
+MAX_LINES = 20_000
+
+
+class QtConsole(QWidget):
+    """Read-only output view with a find bar."""
+
+    def __init__(self, max_lines: int = MAX_LINES, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.max_lines = max_lines
+        self.text = QPlainTextEdit(readOnly=True)
+        self.text.setMaximumBlockCount(max_lines)
+        self.text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.text.setUndoRedoEnabled(False)
+        font = self.text.font()
+        font.setFamily("monospace")
+        font.setStyleHint(font.StyleHint.Monospace)
+        self.text.setFont(font)
+        self.find = QLineEdit(placeholderText="Find in output (Enter: next, Shift+Enter: previous)")
+        self.find.setClearButtonEnabled(True)
+        self.follow = QCheckBox("Follow", checked=True)
+        self.status = QLabel()
+        clear = QPushButton("Clear")
+        clear.clicked.connect(self.clear)
+        bar = QHBoxLayout()
+        bar.addWidget(self.find, 1)
+        bar.addWidget(self.status)
+        bar.addWidget(self.follow)
+        bar.addWidget(clear)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addLayout(bar)
+        lay.addWidget(self.text)
+        self.find.returnPressed.connect(lambda: self.find_next(backward=False))
+        self._formats = {"stdout": QTextCharFormat(), "stderr": QTextCharFormat(), "gpuscope": QTextCharFormat()}
+        self._formats["stderr"].setForeground(QColor("#c0392b"))
+        self._formats["gpuscope"].setForeground(QColor("#2471a3"))
+        self.clear()
+
+    def clear(self) -> None:
+        self.text.clear()
+        self._decoders = {s: codecs.getincrementaldecoder("utf-8")("replace") for s in ("stdout", "stderr")}
+        self.lines_seen = 0
+
+    def append_chunks(self, chunks: list[tuple[str, bytes]], dropped_bytes: int = 0) -> None:
+        """Append one tick's output (stream, bytes) in order; keep only what fits."""
+        pieces: list[tuple[str, str]] = []
+        if dropped_bytes:
+            pieces.append(("gpuscope", f"[gpuscope: {dropped_bytes:,} bytes of output not shown here; "
+                                       "all of it is in the run folder's stdout.log/stderr.log]\n"))
+        for stream, chunk in chunks:
+            text = self._decoders[stream].decode(chunk)
+            if text:
+                if pieces and pieces[-1][0] == stream:
+                    pieces[-1] = (stream, pieces[-1][1] + text)
+                else:
+                    pieces.append((stream, text))
+        self._insert(self._tail(pieces))
+
+    def append_text(self, text: str, stream: str = "gpuscope") -> None:
+        self._insert([(stream, text if text.endswith("\n") else text + "\n")])
+
+    def _tail(self, pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The last ``max_lines`` lines of a tick's pieces (older ones would be dropped anyway)."""
+        budget = self.max_lines
+        out: list[tuple[str, str]] = []
+        for stream, text in reversed(pieces):
+            n = text.count("\n")
+            self.lines_seen += n
+            if budget <= 0:
+                continue
+            if n > budget:
+                text = text[_nth_newline_from_end(text, budget) + 1:]
+                n = budget
+            out.append((stream, text))
+            budget -= n
+        out.reverse()
+        return out
+
+    def _insert(self, pieces: list[tuple[str, str]]) -> None:
+        if not pieces:
+            return
+        bar = self.text.verticalScrollBar()
+        cursor = QTextCursor(self.text.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        cursor.beginEditBlock()
+        for stream, text in pieces:
+            cursor.insertText(text, self._formats[stream])
+        cursor.endEditBlock()
+        if self.follow.isChecked():
+            bar.setValue(bar.maximum())
+
+    def plain_text(self) -> str:
+        return self.text.toPlainText()
+
+    def find_next(self, backward: bool = False) -> bool:
+        """Select the next match of the find box; wraps around once."""
+        needle = self.find.text()
+        if not needle:
+            return False
+        flags = QTextDocument.FindFlag.FindBackward if backward else QTextDocument.FindFlag(0)
+        found = self.text.find(needle, flags)
+        if not found:
+            cursor = self.text.textCursor()
+            cursor.movePosition(QTextCursor.MoveOperation.End if backward else QTextCursor.MoveOperation.Start)
+            self.text.setTextCursor(cursor)
+            found = self.text.find(needle, flags)
+        if found:
+            self.follow.setChecked(False)
+        self.status.setText("" if found else "not found")
+        return found
+
+    def keyPressEvent(self, event) -> None:  # noqa: N802, ANN001 - Qt override: Shift+Enter = previous
+        from PySide6.QtCore import Qt
+
+        if self.find.hasFocus() and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and \
+                event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+            self.find_next(backward=True)
+            return
+        super().keyPressEvent(event)
+
+
+def _nth_newline_from_end(text: str, n: int) -> int:
+    """Index of the newline that starts the last ``n`` lines (text ends with or without one)."""
+    pos = len(text) - 1 if text.endswith("\n") else len(text)
+    for _ in range(n):
+        pos = text.rfind("\n", 0, pos)
+        if pos < 0:
+            return -1
+    return pos

@@ -1,0 +1,248 @@
+"""The launch panel: what to run and how, as a :class:`gpuscope.spec.RunSpec`; Run and Stop."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+from PySide6.QtCore import QSettings, Signal
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QGridLayout, QGroupBox,
+                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
+
+from gpuscope.app.launch_checks import fork_warning
+from gpuscope.app.settings import get_json, push_recent, set_json
+from gpuscope.errors import UserError
+from gpuscope.spec import LAUNCHERS, START_METHOD_HELP, START_METHODS, NsysOptions, RunSpec
+
+NSYS_TRACES = ("nvtx", "osrt", "cuda", "cublas", "cudnn")
+FORK_CHOICES = (("auto", None, "auto: on for fork runs"), ("on", True, "always"), ("off", False, "never"))
+
+
+def _grid(widgets: list[QWidget], columns: int) -> QWidget:
+    box = QWidget()
+    lay = QGridLayout(box)
+    lay.setContentsMargins(0, 0, 0, 0)
+    for i, w in enumerate(widgets):
+        lay.addWidget(w, i // columns, i % columns)
+    return box
+
+
+def _narrow(combo: QComboBox, chars: int = 16) -> QComboBox:
+    """A combo box that does not widen the panel to fit its longest entry."""
+    combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    combo.setMinimumContentsLength(chars)
+    return combo
+
+
+def _row(*widgets: QWidget) -> QWidget:
+    box = QWidget()
+    lay = QHBoxLayout(box)
+    lay.setContentsMargins(0, 0, 0, 0)
+    for w in widgets:
+        lay.addWidget(w)
+    return box
+
+
+class QtLaunchPanel(QWidget):
+    """Emits ``sigRun(spec)`` with a validated RunSpec, ``sigStop()``, ``sigError(text)``."""
+
+    sigRun = Signal(object)
+    sigStop = Signal()
+    sigError = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setAcceptDrops(True)
+        self._build()
+        self._connect()
+        self._update_method_help()
+        self.set_running(False)
+
+    # -- building -------------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.script = _narrow(QComboBox(editable=True), 20)
+        self.script.setToolTip("The Python script to run (drop a file here, or pick a recent one)")
+        self.script.lineEdit().setPlaceholderText("script.py: browse, drop a file, or pick a recent one")
+        self.browse_script = QPushButton("Browse…")
+        self.args = QLineEdit(placeholderText="arguments for the script (shell quoting)")
+        self.cwd = QLineEdit(placeholderText="(the script's folder)")
+        self.browse_cwd = QPushButton("…")
+        self.python = QLineEdit(placeholderText=sys.executable)
+        self.python.setToolTip("Interpreter: this one by default, or another virtualenv's bin/python")
+        self.browse_python = QPushButton("…")
+        self.method = _narrow(QComboBox(), 10)
+        for m in START_METHODS:
+            self.method.addItem(m, m)
+            self.method.setItemData(self.method.count() - 1, START_METHOD_HELP[m], 3)  # ToolTipRole
+        self.method_help = QLabel(wordWrap=True)
+        self.method_help.setStyleSheet("color: palette(mid);")
+        self.fork_warning = QLabel(wordWrap=True)
+        self.fork_warning.setStyleSheet("color: #b35900; font-weight: bold;")
+        self.fork_warning.hide()
+        self.launcher = _narrow(QComboBox(), 8)
+        self.launcher.addItems(list(LAUNCHERS))
+        self.nproc = QSpinBox(minimum=1, maximum=512, value=2, prefix="nproc ")
+        self.annotate = QLineEdit(placeholderText="module:function, module:Class.* (comma separated)")
+        self.nsys = QGroupBox("Record with Nsight Systems (nsys)", checkable=True, checked=False)
+        self.traces = {t: QCheckBox(t) for t in NSYS_TRACES}
+        for t in NsysOptions.trace:
+            self.traces[t].setChecked(True)
+        self.fork = _narrow(QComboBox(), 12)
+        for key, _, text in FORK_CHOICES:
+            self.fork.addItem(f"{key} ({text})", key)
+        self.fork.setToolTip("--trace-fork-before-exec: lets nsys see fork children (needed for fork pools)")
+        nsys_form = QFormLayout(self.nsys)
+        nsys_form.addRow("trace", _grid(list(self.traces.values()), 3))
+        nsys_form.addRow("fork children", self.fork)
+        self.run_button = QPushButton("▶ Run")
+        self.run_button.setDefault(True)
+        self.stop_button = QPushButton("■ Stop")
+        self.stop_button.setToolTip("SIGINT to the whole tree, then SIGTERM, then SIGKILL; again = kill now")
+        form = QFormLayout()
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
+        form.addRow("Script", _row(self.script, self.browse_script))
+        form.addRow("Arguments", self.args)
+        form.addRow("Working dir", _row(self.cwd, self.browse_cwd))
+        form.addRow("Interpreter", _row(self.python, self.browse_python))
+        form.addRow("Start method", self.method)
+        form.addRow("", self.method_help)
+        form.addRow("", self.fork_warning)
+        form.addRow("Launcher", _row(self.launcher, self.nproc))
+        form.addRow("Annotate", self.annotate)
+        outer = QVBoxLayout(self)
+        outer.addLayout(form)
+        outer.addWidget(self.nsys)
+        outer.addWidget(_row(self.run_button, self.stop_button))
+        outer.addStretch(1)
+
+    def _connect(self) -> None:
+        self.browse_script.clicked.connect(self._pick_script)
+        self.browse_cwd.clicked.connect(self._pick_cwd)
+        self.browse_python.clicked.connect(self._pick_python)
+        self.method.currentIndexChanged.connect(self._update_method_help)
+        self.script.currentTextChanged.connect(self._update_method_help)
+        self.launcher.currentTextChanged.connect(lambda t: self.nproc.setEnabled(t == "torchrun"))
+        self.run_button.clicked.connect(self._on_run)
+        self.stop_button.clicked.connect(self.sigStop.emit)
+        self.nproc.setEnabled(False)
+
+    # -- pickers and drops ----------------------------------------------------------------------
+    def _pick_script(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Choose a Python script", self._start_dir(),
+                                              "Python scripts (*.py);;All files (*)")
+        if path:
+            self.set_script(path)
+
+    def _pick_cwd(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Working directory", self._start_dir())
+        if path:
+            self.cwd.setText(path)
+
+    def _pick_python(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Python interpreter (e.g. a virtualenv's bin/python)",
+                                              str(Path(sys.executable).parent))
+        if path:
+            self.python.setText(path)
+
+    def _start_dir(self) -> str:
+        text = self.script.currentText().strip()
+        return str(Path(text).parent) if text else str(Path.cwd())
+
+    def dragEnterEvent(self, event) -> None:  # noqa: N802, ANN001 - Qt override
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:  # noqa: N802, ANN001 - Qt override
+        for url in event.mimeData().urls():
+            if url.isLocalFile():
+                self.set_script(url.toLocalFile())
+                event.acceptProposedAction()
+                return
+
+    def set_script(self, path: str) -> None:
+        self.script.setCurrentText(path)
+        self._update_method_help()
+
+    # -- state ----------------------------------------------------------------------------------
+    def _update_method_help(self) -> None:
+        method = self.method.currentData() or "default"
+        self.method_help.setText(START_METHOD_HELP[method])
+        warning = fork_warning(self._script_path(), method) if self.script.currentText().strip() else None
+        self.fork_warning.setText(f"⚠ {warning}" if warning else "")
+        self.fork_warning.setVisible(bool(warning))
+
+    def _script_path(self) -> str:
+        text = self.script.currentText().strip()
+        p = Path(text).expanduser()
+        if not p.is_absolute() and self.cwd.text().strip():
+            p = Path(self.cwd.text().strip()) / p
+        return str(p)
+
+    def set_running(self, running: bool) -> None:
+        self.run_button.setEnabled(not running)
+        self.stop_button.setEnabled(running)
+
+    def spec(self) -> RunSpec:
+        """The RunSpec the fields describe, validated (UserError with one line if not)."""
+        script = self.script.currentText().strip()
+        if not script:
+            raise UserError("choose a script to run")
+        try:
+            args = tuple(shlex.split(self.args.text()))
+        except ValueError as exc:
+            raise UserError(f"arguments: {exc}") from None
+        cwd = self.cwd.text().strip() or str(Path(self._script_path()).parent)
+        annotate = tuple(a.strip() for a in self.annotate.text().split(",") if a.strip())
+        fork = dict((k, v) for k, v, _ in FORK_CHOICES)[self.fork.currentData()]
+        nsys = NsysOptions(enabled=self.nsys.isChecked(),
+                           trace=tuple(t for t, box in self.traces.items() if box.isChecked()),
+                           trace_fork=fork)
+        return RunSpec(script=script, args=args, cwd=cwd, python=self.python.text().strip() or None,
+                       start_method=self.method.currentData(), launcher=self.launcher.currentText(),
+                       nproc=self.nproc.value(), annotate=annotate, nsys=nsys).validated()
+
+    def _on_run(self) -> None:
+        try:
+            spec = self.spec()
+        except UserError as exc:
+            self.sigError.emit(str(exc))
+            return
+        self.sigRun.emit(spec)
+
+    # -- settings -------------------------------------------------------------------------------
+    def load(self, s: QSettings) -> None:
+        d = get_json(s, "launch/fields", {})
+        recent = get_json(s, "launch/recent", [])
+        self.script.clear()
+        self.script.addItems(recent)
+        self.script.setCurrentText(d.get("script", recent[0] if recent else ""))
+        self.args.setText(d.get("args", ""))
+        self.cwd.setText(d.get("cwd", ""))
+        self.python.setText(d.get("python", ""))
+        self.method.setCurrentIndex(max(0, self.method.findData(d.get("start_method", "default"))))
+        self.launcher.setCurrentText(d.get("launcher", "python"))
+        self.nproc.setValue(int(d.get("nproc", 2)))
+        self.annotate.setText(d.get("annotate", ""))
+        self.nsys.setChecked(bool(d.get("nsys", False)))
+        for t, box in self.traces.items():
+            box.setChecked(t in d.get("nsys_trace", list(NsysOptions.trace)))
+        self.fork.setCurrentIndex(max(0, self.fork.findData(d.get("nsys_fork", "auto"))))
+        self._update_method_help()
+
+    def save(self, s: QSettings, ran: bool = False) -> None:
+        script = self.script.currentText().strip()
+        set_json(s, "launch/fields", {
+            "script": script, "args": self.args.text(), "cwd": self.cwd.text(), "python": self.python.text(),
+            "start_method": self.method.currentData(), "launcher": self.launcher.currentText(),
+            "nproc": self.nproc.value(), "annotate": self.annotate.text(), "nsys": self.nsys.isChecked(),
+            "nsys_trace": [t for t, b in self.traces.items() if b.isChecked()],
+            "nsys_fork": self.fork.currentData()})
+        if ran and script:
+            recent = push_recent(s, script)
+            current = self.script.currentText()
+            self.script.blockSignals(True)
+            self.script.clear()
+            self.script.addItems(recent)
+            self.script.setCurrentText(current)
+            self.script.blockSignals(False)

@@ -1,0 +1,177 @@
+"""Live plots: GPU utilization and memory (per device and per process), CPU % and RSS per process.
+
+The refresh timer of the main window calls :meth:`QtLiveView.refresh` about ten times a second.
+A refresh makes one ``setData`` per curve, and only when the model changed (STYLE practice 5);
+curves use peak downsampling and clip to the view, so a one-hour, 10 Hz run draws as fast as a
+short one. Rolling window (30 s, 1 min, 5 min) or the whole run.
+"""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QStackedWidget, QVBoxLayout, QWidget
+
+from gpuscope.app.live_model import LiveModel
+from gpuscope.telemetry import metrics
+
+WINDOWS = (("last 30 s", 30.0), ("last 1 min", 60.0), ("last 5 min", 300.0), ("whole run", None))
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf")
+TITLES = {"gpu_util": ("gpu", "util_gpu", "GPU utilization"), "gpu_mem": ("gpu", "mem_used", "GPU memory"),
+          "cpu": ("proc", "cpu", "CPU per process"), "rss": ("proc", "rss", "RSS per process")}
+GPU_PLOTS = ("gpu_util", "gpu_mem")
+
+
+def format_elapsed(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600:d}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:d}:{s % 60:02d}"
+
+
+class _Plot:
+    """One plot and its curves, keyed by (kind, key, subject)."""
+
+    def __init__(self, name: str) -> None:
+        kind, key, title = TITLES[name]
+        m = metrics.get(kind, key)
+        self.widget = pg.PlotWidget(title=title)
+        self.widget.setBackground("w")
+        item = self.widget.getPlotItem()
+        item.showGrid(x=True, y=True, alpha=0.3)
+        item.setLabel("left", m.label, units=m.unit if m.unit != "%" else None)
+        item.setLabel("bottom", "time since start", units="s")
+        if m.unit == "%":
+            item.setLabel("left", f"{m.label} (%)")
+        item.setMouseEnabled(x=False, y=False)
+        item.hideButtons()
+        self.legend = item.addLegend(offset=(5, 5), labelTextSize="8pt", brush=(255, 255, 255, 190),
+                                     pen=(200, 200, 200))
+        self.item = item
+        self.curves: dict[tuple[str, str, int], pg.PlotDataItem] = {}
+        self.labels: dict[tuple[str, str, int], str] = {}
+
+    def curve(self, ident: tuple[str, str, int], label: str) -> pg.PlotDataItem:
+        c = self.curves.get(ident)
+        if c is not None and self.labels[ident] != label:   # a role became known: rename
+            self.labels[ident] = label
+            legend_label = self.legend.getLabel(c)
+            if legend_label is not None:
+                legend_label.setText(label)
+        if c is None:
+            self.labels[ident] = label
+            color = PALETTE[len(self.curves) % len(PALETTE)]
+            style = Qt.PenStyle.SolidLine if ident[0] == "gpu" or len(self.curves) < len(PALETTE) else Qt.PenStyle.DashLine
+            width = 2 if ident[0] == "gpu" else 1.5
+            c = self.item.plot(pen=pg.mkPen(color, width=width, style=style), name=label)
+            c.setDownsampling(auto=True, method="peak")
+            c.setClipToView(True)
+            c.setSkipFiniteCheck(False)
+            self.curves[ident] = c
+        return c
+
+    def clear(self) -> None:
+        for c in self.curves.values():
+            self.item.removeItem(c)
+        self.legend.clear()
+        self.curves.clear()
+        self.labels.clear()
+
+
+class QtLiveView(QWidget):
+    """Four plots over a :class:`LiveModel`, with a window choice and the elapsed time."""
+
+    def __init__(self, model: LiveModel | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = model or LiveModel()
+        self._drawn_version = -1
+        self.window_s: float | None = 60.0
+        self.elapsed = QLabel("elapsed 0:00")
+        self.elapsed.setStyleSheet("font-size: 14pt; font-weight: bold;")
+        self.title = QLabel("")
+        self.window = QComboBox()
+        for text, seconds in WINDOWS:
+            self.window.addItem(text, seconds)
+        self.window.setCurrentIndex(1)
+        self.window.currentIndexChanged.connect(self._window_changed)
+        bar = QHBoxLayout()
+        bar.addWidget(self.elapsed)
+        bar.addWidget(self.title, 1)
+        bar.addWidget(QLabel("show"))
+        bar.addWidget(self.window)
+        self.plots = {name: _Plot(name) for name in TITLES}
+        self.no_gpu: dict[str, QLabel] = {}
+        self.stacks: dict[str, QStackedWidget] = {}
+        grid = QHBoxLayout()
+        left, right = QVBoxLayout(), QVBoxLayout()
+        for name in TITLES:
+            stack = QStackedWidget()
+            stack.addWidget(self.plots[name].widget)
+            if name in GPU_PLOTS:
+                label = QLabel(alignment=Qt.AlignmentFlag.AlignCenter, wordWrap=True)
+                label.setStyleSheet("background: white; color: #666; font-size: 12pt; border: 1px solid #ccc;")
+                stack.addWidget(label)
+                self.no_gpu[name] = label
+            self.stacks[name] = stack
+            (left if name in GPU_PLOTS else right).addWidget(stack)
+        grid.addLayout(left)
+        grid.addLayout(right)
+        lay = QVBoxLayout(self)
+        lay.addLayout(bar)
+        lay.addLayout(grid, 1)
+
+    # -- state ----------------------------------------------------------------------------------
+    def reset(self, title: str = "") -> None:
+        self.model.reset()
+        for p in self.plots.values():
+            p.clear()
+        self.title.setText(title)
+        self.set_gpu_reason(None)
+        self._drawn_version = -1
+        self.refresh()
+
+    def set_gpu_reason(self, reason: str | None) -> None:
+        """With a reason (no GPU), the GPU plots say so instead of sitting empty."""
+        self.model.gpu_reason = reason
+        for name, label in self.no_gpu.items():
+            label.setText(f"{TITLES[name][2]}: not available\n{reason}" if reason else "")
+            self.stacks[name].setCurrentIndex(1 if reason else 0)
+
+    def set_elapsed(self, seconds: float, state: str = "") -> None:
+        self.elapsed.setText(f"{state + ' ' if state else ''}{format_elapsed(seconds)}")
+
+    def _window_changed(self) -> None:
+        self.window_s = self.window.currentData()
+        self._drawn_version = -1
+        self.refresh()
+
+    def set_whole_run(self) -> None:
+        self.window.setCurrentIndex(len(WINDOWS) - 1)
+
+    # -- drawing --------------------------------------------------------------------------------
+    def refresh(self) -> bool:
+        """Redraw if the model changed; True if it drew."""
+        if self.model.version == self._drawn_version:
+            return False
+        self._drawn_version = self.model.version
+        x_min = None if self.window_s is None else max(0.0, self.model.last_t - self.window_s)
+        x_max = self.model.last_t if self.window_s is None else max(self.window_s, self.model.last_t)
+        for name, plot in self.plots.items():
+            for kind, key, subject, buf in self.model.curves(name):
+                label = self._label(kind, key, subject)
+                x, y = buf.window(x_min)
+                plot.curve((kind, key, subject), label).setData(x, y)
+            plot.item.setXRange(x_min or 0.0, max(x_max, 1.0), padding=0.01)
+        if self.model.gpu_reason and not self.no_gpu["gpu_util"].text():
+            self.set_gpu_reason(self.model.gpu_reason)
+        return True
+
+    def _label(self, kind: str, key: str, subject: int) -> str:
+        if kind == "gpu":
+            return self.model.devices.get(subject, f"GPU {subject}")
+        row = self.model.procs.get(subject)
+        who = f"{subject}"
+        if row is not None and row.role:
+            who += f" {row.role}" + (f" {row.rank}" if row.rank is not None else "")
+        elif row is not None:
+            who += f" {row.name}"
+        return who + (" SM" if key == "sm_util" else "")

@@ -1,0 +1,401 @@
+"""The main window: Run (launch panel, live plots, processes, console), Report, History, Cleanup."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (QFileDialog, QLabel, QMainWindow, QMessageBox, QProgressBar, QPushButton,
+                               QScrollArea, QSplitter, QTabWidget, QWidget)
+
+from gpuscope.app import bridge, workers
+from gpuscope.app.bridge import RunBridge
+from gpuscope.app.live_model import LiveModel
+from gpuscope.app.procroles import RoleReader
+from gpuscope.app.qt_console import QtConsole
+from gpuscope.app.qt_history import QtHistory
+from gpuscope.app.qt_launch_panel import QtLaunchPanel
+from gpuscope.app.qt_live_view import QtLiveView
+from gpuscope.app.qt_process_tree import QtProcessTree
+from gpuscope.app.run_controller import IDLE, RunController
+from gpuscope.app.settings import open_settings
+from gpuscope.runs.status import ExitStatus
+
+TICK_MS = 100
+REPORT_FILTER = "Reports (*.nsys-rep *.sqlite);;Nsight Systems reports (*.nsys-rep);;SQLite exports (*.sqlite)"
+
+
+def _placeholder(text: str) -> QLabel:
+    label = QLabel(text, alignment=Qt.AlignmentFlag.AlignCenter, wordWrap=True)
+    label.setStyleSheet("color: #777; font-size: 12pt;")
+    return label
+
+
+def make_report_view() -> QWidget:
+    """The timeline/summary widget (gpuscope.app.qt_report_view), or a placeholder until it exists."""
+    try:
+        from gpuscope.app.qt_report_view import QtReportView
+    except ImportError:
+        return _placeholder("The timeline view is not available in this build.")
+    return QtReportView()
+
+
+def make_cleanup_view() -> QWidget:
+    try:
+        from gpuscope.app.qt_cleanup import QtCleanup
+    except ImportError:
+        return _placeholder("The cleanup view is not available in this build.")
+    return QtCleanup()
+
+
+def describe_result(result: Any) -> str:
+    """One status line for a finished run."""
+    exit_status: ExitStatus = result.exit
+    secs = (result.ended_ns - result.started_ns) / 1e9
+    line = f"run {result.run_id} {result.status} ({exit_status.describe()}) after {secs:.1f} s"
+    if result.error:
+        line += f"; {result.error}"
+    if result.left_running:
+        line += f"; {len(result.left_running)} process(es) still running (see Cleanup)"
+    return line
+
+
+class MainWindow(QMainWindow):
+    """Signals ``sigReportLoaded(report)`` once the report view shows a report the window loaded,
+    ``sigReportFailed(text)``, ``sigErrorShown(text)`` (scripted mode and tests use them)."""
+
+    sigReportLoaded = Signal(object)
+    sigReportFailed = Signal(str)
+    sigErrorShown = Signal(str)
+
+    def __init__(self, settings: QSettings | None = None) -> None:
+        super().__init__()
+        bridge.install()
+        self.setWindowTitle("gpuscope")
+        self.settings = settings or open_settings()
+        self.run_bridge = RunBridge()
+        self.controller = RunController(self.run_bridge, self)
+        self.model = LiveModel()
+        self.roles: RoleReader | None = None
+        self.last_report: Any = None
+        self.last_result: Any = None
+        self.last_error: str | None = None
+        self.show_dialogs = True
+        self._tasks: dict[workers.Task, str] = {}
+        self._report_task: workers.Task | None = None
+        self._report_pending: Any = None
+        self._ticks = 0
+        self._build()
+        self._build_menu()
+        self._connect()
+        self.panel.load(self.settings)
+        geometry = self.settings.value("window/geometry")
+        if isinstance(geometry, QByteArray):
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(1280, 800)
+        self.timer = QTimer(self, interval=TICK_MS)
+        self.timer.timeout.connect(self.tick)
+        self.timer.start()
+
+    # -- building -------------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.panel = QtLaunchPanel()
+        self.live = QtLiveView(self.model)
+        self.tree = QtProcessTree(self.model)
+        self.console = QtConsole()
+        self.bottom = QTabWidget()
+        self.bottom.addTab(self.tree, "Processes")
+        self.bottom.addTab(self.console, "Console")
+        right = QSplitter(Qt.Orientation.Vertical)
+        right.addWidget(self.live)
+        right.addWidget(self.bottom)
+        right.setSizes([480, 280])
+        scroll = QScrollArea(widgetResizable=True)
+        scroll.setWidget(self.panel)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setMinimumWidth(340)
+        self.run_split = QSplitter(Qt.Orientation.Horizontal)
+        self.run_split.addWidget(scroll)
+        self.run_split.addWidget(right)
+        self.run_split.setSizes([410, 870])
+        self.report_view = make_report_view()
+        self.history = QtHistory()
+        self.cleanup = make_cleanup_view()
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.run_split, "Run")
+        self.tabs.addTab(self.report_view, "Report")
+        self.tabs.addTab(self.history, "History")
+        self.tabs.addTab(self.cleanup, "Cleanup")
+        self.setCentralWidget(self.tabs)
+        self.state_label = QLabel("ready")
+        self.elapsed_label = QLabel("")
+        self.progress = QProgressBar(maximumWidth=160, textVisible=False)
+        self.progress.setRange(0, 0)
+        self.task_label = QLabel()
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.cancel_tasks)
+        bar = self.statusBar()
+        bar.addWidget(self.state_label, 1)
+        for w in (self.task_label, self.progress, self.cancel_button):
+            bar.addPermanentWidget(w)
+            w.hide()
+        bar.addPermanentWidget(self.elapsed_label)
+
+    def _build_menu(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        self.open_action = QAction("&Open report…", self, shortcut=QKeySequence.StandardKey.Open)
+        self.open_action.triggered.connect(self._open_report_dialog)
+        file_menu.addAction(self.open_action)
+        quit_action = QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit)
+        quit_action.triggered.connect(self.close)
+        file_menu.addAction(quit_action)
+        run_menu = self.menuBar().addMenu("&Run")
+        for text, slot, key in (("&Run", self.panel._on_run, "Ctrl+R"), ("&Stop", self.stop_run, "Ctrl+.")):
+            action = QAction(text, self, shortcut=QKeySequence(key))
+            action.triggered.connect(slot)
+            run_menu.addAction(action)
+
+    def _connect(self) -> None:
+        self.panel.sigRun.connect(self.start_run)
+        self.panel.sigStop.connect(self.stop_run)
+        self.panel.sigError.connect(self.show_error)
+        self.controller.sigStarted.connect(self._run_started)
+        self.controller.sigEnded.connect(self._run_ended)
+        self.controller.sigFailed.connect(self._run_failed)
+        self.controller.sigState.connect(self._state_changed)
+        self.run_bridge.sigProgress.connect(self._progress_line)
+        self.history.sigOpenRun.connect(self.open_past_run)
+        self.history.sigError.connect(self.show_error)
+        if hasattr(self.report_view, "sigError"):
+            self.report_view.sigError.connect(self._report_view_failed)
+        if hasattr(self.report_view, "sigLoaded"):
+            self.report_view.sigLoaded.connect(self._report_shown)
+        self.tabs.currentChanged.connect(self._tab_changed)
+
+    # -- errors and status ----------------------------------------------------------------------
+    def show_error(self, text: str) -> None:
+        """A one-line message in the status bar and, unless scripted, a dialog; never a traceback."""
+        self.last_error = text
+        self.state_label.setText(f"⚠ {text}")
+        self.state_label.setStyleSheet("color: #b03a2e;")
+        self.sigErrorShown.emit(text)
+        if self.show_dialogs and self.isVisible():
+            box = QMessageBox(QMessageBox.Icon.Warning, "gpuscope", text, QMessageBox.StandardButton.Ok, self)
+            box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            box.open()
+
+    def show_status(self, text: str) -> None:
+        self.state_label.setStyleSheet("")
+        self.state_label.setText(text)
+
+    def _progress_line(self, text: str) -> None:
+        self.console.append_text(f"gpuscope: {text}")
+        self.show_status(text)
+
+    def _state_changed(self, state: str) -> None:
+        self.panel.set_running(state != IDLE)
+        if state != IDLE:
+            self.show_status(f"{state}…")
+
+    # -- long tasks -----------------------------------------------------------------------------
+    def run_task(self, fn: Any, on_done: Any, label: str, on_error: Any = None) -> workers.Task:
+        """Run ``fn(task)`` off the GUI thread with the status bar's progress and Cancel."""
+        holder: dict[str, workers.Task] = {}
+
+        def done(result: Any) -> None:
+            self._end_task(holder["t"])
+            on_done(result)
+
+        def failed(text: str) -> None:
+            self._end_task(holder["t"])
+            (on_error or self.show_error)(text)
+
+        holder["t"] = task = workers.submit(fn, on_done=done, on_error=failed, label=label,
+                                            on_progress=self.task_label.setText)
+        self._tasks[task] = label
+        self._show_tasks()
+        return task
+
+    def _end_task(self, task: workers.Task) -> None:
+        self._tasks.pop(task, None)
+        self._show_tasks()
+
+    def _show_tasks(self) -> None:
+        busy = bool(self._tasks)
+        self.task_label.setText(", ".join(self._tasks.values()) + "…" if busy else "")
+        for w in (self.task_label, self.progress, self.cancel_button):
+            w.setVisible(busy)
+
+    def cancel_tasks(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        self._tasks.clear()
+        self._show_tasks()
+        self.show_status("cancelled")
+
+    # -- runs -----------------------------------------------------------------------------------
+    def start_run(self, spec: Any) -> None:
+        if self.controller.busy:
+            self.show_error("a run is already in progress: stop it first")
+            return
+        self.panel.save(self.settings, ran=True)
+        self.run_bridge.drain_output()
+        self.run_bridge.drain_batches()
+        self.live.reset(f"{Path(spec.script).name} · {spec.launcher} · {spec.start_method}")
+        self.tree.reset_rows()
+        self.console.clear()
+        self.roles = None
+        self.last_result = None
+        self.tabs.setCurrentIndex(0)
+        self.controller.start(spec)
+
+    def stop_run(self) -> None:
+        self.controller.stop()
+
+    def _run_started(self, run: Any) -> None:
+        self.roles = RoleReader(run.run_dir)
+        self.live.set_gpu_reason(self.controller.gpu_reason)
+        self.live.title.setText(f"{self.live.title.text()} · run {run.run_id} · pid {run.pid}")
+        for note in run.notes:
+            self.console.append_text(f"gpuscope: {note}")
+        self.show_status(f"running {run.run_id} (pid {run.pid})")
+
+    def _run_ended(self, result: Any) -> None:
+        self.tick()
+        self.last_result = result
+        line = describe_result(result)
+        for note in result.notes:
+            self.console.append_text(f"gpuscope: {note}")
+        self.console.append_text(f"gpuscope: {line}")
+        (self.show_error if result.status == "error" else self.show_status)(line)
+        self.live.set_elapsed(self.controller.elapsed(), result.status)
+        self.history.refresh()
+        self.load_report(result.run_dir, switch=False)
+
+    def _run_failed(self, text: str) -> None:
+        self.tick()
+        self.show_error(text)
+
+    # -- the refresh tick -----------------------------------------------------------------------
+    def tick(self) -> None:
+        """Drain the bridge into the model and console, then redraw what changed (GUI thread)."""
+        self._ticks += 1
+        chunks, dropped = self.run_bridge.drain_output()
+        if chunks or dropped:
+            self.console.append_chunks(chunks, dropped)
+        for batch in self.run_bridge.drain_batches():
+            self.model.add(batch)
+        if self.roles is not None and self._ticks % 5 == 0:
+            self.model.set_identities(self.roles.lookup())
+        if self.tabs.currentIndex() == 0:
+            self.live.refresh()
+            self.tree.refresh()
+        if self.controller.busy:
+            elapsed = self.controller.elapsed()
+            self.live.set_elapsed(elapsed, self.controller.state)
+            self.elapsed_label.setText(f"{self.controller.state} {elapsed:.1f} s")
+        elif self.controller.started_at:
+            self.elapsed_label.setText(f"last run {self.controller.elapsed():.1f} s")
+
+    def _tab_changed(self, index: int) -> None:
+        if index == 0:
+            self.tick()
+        elif self.tabs.widget(index) is self.history:
+            self.history.refresh()
+        elif self.tabs.widget(index) is self.cleanup and hasattr(self.cleanup, "refresh"):
+            self.cleanup.refresh()
+
+    # -- reports --------------------------------------------------------------------------------
+    def _open_report_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open a report", str(Path.home()), REPORT_FILTER)
+        if path:
+            self.load_report(path, switch=True)
+
+    def load_report(self, path: str | Path, switch: bool = True) -> None:
+        """Load a .nsys-rep / .sqlite / run folder off the GUI thread, then show it."""
+        from_run = Path(path).is_dir()
+
+        def work(task: workers.Task) -> Any:
+            from gpuscope.nsys.reader import load_report
+
+            task.progress(f"loading {Path(path).name}")
+            return load_report(path)
+
+        def done(report: Any) -> None:
+            self._report_task = None
+            self.last_report = report
+            if switch:
+                self.tabs.setCurrentWidget(self.report_view)
+            if not from_run:
+                self.show_status(f"report loaded: {report.path}")
+            if hasattr(self.report_view, "show_report"):
+                self._report_pending = report
+                self.report_view.show_report(report)   # lays out on a worker, then sigLoaded
+            else:
+                self.sigReportLoaded.emit(report)
+
+        def failed(text: str) -> None:
+            self._report_task = None
+            self.show_error(text)
+            self.sigReportFailed.emit(text)
+
+        if self._report_task is not None:
+            self._report_task.cancel()
+            self._end_task(self._report_task)
+        self._report_task = self.run_task(work, done, "loading report", on_error=failed)
+
+    def _report_shown(self, report: Any) -> None:
+        if report is self._report_pending:
+            self._report_pending = None
+            self.sigReportLoaded.emit(report)
+
+    def _report_view_failed(self, text: str) -> None:
+        self.show_error(text)
+        if self._report_pending is not None:
+            self._report_pending = None
+            self.sigReportFailed.emit(text)
+
+    # -- history --------------------------------------------------------------------------------
+    def open_past_run(self, row: Any) -> None:
+        """Show a stored run's plots and console (Run tab) and its timeline (Report tab)."""
+        if self.controller.busy:
+            self.show_error("a run is in progress: open past runs when it has ended")
+            return
+        from gpuscope.app.past_run import load_past_run
+
+        self.run_task(lambda task: load_past_run(row.id, row.run_dir), self._show_past_run,
+                      f"opening run {row.id}")
+        self.load_report(row.run_dir, switch=False)
+
+    def _show_past_run(self, past: Any) -> None:
+        self.live.reset(f"run {past.run_id} (past run)")
+        self.tree.reset_rows()
+        self.console.clear()
+        self.roles = None
+        if past.series is not None:
+            self.model.load_series(past.series, past.identities)
+            self.live.set_gpu_reason(self.model.gpu_reason)
+        self.live.set_whole_run()
+        self.live.set_elapsed(self.model.last_t, "ran")
+        for stream, cut in past.truncated.items():
+            self.console.append_text(f"gpuscope: the first {cut:,} bytes of {stream} are only in the log file")
+        self.console.append_chunks(past.output)
+        self.tabs.setCurrentIndex(0)
+        self.live.refresh()
+        self.tree.refresh()
+        self.show_status(f"showing past run {past.run_id}" + ("" if past.series else " (no stored samples)"))
+
+    # -- closing --------------------------------------------------------------------------------
+    def closeEvent(self, event) -> None:  # noqa: N802, ANN001 - Qt override
+        self.panel.save(self.settings)
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.sync()
+        if self.controller.busy:
+            self.controller.stop()
+        self.cancel_tasks()
+        self.timer.stop()
+        workers.wait_all(20_000)
+        super().closeEvent(event)

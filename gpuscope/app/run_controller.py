@@ -1,0 +1,125 @@
+"""Start, watch and stop one run from the GUI, with its blocking parts on a worker thread.
+
+``start(spec)`` builds a :class:`gpuscope.runs.supervisor.Run` on a pool thread, starts it,
+subscribes the bridge to its output and to its telemetry sampler (``run.sampler``; if the Run
+has none, one is started here), then blocks in ``Run.wait``. Signals arrive on the GUI thread.
+``stop()`` may be called at any time, even while the run is still starting.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from gpuscope.app import bridge, workers
+from gpuscope.app.bridge import RunBridge
+from gpuscope.spec import RunSpec
+
+IDLE, STARTING, RUNNING, STOPPING = "idle", "starting", "running", "stopping"
+
+
+class RunController(QObject):
+    """Signals: ``sigStarted(run)``, ``sigEnded(result)``, ``sigFailed(text)``, ``sigState(str)``."""
+
+    sigStarted = Signal(object)
+    sigEnded = Signal(object)
+    sigFailed = Signal(str)
+    sigState = Signal(str)
+
+    def __init__(self, run_bridge: RunBridge, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.bridge = run_bridge
+        self.state = IDLE
+        self.run: Any = None
+        self.gpu_reason: str | None = None
+        self.started_at = 0.0
+        self.ended_at = 0.0
+        self._lock = threading.Lock()
+        self._stop_wanted = False
+        self.task: workers.Task | None = None
+
+    def _set_state(self, state: str) -> None:
+        self.state = state
+        self.sigState.emit(state)
+
+    @property
+    def busy(self) -> bool:
+        return self.state != IDLE
+
+    def elapsed(self) -> float:
+        if not self.started_at:
+            return 0.0
+        return (time.monotonic() if self.busy else self.ended_at) - self.started_at
+
+    # -- start ----------------------------------------------------------------------------------
+    def start(self, spec: RunSpec) -> None:
+        if self.busy:
+            raise RuntimeError("a run is already in progress")
+        self._stop_wanted = False
+        self.run, self.gpu_reason = None, None
+        self.started_at, self.ended_at = time.monotonic(), 0.0
+        self._set_state(STARTING)
+        self.task = workers.submit(lambda task: self._work(spec), on_done=self._ended,
+                                   on_error=self._failed, label="run")
+
+    def _work(self, spec: RunSpec) -> Any:
+        from gpuscope.runs.supervisor import Run
+
+        run = Run(spec, output=[self.bridge.on_output], progress=self.bridge.on_progress)
+        run.start()
+        own_sampler = self._attach_sampler(run)
+        with self._lock:
+            self.run = run
+            stop_now = self._stop_wanted
+        bridge.to_gui(self._started, run)
+        if stop_now:
+            run.stop()
+        try:
+            return run.wait()
+        finally:
+            if own_sampler is not None:
+                own_sampler.stop()
+
+    def _attach_sampler(self, run: Any) -> Any:
+        """Listen to the Run's sampler; start one if this Run does not have its own."""
+        sampler = getattr(run, "sampler", None)
+        own = None
+        if sampler is None:
+            from gpuscope.telemetry.sampler import RunSampler
+
+            try:
+                sampler = own = RunSampler(run.pid, run.spec.sample_interval_s, store=True, run_id=run.run_id)
+            except ProcessLookupError:  # the program already ended: nothing to sample
+                return None
+        sampler.add_listener(self.bridge.on_batch)
+        self.gpu_reason = None if sampler.gpu.available else (sampler.gpu.reason or "no NVIDIA GPU")
+        if own is not None:
+            own.start()
+        return own
+
+    def _started(self, run: Any) -> None:
+        self._set_state(STOPPING if self._stop_wanted else RUNNING)
+        self.sigStarted.emit(run)
+
+    def _ended(self, result: Any) -> None:
+        self.ended_at = time.monotonic()
+        self._set_state(IDLE)
+        self.sigEnded.emit(result)
+
+    def _failed(self, message: str) -> None:
+        self.ended_at = time.monotonic()
+        self._set_state(IDLE)
+        self.sigFailed.emit(message)
+
+    # -- stop -----------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """SIGINT → SIGTERM → SIGKILL to the whole tree (a second Stop kills at once)."""
+        with self._lock:
+            self._stop_wanted = True
+            run = self.run
+        if self.state in (RUNNING, STOPPING) and run is not None:
+            self._set_state(STOPPING)
+            run.stop()

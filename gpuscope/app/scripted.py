@@ -1,0 +1,132 @@
+"""Scripted mode: ``gpuscope gui --run SCRIPT … --screenshot OUT.png --exit-when-done``.
+
+Fills the launch panel from the command line, presses Run, waits for the end of the run and for
+its report, shows the chosen tab, saves a picture of the window and quits with the run's exit
+status (0 when it exited cleanly, 1 otherwise, 2 when the options were refused).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer
+from PySide6.QtWidgets import QApplication
+
+from gpuscope.errors import UserError
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise UserError(f"--size takes WIDTHxHEIGHT (e.g. 1280x800), not {text!r}") from None
+    return w, h
+
+
+class Scripted(QObject):
+    """Drives one window through a scripted run; ``exit_code`` is what ``gpuscope gui`` returns."""
+
+    def __init__(self, window: Any, args: argparse.Namespace) -> None:
+        super().__init__(window)
+        self.window, self.args = window, args
+        self.exit_code = 0
+        self.shot_taken = False
+        self.ended = False
+        window.show_dialogs = False
+        window.resize(*parse_size(args.size))
+        window.sigErrorShown.connect(lambda text: print(f"gpuscope: {text}", file=sys.stderr, flush=True))
+        if args.run:
+            self._fill(window.panel)
+
+    def _fill(self, panel: Any) -> None:
+        a = self.args
+        panel.set_script(str(Path(a.run).expanduser().resolve()) if Path(a.run).exists() else a.run)
+        panel.args.setText(a.args)
+        panel.cwd.setText(a.cwd or "")
+        panel.python.setText(a.python or "")
+        if a.start_method:
+            panel.method.setCurrentIndex(panel.method.findData(a.start_method))
+        if a.launcher:
+            panel.launcher.setCurrentText(a.launcher)
+        if a.nproc:
+            panel.nproc.setValue(a.nproc)
+        panel.annotate.setText(", ".join(a.annotate))
+        panel.nsys.setChecked(bool(a.nsys))
+
+    # -- the sequence ---------------------------------------------------------------------------
+    def begin(self) -> None:
+        w, a = self.window, self.args
+        if a.open:
+            w.sigReportLoaded.connect(lambda _r: self._finish())
+            w.sigReportFailed.connect(lambda _t: self._finish(code=1))
+            w.load_report(a.open, switch=True)
+        elif a.run:
+            w.panel.sigError.connect(lambda _t: self._finish(code=2))
+            w.controller.sigFailed.connect(lambda _t: self._finish(code=1))
+            w.controller.sigEnded.connect(self._run_ended)
+            if a.screenshot_delay is not None:
+                w.controller.sigStarted.connect(
+                    lambda _r: QTimer.singleShot(int(a.screenshot_delay * 1000), self._shoot))
+            if a.screenshot and a.screenshot_tab == "launch":
+                QTimer.singleShot(200, self._shoot)
+                QTimer.singleShot(400, w.panel._on_run)
+            else:
+                QTimer.singleShot(100, w.panel._on_run)
+        else:
+            QTimer.singleShot(300, self._finish)
+
+    def _run_ended(self, result: Any) -> None:
+        self.exit_code = 0 if result.status == "exited" else 1
+        self.window.sigReportLoaded.connect(lambda _r: self._finish())
+        self.window.sigReportFailed.connect(lambda _t: self._finish())
+
+    def _finish(self, code: int | None = None) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        if code is not None:
+            self.exit_code = code
+        if self.args.screenshot and not self.shot_taken and code != 2:
+            self._shoot()
+        if self.args.exit_when_done:
+            QTimer.singleShot(0, self._quit)
+
+    def _quit(self) -> None:
+        self.window.close()
+        QApplication.instance().quit()
+
+    # -- the picture ----------------------------------------------------------------------------
+    def _show_tab(self) -> None:
+        w, tab = self.window, self.args.screenshot_tab
+        if tab in ("launch", "live", "processes", "console"):
+            w.tabs.setCurrentIndex(0)
+            w.bottom.setCurrentWidget(w.console if tab == "console" else w.tree)
+            if tab != "launch" and not w.controller.busy:
+                w.live.set_whole_run()
+        elif tab in ("timeline", "report"):
+            w.tabs.setCurrentWidget(w.report_view)
+        elif tab == "history":
+            w.tabs.setCurrentWidget(w.history)
+        elif tab == "cleanup":
+            w.tabs.setCurrentWidget(w.cleanup)
+
+    def _shoot(self) -> None:
+        if not self.args.screenshot or self.shot_taken:
+            return
+        self._show_tab()
+        app = QApplication.instance()
+        for _ in range(3):
+            self.window.tick()
+            app.processEvents()
+        path = Path(self.args.screenshot).expanduser()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.window.grab().save(str(path)):
+            print(f"gpuscope: cannot write the screenshot {path}", file=sys.stderr, flush=True)
+            self.exit_code = 1
+        else:
+            print(f"gpuscope: screenshot saved to {path}", file=sys.stderr, flush=True)
+        self.shot_taken = True

@@ -1,0 +1,81 @@
+"""Helpers for the app tests (no fixtures here: conftest.py stays minimal)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QAbstractItemView
+
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+
+
+def script(name: str) -> str:
+    return str(SCRIPTS / name)
+
+
+def processes_with_env(marker: bytes) -> list[int]:
+    """Live processes whose environment holds ``marker`` (this test's GPUSCOPE_HOME)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                env = fh.read()
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in env.split(b"\0") and state not in (b"Z", b"X"):
+            found.append(int(entry))
+    return found
+
+
+def make_window(qtbot: Any) -> Any:
+    from gpuscope.app.qt_main_window import MainWindow
+
+    window = MainWindow()
+    window.show_dialogs = False
+    qtbot.addWidget(window)
+    window.resize(1280, 800)
+    window.show()
+    return window
+
+
+def fill(window: Any, name: str, args: str = "", method: str = "spawn") -> None:
+    panel = window.panel
+    panel.set_script(script(name))
+    panel.args.setText(args)
+    panel.method.setCurrentIndex(panel.method.findData(method))
+
+
+def run_processes(gpuscope_home: Path) -> list[int]:
+    """Live processes started by this test's runs (their environment names its GPUSCOPE_HOME)."""
+    return processes_with_env(f"GPUSCOPE_HOME={gpuscope_home}".encode())
+
+
+def table_counts(view: Any) -> list[dict[str, int]]:
+    """One {name: count} per item view under ``view`` that has "Count" and "Name" columns."""
+    tables: list[dict[str, int]] = []
+    for item_view in view.findChildren(QAbstractItemView):
+        model = item_view.model()
+        if model is None:
+            continue
+        heads = {str(model.headerData(c, Qt.Orientation.Horizontal, Qt.ItemDataRole.DisplayRole)).strip().lower(): c
+                 for c in range(model.columnCount())}
+        if "count" not in heads or "name" not in heads:
+            continue
+        out: dict[str, int] = {}
+        tables.append(out)
+        for r in range(model.rowCount()):
+            name = model.data(model.index(r, heads["name"]))
+            count = str(model.data(model.index(r, heads["count"])) or "").replace(",", "")
+            if name is not None and count.isdigit():
+                out[str(name)] = out.get(str(name), 0) + int(count)
+    return tables
+
+
+os.environ.setdefault("GPUSCOPE_TESTS", "1")

@@ -1,0 +1,102 @@
+"""The whole window drives real runs: Run, live plots, process tree, report, Stop, bad reports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from apphelpers import fill, make_window, run_processes, table_counts
+from PySide6.QtCore import Qt
+
+pytestmark = pytest.mark.gui
+
+
+def test_spawn_run_plots_tree_and_report_match_cli(qtbot, run_env, gpuscope_home):
+    w = make_window(qtbot)
+    fill(w, "pool_spawn.py", "2", "spawn")
+    with qtbot.waitSignal(w.controller.sigStarted, timeout=30_000):
+        qtbot.mouseClick(w.panel.run_button, Qt.MouseButton.LeftButton)
+    assert not w.panel.run_button.isEnabled() and w.panel.stop_button.isEnabled()
+    # live plots receive data: CPU and RSS curves for the run's processes
+    qtbot.waitUntil(lambda: w.model.batches >= 3 and bool(w.live.plots["rss"].curves), timeout=15_000)
+    x, y = next(iter(w.live.plots["rss"].curves.values())).getData()
+    assert len(x) >= 2 and (y > 0).any()
+    # the process tree shows the two pool workers, with their role, under main
+    qtbot.waitUntil(lambda: sorted(r.role for r in w.model.procs.values() if r.role) ==
+                    ["main", "pool worker", "pool worker", "resource tracker"], timeout=20_000)
+    w.tree.refresh()
+    main_pid = next(p for p, r in w.model.procs.items() if r.role == "main")
+    main_item = w.tree.items[main_pid]
+    roles = sorted(main_item.child(i).text(1) for i in range(main_item.childCount()))
+    assert roles.count("pool worker") == 2
+    # no GPU here: the GPU plots say so instead of sitting empty
+    assert w.live.stacks["gpu_util"].currentIndex() == 1
+    assert "not available" in w.live.no_gpu["gpu_util"].text()
+    # the end of the run, then its report
+    with qtbot.waitSignal(w.sigReportLoaded, timeout=60_000) as blocker:
+        pass
+    report = blocker.args[0]
+    assert w.last_result.status == "exited" and w.panel.run_button.isEnabled()
+    assert "exited" in w.state_label.text()
+    tl = report.timeline
+    pids_with_ranges = set(int(p) for p in tl.ranges.pid) if len(tl.ranges) else set()
+    assert len(pids_with_ranges) == 3, pids_with_ranges
+    cli = subprocess.run([sys.executable, "-m", "gpuscope", "report", str(w.last_result.run_dir), "--json"],
+                         env=run_env, capture_output=True, timeout=60)
+    assert cli.returncode == 0, cli.stderr
+    cli_counts = {r["name"]: r["count"] for r in json.loads(cli.stdout)["nvtx_summary"]}
+    app_counts = {r.name: r.count for r in report.summaries["nvtx"]}
+    assert app_counts == cli_counts and cli_counts
+    assert "task 0 done" in w.console.plain_text()
+    if hasattr(w.report_view, "show_report"):   # the report view (timeline + summary tables) shows them
+        assert cli_counts in table_counts(w.report_view), table_counts(w.report_view)
+    assert not run_processes(gpuscope_home)
+
+
+def test_stop_mid_run_leaves_no_process(qtbot, gpuscope_home):
+    w = make_window(qtbot)
+    fill(w, "sleepy_pool.py", "", "spawn")
+    with qtbot.waitSignal(w.controller.sigStarted, timeout=30_000):
+        w.panel.run_button.click()
+    qtbot.waitUntil(lambda: sum(r.alive for r in w.model.procs.values()) >= 3, timeout=20_000)
+    assert len(run_processes(gpuscope_home)) >= 3
+    with qtbot.waitSignal(w.controller.sigEnded, timeout=30_000) as blocker:
+        w.panel.stop_button.click()
+    assert blocker.args[0].status == "stopped"
+    assert run_processes(gpuscope_home) == []
+    assert "stopped" in w.state_label.text()
+    qtbot.waitSignal(w.sigReportLoaded, timeout=30_000).wait()   # the report of a stopped run loads too
+
+
+def test_corrupt_report_shows_error_and_app_keeps_working(qtbot, tmp_path):
+    w = make_window(qtbot)
+    bad = tmp_path / "broken.sqlite"
+    bad.write_bytes(b"SQLite format 3\x00" + b"\x13" * 5000)
+    with qtbot.waitSignal(w.sigReportFailed, timeout=20_000) as blocker:
+        w.load_report(bad)
+    text = blocker.args[0]
+    assert "broken.sqlite" in text and "Traceback" not in text and "\n" not in text
+    assert w.last_error == text and text in w.state_label.text()
+    not_sqlite = tmp_path / "notes.sqlite"
+    not_sqlite.write_text("hello")
+    with qtbot.waitSignal(w.sigReportFailed, timeout=20_000) as blocker:
+        w.load_report(not_sqlite)
+    assert "not an SQLite file" in blocker.args[0]
+    # still usable: a run goes through after the errors
+    fill(w, "pool_spawn.py", "0.5", "spawn")
+    with qtbot.waitSignal(w.controller.sigEnded, timeout=60_000) as blocker:
+        w.panel.run_button.click()
+    assert blocker.args[0].status == "exited"
+    qtbot.waitSignal(w.sigReportLoaded, timeout=30_000).wait()
+
+
+def test_bad_script_is_one_line_error_and_no_run(qtbot, tmp_path):
+    w = make_window(qtbot)
+    w.panel.set_script(str(tmp_path / "missing.py"))
+    w.panel.run_button.click()
+    assert "script not found" in w.last_error and not w.controller.busy
+    w.panel.set_script("")
+    w.panel.run_button.click()
+    assert w.last_error == "choose a script to run"
