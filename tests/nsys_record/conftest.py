@@ -7,6 +7,9 @@ that forgot to provision cannot pass by skipping.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from gpuscope.nsys import locate
@@ -37,3 +40,16 @@ def _no_leftover_nsys():
     yield
     for session in LAUNCHED:
         session.kill(grace_s=0.5)
+
+
+@pytest.fixture(scope="session")
+def nvtx13_python(tmp_path_factory) -> str:
+    """A throwaway venv with nvtx 0.2.13 (payload extension compat id 260); about 5 s."""
+    venv = tmp_path_factory.mktemp("nvtx13") / "venv"
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=120)
+        subprocess.run([str(venv / "bin/python"), "-m", "pip", "install", "-q", "nvtx==0.2.13"], check=True,
+                       capture_output=True, timeout=300)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        missing(f"cannot make a venv with nvtx 0.2.13: {exc}")
+    return str(venv / "bin/python")
