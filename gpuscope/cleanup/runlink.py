@@ -33,9 +33,8 @@ class RunLink:
             ended = f" ended {_ago(now - self.ended_ns / 1e9)} ago ({self.status})"
         else:
             ended = f" is {self.status}"
-        role = f" as its {self.role}" if self.role else ""
-        return f"still alive although gpuscope run {self.run_id}{ended}; it ran{role} in that run " \
-               f"(matched by {self.how})"
+        role = f"role in that run: {self.role}; " if self.role else ""
+        return f"still alive although gpuscope run {self.run_id}{ended}; {role}matched by {self.how}"
 
 
 def _ago(seconds: float) -> str:

@@ -107,7 +107,7 @@ def test_run_leftover_matched_by_run_table(reaper, store):
         {"pid": pid, "ppid": 1, "role": "pool worker", "info": {"create_time": ct}}])
     s = _scan(store).by_pid(pid)
     assert s is not None and s.codes == [m.RUN_LEFTOVER]
-    assert "run table (pid + create time)" in s.reasons[0].text and "as its pool worker" in s.reasons[0].text
+    assert "run table (pid + create time)" in s.reasons[0].text and "role in that run: pool worker" in s.reasons[0].text
     assert s.evidence["run_id"] == run_id and s.evidence["run_status"] == "exited"
 
 

@@ -13,6 +13,7 @@ Commands (``{"op": ...}``):
                                 (reap=True: the parent reaps when it gets SIGCHLD)
   spawn     {"argv": [...], "setsid": bool}  a child process -> {"pid"}
   orphan_mp {"script": path}    runs a script that starts a spawn child and exits -> {"pid"}
+  call      {"argv": [...], "env": {...}}  runs a command to its end -> {"rc", "stdout", "stderr"}
 """
 
 from __future__ import annotations
@@ -97,6 +98,11 @@ def orphan_mp(script: str) -> dict:
     return {"pid": child}
 
 
+def call(argv: list, env: dict | None) -> dict:
+    res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    return {"rc": res.returncode, "stdout": res.stdout, "stderr": res.stderr}
+
+
 def descendants() -> list[int]:
     me = os.getpid()
     parent = {}
@@ -138,6 +144,8 @@ def handle(cmd: dict) -> dict:
         return zombie(bool(cmd.get("reap")))
     if op == "spawn":
         return spawn(cmd["argv"], bool(cmd.get("setsid")))
+    if op == "call":
+        return call(cmd["argv"], cmd.get("env"))
     if op == "orphan_mp":
         return orphan_mp(cmd["script"])
     raise ValueError(op)
