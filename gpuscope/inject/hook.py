@@ -5,7 +5,7 @@ import sys
 
 from . import annotate_patterns, importhook, mpwrap, nvtxwrap
 from .eventlog import STATE, python_version
-from .procname import env_rank, set_process_name, short_role
+from .procname import env_rank, name_python_threads, set_process_name, short_role
 
 _SCRIPT = os.environ.get("GPUSCOPE_SCRIPT", "")
 
@@ -76,7 +76,7 @@ def _header(role, start_method, forked):
 
 def _name_process():
     info = STATE.info
-    name = short_role(info.get("role", ""), info.get("rank") if not str(info.get("role", "")).startswith("rank") else info.get("rank"))
+    name = short_role(info.get("role", ""), info.get("rank"))
     if set_process_name(name):
         STATE.update(os_name=name)
 
@@ -92,6 +92,7 @@ def _after_fork_in_child():
         header["parent_role"] = parent.get("role")
         header["nvtx"] = parent.get("nvtx")
         STATE.open(header)
+        set_process_name(short_role("fork child", parent.get("rank")))
     except Exception as exc:
         STATE.error("after fork", exc)
 
@@ -123,6 +124,7 @@ def _install(role):
     if role not in ("spawn child", "subprocess"):
         _name_process()  # spawn children are named when they learn what they are (pool/process)
     importhook.install()
+    importhook.when_imported("threading", name_python_threads)
     importhook.when_imported("multiprocessing.context", mpwrap.patch_context)
     importhook.when_imported("multiprocessing.process", mpwrap.patch_process)
     importhook.when_imported("multiprocessing.pool", mpwrap.patch_pool)
