@@ -14,6 +14,7 @@ import re
 import signal
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import psutil
 
@@ -132,10 +133,11 @@ def _descendants(pids: set[int]) -> set[int]:
     return out
 
 
-def terminate(pids: set[int], grace_s: float) -> set[int]:
+def terminate(pids: set[int], grace_s: float, watch: "Callable[[], None] | None" = None) -> set[int]:
     """SIGTERM, wait up to ``grace_s``, then SIGKILL; returns the pids still alive afterwards.
 
-    Nothing is reaped here: a caller that holds a ``Popen`` for one of them must keep its exit status.
+    ``watch`` is called while waiting. Nothing is reaped here: a caller that holds a ``Popen`` for
+    one of them must keep its exit status.
     """
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 2.0)):
         for pid in pids:
@@ -146,6 +148,8 @@ def terminate(pids: set[int], grace_s: float) -> set[int]:
                     pass
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline and any(alive(p) for p in pids):
+            if watch:
+                watch()
             time.sleep(0.05)
         if not any(alive(p) for p in pids):
             break

@@ -176,7 +176,8 @@ class NsysSession:
         targets |= {a.pid for a in procs.agents() if a.profile_pid in self.known_pids}
         targets = {p for p in targets if procs.alive(p)}
         temp = procs.temp_reports(targets)
-        procs.terminate(targets, grace_s)
+        # a SIGTERMed nsys starts writing its report to /tmp before the SIGKILL: note that file too
+        procs.terminate(targets, grace_s, watch=lambda: temp.update(procs.temp_reports(targets)))
         for path in temp:
             try:
                 os.unlink(path)

@@ -123,6 +123,22 @@ def test_kill_stops_a_hung_nsys_its_agent_and_the_program(provisioned, tmp_path)
     assert not result.ok and "nsys wrote no report" in result.reason and result.sqlite_path is None
 
 
+def test_interrupt_stops_the_program_and_keeps_the_report(newest, tmp_path):
+    (tmp_path / "sleeper.py").write_text(SLEEPER)
+    spec = make_spec(tmp_path / "sleeper.py", trace=("nvtx",))
+    session = record.prepare(spec, tmp_path, [spec.python, spec.script], dict(os.environ), install=newest)
+    proc = launch(session, tmp_path)
+    agent, app = _wait_for_agent_and_app(proc.pid, spec.script)
+    time.sleep(0.5)                              # let the program enter its range
+    assert session.interrupt()
+    assert proc.wait(timeout=60) != 0            # nsys passes on the program's status (KeyboardInterrupt)
+    assert wait_gone([app, agent.pid]) == []
+    result = session.finish(timeout_s=60)
+    assert result.ok, result.reason
+    assert (59, "sleeping") in {(t, n) for _, t, n in nvtx_rows(result.sqlite_path)}
+    assert not session.interrupt()               # nothing left to interrupt
+
+
 def test_agent_of_a_killed_nsys_is_stale_and_kill_still_finds_it(provisioned, tmp_path):
     inst = next(iter(provisioned.values()))
     (tmp_path / "sleeper.py").write_text(SLEEPER)
