@@ -25,6 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--perfetto", metavar="OUT.json", help="also write a Perfetto/Chrome trace")
     parser.add_argument("--run", metavar="RUN_ID", help="a gpuscope run (id or unique prefix) from the store")
+    parser.add_argument("--no-cache", action="store_true", help="do not use or write the parsed-report cache")
 
 
 def _run_dir(run_id: str) -> Path:
@@ -59,8 +60,8 @@ def run(args: argparse.Namespace) -> int:
     from gpuscope.nsys.reader import load_report
 
     target, run_dir = resolve(args)
-    report = load_report(target, run_dir=run_dir if target != run_dir else None)
-    has_data = len(report.timeline.ranges) or len(report.timeline.kernels) or len(report.timeline.marks)
+    report = load_report(target, run_dir=run_dir if target != run_dir else None, use_cache=not args.no_cache)
+    has_data = any(p["nvtx_ranges"] or p["marks"] or p["kernels"] for p in report.processes)
     if report.sqlite_path is not None and not has_data and "NVTX_EVENTS" not in report.tables:
         raise UserError(f"{report.sqlite_path}: no NVTX or CUDA data in this export "
                         "(record with nsys profile --trace=nvtx[,cuda])")

@@ -10,9 +10,11 @@ re-exports nothing; import it from here).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -25,6 +27,8 @@ OSRT_EVENT_CLASS = 27
 KNOWN_SCHEMA = (3, 28)            # newest EXPORT_SCHEMA_VERSION major.minor this reader was written for
 LAST_PLAIN_NAMING = (2024, 2, 3)  # nvtx_sum leaves default-domain ranges unprefixed up to this version
 CHUNK_ROWS = 4_000_000            # rows per group_concat string (SQLite caps a string at ~1 GB)
+PARALLEL_READERS = max(1, min(4, os.cpu_count() or 1))
+PARALLEL_MIN_ROWS = 100_000
 _NSYS_THREADS = ("[NSys]", "[NSys Comms]")
 
 
@@ -113,10 +117,41 @@ def table_columns(conn: sqlite3.Connection, table: str) -> list[str]:
 # --------------------------------------------------------------------------- bulk columns
 
 def dense(conn: sqlite3.Connection, table: str, exprs: list[str], where: str = "") -> list[np.ndarray]:
-    """Columns of ``table`` (SQL expressions that never yield NULL) as int64 arrays, in rowid order."""
+    """Columns of ``table`` (SQL expressions that never yield NULL) as int64 arrays, in rowid order.
+
+    Large tables are read by up to ``PARALLEL_READERS`` threads, each with its own read-only
+    connection and a share of the expressions (SQLite runs without the GIL).
+    """
     lo, hi = conn.execute(f"SELECT min(rowid), max(rowid) FROM {table}").fetchone()
     if lo is None:
         return [np.zeros(0, dtype=np.int64) for _ in exprs]
+    workers = min(len(exprs), PARALLEL_READERS)
+    path = conn.execute("PRAGMA database_list").fetchone()[2]
+    if workers < 2 or hi - lo < PARALLEL_MIN_ROWS or not path:
+        out = _dense_part(conn, table, exprs, where, lo, hi)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        shares = [exprs[i::workers] for i in range(workers)]
+
+        def run(share: list[str]) -> list[np.ndarray]:
+            own = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                return _dense_part(own, table, share, where, lo, hi)
+            finally:
+                own.close()
+
+        with ThreadPoolExecutor(workers) as pool:
+            results = list(pool.map(run, shares))
+        out = [None] * len(exprs)
+        for i, cols in enumerate(results):
+            out[i::workers] = cols
+    if len({len(c) for c in out}) > 1:
+        raise UserError(f"{table}: columns of unequal length; is the export corrupt?")
+    return out
+
+
+def _dense_part(conn: sqlite3.Connection, table: str, exprs: list[str], where: str, lo: int, hi: int):
     select = ", ".join(f"group_concat({e})" for e in exprs)
     cond = f"({where}) AND " if where else ""
     parts: list[list[np.ndarray]] = [[] for _ in exprs]
@@ -125,10 +160,7 @@ def dense(conn: sqlite3.Connection, table: str, exprs: list[str], where: str = "
         row = conn.execute(sql, (a, a + CHUNK_ROWS)).fetchone()
         for i, text in enumerate(row):
             parts[i].append(np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, np.int64))
-    out = [np.concatenate(p) for p in parts]
-    if len({len(c) for c in out}) > 1:
-        raise UserError(f"{table}: columns of unequal length; is the export corrupt?")
-    return out
+    return [np.concatenate(p) for p in parts]
 
 
 def _expr(cols: list[str], name: str, default: str = "-1") -> str:
@@ -195,7 +227,7 @@ def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings, tl:
              f" | (min({_expr(cols, 'category', '0')}, 65535) << 24)")
     if packed_text:
         small += f" | (({_expr(cols, 'textId')} + 1) << 40)"
-    exprs = ["start", _expr(cols, "end"), _expr(cols, "globalTid", "0"), small,
+    exprs = ["start", _expr(cols, "end"), f"{_expr(cols, 'globalTid', '0')} & 281474976710655", small,
              f"({_expr(cols, 'color', '0')} & 4294967295) | ({_expr(cols, 'endGlobalTid', '0')} & 16777215) << 32"]
     if not packed_text:
         exprs.append(_expr(cols, "textId"))
@@ -500,11 +532,14 @@ def _run_bounded(cmd: list[str], timeout_s: float, env: dict[str, str] | None = 
 
 @dataclass
 class Report:
-    """What the CLI prints and the app shows for one nsys export (and, optionally, a gpuscope run)."""
+    """What the CLI prints and the app shows for one nsys export (and, optionally, a gpuscope run).
+
+    ``timeline`` is loaded on first access when the report came from the cache (the CLI's
+    ``--json`` needs only the summaries).
+    """
 
     path: Path                     # what the user opened
     sqlite_path: Path | None       # the export that was read (None for an event-log-only run)
-    timeline: T.Timeline
     nsys_version: str | None
     schema_version: str | None
     naming: str                    # nvtx_sum naming rule used: "plain" or "colon"
@@ -514,15 +549,24 @@ class Report:
     notes: list[str] = field(default_factory=list)
     coverage: object | None = None  # gpuscope.trace.coverage.Coverage for a gpuscope run
     tables: set[str] = field(default_factory=set)   # tables of the export
+    loaded: T.Timeline | None = field(default=None, repr=False)
+    loader: Callable[[], T.Timeline] | None = field(default=None, repr=False)
+
+    @property
+    def timeline(self) -> T.Timeline:
+        if self.loaded is None:
+            self.loaded = self.loader() if self.loader is not None else T.Timeline()
+        return self.loaded
 
 
-def load_report(path: str | Path, *, run_dir: str | Path | None = None) -> Report:
+def load_report(path: str | Path, *, run_dir: str | Path | None = None, use_cache: bool = True) -> Report:
     """Open a ``.sqlite`` export, a ``.nsys-rep`` (exported first) or a gpuscope run folder.
 
-    Raises :class:`UserError` with one line for anything the user can fix.
+    Large exports (``CACHE_MIN_ROWS`` rows and more) are cached as .npz (Timeline + summaries)
+    under ``<cache>/timelines``, keyed by path, size and mtime; ``use_cache=False`` or
+    ``GPUSCOPE_NO_CACHE=1`` bypasses it. Raises :class:`UserError` with one line for anything
+    the user can fix.
     """
-    from gpuscope.trace import summary
-
     p = Path(path)
     if p.is_dir():
         from gpuscope.trace import coverage
@@ -536,27 +580,106 @@ def load_report(path: str | Path, *, run_dir: str | Path | None = None) -> Repor
     conn = open_export(p_sqlite)
     try:
         info = export_info(conn)
-        tl = read_timeline(conn, info)
-        findings = _diagnose(conn, tl)
+        rep = _from_cache(p, p_sqlite, info, use_cache) or _parse(p, p_sqlite, conn, info, use_cache)
+        rep.findings = _diagnose(conn, rep.notes)
     except sqlite3.DatabaseError as exc:
         raise UserError(f"{p_sqlite}: unreadable export ({exc}); is it truncated or corrupt?") from None
     finally:
         conn.close()
-    rep = Report(path=p, sqlite_path=p_sqlite, timeline=tl, nsys_version=info.product_version,
-                 schema_version=info.schema_version, naming=info.naming,
-                 summaries=summary.all_summaries(tl, naming=info.naming, generation=info.stats_generation),
-                 processes=summary.process_table(tl), findings=findings, notes=list(tl.notes),
-                 tables=set(info.tables))
     if run_dir is not None:
         from gpuscope.trace import coverage
         coverage.attach_run(rep, Path(run_dir))
     return rep
 
 
-def _diagnose(conn: sqlite3.Connection, tl: T.Timeline) -> list:
+def _report(p: Path, p_sqlite: Path, info: ExportInfo, extra: dict, notes: list[str]) -> Report:
+    return Report(path=p, sqlite_path=p_sqlite, nsys_version=info.product_version,
+                  schema_version=info.schema_version, naming=info.naming, summaries=extra["summaries"],
+                  processes=extra["processes"], notes=list(notes), tables=set(info.tables))
+
+
+def _parse(p: Path, p_sqlite: Path, conn: sqlite3.Connection, info: ExportInfo, use_cache: bool) -> Report:
+    from gpuscope.trace import summary
+
+    tl = read_timeline(conn, info)
+    extra = {"summaries": summary.all_summaries(tl, naming=info.naming, generation=info.stats_generation),
+             "processes": summary.process_table(tl)}
+    _store(p_sqlite, tl, extra, use_cache)
+    rep = _report(p, p_sqlite, info, extra, tl.notes)
+    rep.loaded = tl
+    return rep
+
+
+# --------------------------------------------------------------------------- the parsed-report cache
+
+CACHE_MIN_ROWS = 100_000
+CACHE_KEEP = 16
+
+
+def _cache_file(p_sqlite: Path) -> Path:
+    import hashlib
+
+    from gpuscope import paths
+
+    st = p_sqlite.stat()
+    key = hashlib.sha1(f"{p_sqlite.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:20]
+    return paths.cache_dir() / "timelines" / f"{key}.npz"
+
+
+def _cache_on(use_cache: bool) -> bool:
+    return use_cache and not os.environ.get("GPUSCOPE_NO_CACHE")
+
+
+def _from_cache(p: Path, p_sqlite: Path, info: ExportInfo, use_cache: bool) -> Report | None:
+    """The report from the cache (summaries now, the timeline when first asked for), or None."""
+    if not _cache_on(use_cache):
+        return None
+    from gpuscope.trace.summary import SummaryRow
+
+    cache = _cache_file(p_sqlite)
+    try:
+        extra, notes = T.load_meta(cache)
+        extra["summaries"] = {k: [SummaryRow(**r) for r in rows] for k, rows in extra["summaries"].items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    rep = _report(p, p_sqlite, info, extra, notes)
+
+    def load() -> T.Timeline:
+        try:
+            return T.load(cache)[0]
+        except (OSError, ValueError, KeyError):   # evicted meanwhile: parse the export again
+            conn = open_export(p_sqlite)
+            try:
+                return read_timeline(conn)
+            finally:
+                conn.close()
+
+    rep.loader = load
+    return rep
+
+
+def _store(p_sqlite: Path, tl: T.Timeline, extra: dict, use_cache: bool) -> None:
+    rows = len(tl.ranges) + len(tl.osrt) + len(tl.cuda_api) + len(tl.kernels) + len(tl.memops)
+    if not _cache_on(use_cache) or rows < CACHE_MIN_ROWS:
+        return
+    target = _cache_file(p_sqlite)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        old = sorted(target.parent.glob("*.npz"), key=lambda f: f.stat().st_mtime)
+        for f in old[: max(0, len(old) - CACHE_KEEP + 1)]:
+            f.unlink(missing_ok=True)
+        tmp = target.with_suffix(f".{os.getpid()}.tmp")
+        sums = {k: [r.to_dict() | {"name": r.name} for r in v] for k, v in extra["summaries"].items()}
+        T.save(tl, tmp, {"summaries": sums, "processes": extra["processes"]})
+        tmp.replace(target)
+    except OSError:
+        pass   # a cache is an optimisation; a read-only home must not fail a report
+
+
+def _diagnose(conn: sqlite3.Connection, notes: list[str]) -> list:
     try:
         from gpuscope.nsys.diagnostics import diagnose
     except ImportError:
-        tl.notes.append("nsys diagnostics unavailable (gpuscope.nsys.diagnostics missing)")
+        notes.append("nsys diagnostics unavailable (gpuscope.nsys.diagnostics missing)")
         return []
     return list(diagnose(conn))

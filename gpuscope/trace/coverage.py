@@ -301,7 +301,7 @@ def load_run(run_dir: Path):
         raise UserError(f"{run_dir}: no nsys export and no gpuscope event logs (events/) in this folder")
     tl = timeline_from_events(logs)
     sums = {"nvtx": summary.nvtx_summary(tl, "plain", source=T.SOURCE_GPUSCOPE), "kernel": [], "osrt": []}
-    rep = Report(path=run_dir, sqlite_path=None, timeline=tl, nsys_version=None, schema_version=None,
+    rep = Report(path=run_dir, sqlite_path=None, nsys_version=None, schema_version=None,
                  naming="plain", summaries=sums, processes=summary.process_table(tl), coverage=None,
-                 notes=["no nsys export in this run: ranges are gpuscope's own records"])
+                 notes=["no nsys export in this run: ranges are gpuscope's own records"], loaded=tl)
     return rep

@@ -336,3 +336,58 @@ def compute_depths(r: Ranges) -> None:
     lane = r.source.astype(np.int64) * 2 + r.style
     group = thread_groups(lane, r.pid, r.tid)
     r.depth = nesting_depth(group, r.start_ns, r.end_ns)
+
+
+# --------------------------------------------------------------------------- save / load (.npz)
+
+CACHE_FORMAT = 2
+_TABLES = ("processes", "threads", "ranges", "marks", "domains", "kernels", "memops", "cuda_api", "osrt")
+_SCALARS = ("wall_base_ns", "mono_base_ns", "duration_ns", "nvtx_last_ns")
+
+
+def save(tl: Timeline, path, extra: dict | None = None) -> None:
+    """Write ``tl`` (and a JSON-able ``extra``) to an uncompressed .npz file."""
+    import json
+
+    arrays = {f"{t}.{k}": v for t in _TABLES for k, v in getattr(tl, t).columns().items()}
+    meta = {"format": CACHE_FORMAT, "scalars": {k: getattr(tl, k) for k in _SCALARS},
+            "notes": tl.notes, "extra": extra or {}}
+    arrays["nvtx_pids"] = tl.nvtx_pids
+    encoded = [v.encode("utf-8", "surrogatepass") for v in tl.strings.values]
+    arrays["strings"] = np.frombuffer(b"".join(encoded), np.uint8)
+    arrays["string_ends"] = np.cumsum([len(b) for b in encoded], dtype=np.int64)
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+    with open(path, "wb") as fh:
+        np.savez(fh, **arrays)
+
+
+def load_meta(path) -> tuple[dict, list[str]]:
+    """(extra, notes) of a file written by :func:`save`, without reading the columns."""
+    import json
+
+    with np.load(path, allow_pickle=False) as z:
+        meta = json.loads(z["meta"].tobytes().decode())
+    if meta.get("format") != CACHE_FORMAT:
+        raise ValueError("old cache format")
+    return meta["extra"], list(meta["notes"])
+
+
+def load(path) -> tuple[Timeline, dict]:
+    """Read a Timeline written by :func:`save`; returns (timeline, extra). Raises ValueError if stale."""
+    import json
+
+    with np.load(path, allow_pickle=False) as z:
+        meta = json.loads(z["meta"].tobytes().decode())
+        if meta.get("format") != CACHE_FORMAT:
+            raise ValueError("old cache format")
+        blob, ends = z["strings"].tobytes(), z["string_ends"].tolist()
+        starts = [0] + ends[:-1]
+        tl = Timeline(strings=StringTable(blob[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts, ends)))
+        for t in _TABLES:
+            cls = type(getattr(tl, t))
+            setattr(tl, t, cls(**{f.name: z[f"{t}.{f.name}"] for f in fields(cls)}))
+        tl.nvtx_pids = z["nvtx_pids"]
+    for k, v in meta["scalars"].items():
+        setattr(tl, k, v)
+    tl.notes = list(meta["notes"])
+    return tl, meta["extra"]

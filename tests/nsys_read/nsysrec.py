@@ -30,6 +30,7 @@ PYTHON = sys.executable
 TAG = f"gpuscope-nsys-read-{uuid.uuid4().hex[:12]}"
 VERSIONS = ("2022.4", "2023.4", "2024.2")
 MARKER = "gpuscope-nsys.json"
+LOCK = "/tmp/gpuscope-nsys-profile.lock"   # shared by everything that runs `nsys profile` here
 
 
 @dataclass(frozen=True)
@@ -143,12 +144,38 @@ def record(inst: Install, out_dir: Path, name: str, script_args: list[str], *, t
            nsys_args: list[str] = (), env: dict | None = None, program: list | None = None) -> Path:
     """Profile ``pool_script.py`` (or ``program``) under ``inst``; return the SQLite export's path.
 
-    One retry: the 2024.2 importer fails now and then ("AnalysisFailed") on a good .qdstrm.
+    Up to three attempts, each under a machine-wide lock (``LOCK``): the 2024.2 importer fails now
+    and then ("AnalysisFailed") on a good .qdstrm, and two nsys sessions profiling at the same time
+    on one machine were seen to mix up their data (an export holding another session's strings
+    and "No NVTX events collected"). An attempt counts only if the export has NVTX ranges.
     """
+    import fcntl
+
+    problem = ""
+    for _ in range(3):
+        with open(LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                sqlite = _record_once(inst, out_dir, name, script_args, trace, nsys_args, env, program)
+            except AssertionError as exc:
+                problem = str(exc)
+                continue
+        if _has_ranges(sqlite):
+            return sqlite
+        problem = f"{sqlite} has no NVTX ranges"
+    raise AssertionError(f"no usable recording after 3 attempts: {problem}")
+
+
+def _has_ranges(sqlite: Path) -> bool:
+    import sqlite3
+
+    conn = sqlite3.connect(sqlite)
     try:
-        return _record_once(inst, out_dir, name, script_args, trace, nsys_args, env, program)
-    except AssertionError:
-        return _record_once(inst, out_dir, name, script_args, trace, nsys_args, env, program)
+        return bool(conn.execute("SELECT count(*) FROM NVTX_EVENTS WHERE eventType = 59").fetchone()[0])
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        conn.close()
 
 
 def _record_once(inst: Install, out_dir: Path, name: str, script_args: list[str], trace: str,
