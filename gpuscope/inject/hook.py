@@ -97,6 +97,18 @@ def _after_fork_in_child():
         STATE.error("after fork", exc)
 
 
+_os_exit = os._exit
+
+
+def _exit_now(code):
+    """``os._exit`` skips atexit: record the end and flush this process's log first."""
+    try:
+        STATE.exit(code)
+    except Exception:
+        pass
+    _os_exit(code)
+
+
 def _at_exit():
     try:
         STATE.exit()
@@ -120,6 +132,8 @@ def _install(role):
     import atexit
 
     atexit.register(_at_exit)
+    _exit_now.__doc__ = _os_exit.__doc__
+    os._exit = _exit_now  # fork children (multiprocessing's and the user's own) end through it
     os.register_at_fork(after_in_child=_after_fork_in_child)
     if role not in ("spawn child", "subprocess"):
         _name_process()  # spawn children are named when they learn what they are (pool/process)

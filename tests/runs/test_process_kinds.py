@@ -43,3 +43,32 @@ def test_annotate_class_method_with_glob(run_env, tmp_path):
     assert proc.returncode == 0, proc.stderr.decode()
     main = summary(proc)["processes"][0]
     assert main["range_names"] == ["gpuscope:Trainer.step"]
+
+
+THREADS_AND_FORK = """
+import os, threading, time
+import nvtx
+def f():
+    time.sleep(0.3)
+t = threading.Thread(target=f, name="loader")
+t.start()
+time.sleep(0.1)
+print(open(f"/proc/self/task/{t.native_id}/comm").read().strip())
+t.join()
+pid = os.fork()
+if pid == 0:
+    with nvtx.annotate("in_fork"):
+        print(open("/proc/self/comm").read().strip(), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+def test_os_names_for_threads_and_plain_fork(run_env, tmp_path):
+    path = tmp_path / "threads.py"
+    path.write_text(THREADS_AND_FORK)
+    proc = gpuscope("run", "--json", str(path), env=run_env)
+    assert proc.stdout.splitlines()[:2] == [b"loader", b"gs:fork"]
+    roles = _by_role(summary(proc)["processes"])
+    (child,) = roles["fork child"]
+    assert child["start_method"] == "fork" and child["range_names"] == ["in_fork"]
