@@ -128,10 +128,18 @@ def _follow_store(args: argparse.Namespace, printer: _Printer) -> int:
         for tick in ticks:
             printer.tick(tick)
             since = tick["t_ns"]
-        if (not running and not ticks) or (end is not None and time.monotonic() >= end):
+        if not ticks and (not running or _root_gone(info)):
+            return 0    # finished, or its sampler's process tree is gone (a crashed app)
+        if end is not None and time.monotonic() >= end:
             return 0
         if running:
             time.sleep(min(args.interval, 0.5))
+
+
+def _root_gone(info: dict[str, Any] | None) -> bool:
+    from gpuscope.telemetry import procfs
+
+    return bool(info and info.get("root_pid")) and procfs.read_stat(int(info["root_pid"])) is None  # type: ignore[index]
 
 
 def _stored_ticks(conn: Any, info: dict[str, Any], since: int) -> list[dict[str, Any]]:

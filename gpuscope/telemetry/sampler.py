@@ -36,14 +36,14 @@ def check_interval(interval_s: float) -> float:
 
 
 def gpu_by_pid(procs: list[GpuProcessSample]) -> dict[int, tuple[int | None, float | None]]:
-    """Per pid: GPU memory summed over devices, SM util summed over devices (None if unknown)."""
+    """Per pid: GPU memory summed over devices, the highest SM util of its devices (None if unknown)."""
     out: dict[int, tuple[int | None, float | None]] = {}
     for p in procs:
         mem, sm = out.get(p.pid, (None, None))
         if p.used_memory_bytes is not None:
             mem = (mem or 0) + p.used_memory_bytes
         if p.sm_util is not None:
-            sm = (sm or 0.0) + p.sm_util
+            sm = max(sm or 0.0, p.sm_util)
         out[p.pid] = (mem, sm)
     return out
 
@@ -68,6 +68,7 @@ class Sampler:
         self._pending_notes: list[str] = []
         self.seq = 0
         self.missed = 0
+        self._stopped = False
 
     # -- listeners ---------------------------------------------------------------------------
 
@@ -146,11 +147,14 @@ class Sampler:
         self._thread.start()
 
     def stop(self, final_sample: bool = True) -> None:
-        """Stop the thread; with ``final_sample``, take and deliver one last sample."""
+        """Stop the thread; with ``final_sample``, take and deliver one last sample. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
-        if final_sample and self._thread is not None:
+        if final_sample and self._thread is not None and not self._thread.is_alive():
             try:
                 self._deliver(self.sample_once())
             except Exception as exc:  # noqa: BLE001 - stopping must not raise because of a last sample

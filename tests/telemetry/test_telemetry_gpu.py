@@ -105,7 +105,7 @@ def test_run_sampler_maps_gpu_processes_to_the_tree_and_survives_gpu_loss():
         b1 = s.sample_once()
         assert sorted((g.pid, g.device_index) for g in b1.gpu_processes) == [(child.pid, 0), (child.pid, 1)]
         (p,) = b1.processes
-        assert p.gpu_mem == 600 << 20 and p.sm_util == 12.0
+        assert p.gpu_mem == 600 << 20 and p.sm_util == 12.0  # memory summed, SM util the highest
         nv.gpus[0].processes[child.pid] = 900 << 20
         s.sample_once()
         nv.gpus[0].lost = True
