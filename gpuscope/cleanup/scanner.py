@@ -119,6 +119,11 @@ class Scanner:
             return None
         return max(0.0, (proc.cpu_time - before.cpu_time) / dt)
 
+    def _transient_zombie(self, proc: ProcInfo) -> bool:
+        """A zombie that only the latest of several observations saw: its parent is probably
+        reaping it right now (with a single observation every zombie is listed)."""
+        return self._prev is not None and self.zombie_seen_s(proc) <= 0
+
     def zombie_seen_s(self, proc: ProcInfo) -> float:
         assert self._cur is not None
         return self._cur.at - self._zombie_seen.get((proc.pid, proc.create_time), self._cur.at)
@@ -138,6 +143,8 @@ class Scanner:
             if proc.pid in skip or proc.is_kernel_thread or proc.pid == 1:
                 continue
             if proc.is_zombie:
+                if self._transient_zombie(proc):
+                    continue
                 s = zombie_suspect(self, proc, table, now)
             else:
                 s = self._process_suspect(proc, table, now, links, idle, agents)

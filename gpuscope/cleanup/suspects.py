@@ -116,7 +116,8 @@ def add_gpu_ghosts(scanner: "Scanner", table: ProcTable, suspects: dict[str, m.S
     for pid, hold in scanner.holdings.items():
         proc = table.get(pid)
         devs = ", ".join(str(d) for d in hold.devices)
-        base = f"GPU {devs} reports {human_bytes(hold.memory)} held by pid {pid}"
+        amount = human_bytes(hold.memory) if hold.memory > 0 else "memory (amount not available)"
+        base = f"GPU {devs} reports {amount} held by pid {pid}"
         if proc is None:
             reason = m.Reason(m.GPU_DEAD_PID, f"{base}, which does not exist here")
         elif scanner.verify_gpu_pids and not proc.is_zombie and nvidia_files_open(pid) is False:

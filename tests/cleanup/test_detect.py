@@ -19,7 +19,7 @@ from gpuscope.cleanup import Policy, Scanner, act, identify, perform
 from gpuscope.cleanup import model as m
 from gpuscope.store import runs
 from tests.cleanup.conftest import HELPERS
-from tests.cleanup.util import PREFIX, make_finished_run, state_of, wait_for
+from tests.cleanup.util import PREFIX, make_finished_run, state_of, wait_for, wait_quiet
 
 
 def _scan(conn=None, **kw):
@@ -81,7 +81,7 @@ def _children_of_sh(top: int) -> list:
 
 
 def test_worker_behind_a_shell_wrapper_of_a_live_launcher_is_not_an_orphan(reaper):
-    inner = "TORCHELASTIC_RUN_ID=x LOCAL_RANK=0 python3 -c 'import time; time.sleep(600)'; true"
+    inner = f"TORCHELASTIC_RUN_ID=x LOCAL_RANK=0 {sys.executable} -c 'import time; time.sleep(600)'; true"
     launcher = f"import subprocess; subprocess.run(['sh', '-c', {inner!r}])"
     top = reaper("spawn", argv=[sys.executable, "-c", launcher], setsid=True)["pid"]
     worker = wait_for(lambda: _children_of_sh(top))
@@ -204,8 +204,8 @@ def test_zombies_of_pid_1_get_advice_not_signals():
 
 def test_terminate_escalates_to_sigkill_after_grace(reaper):
     code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
-    pid = reaper("spawn", argv=["python3", "-c", code], setsid=True)["pid"]
-    time.sleep(0.3)   # let it install the handler
+    pid = reaper("spawn", argv=[sys.executable, "-c", code], setsid=True)["pid"]
+    wait_quiet(pid)   # started up and ignoring SIGTERM
     t0 = time.monotonic()
     res = act(identify(pid), policy=Policy(grace_s=0.5))
     assert res.ok and "SIGKILL after the 0.5 s grace period" in res.message
@@ -236,3 +236,11 @@ def test_zombie_of_pid_1_listing_gives_advice_not_actions():
     assert s.actions == [] and s.kind == m.KIND_ZOMBIE
     assert f"its parent is PID 1 ({init.name}), which does not reap" in s.reasons[0].text
     assert "docker run --init" in s.advice and s.blocked.startswith("no action can remove it")
+
+
+def test_a_zombie_seen_only_in_the_last_observation_is_not_listed(reaper):
+    scanner = Scanner(use_gpu=False, shm_min_age_s=1e9)
+    scanner.observe()
+    z = reaper("zombie", reap=False)["zombie"]        # appears after the first observation
+    assert scanner.scan().by_pid(z) is None            # could be a parent about to reap
+    assert scanner.scan().by_pid(z) is not None        # still there one observation later
