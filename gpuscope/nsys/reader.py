@@ -581,7 +581,6 @@ def load_report(path: str | Path, *, run_dir: str | Path | None = None, use_cach
     try:
         info = export_info(conn)
         rep = _from_cache(p, p_sqlite, info, use_cache) or _parse(p, p_sqlite, conn, info, use_cache)
-        rep.findings = _diagnose(conn, rep.notes)
     except sqlite3.DatabaseError as exc:
         raise UserError(f"{p_sqlite}: unreadable export ({exc}); is it truncated or corrupt?") from None
     finally:
@@ -595,7 +594,8 @@ def load_report(path: str | Path, *, run_dir: str | Path | None = None, use_cach
 def _report(p: Path, p_sqlite: Path, info: ExportInfo, extra: dict, notes: list[str]) -> Report:
     return Report(path=p, sqlite_path=p_sqlite, nsys_version=info.product_version,
                   schema_version=info.schema_version, naming=info.naming, summaries=extra["summaries"],
-                  processes=extra["processes"], notes=list(notes), tables=set(info.tables))
+                  processes=extra["processes"], findings=extra["findings"], notes=list(notes),
+                  tables=set(info.tables))
 
 
 def _parse(p: Path, p_sqlite: Path, conn: sqlite3.Connection, info: ExportInfo, use_cache: bool) -> Report:
@@ -603,7 +603,7 @@ def _parse(p: Path, p_sqlite: Path, conn: sqlite3.Connection, info: ExportInfo, 
 
     tl = read_timeline(conn, info)
     extra = {"summaries": summary.all_summaries(tl, naming=info.naming, generation=info.stats_generation),
-             "processes": summary.process_table(tl)}
+             "processes": summary.process_table(tl), "findings": _diagnose(conn, tl.notes)}
     _store(p_sqlite, tl, extra, use_cache)
     rep = _report(p, p_sqlite, info, extra, tl.notes)
     rep.loaded = tl
@@ -640,7 +640,8 @@ def _from_cache(p: Path, p_sqlite: Path, info: ExportInfo, use_cache: bool) -> R
     try:
         extra, notes = T.load_meta(cache)
         extra["summaries"] = {k: [SummaryRow(**r) for r in rows] for k, rows in extra["summaries"].items()}
-    except (OSError, ValueError, KeyError, TypeError):
+        extra["findings"] = _findings_from(extra["findings"])
+    except (OSError, ValueError, KeyError, TypeError, ImportError):
         return None
     rep = _report(p, p_sqlite, info, extra, notes)
 
@@ -670,10 +671,17 @@ def _store(p_sqlite: Path, tl: T.Timeline, extra: dict, use_cache: bool) -> None
             f.unlink(missing_ok=True)
         tmp = target.with_suffix(f".{os.getpid()}.tmp")
         sums = {k: [r.to_dict() | {"name": r.name} for r in v] for k, v in extra["summaries"].items()}
-        T.save(tl, tmp, {"summaries": sums, "processes": extra["processes"]})
+        found = [f.to_dict() for f in extra["findings"]]
+        T.save(tl, tmp, {"summaries": sums, "processes": extra["processes"], "findings": found})
         tmp.replace(target)
     except OSError:
         pass   # a cache is an optimisation; a read-only home must not fail a report
+
+
+def _findings_from(rows: list[dict]) -> list:
+    from gpuscope.nsys.diagnostics import Finding
+
+    return [Finding(**{**r, "pids": tuple(r.get("pids", ()))}) for r in rows]
 
 
 def _diagnose(conn: sqlite3.Connection, notes: list[str]) -> list:

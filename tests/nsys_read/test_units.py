@@ -279,3 +279,25 @@ def test_coverage_flags_forked_process(tmp_path):
         assert (merged.pid == pid).sum() == n and (merged.source[merged.pid == pid] == T.SOURCE_GPUSCOPE).all()
     assert (merged.source[merged.pid == 10] == T.SOURCE_NSYS).all()
     assert {p["pid"] for p in rep.processes} == {10, 11, 21, 22}
+
+
+def test_report_cache_round_trip(tmp_path, monkeypatch):
+    """A cached report gives the same summaries, processes, findings and timeline columns."""
+    monkeypatch.setenv("GPUSCOPE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(reader, "CACHE_MIN_ROWS", 1)
+    p = make_export(tmp_path / "x.sqlite", kernels=True)
+    first = reader.load_report(p)
+    files = list((tmp_path / "cache" / "timelines").glob("*.npz"))
+    assert len(files) == 1
+    second = reader.load_report(p)
+    assert second.loaded is None and second.loader is not None        # timeline not read yet
+    assert [r.to_dict() for r in second.summaries["nvtx"]] == [r.to_dict() for r in first.summaries["nvtx"]]
+    assert second.summaries["kernel"] == first.summaries["kernel"]
+    assert second.processes == first.processes and second.findings == first.findings
+    a, b = first.timeline, second.timeline
+    for table in ("ranges", "marks", "kernels", "osrt", "threads", "processes", "domains"):
+        for name, col in getattr(a, table).columns().items():
+            assert np.array_equal(col, getattr(getattr(b, table), name)), (table, name)
+    assert a.strings.values == b.strings.values and a.wall_base_ns == b.wall_base_ns
+    third = reader.load_report(p, use_cache=False)
+    assert third.loaded is not None
