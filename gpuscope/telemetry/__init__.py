@@ -1,1 +1,6 @@
-"""gpuscope.telemetry"""
+"""Live telemetry: NVML GPUs, a run's process tree and host totals, sampled on a steady cadence.
+
+Entry points: ``gpu.open_backend()``, ``sampler.RunSampler`` / ``sampler.Sampler``,
+``series.load_series()``, ``torchmem.read_torch_mem()``; metrics are declared in ``metrics``.
+See docs/TELEMETRY.md.
+"""

@@ -215,11 +215,13 @@ class NvmlBackend:
         fn_name = "nvmlDeviceGetProcessUtilization"
         if (i, fn_name) in self._skip or i in self._lost:
             return {}
+        fn = getattr(self.nvml, fn_name, None)
+        if fn is None:
+            self.query(i, fn_name)   # notes "not in this nvidia-ml-py" once, and skips it from now on
+            return {}
         since_us = time.time_ns() // 1000 - 1_000_000
         try:
-            samples = getattr(self.nvml, fn_name)(h, since_us)
-        except AttributeError:
-            return self.query(i, fn_name) or {}   # notes "not in this nvidia-ml-py" once
+            samples = fn(h, since_us)
         except self.nvml.NVMLError as exc:
             if getattr(exc, "value", None) in (0, _NOT_FOUND):
                 return {}   # no samples in the window: not a failure

@@ -134,3 +134,14 @@ def test_sampler_thread_survives_nvml_failures():
     notes = [n for b in seen for n in b.notes]
     assert sorted(notes) == sorted(["GPU 1 is lost: its values are not available",
                                     "GPU 0: utilization not available (nvmlDeviceGetUtilizationRates: Not Supported)"])
+
+
+def test_a_function_missing_from_the_binding_is_noted_once():
+    nv = two_gpus()
+    nv.gpus[0].processes = {99: 1 << 20}
+    nv.gpus[0].sm_util = {99: 50}
+    nv.nvmlDeviceGetProcessUtilization = None      # an older nvidia-ml-py without it
+    b = NvmlBackend(nv)
+    for _ in range(3):
+        assert [(p.pid, p.used_memory_bytes, p.sm_util) for p in b.processes()] == [(99, 1 << 20, None)]
+    assert b.take_notes() == ["nvmlDeviceGetProcessUtilization is not in this nvidia-ml-py; value not available"]
