@@ -4,3 +4,7 @@ Nothing here is imported by the core or the CLI until ``gpuscope gui`` runs; mod
 ``qt_`` prefix (``series``, ``live_model``, ``procroles``, ``launch_checks``) are Qt-free helpers
 that only shape the core's data for display.
 """
+
+from gpuscope.app.qtcompat import guard_singletons as _guard_singletons
+
+_guard_singletons()   # PySide6 6.12 + CPython < 3.12 refcount bug: see qtcompat.py

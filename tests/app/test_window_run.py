@@ -52,6 +52,9 @@ def test_spawn_run_plots_tree_and_report_match_cli(qtbot, run_env, gpuscope_home
     assert "task 0 done" in w.console.plain_text()
     if hasattr(w.report_view, "show_report"):   # the report view (timeline + summary tables) shows them
         assert cli_counts in table_counts(w.report_view), table_counts(w.report_view)
+        layout = w.report_view.timeline.layout_model
+        drawn = {b.pid for b in layout.processes if any(len(r.ref) for lane in b.lanes for r in lane.rows)}
+        assert drawn == pids_with_ranges
     assert not run_processes(gpuscope_home)
 
 

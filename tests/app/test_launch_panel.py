@@ -1,0 +1,96 @@
+"""The launch panel: the RunSpec it builds, the fork warning, settings kept between sessions."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from apphelpers import make_window, script
+
+from gpuscope.app.launch_checks import fork_warning, gpu_features
+from gpuscope.errors import UserError
+from gpuscope.spec import START_METHOD_HELP
+
+pytestmark = pytest.mark.gui
+
+
+def test_spec_from_fields(qtbot, tmp_path):
+    w = make_window(qtbot)
+    p = w.panel
+    p.set_script(script("pool_spawn.py"))
+    p.args.setText("3 'two words'")
+    p.cwd.setText(str(tmp_path))
+    p.python.setText(sys.executable)
+    p.method.setCurrentIndex(p.method.findData("forkserver"))
+    p.launcher.setCurrentText("torchrun")
+    assert p.nproc.isEnabled()
+    p.nproc.setValue(3)
+    p.annotate.setText("mod:f, pkg.mod:Class.*")
+    p.nsys.setChecked(True)
+    p.traces["cuda"].setChecked(False)
+    p.fork.setCurrentIndex(p.fork.findData("on"))
+    spec = p.spec()
+    assert spec.args == ("3", "two words") and spec.cwd == str(tmp_path)
+    assert spec.start_method == "forkserver" and spec.launcher == "torchrun" and spec.nproc == 3
+    assert spec.annotate == ("mod:f", "pkg.mod:Class.*")
+    assert spec.nsys.enabled and spec.nsys.trace == ("nvtx", "osrt") and spec.nsys.trace_fork is True
+    assert p.method_help.text() == START_METHOD_HELP["forkserver"]
+    p.annotate.setText("no_colon")
+    with pytest.raises(UserError, match="MODULE:QUALNAME"):
+        p.spec()
+
+
+def test_fork_warning_for_cuda_or_nvtx_scripts(qtbot):
+    assert gpu_features(script("uses_torch.py")) == ["CUDA"]
+    assert gpu_features(script("pool_spawn.py")) == ["NVTX"]
+    assert gpu_features(script("flood.py")) == []
+    assert fork_warning(script("flood.py"), "fork") is None
+    w = make_window(qtbot)
+    p = w.panel
+    p.set_script(script("uses_torch.py"))
+    p.method.setCurrentIndex(p.method.findData("fork"))
+    assert p.fork_warning.isVisible() and "CUDA" in p.fork_warning.text()
+    p.method.setCurrentIndex(p.method.findData("spawn"))
+    assert not p.fork_warning.isVisible()
+    p.method.setCurrentIndex(p.method.findData("fork"))
+    p.set_script(script("flood.py"))
+    assert not p.fork_warning.isVisible()
+
+
+def test_settings_remembered_between_sessions(qtbot, app_settings):
+    w = make_window(qtbot)
+    p = w.panel
+    p.set_script(script("flood.py"))
+    p.args.setText("10")
+    p.method.setCurrentIndex(p.method.findData("spawn"))
+    with qtbot.waitSignal(w.controller.sigEnded, timeout=60_000):
+        p.run_button.click()      # a run puts the script on the recent list
+    p.launcher.setCurrentText("torchrun")
+    p.nproc.setValue(4)
+    p.nsys.setChecked(True)
+    w.resize(900, 600)
+    w.close()
+    assert app_settings.exists()
+    from gpuscope.app.qt_main_window import MainWindow
+
+    w2 = MainWindow()
+    qtbot.addWidget(w2)
+    q = w2.panel
+    assert q.script.currentText() == script("flood.py")
+    assert [q.script.itemText(i) for i in range(q.script.count())] == [script("flood.py")]
+    assert q.args.text() == "10" and q.method.currentData() == "spawn"
+    assert q.launcher.currentText() == "torchrun" and q.nproc.value() == 4 and q.nsys.isChecked()
+    assert w2.size().height() == 600   # (the offscreen screen is 800 px wide: width is clamped)
+
+
+def test_drop_a_script_on_the_panel(qtbot):
+    from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+    from PySide6.QtGui import QDropEvent
+
+    w = make_window(qtbot)
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(script("flood.py"))])
+    event = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                       Qt.KeyboardModifier.NoModifier)
+    w.panel.dropEvent(event)
+    assert w.panel.script.currentText() == script("flood.py")
