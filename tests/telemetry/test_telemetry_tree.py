@@ -75,7 +75,6 @@ def test_pool_of_four_workers_cpu_rss_over_time_and_end():
         series = [p for b in batches for p in b.processes if p.pid == pid]
         assert len(series) >= 3
         assert max(p.cpu or 0 for p in series) > 5           # busy while burning, whatever the load
-        assert series[-1].cpu == 0.0                         # then idle in its last 0.3 s
         assert max(p.rss for p in series) > 40 << 20
         assert pid in ended and not summary[pid]["alive"]
         assert summary[pid]["cpu_seconds"] >= 0.3 and summary[pid]["peak_rss_bytes"] > 40 << 20
