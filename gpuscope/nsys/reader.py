@@ -202,12 +202,18 @@ def _tid(gtid: np.ndarray) -> np.ndarray:
 
 # --------------------------------------------------------------------------- NVTX
 
-def _nvtx_text(conn: sqlite3.Connection, strings: _Strings, n: int, lo: int) -> np.ndarray:
-    """Per NVTX row (rowid order): the Timeline id of its ``text`` column, -1 if NULL."""
+def _nvtx_text(conn: sqlite3.Connection, strings: _Strings, n: int, lo: int,
+               rowids: np.ndarray | None) -> np.ndarray:
+    """Per NVTX row (rowid order): the Timeline id of its ``text`` column, -1 if NULL.
+
+    ``rowids`` is None when they run lo, lo+1, … without holes (nsys writes them so), else the
+    sorted rowid of every row.
+    """
     out = np.full(n, -1, dtype=np.int32)
     sql = "SELECT text, group_concat(rowid) FROM NVTX_EVENTS WHERE text IS NOT NULL GROUP BY text"
-    for text, rowids in conn.execute(sql):
-        out[np.fromstring(rowids, dtype=np.int64, sep=",") - lo] = strings.out.intern(str(text))
+    for text, ids in conn.execute(sql):
+        ids = np.fromstring(ids, dtype=np.int64, sep=",")
+        out[ids - lo if rowids is None else np.searchsorted(rowids, ids)] = strings.out.intern(str(text))
     return out
 
 
@@ -218,8 +224,7 @@ def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings, tl:
     lo, hi, n = conn.execute("SELECT min(rowid), max(rowid), count(*) FROM NVTX_EVENTS").fetchone()
     if not n:
         return
-    if hi - lo + 1 != n:   # rowids with holes: not written by nsys; read them too
-        raise UserError("NVTX_EVENTS has non-contiguous rowids; not an unmodified nsys export")
+    holes = hi - lo + 1 != n   # e.g. an eventId primary key with gaps: read the rowids too
     cols = table_columns(conn, "NVTX_EVENTS")
     max_sid = conn.execute("SELECT max(id) FROM StringIds").fetchone()[0] or 0
     packed_text = max_sid < (1 << 22)
@@ -231,13 +236,15 @@ def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings, tl:
              f"({_expr(cols, 'color', '0')} & 4294967295) | ({_expr(cols, 'endGlobalTid', '0')} & 16777215) << 32"]
     if not packed_text:
         exprs.append(_expr(cols, "textId"))
+    if holes:
+        exprs.append("rowid")
     got = dense(conn, "NVTX_EVENTS", exprs)
     start, end, gtid, small_v, color_v = got[:5]
     etype = small_v & 0xFF
     domain = ((small_v >> 8) & 0xFFFF).astype(np.int32)
     category = ((small_v >> 24) & 0xFFFF).astype(np.int32)
-    text_id = (small_v >> 40) - 1 if packed_text else got[5]
-    text = _nvtx_text(conn, strings, n, lo) if "text" in cols else np.full(n, -1, np.int32)
+    text_id = (small_v >> 40) - 1 if packed_text else got[5]   # rowid (if any) comes last
+    text = _nvtx_text(conn, strings, n, lo, got[-1] if holes else None) if "text" in cols else np.full(n, -1, np.int32)
     registered = strings.map(text_id)
     name = np.where(registered >= 0, registered, text).astype(np.int32)
     has_end = end >= 0
@@ -405,7 +412,15 @@ def read_clock(conn: sqlite3.Connection, info: ExportInfo, tl: T.Timeline) -> No
         if row is not None:
             rec = dict(zip(cols, row))
             tl.wall_base_ns = _int_or_none(rec.get("utcEpochNs"))
-            tl.mono_base_ns = _int_or_none(rec.get("systemClockNs"))
+            mono = _int_or_none(rec.get("systemClockNs"))   # 2026 schema; used only if it looks monotonic
+            if mono is not None and 0 < mono < 10**17:
+                tl.mono_base_ns = mono
+    if info.meta.get("EXPORT_PARAM_TIME_NORMALIZE", "").lower() == "true" and tl.wall_base_ns:
+        # exported with --ts-normalize: timestamps are already UTC epoch ns (plus any --ts-shift)
+        if tl.mono_base_ns is not None:
+            tl.mono_base_ns -= tl.wall_base_ns
+        tl.wall_base_ns = 0
+        tl.notes.append("timestamps were exported as wall-clock ns (--ts-normalize=true)")
     if "ANALYSIS_DETAILS" in info.tables:
         cols = table_columns(conn, "ANALYSIS_DETAILS")
         row = conn.execute("SELECT * FROM ANALYSIS_DETAILS LIMIT 1").fetchone()

@@ -301,3 +301,18 @@ def test_report_cache_round_trip(tmp_path, monkeypatch):
     assert a.strings.values == b.strings.values and a.wall_base_ns == b.wall_base_ns
     third = reader.load_report(p, use_cache=False)
     assert third.loaded is not None
+
+
+def test_rowid_holes_and_normalized_times(tmp_path):
+    """A newer layout whose eventId primary key has gaps, exported with --ts-normalize."""
+    p = make_export(tmp_path / "x.sqlite", layout="2026")
+    conn = sqlite3.connect(p)
+    conn.execute("DELETE FROM NVTX_EVENTS WHERE start = 200")          # a hole before the text rows
+    conn.execute("INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_PARAM_TIME_NORMALIZE', 'true')")
+    conn.commit()
+    conn.close()
+    rep = reader.load_report(p)
+    tl = rep.timeline
+    names = sorted(tl.strings.get(int(i)) for i in tl.ranges.name_id)
+    assert names == ["inner", "op", "outer", "se", "unclosed"]
+    assert tl.wall_base_ns == 0 and any("ts-normalize" in n for n in rep.notes)
