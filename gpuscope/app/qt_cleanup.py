@@ -292,6 +292,7 @@ class QtCleanup(QWidget):
         self.state.setText(f"{len(result.suspects)} suspect(s), {n_act} that gpuscope can clean up."
                            if result.suspects else "No leftovers found.")
         self.notes.setText("\n".join(f"Note: {n}" for n in result.notes))
+        self.layout().activate()
         self._update_buttons()
         self.sigRefreshed.emit(result)
 

@@ -27,18 +27,24 @@ REPORT_FILTER = "Nsight Systems reports (*.nsys-rep *.sqlite);;All files (*)"
 
 def banner_text(report) -> tuple[str, list[str]]:
     """(HTML of the coverage banner, fix lines) from the report's coverage and findings; ("", [])
-    when nsys saw every process that recorded ranges."""
+    when nsys saw every process that recorded ranges. Processes that share a reason share a line."""
     items, fixes = [], []
     cov = getattr(report, "coverage", None)
     missing = cov.missing if cov is not None else []
-    for p in missing:
-        shown = " Its ranges are shown from gpuscope's own records (marked gpuscope)." \
-            if p.status == "missing" else ""
-        items.append(f"<li><b>pid {p.pid}</b> ({html.escape(p.role)}, {html.escape(p.start_method or '?')}): "
-                     f"nsys has {p.nsys_ranges} of {p.gpuscope_ranges} ranges — {html.escape(p.reason or '')}."
-                     f"{shown}<br><i>Fix:</i> {html.escape(p.fix or '')}</li>")
-        if p.fix and p.fix not in fixes:
-            fixes.append(p.fix)
+    groups: dict[tuple, list] = {}
+    # processes with a known cause first: their fix is the one "Apply fix" offers
+    for p in sorted(missing, key=lambda p: not p.forked):
+        groups.setdefault((p.status, p.role, p.start_method, p.reason, p.fix), []).append(p)
+    for (status, role, method, reason, fix), procs in groups.items():
+        pids = ", ".join(f"pid {p.pid}" for p in procs)
+        kept = ", ".join(f"{p.nsys_ranges} of {p.gpuscope_ranges}" for p in procs)
+        shown = " Their ranges are shown from gpuscope's own records (marked gpuscope)." \
+            if status == "missing" else ""
+        items.append(f"<li><b>{pids}</b> ({html.escape(role)}, {html.escape(method or '?')}): nsys has "
+                     f"{kept} ranges — {html.escape(reason or '')}.{shown}"
+                     f"<br><i>Fix:</i> {html.escape(fix or '')}</li>")
+        if fix and fix not in fixes:
+            fixes.append(fix)
     for f in getattr(report, "findings", []) or []:
         msg, advice = getattr(f, "message", ""), getattr(f, "advice", "")
         items.append(f"<li>[{html.escape(str(getattr(f, 'code', '?')))}] {html.escape(msg)}"

@@ -329,8 +329,9 @@ class QtTimeline(QWidget):
         while t <= t1:
             x = GUTTER + (t - t0) / self._nspp
             p.drawLine(QPointF(x, AXIS_H - 6), QPointF(x, AXIS_H))
-            p.drawText(QRectF(x + 3, 0, 120, AXIS_H - 4), Qt.AlignVCenter | Qt.AlignLeft,
-                       TT.tick_label(t, step))
+            label = TT.tick_label(t, step)
+            if x + 3 + p.fontMetrics().horizontalAdvance(label) < w:
+                p.drawText(QRectF(x + 3, 0, 120, AXIS_H - 4), Qt.AlignVCenter | Qt.AlignLeft, label)
             t += step
         p.drawText(QRectF(4, 0, GUTTER - 8, AXIS_H), Qt.AlignVCenter | Qt.AlignLeft,
                    f"view {TT.fmt_ns(t1 - t0)}")

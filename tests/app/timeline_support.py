@@ -19,7 +19,7 @@ from gpuscope.trace import timeline as T
 PY = sys.executable
 
 WORKLOAD = r'''
-"""A parent, a helper thread and a spawn Pool(2): nested NVTX ranges in several colours."""
+"""A parent, a helper thread and a Pool(2): nested NVTX ranges in several colours."""
 import multiprocessing as mp
 import threading
 import time
@@ -50,7 +50,7 @@ def init(barrier):
 
 def logger():
     for _ in range(4):
-        with nvtx.annotate("write_log", color="grey"):
+        with nvtx.annotate("write_log", color="darkgreen"):
             spin(0.003)
         time.sleep(0.01)
 
@@ -58,7 +58,7 @@ def logger():
 def main():
     t = threading.Thread(target=logger, name="logger")
     t.start()
-    ctx = mp.get_context("spawn")
+    ctx = mp.get_context()   # the start method gpuscope run --start-method chose
     with nvtx.annotate("setup", color="blue"):
         pool = ctx.Pool(2, initializer=init, initargs=(ctx.Barrier(2),))
     for epoch in range(2):
@@ -88,12 +88,51 @@ def write_workload(folder: Path) -> Path:
     return path
 
 
-def gpuscope_run(script: Path, *extra: str, timeout: float = 180) -> dict:
-    """``python -m gpuscope run --json --start-method spawn [extra] SCRIPT``: its JSON summary."""
+# Runs a command as a child subreaper: whatever the command orphans (nsys helpers, pool workers) is
+# adopted and reaped here, and anything still alive 10 s after the command ends is SIGKILLed.
+# (PID 1 of these containers does not reap, so orphans would stay as zombies.)
+UNDER_SUBREAPER = r'''
+import ctypes, os, signal, subprocess, sys, time
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
+rc = subprocess.call(sys.argv[1:])
+
+def children():
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as fh:
+                    if int(fh.read().rsplit(")", 1)[1].split()[1]) == os.getpid():
+                        out.append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+end = time.monotonic() + 10
+while True:
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        break
+    if time.monotonic() > end:
+        for pid in children():
+            os.kill(pid, signal.SIGKILL)
+    time.sleep(0.05)
+sys.exit(rc)
+'''
+
+
+def gpuscope_run(script: Path, *extra: str, home: Path | None = None, method: str = "spawn",
+                 timeout: float = 180) -> dict:
+    """``python -m gpuscope run --json --start-method METHOD [extra] SCRIPT``: its JSON summary."""
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
-    proc = subprocess.run([PY, "-m", "gpuscope", "run", "--json", "--quiet", "--start-method", "spawn",
-                           *extra, str(script)], env=env, capture_output=True, timeout=timeout)
+    if home is not None:
+        env["GPUSCOPE_HOME"] = str(home)
+    proc = subprocess.run([PY, "-c", UNDER_SUBREAPER, PY, "-m", "gpuscope", "run", "--json", "--quiet",
+                           "--start-method", method, *extra, str(script)],
+                          env=env, capture_output=True, timeout=timeout)
     last = proc.stdout.rstrip(b"\n").rsplit(b"\n", 1)[-1].decode()
     try:
         summary = json.loads(last)
@@ -111,6 +150,18 @@ def gpuscope_report_json(target: str) -> dict:
                           capture_output=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
+
+
+def save_shot(widget, name: str, tmp_path: Path) -> Path:
+    """grab() to the folder GPUSCOPE_SCREENSHOTS names (docs/screenshots), else to tmp."""
+    folder = Path(os.environ.get("GPUSCOPE_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    from PySide6.QtWidgets import QApplication
+
+    QApplication.processEvents()   # pending layout requests first
+    assert widget.grab().save(str(path))
+    return path
 
 
 def nsys_available() -> bool:
@@ -168,3 +219,83 @@ def synthetic_timeline(n_ranges: int = 1_000_000, n_procs: int = 4, threads: int
                                source=np.full(len(pids), 1, np.uint8))
     tl.duration_ns = int(tl.ranges.end_ns.max())
     return tl
+
+
+# --------------------------------------------------------------------------- cleanup scenarios
+
+LEFTOVER = r'''
+"""Leaves a setsid sleeper behind (double fork, stdio on /dev/null) and writes its pid to argv[1]."""
+import os, sys, time
+r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        fd = os.open(os.devnull, os.O_RDWR)
+        for i in (0, 1, 2):
+            os.dup2(fd, i)
+        os.write(w, str(os.getpid()).encode())
+        os.close(w)
+        time.sleep(600)
+    os._exit(0)
+os.close(w)
+with open(sys.argv[1], "w") as fh:
+    fh.write(os.read(r, 32).decode())
+'''
+
+REAPER = Path(__file__).resolve().parents[1] / "cleanup" / "helpers" / "reaper.py"
+
+
+def state_of(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+class Subreaper:
+    """tests/cleanup/helpers/reaper.py: orphans of what it starts are adopted and reaped by it, and
+    everything it still has is SIGKILLed when it is closed (no test leaves processes behind)."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([PY, str(REAPER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+        hello = json.loads(self.proc.stdout.readline())
+        if "ready" not in hello:
+            self.close()
+            raise RuntimeError(f"cannot become a child subreaper here: {hello}")
+
+    def spawn(self, argv: list[str]) -> int:
+        self.proc.stdin.write(json.dumps({"op": "spawn", "argv": argv, "setsid": False}) + "\n")
+        self.proc.stdin.flush()
+        reply = json.loads(self.proc.stdout.readline())
+        assert "error" not in reply, reply
+        return int(reply["pid"])
+
+    def sleeper(self, env: dict[str, str], code: str) -> int:
+        """A double-forked setsid ``python -c code`` with ``env`` added; its pid."""
+        self.proc.stdin.write(json.dumps({"op": "sleeper", "env": env, "code": code}) + "\n")
+        self.proc.stdin.flush()
+        reply = json.loads(self.proc.stdout.readline())
+        assert "error" not in reply, reply
+        return int(reply["pid"])
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+        finally:
+            self.proc.wait(timeout=30)
+
+
+def leave_sleeper(reaper: Subreaper, folder: Path, timeout: float = 120) -> int:
+    """A real ``gpuscope run`` whose script leaves a setsid sleeper behind; the sleeper's pid."""
+    import time
+
+    script, pidfile = folder / "leftover.py", folder / "sleeper.pid"
+    script.write_text(LEFTOVER, encoding="utf-8")
+    run = reaper.spawn([PY, "-m", "gpuscope", "run", "--quiet", str(script), str(pidfile)])
+    end = time.monotonic() + timeout
+    while state_of(run) is not None:   # the reaper reaps it when the run has ended
+        assert time.monotonic() < end, "gpuscope run did not end"
+        time.sleep(0.05)
+    return int(pidfile.read_text())
