@@ -108,6 +108,17 @@ def incompatibility_advice(nsys_version: str | None) -> str:
             f"newer than {newer}" + (f" (this report was recorded by {nsys_version})" if nsys_version else ""))
 
 
+@dataclass
+class _Facts:
+    """What the rules look at, read once from the export."""
+
+    tables: set[str]
+    version: str | None
+    messages: list[tuple[str, int | None]]
+    with_events: set[int]
+    domain_only: set[int]
+
+
 def diagnose(conn: sqlite3.Connection | str | Path) -> list[Finding]:
     """Findings for an nsys SQLite export (a connection, or a path opened read-only)."""
     if not isinstance(conn, sqlite3.Connection):
@@ -115,53 +126,59 @@ def diagnose(conn: sqlite3.Connection | str | Path) -> list[Finding]:
         with closing(sqlite3.connect(uri, uri=True)) as own:
             return diagnose(own)
     tables = _tables(conn)
-    version = product_version(conn)
-    messages = _messages(conn, tables)
-    with_events, domain_only = _nvtx_pids(conn, tables)
-    findings: list[Finding] = []
+    facts = _Facts(tables, product_version(conn), _messages(conn, tables), *_nvtx_pids(conn, tables))
+    return [f for rule in (_incompatible, _discarded, _silent) if (f := rule(facts))]
 
-    bad = [(t, p) for t, p in messages if _INCOMPATIBLE.search(t)]
+
+def _incompatible(x: _Facts) -> Finding | None:
+    bad = [(t, p) for t, p in x.messages if _INCOMPATIBLE.search(t)]
     if bad:
-        pids = tuple(sorted({p for _, p in bad if p is not None} | domain_only))
-        findings.append(Finding(
+        pids = tuple(sorted({p for _, p in bad if p is not None} | x.domain_only))
+        return Finding(
             "nvtx-incompatible",
-            f"nsys {version or ''} rejected the nvtx package's payload extension "
+            f"nsys {x.version or ''} rejected the nvtx package's payload extension "
             f"(\"{bad[0][0].strip()}\"), so it recorded no NVTX ranges from {_fmt_pids(pids)}".replace("  ", " "),
-            incompatibility_advice(version), "error", pids))
-    elif domain_only and not with_events:  # a process may just create a domain; alone it says little
-        findings.append(Finding(
+            incompatibility_advice(x.version), "error", pids)
+    if x.domain_only and not x.with_events:  # a process may just create a domain; alone it says little
+        return Finding(
             "nvtx-domain-only",
-            f"process(es) {_fmt_pids(domain_only)} created NVTX domains but recorded no ranges or marks "
+            f"process(es) {_fmt_pids(x.domain_only)} created NVTX domains but recorded no ranges or marks "
             f"(typical of nvtx >= 0.2.12 under nsys <= {NSYS_MAX_REJECTING[0]}.{NSYS_MAX_REJECTING[1]})",
-            incompatibility_advice(version), "error", tuple(sorted(domain_only))))
+            incompatibility_advice(x.version), "error", tuple(sorted(x.domain_only)))
+    return None
 
-    discarded = [(int(m.group(1)), p) for t, p in messages if (m := _DISCARDED.search(t))]
-    if discarded:
-        count = sum(n for n, _ in discarded)
-        findings.append(Finding(
-            "nvtx-discarded-handles",
-            f"nsys discarded {count} NVTX annotation(s) that used a string handle or domain registered "
-            f"before a fork (the fork child inherited the parent's handles)",
-            "use the spawn start method, or run under gpuscope, which re-registers NVTX strings in fork "
-            "children when nsys traces them (--trace-fork-before-exec=true)", "warning",
-            tuple(sorted({p for _, p in discarded if p is not None}))))
 
-    silent = {p for t, p in messages if _NONE_COLLECTED.search(t) and p is not None} - with_events
-    none_anywhere = any(_NONE_COLLECTED.search(t) for t, _ in messages)
-    if none_anywhere and not tables & {"NVTX_EVENTS", "OSRT_API"}:
-        findings.append(Finding(
+def _discarded(x: _Facts) -> Finding | None:
+    discarded = [(int(m.group(1)), p) for t, p in x.messages if (m := _DISCARDED.search(t))]
+    if not discarded:
+        return None
+    return Finding(
+        "nvtx-discarded-handles",
+        f"nsys discarded {sum(n for n, _ in discarded)} NVTX annotation(s) that used a string handle or "
+        f"domain registered before a fork (the fork child inherited the parent's handles)",
+        "use the spawn start method, or run under gpuscope, which re-registers NVTX strings in fork "
+        "children when nsys traces them (--trace-fork-before-exec=true)", "warning",
+        tuple(sorted({p for _, p in discarded if p is not None})))
+
+
+def _silent(x: _Facts) -> Finding | None:
+    silent = {p for t, p in x.messages if _NONE_COLLECTED.search(t) and p is not None} - x.with_events
+    none_anywhere = any(_NONE_COLLECTED.search(t) for t, _ in x.messages)
+    if none_anywhere and not x.tables & {"NVTX_EVENTS", "OSRT_API"}:
+        return Finding(
             "nothing-recorded",
             "nsys recorded no NVTX and no OS runtime events at all: its injection into the program did "
             "not take effect (seen now and then with Debian's nsys builds)",
-            "run again; if it keeps happening, run `gpuscope doctor`", "error", tuple(sorted(silent))))
-    elif silent or (none_anywhere and not with_events and not bad and not domain_only):
-        findings.append(Finding(
+            "run again; if it keeps happening, run `gpuscope doctor`", "error", tuple(sorted(silent)))
+    explained = any(_INCOMPATIBLE.search(t) for t, _ in x.messages) or x.domain_only
+    if silent or (none_anywhere and not x.with_events and not explained):
+        return Finding(
             "nvtx-none-collected",
             f"nsys collected no NVTX events from {_fmt_pids(silent)}",
             "if these are fork children, record with --trace-fork-before-exec=true and re-register NVTX "
             "strings in the child (gpuscope does both for fork runs) or use spawn; otherwise the process "
-            "made no NVTX calls", "warning", tuple(sorted(silent))))
-    return findings
+            "made no NVTX calls", "warning", tuple(sorted(silent)))
+    return None
 
 
 def nvtx_pair_note(nvtx_version: str | None, nsys_version: tuple[int, ...]) -> str | None:
