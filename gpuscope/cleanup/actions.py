@@ -19,7 +19,7 @@ from typing import Any
 from gpuscope.cleanup import model as m
 from gpuscope.cleanup.evidence import human_bytes, human_s
 from gpuscope.cleanup.procs import ProcInfo, read_process
-from gpuscope.cleanup.safety import Gone, Policy, Refused, check_process
+from gpuscope.cleanup.safety import Gone, Policy, Refused, check_process, same_process
 from gpuscope.cleanup.shm_actions import unlink_segment
 from gpuscope.store import actions as store_actions
 
@@ -77,7 +77,7 @@ class _Handle:
         end = time.monotonic() + timeout
         while True:
             proc = read_process(self.ident.pid)
-            if proc is None or proc.create_time != self.ident.create_time or proc.is_zombie:
+            if not same_process(proc, self.ident) or proc.is_zombie:
                 return True
             if time.monotonic() >= end:
                 return False
@@ -94,7 +94,7 @@ def final_state(ident: m.ProcIdentity, wait_s: float = REAP_WAIT_S) -> str:
     end = time.monotonic() + wait_s
     while True:
         proc = read_process(ident.pid)
-        if proc is None or abs(proc.create_time - ident.create_time) > 0.01:
+        if not same_process(proc, ident):
             return "gone"
         if not proc.is_zombie:
             return "alive"
@@ -173,7 +173,7 @@ def _zombie_parent(ident: m.ProcIdentity) -> ProcInfo:
     proc = read_process(ident.pid)
     if proc is None:
         raise Gone(f"pid {ident.pid} is gone (it was reaped since it was listed)")
-    if abs(proc.create_time - ident.create_time) > 0.01:
+    if not same_process(proc, ident):
         raise Refused(f"refusing: pid {ident.pid} was restarted since it was listed (create time changed)")
     if not proc.is_zombie:
         raise Refused(f"refusing: pid {ident.pid} is not a zombie (state {proc.status}); "
@@ -270,7 +270,7 @@ def act(identity: m.ProcIdentity | m.ShmIdentity, *, action: str | None = None,
 
 def _is_zombie(ident: m.ProcIdentity) -> bool:
     proc = read_process(ident.pid)
-    return proc is not None and proc.is_zombie and abs(proc.create_time - ident.create_time) <= 0.01
+    return same_process(proc, ident) and proc.is_zombie
 
 
 def perform(suspect: m.Suspect, action: str | None = None, *, policy: Policy | None = None,

@@ -53,6 +53,12 @@ def owner_refusal(uid: int, what: str, policy: Policy) -> str | None:
     return f"refusing: {what} belongs to user {user_name(uid)}; run as root and pass --allow-other-users"
 
 
+def same_process(proc: ProcInfo | None, ident: ProcIdentity) -> bool:
+    """Whether ``proc`` (read now) is the process ``ident`` was listed as."""
+    return proc is not None and proc.pid == ident.pid \
+        and abs(proc.create_time - ident.create_time) <= CREATE_TIME_TOLERANCE_S
+
+
 def check_process(ident: ProcIdentity, policy: Policy) -> ProcInfo:
     """The process ``ident`` names, read now, if gpuscope may signal it.
 
@@ -64,7 +70,7 @@ def check_process(ident: ProcIdentity, policy: Policy) -> ProcInfo:
     proc = read_process(ident.pid)
     if proc is None:
         raise Gone(f"pid {ident.pid} is gone (it exited since it was listed)")
-    if abs(proc.create_time - ident.create_time) > CREATE_TIME_TOLERANCE_S:
+    if not same_process(proc, ident):
         raise Refused(f"refusing: pid {ident.pid} was restarted since it was listed (create time changed)")
     if proc.is_kernel_thread:
         raise Refused(f"refusing: pid {ident.pid} is a kernel thread")

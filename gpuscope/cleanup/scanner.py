@@ -84,6 +84,7 @@ class Scanner:
                 self.holdings = gpu_holdings(self.backend) if gpu_processes is None else \
                     holdings_from(gpu_processes, gpu_devices or [])
                 self.tracker.observe(table.at, table, self.holdings)
+                self.gpu_error = None
             except Exception as exc:  # noqa: BLE001 - a failing NVML read skips GPU evidence only
                 self.gpu_error = f"reading GPU processes failed: {exc}"
                 self.holdings = {}
