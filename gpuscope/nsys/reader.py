@@ -492,10 +492,15 @@ def export_rep(rep: Path, timeout_s: float = 300.0) -> Path:
     if out.exists() and out.stat().st_mtime >= rep.stat().st_mtime and out.stat().st_size > 0:
         return out
     install = pick_nsys(rep_version(rep))
-    cmd = [str(install.nsys), "export", "--type", "sqlite", "-f", "true", "-o", str(out), str(rep)]
-    _run_bounded(cmd, timeout_s, env=install.tool_env())
-    if not out.exists():
-        raise UserError(f"{rep}: nsys export wrote no {out.name}")
+    tmp = out.with_name(f"{out.stem}.{os.getpid()}.partial.sqlite")   # never leave a half export as X.sqlite
+    cmd = [str(install.nsys), "export", "--type", "sqlite", "-f", "true", "-o", str(tmp), str(rep)]
+    try:
+        _run_bounded(cmd, timeout_s, env=install.tool_env())
+        if not tmp.exists():
+            raise UserError(f"{rep}: nsys export wrote no {tmp.name}")
+        tmp.replace(out)
+    finally:
+        tmp.unlink(missing_ok=True)
     return out
 
 
@@ -530,7 +535,7 @@ def _run_bounded(cmd: list[str], timeout_s: float, env: dict[str, str] | None = 
     import subprocess
 
     full_env = env if env is not None else dict(os.environ)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, encoding="utf-8", errors="replace",
                             start_new_session=True, env=full_env)
     try:
         output, _ = proc.communicate(timeout=timeout_s)
@@ -540,7 +545,8 @@ def _run_bounded(cmd: list[str], timeout_s: float, env: dict[str, str] | None = 
         raise UserError(f"'{' '.join(cmd[:2])}' did not finish within {timeout_s:.0f} s") from None
     if proc.returncode != 0:
         last = (output or "").strip().splitlines()[-1:] or ["no output"]
-        raise UserError(f"nsys export failed (exit {proc.returncode}): {last[0]}")
+        clean = "".join(c if c.isprintable() else "?" for c in last[0])[:200]
+        raise UserError(f"nsys export failed (exit {proc.returncode}): {clean}")
 
 
 # --------------------------------------------------------------------------- the entry point
@@ -584,8 +590,7 @@ def load_report(path: str | Path, *, run_dir: str | Path | None = None, use_cach
     """
     p = Path(path)
     if p.is_dir():
-        from gpuscope.trace import coverage
-        return coverage.load_run(p)
+        return load_run(p)
     if p.suffix == ".nsys-rep":
         if not p.exists():
             raise UserError(f"{p}: no such file")
@@ -604,6 +609,23 @@ def load_report(path: str | Path, *, run_dir: str | Path | None = None, use_cach
         from gpuscope.trace import coverage
         coverage.attach_run(rep, Path(run_dir))
     return rep
+
+
+def load_run(run_dir: Path) -> Report:
+    """A gpuscope run folder: its nsys export plus coverage, or its event logs alone."""
+    from gpuscope.trace import coverage, summary
+
+    export = coverage.find_export(run_dir)
+    if export is not None:
+        return load_report(export, run_dir=run_dir)
+    logs = coverage.read_events(run_dir)
+    if not logs:
+        raise UserError(f"{run_dir}: no nsys export and no gpuscope event logs (events/) in this folder")
+    tl = coverage.timeline_from_events(logs)
+    sums = {"nvtx": summary.nvtx_summary(tl, "plain", source=T.SOURCE_GPUSCOPE), "kernel": [], "osrt": []}
+    return Report(path=run_dir, sqlite_path=None, nsys_version=None, schema_version=None, naming="plain",
+                  summaries=sums, processes=summary.process_table(tl), loaded=tl,
+                  notes=["no nsys export in this run: ranges are gpuscope's own records"])
 
 
 def _report(p: Path, p_sqlite: Path, info: ExportInfo, extra: dict, notes: list[str]) -> Report:

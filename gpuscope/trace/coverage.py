@@ -56,7 +56,7 @@ class Coverage:
                 "ranges_lost": sum(p.lost for p in self.processes)}
 
 
-def _read_events(run_dir: Path) -> list:
+def read_events(run_dir: Path) -> list:
     from gpuscope.trace.events import read_run_events
     return read_run_events(run_dir)
 
@@ -268,7 +268,7 @@ def attach_run(report, run_dir: Path) -> None:
     """Add coverage and the merged ranges of a gpuscope run to an nsys ``Report`` (in place)."""
     from gpuscope.trace import summary
 
-    logs = _read_events(run_dir)
+    logs = read_events(run_dir)
     cov = compute_coverage(report.timeline, logs, report.findings, fork_flag_of_run(run_dir))
     missed = {p.pid for p in cov.processes if p.status == "missing"}
     if missed:
@@ -286,22 +286,3 @@ def find_export(run_dir: Path) -> Path | None:
             return run_dir / name
     found = sorted(run_dir.glob("*.sqlite")) + sorted(run_dir.glob("*.nsys-rep"))
     return found[0] if found else None
-
-
-def load_run(run_dir: Path):
-    """A ``Report`` for a gpuscope run folder: nsys export + coverage, or the event logs alone."""
-    from gpuscope.nsys.reader import Report, load_report
-    from gpuscope.trace import summary
-
-    export = find_export(run_dir)
-    if export is not None:
-        return load_report(export, run_dir=run_dir)
-    logs = _read_events(run_dir)
-    if not logs:
-        raise UserError(f"{run_dir}: no nsys export and no gpuscope event logs (events/) in this folder")
-    tl = timeline_from_events(logs)
-    sums = {"nvtx": summary.nvtx_summary(tl, "plain", source=T.SOURCE_GPUSCOPE), "kernel": [], "osrt": []}
-    rep = Report(path=run_dir, sqlite_path=None, nsys_version=None, schema_version=None,
-                 naming="plain", summaries=sums, processes=summary.process_table(tl), coverage=None,
-                 notes=["no nsys export in this run: ranges are gpuscope's own records"], loaded=tl)
-    return rep

@@ -127,7 +127,7 @@ def run_nsys(cmd: list, timeout: float = 180, env: dict | None = None, cwd: Path
     full = dict(os.environ, **(env or {}))
     full[TAG] = "1"
     proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=full, cwd=cwd, start_new_session=True)
+                            encoding="utf-8", errors="replace", env=full, cwd=cwd, start_new_session=True)
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
