@@ -103,3 +103,21 @@ def test_refusals_are_logged(run_env):
     row = hist["actions"][0]
     assert row["target"] == "pid 1" and row["result"] == "refused" and row["ok"] is False
     assert row["message"] == "refusing to signal PID 1"
+
+
+def test_without_pidfds_the_identity_is_rechecked_before_each_kill(reaper, monkeypatch):
+    """Kernels before 5.3 have no pidfd_open: the fallback path must keep the same guarantees."""
+    import errno
+
+    import gpuscope.cleanup.actions as actions
+
+    def no_pidfd(pid: int, flags: int = 0) -> int:
+        raise OSError(errno.ENOSYS, "pidfd_open not implemented")
+
+    monkeypatch.setattr(actions.os, "pidfd_open", no_pidfd)
+    pid = reaper("spawn", argv=["sleep", "600"], setsid=True)["pid"]
+    ident = identify(pid)
+    stale = stop_process(ProcIdentity(pid, ident.create_time + 1), Policy())
+    assert stale.result == "refused" and state_of(pid) == "S"
+    res = stop_process(ident, Policy(grace_s=1))
+    assert res.ok and res.final_state == "gone"
