@@ -76,6 +76,21 @@ def agents() -> list[Agent]:
     return found
 
 
+def still_nsys(pid: int) -> bool:
+    """False when ``pid`` now belongs to another program (the nsys that had it was reaped and the
+    number reused); True for a live nsys, a zombie, or a pid no process has."""
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return True
+        cmd = proc.cmdline()
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:
+        return False
+    return bool(cmd) and os.path.basename(cmd[0]) == "nsys"
+
+
 def find_stale_agents() -> list[int]:
     """Pids of nsys agents whose ``nsys profile`` process is gone (or a zombie)."""
     return [a.pid for a in agents() if a.profile_pid is None or not alive(a.profile_pid)]

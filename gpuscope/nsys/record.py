@@ -172,6 +172,7 @@ class NsysSession:
         :meth:`started` (or call this while nsys is still alive); agents of other sessions are left
         alone (see :func:`gpuscope.nsys.procs.find_stale_agents` for those)."""
         self._nsys_pids()  # adds any live nsys of this session to known_pids
+        self.known_pids = {p for p in self.known_pids if procs.still_nsys(p)}  # never a reused pid
         targets = procs.tree(self.known_pids)
         targets |= {a.pid for a in procs.agents() if a.profile_pid in self.known_pids}
         targets = {p for p in targets if procs.alive(p)}
