@@ -68,3 +68,30 @@ def test_spawn_run_fully_covered(installs, tmp_path, run_env):
     assert len(x) == sum(p["nvtx_ranges"] + p["gpuscope_ranges"] for p in out["processes"])
     names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
     assert any("pool worker" in n for n in names)
+
+
+def test_gpuscope_run_nsys_fork_covered(installs, tmp_path, run_env):
+    """The run engine's own `--nsys` (fork children traced and re-registered): all 3 processes in nsys."""
+    import fcntl
+
+    from nsysrec import LOCK, kill_tagged
+
+    cmd = [sys.executable, "-m", "gpuscope", "run", "--nsys", "--nsys-trace", "nvtx", "--start-method", "fork",
+           "--json", "-q", str(SCRIPT), "fork"]
+    with open(LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=run_env, timeout=300, cwd=tmp_path)
+        finally:
+            kill_tagged()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = subprocess.run([sys.executable, "-m", "gpuscope", "report", "--json", run["run_id"]],
+                         capture_output=True, text=True, env=run_env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rep = json.loads(out.stdout)
+    assert rep["coverage"]["processes_with_ranges_in_nsys"] == 3, rep["coverage"]
+    for p in rep["coverage"]["processes"]:
+        assert p["status"] in ("ok", "no-ranges"), p
+    ops = {r["name"]: r for r in rep["nvtx_summary"]}
+    assert ops["expensive_op"]["count"] == 7
