@@ -14,7 +14,7 @@ import os
 import sys
 import types
 
-from .eventlog import STATE, now
+from .eventlog import STATE
 
 MAIN_NAMES = ("__main__", "__mp_main__")
 
@@ -47,20 +47,11 @@ def wants(module_name):
 def _wrap(func, label):
     if getattr(func, "__gpuscope_wrapped__", False):
         return func
-    from . import nvtxwrap
+    from .nvtxwrap import call_in_range
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        nid = STATE.name_id("func", "gpuscope", label, "")
-        pushed = nvtxwrap.injected_push(label)
-        t0 = now()
-        try:
-            return func(*args, **kwargs)
-        finally:
-            t1 = now()
-            if pushed:
-                nvtxwrap.injected_pop()
-            STATE.add_range(t0, t1, nid)
+        return call_in_range("func", label, func, args, kwargs)
 
     wrapper.__gpuscope_wrapped__ = True
     return wrapper

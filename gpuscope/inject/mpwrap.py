@@ -16,12 +16,9 @@ import functools
 import os
 import sys
 
-from .eventlog import STATE, now, safe
+from .eventlog import STATE, safe
 from .procname import set_process_name, short_role
 from . import annotate_patterns
-
-_TASK_NIDS = {}
-
 
 def _disguise(wrapper, original):
     wrapper.__module__ = original.__module__
@@ -143,29 +140,13 @@ def _task_name(func, args):
     return getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or type(func).__name__
 
 
-def _task_nid(name):
-    nid = _TASK_NIDS.get((STATE.pid, name))
-    if nid is None:
-        nid = _TASK_NIDS[(STATE.pid, name)] = STATE.name_id("task", "gpuscope", name, "")
-    return nid
-
-
 def _run_task(func, name):
     """Wrap one task so it runs inside a recorded (and, with nvtx, an NVTX) range."""
     def task(*args, **kwargs):
-        from . import nvtxwrap
+        from .nvtxwrap import call_in_range
 
-        nid = _task_nid(name)
-        push = nvtxwrap.injected_push(name)
-        t0 = now()
-        try:
-            return func(*args, **kwargs)
-        finally:
-            t1 = now()
-            if push:
-                nvtxwrap.injected_pop()
-            STATE.add_range(t0, t1, nid)
-            STATE.flush()  # a pool may terminate its idle workers: keep the log whole per task
+        # flush per task: a pool may terminate its idle workers, keep the log whole per task
+        return call_in_range("task", name, func, args, kwargs, flush=True)
     return task
 
 

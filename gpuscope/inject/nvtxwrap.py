@@ -308,3 +308,19 @@ def injected_pop():
         _injected["pop"](INJECTED_DOMAIN)
     except Exception as exc:
         STATE.error("injected NVTX range", exc)
+
+
+def call_in_range(kind, name, func, args, kwargs, flush=False):
+    """Run ``func`` inside a range gpuscope adds (a pool task, an --annotate'd function)."""
+    nid = STATE.name_id(kind, INJECTED_DOMAIN, name, "")
+    pushed = injected_push(name)
+    t0 = now()
+    try:
+        return func(*args, **kwargs)
+    finally:
+        t1 = now()
+        if pushed:
+            injected_pop()
+        STATE.add_range(t0, t1, nid)
+        if flush:
+            STATE.flush()
