@@ -52,6 +52,8 @@ def name_python_threads(threading_module):
     def _set_native_id(self):
         original(self)
         try:
+            if self._native_id == os.getpid():  # the main thread: its OS name is the process name
+                return
             with open("/proc/self/task/%d/comm" % self._native_id, "w") as fh:
                 fh.write(str(self.name)[:15])
         except (OSError, AttributeError, TypeError):
