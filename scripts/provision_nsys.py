@@ -129,7 +129,7 @@ class Apt:
         if proc.returncode != 0:
             lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.startswith(("E:", "Err"))]
             raise ProvisionError(f"apt-get {' '.join(args)} failed: {(lines or ['exit %d' % proc.returncode])[-1]}")
-        return proc.stdout
+        return proc.stdout + proc.stderr
 
     def need(self, *entries: tuple[str, str]) -> None:
         """Make sure the lists for each (suite, component) are present (one ``apt-get update``)."""
@@ -141,7 +141,10 @@ class Apt:
         lines = [f"deb {signed}{self.mirror} {s} {c}" for s, c in sorted(self.entries)]
         (self.state / "sources.list").write_text("\n".join(lines) + "\n")
         log(f"apt-get update ({', '.join(f'{s}/{c}' for s, c in sorted(self.entries))})")
-        self.run(["update"])
+        out = self.run(["update"])
+        failed = [ln for ln in out.splitlines() if ln.startswith(("Err:", "W: Failed to fetch", "E:"))]
+        if failed:  # apt-get update can exit 0 with an index it could not fetch
+            raise ProvisionError(f"apt-get update could not fetch from {self.mirror}: {failed[0][:200]}")
 
     def versions(self, package: str) -> list[tuple[str, str]]:
         """(version, source line) pairs from ``apt-cache madison``."""
@@ -314,6 +317,7 @@ def _provision_all(keys: list[str], dest: Path, force: bool) -> int:
     apt: Apt | None = None
     downloads = dest / ".apt" / "debs"
     todo = [k for k in keys if force or not is_provisioned(dest, k)]
+    failed: list[str] = []
     for key in keys:
         info = None if key in todo else is_provisioned(dest, key)
         if info:
@@ -323,13 +327,18 @@ def _provision_all(keys: list[str], dest: Path, force: bool) -> int:
             downloads.mkdir(parents=True, exist_ok=True)
             apt = Apt(dest / ".apt", debian_mirror())
             apt.need(*{(RELEASES[k].suite, "non-free") for k in todo})
-        info = provision(RELEASES[key], dest, apt, downloads)
+        try:
+            info = provision(RELEASES[key], dest, apt, downloads)
+        except ProvisionError as exc:  # go on with the other versions; fail at the end
+            failed.append(key)
+            print(f"provision_nsys: error: {key}: {exc}", file=sys.stderr, flush=True)
+            continue
         log(f"{key}: ok, nsys {info['nsys_version']} in {dest / key} "
             f"(download {info['download_s']} s, total {info['total_s']} s)")
     if apt is not None:
         shutil.rmtree(downloads, ignore_errors=True)
-    log(f"done in {time.monotonic() - t0:.1f} s")
-    return 0
+    log(f"done in {time.monotonic() - t0:.1f} s" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
