@@ -2,21 +2,27 @@
 
 Per row and frame: pick the pyramid level for the zoom, find the visible slice with two
 ``searchsorted`` calls, convert to pixels with numpy, fold everything narrower than a pixel into
-runs (one rectangle per run of touching pixel columns), and draw the rest as bars, labelled when
-wide enough. The number of rectangles is bounded by the row's width in pixels.
+runs (one span per run of touching pixel columns), and write all spans into one pixel line with
+numpy; the line is drawn stretched to the row's height with one ``drawImage``. Only hatching and
+labels (bars wide enough for them, so few) are drawn one by one. The cost of a row is bounded by
+its width in pixels, not by the number of ranges.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPainter
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QImage, QPainter
 
 from gpuscope.app import timeline_lod as L
 from gpuscope.trace import timeline as T
 
+_LEFT_MIDDLE = Qt.AlignVCenter | Qt.AlignLeft
 LABEL_MIN_PX = 36      # label a bar when it is at least this wide
 DENSE_ALPHA = 170      # merged runs are drawn a little lighter than single items
+BACKGROUND = 250       # grey level of the rows' background (QtTimeline paints it)
 
 
 class RowPainter:
@@ -54,61 +60,91 @@ class RowPainter:
                   x_off: float, y: float, h: float, width: float, hatched: bool = False) -> None:
         lv = row.level_for(nspp)
         t1 = t0 + nspp * width
-        i0 = int(np.searchsorted(lv.reach, t0, side="left"))
-        i1 = int(np.searchsorted(lv.start, t1, side="right"))
+        # int64 keys: a float key would make numpy convert the whole column on every call
+        i0 = int(np.searchsorted(lv.reach, np.int64(math.floor(t0)), side="left"))
+        i1 = int(np.searchsorted(lv.start, np.int64(math.ceil(t1)), side="right"))
         if i1 <= i0:
             return
         inv = 1.0 / nspp
         x0 = np.maximum((lv.start[i0:i1] - t0) * inv, -2.0)
         x1 = np.minimum((lv.end[i0:i1] - t0) * inv, width + 2.0)
-        count = lv.count[i0:i1]
         first = lv.first[i0:i1]
-        whole = ((x1 - x0) >= 1.0) & (count == 1)
-        self._paint_runs(p, row, x0[~whole], x1[~whole], first[~whole], x_off, y, h)
-        self._paint_bars(p, row, tl, x0[whole], x1[whole], first[whole], x_off, y, h, hatched)
+        whole = ((x1 - x0) >= 1.0) & (lv.count[i0:i1] == 1)
+        line = np.zeros(int(width), dtype=np.uint32)      # one pixel line, transparent
+        part = ~whole
+        self._fill_runs(line, x0[part], x1[part], lv.cmin[i0:i1][part], lv.cmax[i0:i1][part])
+        self._fill_bars(line, row, x0[whole], x1[whole], first[whole])
+        img = QImage(line.data, len(line), 1, len(line) * 4, QImage.Format_ARGB32_Premultiplied)
+        p.drawImage(QRectF(x_off, y, len(line), h), img)
+        self._decorate(p, row, tl, x0[whole], x1[whole], first[whole], x_off, y, h, hatched)
 
-    def _paint_runs(self, p: QPainter, row: L.Row, x0: np.ndarray, x1: np.ndarray,
-                    first: np.ndarray, x_off: float, y: float, h: float) -> None:
-        """Sub-pixel items and merged blocks: one rectangle per run of touching pixels."""
+    def _fill_runs(self, line: np.ndarray, x0: np.ndarray, x1: np.ndarray, cmin: np.ndarray,
+                   cmax: np.ndarray) -> None:
+        """Sub-pixel items and merged blocks: one span per run of touching pixels, a lighter shade
+        of their colour when they share one, else grey."""
         if not len(x0):
             return
         reach = np.maximum.accumulate(x1)
         heads = np.r_[0, np.flatnonzero(x0[1:] > reach[:-1] + 1.0) + 1]
-        left = x0[heads]
-        right = np.maximum(np.maximum.reduceat(x1, heads), left + 1.0)
-        colors = row.color[first[heads]]
-        for xl, xr, c in zip(left.tolist(), right.tolist(), colors.tolist()):
-            p.fillRect(QRectF(x_off + xl, y, xr - xl, h), self.dense(c))
+        left = np.floor(x0[heads])
+        right = np.maximum(np.ceil(np.maximum.reduceat(x1, heads)), left + 1)
+        lo, hi = np.minimum.reduceat(cmin, heads), np.maximum.reduceat(cmax, heads)
+        _fill(line, left, right, _dense(np.where(lo == hi, lo, np.uint32(L.MIXED_COLOR))))
         self.rects_drawn += len(heads)
 
-    def _paint_bars(self, p: QPainter, row: L.Row, tl: T.Timeline, x0: np.ndarray, x1: np.ndarray,
-                    first: np.ndarray, x_off: float, y: float, h: float, hatched: bool) -> None:
-        """Items at least a pixel wide: a bar each, with a label and hatching when wide enough."""
+    def _fill_bars(self, line: np.ndarray, row: L.Row, x0: np.ndarray, x1: np.ndarray,
+                   first: np.ndarray) -> None:
+        """Items at least a pixel wide; a pixel of gap on the right keeps neighbours of one colour apart."""
         if not len(x0):
             return
-        colors = row.color[first].tolist()
-        labelled = []
-        for xl, xr, c, pos in zip(x0.tolist(), x1.tolist(), colors, first.tolist()):
-            # a pixel of gap on the right keeps back-to-back ranges of one colour apart
-            r = QRectF(x_off + xl, y, xr - xl - (1.0 if xr - xl >= 3 else 0.0), h)
-            p.fillRect(r, self.color(c))
-            if xr - xl >= 4:
-                if hatched:
-                    p.fillRect(r, self._hatch)
-                if xr - xl >= LABEL_MIN_PX:
-                    labelled.append((r, c, pos))
-        self.rects_drawn += len(colors)
-        if not labelled:
+        left = np.round(x0)
+        right = np.maximum(np.round(x1) - ((x1 - x0) >= 3), left + 1)
+        _fill(line, left, right, row.color[first] | np.uint32(0xFF000000))
+        self.rects_drawn += len(x0)
+
+    def _decorate(self, p: QPainter, row: L.Row, tl: T.Timeline, x0: np.ndarray, x1: np.ndarray,
+                  first: np.ndarray, x_off: float, y: float, h: float, hatched: bool) -> None:
+        """Hatching (gpuscope's own ranges next to nsys's) and labels, on bars wide enough."""
+        wide = (x1 - x0) >= (4 if hatched else LABEL_MIN_PX)
+        if not wide.any():
             return
         p.setFont(self.font)
         strings = tl.strings.values
-        for r, c, pos in labelled:
-            nid = int(row.name_id[pos])
-            name = strings[nid] if nid >= 0 else "(unnamed)"
+        for xl, xr, pos in zip(x0[wide].tolist(), x1[wide].tolist(), first[wide].tolist()):
+            r = QRectF(x_off + round(xl), y, round(xr) - round(xl) - 1, h)
+            if hatched:
+                p.fillRect(r, self._hatch)
+            if xr - xl < LABEL_MIN_PX:
+                continue
             left = max(r.left(), x_off) + 3
-            room = r.right() - left - 3
+            room = r.right() - left - 2
             if room < 12:
                 continue
-            p.setPen(self.text_color(c))
-            p.drawText(QRectF(left, r.top(), room, r.height()), Qt.AlignVCenter | Qt.AlignLeft,
-                       self.fm.elidedText(name, Qt.ElideRight, int(room)))
+            nid = int(row.name_id[pos])
+            p.setPen(self.text_color(int(row.color[pos])))
+            p.drawText(QRectF(left, r.top(), room, r.height()), _LEFT_MIDDLE,
+                       self.fm.elidedText(strings[nid] if nid >= 0 else "(unnamed)", Qt.ElideRight, int(room)))
+
+
+def _dense(argb: np.ndarray) -> np.ndarray:
+    """Colours of merged runs: blended towards the background, opaque."""
+    c = argb.astype(np.uint32)
+    out = np.full(len(c), 0xFF000000, dtype=np.uint32)
+    a = DENSE_ALPHA / 255.0
+    for shift in (16, 8, 0):
+        ch = (c >> shift) & 0xFF
+        out |= (np.round(ch * a + BACKGROUND * (1 - a)).astype(np.uint32) & 0xFF) << shift
+    return out
+
+
+def _fill(line: np.ndarray, left: np.ndarray, right: np.ndarray, colors: np.ndarray) -> None:
+    """Paint the pixel spans [left, right) of ``line`` (later spans win where they overlap)."""
+    n = len(line)
+    a = np.clip(left, 0, n).astype(np.int64)
+    b = np.clip(right, 0, n).astype(np.int64)
+    lengths = np.maximum(b - a, 0)
+    total = int(lengths.sum())
+    if total == 0:
+        return
+    starts = np.repeat(a - (np.cumsum(lengths) - lengths), lengths)
+    line[np.arange(total) + starts] = np.repeat(colors.astype(np.uint32), lengths)

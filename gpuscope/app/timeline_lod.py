@@ -11,12 +11,14 @@ painter can draw quickly at any zoom:
   ``g_k = BASE_NS * 4**k`` and less than ``g_k`` apart are merged into one block. A view that
   shows ``p`` ns per pixel draws the coarsest level with ``g_k <= p``: everything merged there
   was narrower than a pixel, and the blocks left are few (about ``8 × width`` per row at worst).
+  A block keeps its items' colour when they share one, else it is drawn grey (``MIXED_COLOR``).
 
 Nothing here computes a number that is shown to the user: it only decides what to draw where.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +32,7 @@ KIND_GPU = "gpu"
 PALETTE = (0xFF4E79A7, 0xFFF28E2B, 0xFFE15759, 0xFF76B7B2, 0xFF59A14F, 0xFFEDC948,
            0xFFB07AA1, 0xFFFF9DA7, 0xFF9C755F, 0xFF86BCB6)
 MEMOP_COLOR = 0xFFD37295
+MIXED_COLOR = 0xFF9AA3AE   # a merged block of ranges of several colours
 
 
 @dataclass
@@ -41,6 +44,8 @@ class Level:
     reach: np.ndarray      # running max of end (monotonic: searchsorted finds the first visible)
     count: np.ndarray      # int32: items merged into this block (1 = a single item)
     first: np.ndarray      # int64: position (in level 0) of the first item of the block
+    cmin: np.ndarray       # uint32: lowest / highest colour of the block's items (equal: one colour)
+    cmax: np.ndarray
     gap_ns: int            # g_k of this level (0 for level 0)
 
     def __len__(self) -> int:
@@ -69,7 +74,7 @@ class Row:
     def find(self, t: float, tol: float) -> int:
         """Level-0 position of the item under time ``t`` (± ``tol`` ns), or -1."""
         lv = self.levels[0]
-        j = int(np.searchsorted(lv.start, t + tol, side="right")) - 1
+        j = int(np.searchsorted(lv.start, np.int64(math.floor(t + tol)), side="right")) - 1
         best, best_d = -1, tol + 1.0
         for i in range(j, max(-1, j - 64), -1):
             if lv.reach[i] < t - tol:
@@ -126,12 +131,13 @@ def _merge(lv: Level, gap: int, dur0: np.ndarray) -> Level:
     small = (lv.count > 1) | (dur0 < gap)
     join = small[1:] & small[:-1] & ((lv.start[1:] - lv.reach[:-1]) < gap)
     if not join.any():
-        return Level(lv.start, lv.end, lv.reach, lv.count, lv.first, gap)
+        return Level(lv.start, lv.end, lv.reach, lv.count, lv.first, lv.cmin, lv.cmax, gap)
     heads = np.r_[0, np.flatnonzero(~join) + 1]
     end = np.maximum.reduceat(lv.end, heads)
     return Level(start=lv.start[heads], end=end, reach=np.maximum.accumulate(end),
                  count=np.add.reduceat(lv.count, heads).astype(np.int32),
-                 first=lv.first[heads], gap_ns=gap)
+                 first=lv.first[heads], cmin=np.minimum.reduceat(lv.cmin, heads),
+                 cmax=np.maximum.reduceat(lv.cmax, heads), gap_ns=gap)
 
 
 def build_row(start: np.ndarray, end: np.ndarray, ref: np.ndarray, color: np.ndarray,
@@ -140,8 +146,9 @@ def build_row(start: np.ndarray, end: np.ndarray, ref: np.ndarray, color: np.nda
     order = np.lexsort((-end, start))
     start, end = start[order].astype(np.int64), end[order].astype(np.int64)
     n = len(start)
+    color = color[order]
     lv0 = Level(start, end, np.maximum.accumulate(end) if n else end, np.ones(n, np.int32),
-                np.arange(n, dtype=np.int64), 0)
+                np.arange(n, dtype=np.int64), color, color, 0)
     levels = [lv0]
     span = int(end.max() - start.min()) if n else 0
     gap = BASE_NS * 4
@@ -151,7 +158,7 @@ def build_row(start: np.ndarray, end: np.ndarray, ref: np.ndarray, color: np.nda
         nxt = _merge(prev, gap, dur)
         levels.append(nxt)
         gap *= 4
-    return Row(levels=levels, ref=ref[order], color=color[order], name_id=name_id[order],
+    return Row(levels=levels, ref=ref[order], color=color, name_id=name_id[order],
                is_memop=None if is_memop is None else is_memop[order])
 
 

@@ -69,7 +69,7 @@ def test_nested_ranges_sit_on_their_depth_rows_in_script_colours(view):
     assert names["forward"] & 0xFFFFFF == 0xFFA500 and names["backward"] & 0xFFFFFF == 0xFF0000
 
 
-def test_click_selects_and_hover_describes_a_range(view, qtbot):
+def test_click_selects_and_hover_describes_a_range(view, qtbot, tmp_path):
     tl = view.timeline
     i = int(np.flatnonzero(np.array([tl.name(n) == "epoch" for n in tl.ranges.name_id]))[0])
     pt = view.position_of("nvtx", i).toPoint()
@@ -84,6 +84,14 @@ def test_click_selects_and_hover_describes_a_range(view, qtbot):
     item = view.item_at(pt)
     assert item is not None and "epoch" in tooltip_html(view.details(item))
     assert view.item_at(QPoint(GUTTER - 5, pt.y())) is None
+    # zoomed on the second epoch, its first range selected: labels on nested bars
+    epochs = np.flatnonzero(np.array([tl.name(n) == "epoch" for n in tl.ranges.name_id]))
+    e = int(epochs[np.argsort(tl.ranges.start_ns[epochs])][-1])
+    span = int(tl.ranges.end_ns[e] - tl.ranges.start_ns[e])
+    view.set_view(tl.ranges.start_ns[e] - span * 0.02, tl.ranges.start_ns[e] + span * 0.55)
+    qtbot.mouseClick(view, Qt.LeftButton, pos=view.position_of("nvtx", e).toPoint())
+    assert view.selected["index"] == e
+    save_shot(view, "timeline-zoomed.png", tmp_path)
 
 
 def test_zoom_pan_keys_wheel_drag_and_home(view, qtbot):
