@@ -217,17 +217,11 @@ def _nvtx_text(conn: sqlite3.Connection, strings: _Strings, n: int, lo: int,
     return out
 
 
-def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings, tl: T.Timeline) -> None:
-    """Fill ranges, marks and domains from ``NVTX_EVENTS``."""
-    if "NVTX_EVENTS" not in info.tables:
-        return
-    lo, hi, n = conn.execute("SELECT min(rowid), max(rowid), count(*) FROM NVTX_EVENTS").fetchone()
-    if not n:
-        return
-    holes = hi - lo + 1 != n   # e.g. an eventId primary key with gaps: read the rowids too
-    cols = table_columns(conn, "NVTX_EVENTS")
-    max_sid = conn.execute("SELECT max(id) FROM StringIds").fetchone()[0] or 0
-    packed_text = max_sid < (1 << 22)
+def _nvtx_exprs(cols: list[str], packed_text: bool, holes: bool) -> list[str]:
+    """start, end, globalTid (VM bits dropped), type|domain|category[|textId], color|endTid[, textId][, rowid].
+
+    Small columns are packed into one int64 per row: every extra column costs a text round trip.
+    """
     small = (f"eventType | (min({_expr(cols, 'domainId', '0')}, 65535) << 8)"
              f" | (min({_expr(cols, 'category', '0')}, 65535) << 24)")
     if packed_text:
@@ -238,7 +232,21 @@ def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings, tl:
         exprs.append(_expr(cols, "textId"))
     if holes:
         exprs.append("rowid")
-    got = dense(conn, "NVTX_EVENTS", exprs)
+    return exprs
+
+
+def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings, tl: T.Timeline) -> None:
+    """Fill ranges, marks and domains from ``NVTX_EVENTS``."""
+    if "NVTX_EVENTS" not in info.tables:
+        return
+    lo, hi, n = conn.execute("SELECT min(rowid), max(rowid), count(*) FROM NVTX_EVENTS").fetchone()
+    if not n:
+        return
+    holes = hi - lo + 1 != n   # e.g. an eventId primary key with gaps: read the rowids too
+    cols = table_columns(conn, "NVTX_EVENTS")
+    max_sid = conn.execute("SELECT max(id) FROM StringIds").fetchone()[0] if "StringIds" in info.tables else 0
+    packed_text = (max_sid or 0) < (1 << 22)
+    got = dense(conn, "NVTX_EVENTS", _nvtx_exprs(cols, packed_text, holes))
     start, end, gtid, small_v, color_v = got[:5]
     etype = small_v & 0xFF
     domain = ((small_v >> 8) & 0xFFFF).astype(np.int32)
@@ -254,11 +262,10 @@ def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings, tl:
     end_tid = (color_v >> 32).astype(np.int32)
     _fill_ranges(tl, np.isin(etype, NVTX_RANGE_TYPES), start, np.where(has_end, end, last), has_end,
                  gtid, name, color, domain, category, etype, end_tid)
-    m = etype == NVTX_MARK
     tl.nvtx_pids = np.unique(_pid(gtid))
-    tl.marks = T.Marks(start_ns=start[m], pid=_pid(gtid[m]), tid=_tid(gtid[m]), name_id=name[m],
-                       color=color[m], domain_id=domain[m],
-                       source=np.zeros(int(m.sum()), dtype=np.uint8))
+    m = etype == NVTX_MARK
+    tl.marks = T.Marks(start_ns=start[m], pid=_pid(gtid[m]), tid=_tid(gtid[m]), name_id=name[m], color=color[m],
+                       domain_id=domain[m], source=np.zeros(int(m.sum()), dtype=np.uint8))
     d = etype == NVTX_DOMAIN_CREATE
     # nvtx_sum up to 2024.2 names a domain by its row's ``text`` only; later builds coalesce textId.
     dname = text[d] if info.naming == "plain" else name[d]

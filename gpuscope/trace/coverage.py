@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 
-from gpuscope.errors import UserError
 from gpuscope.trace import timeline as T
 
 
@@ -87,29 +86,13 @@ def add_process_events(tl: T.Timeline, logs: list, pids: set[int] | None = None)
         if pids is not None and pe.pid not in pids:
             continue
         off = _offset(pe, tl)
-        name_ids, dom_ids, colors = {}, {}, {}
-        for nid, nm in pe.names.items():
-            name_ids[nid] = tl.strings.intern(nm.name)
-            if nm.domain:
-                key = (pe.pid, nm.domain)
-                dom_ids[nid] = domains.setdefault(key, GPUSCOPE_DOMAIN_BASE + len(domains))
-            colors[nid] = _argb(nm.color)
-        rr = pe.ranges
-        if len(rr):
-            nid = rr["nid"].astype(np.int64)
-            ranges.append(T.Ranges(
-                start_ns=rr["t0"] - off, end_ns=rr["t1"] - off, pid=np.full(len(rr), pe.pid, np.int32),
-                tid=rr["tid"].astype(np.int32), depth=np.zeros(len(rr), np.int16),
-                name_id=np.array([name_ids.get(i, -1) for i in nid.tolist()], np.int32),
-                color=np.array([colors.get(i, 0) for i in nid.tolist()], np.uint32),
-                domain_id=np.array([dom_ids.get(i, 0) for i in nid.tolist()], np.int32),
-                category=np.zeros(len(rr), np.int32), style=(rr["style"] == "S").astype(np.uint8),
-                source=np.full(len(rr), T.SOURCE_GPUSCOPE, np.uint8), flags=np.zeros(len(rr), np.uint8),
-                end_tid=np.full(len(rr), -1, np.int32)))
-            for tid in np.unique(rr["tid"]).tolist():
-                threads.setdefault((pe.pid, int(tid)), -1)
+        lut = _name_luts(tl, pe, domains)      # name id -> (string id, ARGB colour, domain id)
+        if len(pe.ranges):
+            ranges.append(_log_ranges(pe, off, lut))
+            threads.update({(pe.pid, int(t)): -1 for t in np.unique(pe.ranges["tid"]).tolist()})
         for t, tid, nid in pe.marks:
-            marks.append((t - off, pe.pid, tid, name_ids.get(nid, -1), colors.get(nid, 0), dom_ids.get(nid, 0)))
+            ok = 0 <= nid < len(lut[0])
+            marks.append((t - off, pe.pid, tid, *(int(a[nid]) if ok else d for a, d in zip(lut, (-1, 0, 0)))))
             threads.setdefault((pe.pid, int(tid)), -1)
         _add_process(tl, pe)
     tl.ranges = T.Ranges.concat([tl.ranges, *ranges])
@@ -123,6 +106,36 @@ def add_process_events(tl: T.Timeline, logs: list, pids: set[int] | None = None)
     _add_threads(tl, threads)
     _add_domains(tl, domains)
     return sum(len(r) for r in ranges)
+
+
+def _name_luts(tl: T.Timeline, pe, domains: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per name id of one log: Timeline string id, ARGB colour, domain id (new domains go into ``domains``)."""
+    size = max(pe.names, default=-1) + 1
+    sid, color, dom = np.full(size, -1, np.int32), np.zeros(size, np.uint32), np.zeros(size, np.int32)
+    for nid, nm in pe.names.items():
+        sid[nid] = tl.strings.intern(nm.name)
+        color[nid] = _argb(nm.color)
+        if nm.domain:
+            dom[nid] = domains.setdefault((pe.pid, nm.domain), GPUSCOPE_DOMAIN_BASE + len(domains))
+    return sid, color, dom
+
+
+def _log_ranges(pe, off: int, lut: tuple[np.ndarray, np.ndarray, np.ndarray]) -> T.Ranges:
+    rr = pe.ranges
+    n = len(rr)
+    nid = rr["nid"].astype(np.int64)
+    known = (nid >= 0) & (nid < len(lut[0]))
+    safe = np.where(known, nid, 0)
+
+    def pick(a: np.ndarray, default: int) -> np.ndarray:
+        return np.where(known, a[safe] if len(a) else default, default).astype(a.dtype)
+
+    return T.Ranges(
+        start_ns=rr["t0"] - off, end_ns=rr["t1"] - off, pid=np.full(n, pe.pid, np.int32),
+        tid=rr["tid"].astype(np.int32), depth=np.zeros(n, np.int16), name_id=pick(lut[0], -1),
+        color=pick(lut[1], 0), domain_id=pick(lut[2], 0), category=np.zeros(n, np.int32),
+        style=(rr["style"].astype("U1") == "S").astype(np.uint8), source=np.full(n, T.SOURCE_GPUSCOPE, np.uint8),
+        flags=np.zeros(n, np.uint8), end_tid=np.full(n, -1, np.int32))
 
 
 def _process_label(pe) -> str:

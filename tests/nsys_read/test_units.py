@@ -237,6 +237,7 @@ def write_log(folder: Path, pid: int, *, forked: bool, ranges: int, exit_ok: boo
         t = mono0 + 1000 + i * 100
         lines.append(f"R\t{t + 10}\t{t + 50}\t{pid}\t0\tP")
         lines.append(f"R\t{t}\t{t + 60}\t{pid}\t1\tP")
+    lines.append(f"R\t{mono0 + 7}\t{mono0 + 10**5}\t{pid}\t0\tS")       # a start/end range
     lines.append(f"M\t{mono0 + 5}\t{pid}\t0")
     if exit_ok:
         lines.append(f"X\t{mono0 + 10**6}\t" + json.dumps({"exit_code": 0, "open_ranges": 0}))
@@ -251,31 +252,35 @@ def test_timeline_from_event_logs(tmp_path):
     write_log(tmp_path / "events", 100, forked=False, ranges=3)
     write_log(tmp_path / "events", 101, forked=True, ranges=2, mono0=10**12 + 500)
     tl = coverage.timeline_from_events(read_run_events(tmp_path))
-    assert len(tl.ranges) == 10 and set(tl.ranges.source.tolist()) == {T.SOURCE_GPUSCOPE}
-    assert tl.mono_base_ns == 10**12 and int(tl.ranges.start_ns.min()) == 1000
-    inner = tl.ranges.name_id == tl.strings.lookup("expensive_op")
+    assert len(tl.ranges) == 12 and set(tl.ranges.source.tolist()) == {T.SOURCE_GPUSCOPE}
+    assert int((tl.ranges.style == T.STYLE_STARTEND).sum()) == 2
+    assert tl.mono_base_ns == 10**12 and int(tl.ranges.start_ns.min()) == 7
+    inner = (tl.ranges.name_id == tl.strings.lookup("expensive_op")) & (tl.ranges.style == T.STYLE_PUSHPOP)
     assert set(tl.ranges.depth[inner].tolist()) == {1}
     rows = {r.name: r for r in summary.nvtx_summary(tl, source=T.SOURCE_GPUSCOPE)}
-    assert rows["gpuscope:work"].count == 5 and rows["expensive_op"].total_ns == 5 * 40
+    assert rows["gpuscope:work"].count == 5 and rows["expensive_op"].count == 5
+    assert {r.style for r in rows.values()} == {"PushPop"}   # name keys collide: check via the timeline
+    se = summary.nvtx_summary(tl, source=T.SOURCE_GPUSCOPE)
+    assert [(r.name, r.style, r.count) for r in se if r.style == "StartEnd"] == [("expensive_op", "StartEnd", 2)]
     rep = reader.load_report(tmp_path)            # a run folder without nsys
     assert rep.sqlite_path is None and len(rep.processes) == 2
 
 
 def test_coverage_flags_forked_process(tmp_path):
     (tmp_path / "events").mkdir()
-    write_log(tmp_path / "events", 10, forked=False, ranges=2)               # nsys has its 4 ranges
+    write_log(tmp_path / "events", 10, forked=False, ranges=2)               # 5 logged, nsys has 4
     write_log(tmp_path / "events", 21, forked=True, ranges=2)                # fork child, missed
     write_log(tmp_path / "events", 22, forked=False, ranges=3, exit_ok=False)  # killed, missed
     make_export(tmp_path / "report.sqlite")
     rep = reader.load_report(tmp_path)
     cov = {p.pid: p for p in rep.coverage.processes}
-    assert cov[10].status == "ok" and cov[10].lost == 0
-    assert cov[21].status == "missing" and "--trace-fork-before-exec" in cov[21].reason and cov[21].lost == 4
+    assert cov[10].status == "partial" and cov[10].lost == 1 and "nsys has 4 of 5" in cov[10].reason
+    assert cov[21].status == "missing" and "--trace-fork-before-exec" in cov[21].reason and cov[21].lost == 5
     assert "spawn" in cov[21].fix
-    assert cov[22].status == "missing" and "normal shutdown" in cov[22].reason and cov[22].lost == 6
+    assert cov[22].status == "missing" and "normal shutdown" in cov[22].reason and cov[22].lost == 7
     assert cov[11].status == "nsys-only"
     merged = rep.timeline.ranges
-    for pid, n in ((21, 4), (22, 6)):
+    for pid, n in ((21, 5), (22, 7)):
         assert (merged.pid == pid).sum() == n and (merged.source[merged.pid == pid] == T.SOURCE_GPUSCOPE).all()
     assert (merged.source[merged.pid == 10] == T.SOURCE_NSYS).all()
     assert {p["pid"] for p in rep.processes} == {10, 11, 21, 22}
