@@ -17,13 +17,20 @@ COLUMNS = ("Run", "Started", "Script", "Launcher", "Start method", "nsys", "Stat
 
 def query_runs(limit: int = 200) -> list[Any]:
     """The newest runs (a pool thread calls this)."""
+    import sqlite3
+
+    from gpuscope import paths
+    from gpuscope.errors import UserError
     from gpuscope.store import db, runs
 
-    conn = db.connect()
     try:
-        return runs.list_runs(conn, limit=limit)
-    finally:
-        conn.close()
+        conn = db.connect()
+        try:
+            return runs.list_runs(conn, limit=limit)
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise UserError(f"cannot read the run store {paths.store_path()}: {exc}") from None
 
 
 def describe_status(row: Any) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QStackedWidget, QVBoxLayout, QWidget
 
 from gpuscope.app.live_model import LiveModel
 from gpuscope.telemetry import metrics
@@ -88,6 +88,7 @@ class QtLiveView(QWidget):
         self.elapsed = QLabel("elapsed 0:00")
         self.elapsed.setStyleSheet("font-size: 14pt; font-weight: bold;")
         self.title = QLabel("")
+        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.window = QComboBox()
         for text, seconds in WINDOWS:
             self.window.addItem(text, seconds)

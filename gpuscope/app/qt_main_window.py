@@ -8,7 +8,7 @@ from typing import Any
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QFileDialog, QLabel, QMainWindow, QMessageBox, QProgressBar, QPushButton,
-                               QScrollArea, QSplitter, QTabWidget, QWidget)
+                               QScrollArea, QSizePolicy, QSplitter, QTabWidget, QWidget)
 
 from gpuscope.app import bridge, workers
 from gpuscope.app.bridge import RunBridge
@@ -131,6 +131,8 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.cleanup, "Cleanup")
         self.setCentralWidget(self.tabs)
         self.state_label = QLabel("ready")
+        # long messages must not widen the window: the full text is in the tooltip
+        self.state_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.elapsed_label = QLabel("")
         self.progress = QProgressBar(maximumWidth=160, textVisible=False)
         self.progress.setRange(0, 0)
@@ -180,6 +182,7 @@ class MainWindow(QMainWindow):
         """A one-line message in the status bar and, unless scripted, a dialog; never a traceback."""
         self.last_error = text
         self.state_label.setText(f"⚠ {text}")
+        self.state_label.setToolTip(text)
         self.state_label.setStyleSheet("color: #b03a2e;")
         self.sigErrorShown.emit(text)
         if self.show_dialogs and self.isVisible():
@@ -190,6 +193,7 @@ class MainWindow(QMainWindow):
     def show_status(self, text: str) -> None:
         self.state_label.setStyleSheet("")
         self.state_label.setText(text)
+        self.state_label.setToolTip(text)
 
     def _progress_line(self, text: str) -> None:
         self.console.append_text(f"gpuscope: {text}")

@@ -45,6 +45,11 @@ def make_window(qtbot: Any) -> Any:
     return window
 
 
+def wait_report(qtbot: Any, window: Any, timeout: int = 30_000) -> None:
+    """Until the report of the last run is loaded and shown (signals may have fired already)."""
+    qtbot.waitUntil(lambda: window.last_report is not None and window._report_pending is None, timeout=timeout)
+
+
 def fill(window: Any, name: str, args: str = "", method: str = "spawn") -> None:
     panel = window.panel
     panel.set_script(script(name))

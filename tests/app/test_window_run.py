@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from apphelpers import fill, make_window, run_processes, table_counts
+from apphelpers import fill, make_window, run_processes, table_counts, wait_report
 from PySide6.QtCore import Qt
 
 pytestmark = pytest.mark.gui
@@ -35,9 +35,8 @@ def test_spawn_run_plots_tree_and_report_match_cli(qtbot, run_env, gpuscope_home
     assert w.live.stacks["gpu_util"].currentIndex() == 1
     assert "not available" in w.live.no_gpu["gpu_util"].text()
     # the end of the run, then its report
-    with qtbot.waitSignal(w.sigReportLoaded, timeout=60_000) as blocker:
-        pass
-    report = blocker.args[0]
+    wait_report(qtbot, w, timeout=60_000)
+    report = w.last_report
     assert w.last_result.status == "exited" and w.panel.run_button.isEnabled()
     assert "exited" in w.state_label.text()
     tl = report.timeline
@@ -70,7 +69,7 @@ def test_stop_mid_run_leaves_no_process(qtbot, gpuscope_home):
     assert blocker.args[0].status == "stopped"
     assert run_processes(gpuscope_home) == []
     assert "stopped" in w.state_label.text()
-    qtbot.waitSignal(w.sigReportLoaded, timeout=30_000).wait()   # the report of a stopped run loads too
+    wait_report(qtbot, w)   # the report of a stopped run loads too
 
 
 def test_corrupt_report_shows_error_and_app_keeps_working(qtbot, tmp_path):
@@ -92,7 +91,7 @@ def test_corrupt_report_shows_error_and_app_keeps_working(qtbot, tmp_path):
     with qtbot.waitSignal(w.controller.sigEnded, timeout=60_000) as blocker:
         w.panel.run_button.click()
     assert blocker.args[0].status == "exited"
-    qtbot.waitSignal(w.sigReportLoaded, timeout=30_000).wait()
+    wait_report(qtbot, w)
 
 
 def test_bad_script_is_one_line_error_and_no_run(qtbot, tmp_path):

@@ -1,0 +1,97 @@
+"""Live plots and console: GPU curves per device, rolling window, a flood of output stays responsive."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from apphelpers import fill, make_window, wait_report
+from PySide6.QtCore import QTimer
+
+from gpuscope.app.live_model import LiveModel
+from gpuscope.app.qt_live_view import QtLiveView
+from gpuscope.telemetry.batch import DeviceSample, ProcSample, SampleBatch
+
+pytestmark = pytest.mark.gui
+
+
+def batch(seq: int, t_s: float, gpus: int = 2) -> SampleBatch:
+    """A sampler batch as the NVML backend makes them (values only: no NVML involved)."""
+    devices = tuple(DeviceSample(i, f"GPU model {i}", f"GPU-{i}", 10.0 * (i + 1), 5.0, (i + 1) << 30, 80 << 30,
+                                 50.0, 100.0, 1500) for i in range(gpus))
+    procs = (ProcSample(100, 1, "python", "R", 95.0, 200 << 20, None, 4, 1 << 30, 30.0),
+             ProcSample(101, 100, "python", "S", 5.0, 100 << 20, None, 2, None, None))
+    t_ns = int(t_s * 1e9)
+    return SampleBatch(seq, t_ns, t_ns, None, procs, devices, ())
+
+
+def test_gpu_curves_per_device_and_process_and_rolling_window(qtbot):
+    view = QtLiveView(LiveModel())
+    qtbot.addWidget(view)
+    for i in range(1200):                      # 120 s at 10 Hz
+        view.model.add(batch(i, 1000 + i / 10))
+    assert view.refresh() and not view.refresh()   # draws once per model change
+    gpu_util = view.plots["gpu_util"].curves
+    assert set(gpu_util) == {("gpu", "util_gpu", 0), ("gpu", "util_gpu", 1), ("proc", "sm_util", 100)}
+    assert set(view.plots["gpu_mem"].curves) == {("gpu", "mem_used", 0), ("gpu", "mem_used", 1),
+                                                 ("proc", "gpu_mem", 100)}
+    assert view.stacks["gpu_util"].currentIndex() == 0
+    x, y = gpu_util[("gpu", "util_gpu", 1)].getData()
+    assert x[-1] == pytest.approx(119.9) and x[0] <= 119.9 - 60 and x[1] > 119.9 - 60   # last minute
+    assert np.all(y == 20.0)
+    view.set_whole_run()
+    x, _ = gpu_util[("gpu", "util_gpu", 1)].getData()
+    assert len(x) == 1200
+    view.set_gpu_reason("no NVIDIA GPU / driver (test)")
+    assert view.stacks["gpu_mem"].currentIndex() == 1 and "test" in view.no_gpu["gpu_mem"].text()
+
+
+def test_console_flood_stays_responsive_bounded_and_searchable(qtbot):
+    w = make_window(qtbot)
+    w.bottom.setCurrentWidget(w.console)
+    fill(w, "flood.py", "100000", "default")
+    gaps: list[float] = []
+    last = [time.monotonic()]
+
+    def beat() -> None:
+        now = time.monotonic()
+        gaps.append(now - last[0])
+        last[0] = now
+
+    heart = QTimer(interval=20)
+    heart.timeout.connect(beat)
+    heart.start()
+    with qtbot.waitSignal(w.controller.sigEnded, timeout=90_000) as blocker:
+        w.panel.run_button.click()
+    heart.stop()
+    assert blocker.args[0].status == "exited"
+    w.tick()
+    text = w.console.plain_text()
+    assert w.console.text.document().blockCount() <= w.console.max_lines + 1
+    assert "line 99999 of the flood" in text and "line 0 of the flood" not in text
+    assert w.console.lines_seen >= 100_000
+    assert max(gaps) < 1.0, f"the GUI thread was blocked for {max(gaps):.2f} s"
+    assert w.console.lines_skipped > 0 and "lines skipped here (output flood)" in text
+    w.console.find.setText("line 99990 of")
+    assert w.console.find_next() and w.console.text.textCursor().selectedText() == "line 99990 of"
+    w.console.find.setText("no such text")
+    assert not w.console.find_next() and w.console.status.text() == "not found"
+    wait_report(qtbot, w)
+    assert w.last_error is None
+
+
+def test_console_streams_and_partial_utf8(qtbot):
+    from gpuscope.app.qt_console import QtConsole
+
+    c = QtConsole(max_lines=5)
+    qtbot.addWidget(c)
+    euro = "€".encode()
+    c.append_chunks([("stdout", b"a\n" + euro[:1]), ("stderr", b"oops\n")])
+    c.append_chunks([("stdout", euro[1:] + b"\n")])
+    assert c.plain_text().splitlines() == ["a", "oops", "€"]
+    c.find.setText("oops")
+    assert c.find_next()
+    assert c.text.textCursor().charFormat().foreground().color().name() == "#c0392b"   # stderr in red
+    c.append_chunks([("stdout", b"".join(b"%d\n" % i for i in range(10)))])
+    assert c.text.document().blockCount() <= 6 and c.plain_text().splitlines()[-1] == "9"
