@@ -36,6 +36,48 @@ def _agent_of(front: int) -> int | None:
     return None
 
 
+NSYS_SHM = ("sem.nsys_sem_", "sem.NSys-process_waiter-", "quadd-agent-instance-")
+
+
+def _shm_used_by(pids: set[int]) -> set[str]:
+    """/dev/shm names our nsys processes map or hold open (read while they are alive)."""
+    names = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/maps") as fh:
+                names |= {line.split()[-1] for line in fh if " /dev/shm/" in line}
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                names.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            continue
+    return {n[len("/dev/shm/"):] for n in names if n.startswith("/dev/shm/")}
+
+
+def _remove_our_nsys_leftovers(names: set[str]) -> None:
+    """A killed `nsys profile` leaves per-process semaphores and segments behind: remove the
+    ones our processes used, once no live process uses them (checked with gpuscope's own scan)."""
+    from gpuscope.cleanup.shm import leaked_segments
+
+    ours = {n for n in names if n.startswith(NSYS_SHM)}
+    sems = {n for n in ours if n.startswith("sem.")}     # the scan skips semaphores: check here
+    leaked = {seg.name for seg in leaked_segments(min_age_s=0)[0]}
+    for name in ours & leaked | {n for n in sems if not _in_use(n)}:
+        try:
+            os.unlink(os.path.join("/dev/shm", name))
+        except FileNotFoundError:
+            pass
+
+
+def _in_use(name: str) -> bool:
+    from gpuscope.cleanup.shm import scan_usage
+
+    try:
+        st = os.stat(os.path.join("/dev/shm", name))
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) in scan_usage({st.st_dev}).users
+
+
 @pytest.mark.nsys
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("version", sorted(INSTALLS) or ["none"])
@@ -45,8 +87,21 @@ def test_agent_of_a_killed_nsys_profile_is_stale(reaper, tmp_path, version):
     argv = [INSTALLS[version], "profile", "--trace=nvtx", "--sample=none", "-o",
             str(tmp_path / "r"), "-f", "true", "sleep", "60"]
     front = reaper("spawn", argv=argv, setsid=True)["pid"]
+    used: set[str] = set()
+    try:
+        _stale_agent_case(reaper, front, version, used)
+    finally:
+        used |= _shm_used_by({p.pid for p in psutil.Process(reaper.pid).children(recursive=True)})
+        reaper.close()
+        _remove_our_nsys_leftovers(used)
+
+
+def _stale_agent_case(reaper, front: int, version: str, used: set[str]) -> None:
     agent = wait_for(lambda: _agent_of(front), timeout=40, step=0.2)
     assert agent, f"nsys {version} started no agent"
+    assert wait_for(lambda: any(p.name() == "sleep" for p in
+                                psutil.Process(reaper.pid).children(recursive=True)), timeout=20)
+    used |= _shm_used_by({p.pid for p in psutil.Process(reaper.pid).children(recursive=True)})
     live = Scanner(use_gpu=False, shm_min_age_s=1e9).scan().by_pid(agent)
     assert live is None or m.STALE_NSYS_AGENT not in live.codes   # its session is alive
 
