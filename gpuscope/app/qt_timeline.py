@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPainter, QPen
-from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
+from PySide6.QtWidgets import QScrollBar, QSizePolicy, QToolTip, QWidget
 
 from gpuscope.app import timeline_lod as L
 from gpuscope.app import timeline_text as TT
@@ -28,6 +28,7 @@ AXIS_H = 24        # px of the time axis on top
 ROW_H = 18
 PROC_H = 22
 LANE_GAP = 4
+MARK_H = 7         # px: NVTX marks are small triangles on top of a thread's first row
 ZOOM_STEP = 1.25
 MIN_NS_PER_PX = 0.01
 
@@ -69,6 +70,9 @@ class QtTimeline(QWidget):
         self._domains: dict[tuple[int, int], str] = {}
         self.last_paint_ms = 0.0
         self.painter = RowPainter(self.font())
+        self.vbar = QScrollBar(Qt.Vertical, self)
+        self.vbar.valueChanged.connect(self._on_vbar)
+        self.vbar.hide()
         if timeline is not None:
             self.set_timeline(timeline)
 
@@ -118,7 +122,11 @@ class QtTimeline(QWidget):
         return QSize(900, 400)
 
     def plot_width(self) -> int:
-        return max(10, self.width() - GUTTER)
+        bar = self.vbar.sizeHint().width() if self._needs_bar() else 0
+        return max(10, self.width() - GUTTER - bar)
+
+    def _needs_bar(self) -> bool:
+        return self._content_h > self.height() - AXIS_H
 
     def view_range(self) -> tuple[float, float]:
         return self._t0, self._t0 + self._nspp * self.plot_width()
@@ -167,7 +175,26 @@ class QtTimeline(QWidget):
             w = self._nspp * self.plot_width()
             self._t0 = min(max(self._t0, lo - w * 0.9), hi - w * 0.1)
         visible_h = self.height() - AXIS_H
-        self._scroll_y = max(0, min(self._scroll_y, max(0, self._content_h - visible_h + 8)))
+        top = max(0, self._content_h - visible_h + 8)
+        self._scroll_y = max(0, min(self._scroll_y, top))
+        self._sync_bar(top, visible_h)
+
+    def _sync_bar(self, top: int, visible_h: int) -> None:
+        need = self._needs_bar()
+        if need:
+            w = self.vbar.sizeHint().width()
+            self.vbar.setGeometry(self.width() - w, AXIS_H, w, max(10, visible_h))
+            self.vbar.blockSignals(True)
+            self.vbar.setRange(0, top)
+            self.vbar.setPageStep(max(1, visible_h))
+            self.vbar.setSingleStep(ROW_H)
+            self.vbar.setValue(self._scroll_y)
+            self.vbar.blockSignals(False)
+        self.vbar.setVisible(need)
+
+    def _on_vbar(self, value: int) -> None:
+        self._scroll_y = value
+        self.update()
 
     # ----------------------------------------------------------------- hit testing
 
@@ -188,6 +215,10 @@ class QtTimeline(QWidget):
         if s is None or s.row is None or s.lane is None:
             return None
         t = self._t0 + (pos.x() - GUTTER) * self._nspp
+        if s.depth == 0 and pos.y() - (AXIS_H + s.y - self._scroll_y) <= MARK_H + 1:
+            k = s.lane.mark_at(t, 4.0 * self._nspp)
+            if k >= 0:
+                return s.lane, None, k
         i = s.row.find(t, 3.0 * self._nspp)
         return None if i < 0 else (s.lane, s.row, i)
 
@@ -196,7 +227,9 @@ class QtTimeline(QWidget):
         return TT.range_details(self._layout, *item, self._domains)
 
     def position_of(self, kind: str, index: int) -> QPointF | None:
-        """Widget position of the middle of a range/kernel (by timeline index), if on screen."""
+        """Widget position of the middle of a range/kernel/mark (by timeline index)."""
+        if kind == "mark":
+            return self._mark_position(index)
         for s in self._slots:
             if s.row is None or s.lane is None or (s.lane.kind == L.KIND_NVTX) != (kind == "nvtx"):
                 continue
@@ -207,6 +240,15 @@ class QtTimeline(QWidget):
                 lv = s.row.levels[0]
                 t = (lv.start[hit[0]] + lv.end[hit[0]]) / 2
                 return QPointF(GUTTER + (t - self._t0) / self._nspp, AXIS_H + s.y - self._scroll_y + s.h / 2)
+        return None
+
+    def _mark_position(self, index: int) -> QPointF | None:
+        for s in self._slots:
+            if s.lane is not None and s.depth == 0 and s.lane.mark_ref is not None:
+                hit = np.flatnonzero(s.lane.mark_ref == index)
+                if len(hit):
+                    t = s.lane.marks[hit[0]]
+                    return QPointF(GUTTER + (t - self._t0) / self._nspp, AXIS_H + s.y - self._scroll_y + 3)
         return None
 
     def select_at(self, pos: QPoint | QPointF) -> dict[str, Any] | None:
@@ -260,12 +302,21 @@ class QtTimeline(QWidget):
                 and s.lane.kind == L.KIND_NVTX
             self.painter.paint_row(p, s.row, self._layout.timeline, t0, self._nspp, GUTTER, y + 1,
                                    s.h - 2, w, hatched=gs)
+            if s.depth == 0 and s.lane is not None and s.lane.marks is not None:
+                self.painter.paint_marks(p, s.lane, self._layout.timeline, t0, self._nspp, GUTTER, y, w)
         if self._selected is not None:
             self._paint_selection(p)
         p.restore()
 
     def _paint_selection(self, p: QPainter) -> None:
         lane, row, i = self._selected
+        if row is None:   # a mark
+            pt = self._mark_position(int(lane.mark_ref[i]))
+            if pt is not None:
+                p.setPen(QPen(QColor(0, 0, 0), 2))
+                p.setBrush(Qt.NoBrush)
+                p.drawEllipse(pt, MARK_H, MARK_H)
+            return
         for s in self._slots:
             if s.row is row:
                 lv = row.levels[0]

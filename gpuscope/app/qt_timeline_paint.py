@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QImage, QPainter
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QImage, QPainter, QPolygonF
 
 from gpuscope.app import timeline_lod as L
 from gpuscope.trace import timeline as T
@@ -77,6 +77,24 @@ class RowPainter:
         img = QImage(line.data, len(line), 1, len(line) * 4, QImage.Format_ARGB32_Premultiplied)
         p.drawImage(QRectF(x_off, y, len(line), h), img)
         self._decorate(p, row, tl, x0[whole], x1[whole], first[whole], x_off, y, h, hatched)
+
+    def paint_marks(self, p: QPainter, lane: L.Lane, tl: T.Timeline, t0: float, nspp: float,
+                    x_off: float, y: float, width: float, size: float = 7.0) -> None:
+        """NVTX marks as small downward triangles, at most one per pixel column."""
+        t1 = t0 + nspp * width
+        i0 = int(np.searchsorted(lane.marks, np.int64(math.floor(t0))))
+        i1 = int(np.searchsorted(lane.marks, np.int64(math.ceil(t1)), side="right"))
+        if i1 <= i0:
+            return
+        x = np.floor((lane.marks[i0:i1] - t0) / nspp).astype(np.int64)
+        keep = np.r_[True, x[1:] != x[:-1]]
+        colors = tl.marks.color[lane.mark_ref[i0:i1][keep]]
+        p.setPen(QColor(40, 40, 40))
+        for xi, c in zip(x[keep].tolist(), colors.tolist()):
+            p.setBrush(self.color(int(c)) if c else QColor(40, 40, 40))
+            cx = x_off + xi + 0.5
+            p.drawPolygon(QPolygonF([QPointF(cx - size / 2, y), QPointF(cx + size / 2, y),
+                                     QPointF(cx, y + size)]))
 
     def _fill_runs(self, line: np.ndarray, x0: np.ndarray, x1: np.ndarray, cmin: np.ndarray,
                    cmax: np.ndarray) -> None:

@@ -99,6 +99,19 @@ class Lane:
     style: int = T.STYLE_PUSHPOP
     device: int = -1
     stream: int = -1
+    marks: np.ndarray | None = None      # NVTX marks of this thread: sorted times (int64) …
+    mark_ref: np.ndarray | None = None   # … and their indexes into timeline.marks
+
+    def mark_at(self, t: float, tol: float) -> int:
+        """Position (in ``marks``) of the mark nearest ``t`` within ``tol`` ns, or -1."""
+        if self.marks is None or not len(self.marks):
+            return -1
+        j = int(np.searchsorted(self.marks, np.int64(math.floor(t))))
+        best, best_d = -1, tol
+        for i in (j - 1, j):
+            if 0 <= i < len(self.marks) and abs(self.marks[i] - t) <= best_d:
+                best, best_d = i, abs(self.marks[i] - t)
+        return best
 
 
 @dataclass
@@ -267,9 +280,32 @@ def _extent(tl: T.Timeline) -> tuple[int, int]:
     return t0, max(t1, t0 + 1)
 
 
+def attach_marks(tl: T.Timeline, nv: dict[int, list[Lane]]) -> None:
+    """Give each thread's marks to its first NVTX lane (a lane of its own if it has no ranges)."""
+    m = tl.marks
+    if not len(m):
+        return
+    order, heads, tails = _groups(m.pid.astype(np.int64), m.tid.astype(np.int64))
+    tnames = {(int(p), int(t)): tl.strings.get(int(n)) for p, t, n in
+              zip(tl.threads.pid, tl.threads.tid, tl.threads.name_id) if n >= 0}
+    for h, t in zip(heads.tolist(), tails.tolist()):
+        idx = order[h:t]
+        idx = idx[np.argsort(m.start_ns[idx], kind="stable")]
+        pid, tid = int(m.pid[idx[0]]), int(m.tid[idx[0]])
+        lane = next((ln for ln in nv.get(pid, []) if ln.tid == tid), None)
+        if lane is None:
+            empty = np.zeros(0, np.int64)
+            lane = Lane(pid=pid, kind=KIND_NVTX, label=_thread_label(tl, pid, tid, tnames), tid=tid,
+                        source=int(m.source[idx[0]]),
+                        rows=[build_row(empty, empty, empty, empty.astype(np.uint32), empty.astype(np.int32))])
+            nv.setdefault(pid, []).append(lane)
+        lane.marks, lane.mark_ref = m.start_ns[idx].astype(np.int64), idx.astype(np.int64)
+
+
 def build_layout(tl: T.Timeline) -> TimelineLayout:
     """Lanes of every process (ordered by first activity), with their pyramids."""
     nv, gpu = nvtx_lanes(tl), gpu_lanes(tl)
+    attach_marks(tl, nv)
     pids = list(dict.fromkeys([*tl.processes.pid.tolist(), *nv, *gpu]))
     first: dict[int, float] = {}
     for pid in pids:

@@ -50,10 +50,20 @@ def _hex(argb: int) -> str:
     return f"#{argb & 0xFFFFFF:06x}"
 
 
-def range_details(layout: L.TimelineLayout, lane: L.Lane, row: L.Row, pos: int,
+def range_details(layout: L.TimelineLayout, lane: L.Lane, row: L.Row | None, pos: int,
                   domains: dict[tuple[int, int], str]) -> dict[str, Any]:
-    """Everything the timeline knows about one item (an NVTX range, a kernel or a memory op)."""
+    """Everything the timeline knows about one item: an NVTX range, a kernel, a memory operation,
+    or (``row`` None) an NVTX mark."""
     tl = layout.timeline
+    if row is None:   # an NVTX mark (pos indexes lane.marks)
+        mk = tl.marks
+        i = int(lane.mark_ref[pos])
+        return {"kind": "mark", "index": i, "name": tl.name(mk.name_id[i]) or "(unnamed mark)",
+                "start_ns": int(mk.start_ns[i]), "end_ns": int(mk.start_ns[i]), "duration_ns": 0,
+                "pid": int(mk.pid[i]), "process": tl.process_name(int(mk.pid[i])), "tid": int(mk.tid[i]),
+                "thread": lane.label, "source": T.SOURCE_NAMES[int(mk.source[i])],
+                "domain": domains.get((int(mk.pid[i]), int(mk.domain_id[i]))),
+                "color": _hex(int(mk.color[i])) if mk.color[i] else None}
     i = int(row.ref[pos])
     if lane.kind == L.KIND_NVTX:
         r = tl.ranges

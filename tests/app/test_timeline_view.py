@@ -168,3 +168,33 @@ def test_gpu_stream_lanes_from_kernels(qtbot):
     pt = w.position_of("kernel", 4)
     d = w.details(w.item_at(pt))
     assert d["kind"] == "kernel" and d["stream"] == 13 and d["name"] == "gemm" and d["index"] == 4
+
+
+def test_nvtx_marks_are_drawn_on_their_thread_and_selectable(view, qtbot):
+    tl = view.timeline
+    assert len(tl.marks) == 1 and tl.name(tl.marks.name_id[0]) == "pool ready"
+    lane = next(ln for b in view.layout_model.processes for ln in b.lanes if ln.marks is not None)
+    assert lane.pid == int(tl.marks.pid[0]) and lane.tid == int(tl.marks.tid[0])
+    pt = view.position_of("mark", 0)
+    img = view.grab().toImage()
+    assert QColor(img.pixel(pt.toPoint())) == QColor(255, 0, 0)
+    with qtbot.waitSignal(view.sigRangeSelected, timeout=2000) as sig:
+        qtbot.mouseClick(view, Qt.LeftButton, pos=pt.toPoint())
+    d = sig.args[0]
+    assert d["kind"] == "mark" and d["name"] == "pool ready" and d["start_ns"] == int(tl.marks.start_ns[0])
+
+
+def test_lanes_taller_than_the_view_scroll_with_bar_keys_and_drag(view, qtbot):
+    view.resize(900, 160)
+    qtbot.wait(10)
+    view.fit()
+    assert view.vbar.isVisible() and view.vbar.maximum() > 0
+    first = view.slot_at(AXIS_H + 2)
+    qtbot.keyClick(view, Qt.Key_Down)
+    assert view.vbar.value() > 0 and view.slot_at(AXIS_H + 2) is not first
+    view.vbar.setValue(view.vbar.maximum())
+    last = view.slots()[-1]
+    assert view.slot_at(view.height() - 12) is last
+    qtbot.keyClick(view, Qt.Key_PageUp)
+    qtbot.keyClick(view, Qt.Key_PageUp)
+    assert view.vbar.value() == 0

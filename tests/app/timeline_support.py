@@ -61,6 +61,7 @@ def main():
     ctx = mp.get_context()   # the start method gpuscope run --start-method chose
     with nvtx.annotate("setup", color="blue"):
         pool = ctx.Pool(2, initializer=init, initargs=(ctx.Barrier(2),))
+    nvtx.mark("pool ready", color="red")
     for epoch in range(2):
         with nvtx.annotate("epoch", color="blue"):
             res = pool.map_async(load_batch, range(8), chunksize=1)
