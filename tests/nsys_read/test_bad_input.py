@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nsysrec import find_installs
+from nsysrec import require_installs
 
 
 def report(args: list[str], env: dict) -> subprocess.CompletedProcess:
@@ -99,8 +99,7 @@ def test_rep_without_nsys(tmp_path, run_env):
 @pytest.mark.nsys
 def test_rep_that_is_not_a_report(tmp_path, run_env):
     """A garbage .nsys-rep with nsys present: nsys export fails, the user gets one line."""
-    if not find_installs():
-        pytest.skip("no nsys provisioned")
+    require_installs()
     rep = tmp_path / "junk.nsys-rep"
     rep.write_bytes(os.urandom(4096))
     assert_one_line_error(report([str(rep)], run_env), "nsys export failed")
