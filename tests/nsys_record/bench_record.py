@@ -1,6 +1,6 @@
 """Time the recording pipeline per provisioned nsys: profile, import, export (median of N runs).
 
-    .venv/bin/python -m tests.nsys_record.bench_record [--runs 5] [--trace nvtx,osrt,cuda]
+    .venv/bin/python -m tests.nsys_record.bench_record [--runs 5] [--trace nvtx,osrt,cuda] [--versions 2022.4]
 
 Each run records tests.nsys_record.helpers.NVTX_SCRIPT through prepare() / finish(), as the run
 engine does; hung runs (killed after 60 s) and runs where nsys recorded nothing are counted.
@@ -48,11 +48,14 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--trace", default="nvtx,osrt,cuda")
+    p.add_argument("--versions", default="", help="releases to time, e.g. 2022.4 (default: all provisioned)")
     args = p.parse_args()
     trace = tuple(t for t in args.trace.split(",") if t)
     print(f"trace={','.join(trace)}, {args.runs} runs per version, median seconds")
     print(f"{'nsys':<12} {'profile':>8} {'import':>7} {'export':>7} {'total':>7}  hung  empty")
     for d in reversed(locate.provisioned_dirs()):
+        if args.versions and d.name not in args.versions.split(","):
+            continue
         inst = locate.install_at(d / locate.DEBIAN_TARGET / "nsys", "cache")
         runs = []
         for _ in range(args.runs):
