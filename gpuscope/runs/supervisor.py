@@ -85,6 +85,7 @@ class Run:
         self._escaped_on_stop: list[int] = []
         self._nsys_session: Any = None
         self.sampler: Any = None  # gpuscope.telemetry.sampler.RunSampler once started
+        self._nsys_lock: Any = None
         self.notes: list[str] = []
         self.started_ns = 0
         self.listeners: list[Callable[[str, Any], None]] = []   # ("started"|"ended", payload)
@@ -108,9 +109,12 @@ class Run:
             self._nsys_session = record.prepare(self.spec, self.run_dir, argv, env)
             argv, env = self._nsys_session.argv, self._nsys_session.env
             self.notes.extend(self._nsys_session.notes)
+            self._take_nsys_lock()
         versions = _versions(self.spec)
         (self.run_dir / layout.SPEC).write_text(json.dumps(
-            {"run_id": self.run_id, "spec": self.spec.to_dict(), "argv": argv, "versions": versions}, indent=2))
+            {"run_id": self.run_id, "spec": self.spec.to_dict(), "argv": argv, "versions": versions,
+             "nsys_trace_fork": self.spec.nsys.fork_tracing(self.spec.start_method) if self.spec.nsys.enabled
+             else None}, indent=2))
         with db.connect(self._store_path) as conn:
             store_runs.insert_run(conn, run_id=self.run_id, spec=self.spec.to_dict(),
                                   run_dir=str(self.run_dir), versions=versions)
@@ -118,6 +122,8 @@ class Run:
             self._proc = subprocess.Popen(argv, env=env, cwd=command.cwd, start_new_session=True,
                                           stdin=self._stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except OSError as exc:
+            if self._nsys_lock is not None:
+                self._nsys_lock.release()
             message = f"cannot start {argv[0]}: {exc.strerror or exc}"
             self._record_failure(message)
             raise UserError(message) from None
@@ -148,6 +154,14 @@ class Run:
         self.sampler.start()
         if not self.sampler.gpu.available and self.sampler.gpu.reason:
             self.notes.append(f"GPU telemetry off: {self.sampler.gpu.reason}")
+
+    def _take_nsys_lock(self) -> None:
+        from gpuscope.nsys.lock import NsysLock
+
+        self._nsys_lock = NsysLock()
+        if not self._nsys_lock.acquire(self.spec.nsys.timeout_s, self.progress):
+            raise UserError(f"another nsys recording kept this machine busy for {self.spec.nsys.timeout_s:.0f} s; "
+                            "try again when it has finished")
 
     def _record_failure(self, message: str) -> None:
         with db.connect(self._store_path) as conn:
@@ -232,10 +246,14 @@ class Run:
         error = None
         nsys_result = None
         if hang is not None:
+            self._nsys_lock.release()
             error = f"nsys: {hang}"
             status = "failed"
         elif self._nsys_session is not None:
-            nsys_result = self._nsys_session.finish(self.progress, self.spec.nsys.timeout_s)
+            try:
+                nsys_result = self._nsys_session.finish(self.progress, self.spec.nsys.timeout_s)
+            finally:
+                self._nsys_lock.release()
             if not nsys_result.ok:
                 error = f"nsys: {nsys_result.reason}"
                 status = "failed" if status == "exited" else status
