@@ -23,6 +23,7 @@ from gpuscope.app.qt_summary import QtSummaryTables
 from gpuscope.app.qt_timeline import QtTimeline
 
 REPORT_FILTER = "Nsight Systems reports (*.nsys-rep *.sqlite);;All files (*)"
+SYNC_LAYOUT_ITEMS = 200_000   # about 30 ms of layout: below it show_report lays out on the GUI thread
 
 
 def banner_text(report) -> tuple[str, list[str]]:
@@ -56,6 +57,13 @@ def banner_text(report) -> tuple[str, list[str]]:
     head = (f"<b>nsys did not see the ranges of {len(missing)} process(es) of this run.</b>" if missing
             else "<b>Nsight Systems diagnostics for this report:</b>")
     return f"{head}<ul style='margin:2px 0 0 -20px'>{''.join(items)}</ul>", fixes
+
+
+def _timeline_in_memory(report):
+    """The report's timeline if it is already loaded (``Report.timeline`` may read a cache)."""
+    if getattr(report, "loader", None) is not None and getattr(report, "loaded", None) is None:
+        return None
+    return report.timeline
 
 
 class CoverageBanner(QFrame):
@@ -177,7 +185,14 @@ class QtReportView(QWidget):
         self.open_file(run_dir)
 
     def show_report(self, report) -> None:
-        """Show an already loaded report; its lanes are laid out on a worker thread."""
+        """Show an already loaded report. Small timelines are laid out at once; above
+        ``SYNC_LAYOUT_ITEMS`` items the lanes are built on a worker thread (``sigLoaded`` says when)."""
+        tl = _timeline_in_memory(report)
+        if tl is not None and len(tl.ranges) + len(tl.kernels) + len(tl.memops) + len(tl.marks) <= SYNC_LAYOUT_ITEMS:
+            if self._task is not None:
+                self._task.cancel()
+            self._loaded((report, L.build_layout(tl)))
+            return
         self._start(lambda task: (report, L.build_layout(report.timeline)), "Laying out the timeline…")
 
     @staticmethod

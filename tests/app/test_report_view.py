@@ -172,3 +172,41 @@ def test_nsys_fork_run_banner_explains_missed_child_and_offers_fix(qtbot, view, 
     assert gs_lanes == {p.pid for p in missing}
     assert_tables_match_cli(view, gpuscope_report_json(run["run_dir"]))
     save_shot(view, "timeline-report-coverage.png", tmp_path)
+
+
+def test_show_report_of_a_loaded_report_small_at_once_large_off_thread(qtbot, view, spawn_run):
+    from gpuscope.nsys.reader import load_report
+    from tests.app.timeline_support import synthetic_timeline
+
+    report = load_report(spawn_run["run_dir"])
+    with qtbot.waitSignal(view.sigLoaded, timeout=1000):
+        view.show_report(report)              # small: shown before show_report returns
+    assert view.report is report and not view.busy
+    report.loaded = synthetic_timeline(400_000)   # as if the core had read a large timeline
+    view.show_report(report)
+    assert view.busy and view.busy_row.isVisibleTo(view)
+    with qtbot.waitSignal(view.sigLoaded, timeout=LOAD_MS):
+        pass
+    assert view.timeline.layout_model.n_items == len(report.timeline.ranges)
+
+
+def test_show_report_reads_a_lazy_timeline_off_the_gui_thread(qtbot, view, spawn_run):
+    import dataclasses
+    import threading
+
+    from gpuscope.nsys.reader import load_report
+
+    report = load_report(spawn_run["run_dir"])
+    tl = report.timeline
+    threads = []
+
+    def loader():
+        threads.append(threading.current_thread())
+        return tl
+
+    lazy = dataclasses.replace(report, loaded=None, loader=loader)
+    with qtbot.waitSignal(view.sigLoaded, timeout=LOAD_MS):
+        view.show_report(lazy)
+        assert view.busy
+    assert threads and threads[0] is not threading.main_thread()
+    assert view.timeline.timeline is tl
