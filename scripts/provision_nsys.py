@@ -31,7 +31,6 @@ from pathlib import Path
 
 MARKER = "gpuscope-nsys.json"
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
-DEFAULT_MIRROR = "http://deb.debian.org/debian"
 NSYS_REL = "usr/lib/x86_64-linux-gnu/nsight-systems/target-linux-x64/nsys"
 IMPORTER_REL = "usr/lib/nsight-systems/host-linux-x64/QdstrmImporter"
 LIB_REL = "usr/lib/x86_64-linux-gnu"
@@ -93,7 +92,7 @@ def debian_mirror() -> str:
     for text in texts:
         for m in re.finditer(r"^\s*(?:URIs:\s*|deb\s+(?:\[[^\]]*\]\s+)?)(\S+/debian)/?\s", text, re.M):
             return m.group(1).rstrip("/")
-    return DEFAULT_MIRROR
+    raise ProvisionError("no Debian mirror in /etc/apt/sources.list[.d]; set GPUSCOPE_DEBIAN_MIRROR to one")
 
 
 class Apt:
