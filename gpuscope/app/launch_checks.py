@@ -34,6 +34,10 @@ def fork_warning(script: str | Path, start_method: str) -> str | None:
     found = gpu_features(script)
     if not found:
         return None
-    what = " and ".join(found)
-    return (f"This script uses {what}: forked children cannot use a CUDA context made before the fork, "
-            "and nsys needs --trace-fork-before-exec to see them. spawn or forkserver is safer.")
+    parts = []
+    if "CUDA" in found:
+        parts.append("forked children cannot use a CUDA context made before the fork")
+    if "NVTX" in found:
+        parts.append("nsys sees the ranges of forked children only with --trace-fork-before-exec "
+                     "(gpuscope sets it for fork runs)")
+    return f"This script uses {' and '.join(found)}: {'; '.join(parts)}. spawn or forkserver is safer."

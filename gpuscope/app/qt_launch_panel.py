@@ -78,7 +78,8 @@ class QtLaunchPanel(QWidget):
         self.method_help = QLabel(wordWrap=True)
         self.method_help.setStyleSheet("color: palette(mid);")
         self.fork_warning = QLabel(wordWrap=True)
-        self.fork_warning.setStyleSheet("color: #b35900; font-weight: bold;")
+        self.fork_warning.setStyleSheet("color: #8a4500; background: #fff3cd; border: 1px solid #e0b252;"
+                                        " border-radius: 3px; padding: 4px;")
         self.fork_warning.hide()
         self.launcher = _narrow(QComboBox(), 8)
         self.launcher.addItems(list(LAUNCHERS))
@@ -162,6 +163,7 @@ class QtLaunchPanel(QWidget):
 
     def set_script(self, path: str) -> None:
         self.script.setCurrentText(path)
+        self.script.setToolTip(path)
         self._update_method_help()
 
     # -- state ----------------------------------------------------------------------------------

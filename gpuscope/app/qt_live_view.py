@@ -21,6 +21,7 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 TITLES = {"gpu_util": ("gpu", "util_gpu", "GPU utilization"), "gpu_mem": ("gpu", "mem_used", "GPU memory"),
           "cpu": ("proc", "cpu", "CPU per process"), "rss": ("proc", "rss", "RSS per process")}
 GPU_PLOTS = ("gpu_util", "gpu_mem")
+MIN_SPAN_S = 5.0
 
 
 def format_elapsed(seconds: float) -> str:
@@ -44,8 +45,10 @@ class _Plot:
             item.setLabel("left", f"{m.label} (%)")
         item.setMouseEnabled(x=False, y=False)
         item.hideButtons()
-        self.legend = item.addLegend(offset=(5, 5), labelTextSize="8pt", brush=(255, 255, 255, 190),
-                                     pen=(200, 200, 200))
+        # the legend sits right of the plot (column 3 of the PlotItem's grid), never over the data
+        self.legend = pg.LegendItem(labelTextSize="8pt", verSpacing=-6)
+        item.layout.addItem(self.legend, 2, 3)
+        self.legend.setVisible(False)        # an empty legend draws as a stray little box
         self.item = item
         self.curves: dict[tuple[str, str, int], pg.PlotDataItem] = {}
         self.labels: dict[tuple[str, str, int], str] = {}
@@ -62,17 +65,20 @@ class _Plot:
             color = PALETTE[len(self.curves) % len(PALETTE)]
             style = Qt.PenStyle.SolidLine if ident[0] == "gpu" or len(self.curves) < len(PALETTE) else Qt.PenStyle.DashLine
             width = 2 if ident[0] == "gpu" else 1.5
-            c = self.item.plot(pen=pg.mkPen(color, width=width, style=style), name=label)
+            c = self.item.plot(pen=pg.mkPen(color, width=width, style=style))
+            self.legend.addItem(c, label)
             c.setDownsampling(auto=True, method="peak")
             c.setClipToView(True)
             c.setSkipFiniteCheck(False)
             self.curves[ident] = c
+            self.legend.setVisible(True)
         return c
 
     def clear(self) -> None:
         for c in self.curves.values():
             self.item.removeItem(c)
         self.legend.clear()
+        self.legend.setVisible(False)
         self.curves.clear()
         self.labels.clear()
 
@@ -122,11 +128,13 @@ class QtLiveView(QWidget):
 
     # -- state ----------------------------------------------------------------------------------
     def reset(self, title: str = "") -> None:
+        """Empty plots for a new run; the GPU notice stays until the run's sampler says otherwise."""
+        reason = self.model.gpu_reason
         self.model.reset()
         for p in self.plots.values():
             p.clear()
         self.title.setText(title)
-        self.set_gpu_reason(None)
+        self.set_gpu_reason(reason)
         self._drawn_version = -1
         self.refresh()
 
@@ -154,14 +162,15 @@ class QtLiveView(QWidget):
         if self.model.version == self._drawn_version:
             return False
         self._drawn_version = self.model.version
-        x_min = None if self.window_s is None else max(0.0, self.model.last_t - self.window_s)
-        x_max = self.model.last_t if self.window_s is None else max(self.window_s, self.model.last_t)
+        last = self.model.last_t
+        x_min = None if self.window_s is None else max(0.0, last - self.window_s)
+        x_max = max(last, MIN_SPAN_S)   # the data fills the width until the window is full
         for name, plot in self.plots.items():
             for kind, key, subject, buf in self.model.curves(name):
                 label = self._label(kind, key, subject)
                 x, y = buf.window(x_min)
                 plot.curve((kind, key, subject), label).setData(x, y)
-            plot.item.setXRange(x_min or 0.0, max(x_max, 1.0), padding=0.01)
+            plot.item.setXRange(x_min or 0.0, x_max, padding=0.01)
         if self.model.gpu_reason and not self.no_gpu["gpu_util"].text():
             self.set_gpu_reason(self.model.gpu_reason)
         return True

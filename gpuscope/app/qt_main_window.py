@@ -50,6 +50,17 @@ def make_cleanup_view() -> QWidget:
     return QtCleanup()
 
 
+def probe_gpu() -> str | None:
+    """None when NVML sees a GPU, else the reason (the GPU plots show it before any run)."""
+    from gpuscope.telemetry.gpu import open_backend
+
+    backend = open_backend()
+    try:
+        return None if backend.available else (backend.reason or "no NVIDIA GPU")
+    finally:
+        backend.close()
+
+
 def describe_result(result: Any) -> str:
     """One status line for a finished run."""
     exit_status: ExitStatus = result.exit
@@ -86,6 +97,7 @@ class MainWindow(QMainWindow):
         self._tasks: dict[workers.Task, str] = {}
         self._report_task: workers.Task | None = None
         self._report_pending: Any = None
+        self._fit_timeline = False
         self._ticks = 0
         self._build()
         self._build_menu()
@@ -99,6 +111,7 @@ class MainWindow(QMainWindow):
         self.timer = QTimer(self, interval=TICK_MS)
         self.timer.timeout.connect(self.tick)
         self.timer.start()
+        workers.submit(lambda task: probe_gpu(), on_done=self._gpu_probed, label="GPU check")
 
     # -- building -------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -259,6 +272,10 @@ class MainWindow(QMainWindow):
     def stop_run(self) -> None:
         self.controller.stop()
 
+    def _gpu_probed(self, reason: str | None) -> None:
+        if not self.controller.busy and not self.model.batches:
+            self.live.set_gpu_reason(reason)
+
     def _run_started(self, run: Any) -> None:
         self.roles = RoleReader(run.run_dir)
         self.live.set_gpu_reason(self.controller.gpu_reason)
@@ -305,6 +322,11 @@ class MainWindow(QMainWindow):
             self.elapsed_label.setText(f"last run {self.controller.elapsed():.1f} s")
 
     def _tab_changed(self, index: int) -> None:
+        if self.tabs.widget(index) is self.report_view and self._fit_timeline:
+            self._fit_timeline = False
+            timeline = getattr(self.report_view, "timeline", None)
+            if hasattr(timeline, "fit"):
+                QTimer.singleShot(0, timeline.fit)   # after the tab has its size
         if index == 0:
             self.tick()
         elif self.tabs.widget(index) is self.history:
@@ -352,6 +374,8 @@ class MainWindow(QMainWindow):
         self._report_task = self.run_task(work, done, "loading report", on_error=failed)
 
     def _report_shown(self, report: Any) -> None:
+        # laid out while its tab was hidden, the timeline fitted a zero-width view: fit it when shown
+        self._fit_timeline = not self.report_view.isVisible()
         if report is self._report_pending:
             self._report_pending = None
             self.sigReportLoaded.emit(report)

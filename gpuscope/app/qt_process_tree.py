@@ -36,7 +36,7 @@ class QtProcessTree(QTreeWidget):
         self.items: dict[int, QTreeWidgetItem] = {}
         self._parent_of: dict[int, int | None] = {}
         self._drawn = -1
-        for i, w in enumerate((80, 110, 45, 70, 55, 90, 90)):
+        for i, w in enumerate((120, 120, 45, 75, 55, 90, 90)):
             self.setColumnWidth(i, w)
 
     def reset_rows(self) -> None:

@@ -121,7 +121,7 @@ class Scripted(QObject):
         app = QApplication.instance()
         for _ in range(3):
             self.window.tick()
-            app.processEvents()
+            app.processEvents()   # (runs the timeline's fit() queued by the tab change)
         path = Path(self.args.screenshot).expanduser()
         path.parent.mkdir(parents=True, exist_ok=True)
         if not self.window.grab().save(str(path)):
