@@ -241,6 +241,8 @@ class NsysSession:
         say(f"nsys: importing {qdstrm.name}")
         cmd = [str(self.install.importer), "-i", str(qdstrm), "-f"]
         reason = self._step("import", cmd, deadline, result)
+        if reason is not None and rep.exists():
+            rep.unlink()  # a half-written report would pass for a finished one next time
         if reason is None and not rep.exists():
             reason = f"QdstrmImporter did not write {rep.name} (see {self.run_dir / 'nsys-import.log'})"
         if reason is None:
@@ -281,7 +283,7 @@ class NsysSession:
                 except subprocess.TimeoutExpired:
                     pass
                 result.steps.append((name, time.monotonic() - t0))
-                return f"nsys {name} step did not finish within {left:.0f} s and was stopped"
+                return f"nsys {name} step did not finish within {left:.3g} s and was stopped"
         result.steps.append((name, time.monotonic() - t0))
         if code != 0:
             return f"nsys {name} step failed (exit {code}): {_last_line(log)}"

@@ -172,6 +172,21 @@ def test_finish_without_a_recording_and_without_time(provisioned, tmp_path):
     assert "nsys: importing report.qdstrm" in lines
 
 
+def test_a_step_over_its_time_is_stopped_and_can_be_redone(newest, tmp_path):
+    (tmp_path / "s.py").write_text(NVTX_SCRIPT)
+    spec = make_spec(tmp_path / "s.py", trace=("nvtx",))
+    session = record.prepare(spec, tmp_path, [spec.python, spec.script], dict(os.environ), install=newest)
+    assert launch(session, tmp_path).wait(timeout=60) == 0
+    assert session.qdstrm_path.exists() and not session.rep_path.exists()
+    short = session.finish(timeout_s=0.02)           # the importer needs ≈0.1 s
+    assert not short.ok and short.reason.startswith("nsys import step did not finish within 0.0")
+    assert short.reason.endswith("s and was stopped") and short.sqlite_path is None
+    assert _live_with(str(session.qdstrm_path)) == []  # the importer was stopped, not left running
+    again = session.finish(timeout_s=60)
+    assert again.ok, again.reason
+    assert {(t, n) for _, t, n in nvtx_rows(again.sqlite_path)} >= {(59, "outer"), (34, "hello")}
+
+
 def _wait_for_agent_and_app(nsys_pid: int, script: str, timeout: float = 30.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
