@@ -255,6 +255,8 @@ class NsysSession:
         cmd = [str(self.install.nsys), "export", "--type", "sqlite", "-q", "true", "-o", str(out), "-f", "true",
                str(self.rep_path)]
         reason = self._step("export", cmd, deadline, result)
+        if reason is not None and out.exists():
+            out.unlink()  # never leave a partial export for a reader to trust
         if reason is None and not out.exists():
             reason = f"nsys export did not write {out.name} (see {self.run_dir / 'nsys-export.log'})"
         if reason is None:
