@@ -155,6 +155,7 @@ class QtReportView(QWidget):
         split.addWidget(below)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
+        self._split = split
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addWidget(self.title)
@@ -232,6 +233,7 @@ class QtReportView(QWidget):
         report, layout = result
         self.report = report
         self.timeline.set_layout(layout)
+        self._fit_split()
         self.summary.show_report(report)
         self.banner.show_report(report)
         self.details.clear()
@@ -241,6 +243,14 @@ class QtReportView(QWidget):
                            f"{len(report.processes)} processes")
         self._set_status(" ".join(f"Note: {n}" for n in report.notes))
         self.sigLoaded.emit(report)
+
+    def _fit_split(self) -> None:
+        """Give the timeline the height its lanes need (at most 70 %), the tables the rest."""
+        total = sum(self._split.sizes())
+        if total <= 0:
+            return
+        want = min(int(total * 0.7), max(int(total * 0.3), self.timeline.content_height() + 8))
+        self._split.setSizes([want, total - want])
 
     def _failed(self, text: str) -> None:
         self._task = None

@@ -66,6 +66,7 @@ class QtTimeline(QWidget):
         self._press: QPoint | None = None
         self._press_view: tuple[float, int] = (0.0, 0)
         self._dragged = False
+        self._auto_fit = True
         self._selected: tuple[L.Lane, L.Row, int] | None = None
         self._domains: dict[tuple[int, int], str] = {}
         self.last_paint_ms = 0.0
@@ -97,6 +98,10 @@ class QtTimeline(QWidget):
     @property
     def timeline(self) -> T.Timeline | None:
         return self._layout.timeline if self._layout is not None else None
+
+    def content_height(self) -> int:
+        """Pixels the axis and all lanes need."""
+        return AXIS_H + self._content_h
 
     def slots(self) -> list[_Slot]:
         return list(self._slots)
@@ -133,6 +138,10 @@ class QtTimeline(QWidget):
 
     def set_view(self, t0: float, t1: float) -> None:
         """Show the time span [t0, t1] (ns on the timeline's base)."""
+        self._auto_fit = False
+        self._apply_view(t0, t1)
+
+    def _apply_view(self, t0: float, t1: float) -> None:
         t1 = max(t1, t0 + MIN_NS_PER_PX * self.plot_width())
         self._nspp = max(MIN_NS_PER_PX, (t1 - t0) / self.plot_width())
         self._t0 = t0
@@ -143,14 +152,16 @@ class QtTimeline(QWidget):
     def fit(self) -> None:
         """Show everything (Home)."""
         if self._layout is None:
-            self.set_view(0.0, 1e9)
-            return
-        lo, hi = self._layout.t_min, self._layout.t_max
-        pad = (hi - lo) * 0.02
-        self.set_view(lo - pad, hi + pad)
+            self._apply_view(0.0, 1e9)
+        else:
+            lo, hi = self._layout.t_min, self._layout.t_max
+            pad = (hi - lo) * 0.02
+            self._apply_view(lo - pad, hi + pad)
+        self._auto_fit = True    # stays fitted through resizes until the user zooms or pans
 
     def zoom(self, factor: float, anchor_x: float | None = None) -> None:
         """Zoom in (factor > 1) or out around a widget x position (default: the centre)."""
+        self._auto_fit = False
         ax = (self.plot_width() / 2) if anchor_x is None else max(0.0, anchor_x - GUTTER)
         t_anchor = self._t0 + ax * self._nspp
         self._nspp = max(MIN_NS_PER_PX, self._nspp / factor)
@@ -161,6 +172,8 @@ class QtTimeline(QWidget):
 
     def pan_px(self, dx: float, dy: float = 0.0) -> None:
         """Move the content by (dx, dy) pixels (positive dx shows earlier times)."""
+        if dx:
+            self._auto_fit = False
         self._t0 -= dx * self._nspp
         self._scroll_y = int(self._scroll_y - dy)
         self._clamp()
@@ -391,7 +404,10 @@ class QtTimeline(QWidget):
 
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt API
         super().resizeEvent(event)
-        self._clamp()
+        if self._auto_fit:
+            self.fit()    # e.g. laid out while its tab was hidden
+        else:
+            self._clamp()
 
     def wheelEvent(self, event) -> None:  # noqa: N802 - Qt API
         delta = event.angleDelta().y() or event.angleDelta().x()
@@ -430,6 +446,7 @@ class QtTimeline(QWidget):
             d = pos - self._press
             if self._dragged or abs(d.x()) + abs(d.y()) > 3:
                 self._dragged = True
+                self._auto_fit = False
                 self._t0 = self._press_view[0] - d.x() * self._nspp
                 self._scroll_y = self._press_view[1] - d.y()
                 self._clamp()

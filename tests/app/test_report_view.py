@@ -171,7 +171,8 @@ def test_nsys_fork_run_banner_explains_missed_child_and_offers_fix(qtbot, view, 
     gs_lanes = {ln.pid for b in lay.processes for ln in b.lanes if ln.source == T.SOURCE_GPUSCOPE}
     assert gs_lanes == {p.pid for p in missing}
     assert_tables_match_cli(view, gpuscope_report_json(run["run_dir"]))
-    save_shot(view, "timeline-report-coverage.png", tmp_path)
+    save_shot(view.banner, "timeline-coverage-banner.png", tmp_path)
+    view.grab().save(str(tmp_path / "report-nsys-fork.png"))
 
 
 def test_show_report_of_a_loaded_report_small_at_once_large_off_thread(qtbot, view, spawn_run):

@@ -198,3 +198,21 @@ def test_lanes_taller_than_the_view_scroll_with_bar_keys_and_drag(view, qtbot):
     qtbot.keyClick(view, Qt.Key_PageUp)
     qtbot.keyClick(view, Qt.Key_PageUp)
     assert view.vbar.value() == 0
+
+
+def test_stays_fitted_through_resizes_until_the_user_zooms(qtbot, spawn_run):
+    w = QtTimeline()
+    qtbot.addWidget(w)
+    w.resize(300, 200)               # laid out small (e.g. in a hidden tab)
+    w.set_timeline(load_report(spawn_run["run_dir"]).timeline)
+    fitted = w.view_range()
+    w.resize(1200, 480)
+    w.show()
+    qtbot.waitExposed(w)
+    lay = w.layout_model
+    t0, t1 = w.view_range()
+    assert t0 < lay.t_min and t1 > lay.t_max and (t1 - t0) == pytest.approx(fitted[1] - fitted[0])
+    qtbot.keyClick(w, Qt.Key_Plus)
+    zoomed = w.view_range()
+    w.resize(1000, 480)
+    assert w.view_range()[0] == pytest.approx(zoomed[0])     # the user's zoom is kept
