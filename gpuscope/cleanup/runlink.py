@@ -78,6 +78,9 @@ def _matches(proc: ProcInfo, info: dict, run: sqlite3.Row) -> str | None:
 
 def link_runs(conn: sqlite3.Connection, table: ProcTable) -> dict[int, RunLink]:
     """pid -> the finished run a live process came from."""
+    from gpuscope.store.runs import mark_abandoned
+
+    mark_abandoned(conn)  # a run whose gpuscope died counts as finished: its leftovers are listed
     runs = _runs(conn)
     if not runs:
         return {}

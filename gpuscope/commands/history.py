@@ -22,6 +22,7 @@ def run(args: argparse.Namespace) -> int:
     from gpuscope.store import runs as store_runs
 
     with db.connect() as conn:
+        store_runs.mark_abandoned(conn)
         if args.run_id:
             row = store_runs.get_run(conn, args.run_id)
             if row is None:

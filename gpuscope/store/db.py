@@ -35,8 +35,18 @@ def connect(path: str | Path | None = None) -> sqlite3.Connection:
     key = str(db_path.resolve())
     if key not in _applied:
         for name in SCHEMA_MODULES:
-            ddl = getattr(importlib.import_module(name), "DDL", "")
+            module = importlib.import_module(name)
+            ddl = getattr(module, "DDL", "")
             if ddl:
                 conn.executescript(ddl)
+            _add_columns(conn, getattr(module, "ADDED_COLUMNS", ()))
         _applied.add(key)
     return conn
+
+
+def _add_columns(conn: sqlite3.Connection, added: tuple[tuple[str, str, str], ...]) -> None:
+    """Columns added after a table was first released: ALTER an older store in place."""
+    for table, column, decl in added:
+        have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in have:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -24,7 +25,9 @@ CREATE TABLE IF NOT EXISTS runs (
     spec_json    TEXT NOT NULL,
     versions_json TEXT,
     error        TEXT,
-    summary_json TEXT
+    summary_json TEXT,
+    supervisor_pid INTEGER,           -- the gpuscope process that runs it
+    supervisor_start INTEGER          -- its start time (clock ticks after boot, /proc/<pid>/stat)
 );
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created_ns);
 CREATE TABLE IF NOT EXISTS run_processes (
@@ -43,6 +46,12 @@ CREATE TABLE IF NOT EXISTS run_processes (
     PRIMARY KEY (run_id, pid)
 );
 """
+
+# (table, column, declaration) added since the first schema; db.connect adds them to older stores.
+ADDED_COLUMNS = (
+    ("runs", "supervisor_pid", "INTEGER"),
+    ("runs", "supervisor_start", "INTEGER"),
+)
 
 FINAL_STATUSES = ("exited", "failed", "stopped", "error")
 
@@ -84,12 +93,39 @@ def _row(r: sqlite3.Row) -> RunRow:
 
 def insert_run(conn: sqlite3.Connection, *, run_id: str, spec: dict[str, Any], run_dir: str,
                versions: dict[str, Any]) -> None:
+    pid = os.getpid()
     conn.execute(
         "INSERT INTO runs (id, created_ns, status, script, launcher, start_method, run_dir,"
-        " spec_json, versions_json) VALUES (?,?,?,?,?,?,?,?,?)",
+        " spec_json, versions_json, supervisor_pid, supervisor_start) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
         (run_id, time.time_ns(), "running", spec["script"], spec["launcher"], spec["start_method"],
-         run_dir, json.dumps(spec), json.dumps(versions)),
+         run_dir, json.dumps(spec), json.dumps(versions), pid, _start_ticks(pid)),
     )
+
+
+def _start_ticks(pid: int) -> int | None:
+    """A live process's start time in clock ticks after boot (None if gone or a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+        fields = data[data.rfind(b")") + 2:].split()
+        return None if fields[0] in (b"Z", b"X") else int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def mark_abandoned(conn: sqlite3.Connection) -> list[str]:
+    """Runs still 'running' whose gpuscope process is gone (crashed, killed): mark them failed.
+
+    Returns their ids. A run whose supervisor is alive (this or another gpuscope) is left alone.
+    """
+    rows = conn.execute("SELECT id, supervisor_pid, supervisor_start FROM runs WHERE status='running'").fetchall()
+    gone = [r["id"] for r in rows
+            if r["supervisor_pid"] is None or _start_ticks(r["supervisor_pid"]) != r["supervisor_start"]]
+    for run_id in gone:
+        conn.execute("UPDATE runs SET status='error', error=coalesce(error, ?) WHERE id=? AND status='running'",
+                     ("gpuscope stopped before the run ended; its processes may still be alive "
+                      "(see gpuscope cleanup)", run_id))
+    return gone
 
 
 def mark_started(conn: sqlite3.Connection, run_id: str, started_ns: int) -> None:

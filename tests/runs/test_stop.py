@@ -83,3 +83,29 @@ def test_processes_left_running_are_reported_not_killed(tmp_path):
         assert procscan.alive(escapee)
     finally:
         os.kill(escapee, signal.SIGKILL)
+
+
+def test_run_of_a_killed_gpuscope_is_marked_abandoned(run_env, tmp_path):
+    """gpuscope itself is SIGKILLed mid-run: history marks the run failed, cleanup lists its leftovers."""
+    import json
+
+    path = tmp_path / "sleepy.py"
+    path.write_text("import time\nprint('up', flush=True)\ntime.sleep(60)\n")
+    cli = subprocess.Popen([sys.executable, "-m", "gpuscope", "run", str(path)], env=run_env,
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert cli.stdout is not None and cli.stdout.readline() == b"up\n"
+    cli.kill()
+    cli.wait()
+    history = subprocess.run([sys.executable, "-m", "gpuscope", "history", "--json"], env=run_env,
+                             capture_output=True, check=True)
+    row = json.loads(history.stdout)[0]
+    assert row["status"] == "error" and "gpuscope stopped before the run ended" in row["error"]
+    listing = subprocess.run([sys.executable, "-m", "gpuscope", "cleanup", "--json", "--idle-window", "0"],
+                             env=run_env, capture_output=True)
+    sleeper = [s for s in json.loads(listing.stdout)["suspects"] if s["evidence"].get("run_id") == row["id"]]
+    try:
+        assert sleeper, listing.stdout[:2000]
+    finally:
+        for pid in procscan.all_pids():
+            if procscan.has_run_tag(pid, row["id"]):
+                os.kill(pid, signal.SIGKILL)
