@@ -134,14 +134,14 @@ class MainWindow(QMainWindow):
         self.run_split.addWidget(scroll)
         self.run_split.addWidget(right)
         self.run_split.setSizes([410, 870])
-        self.report_view = make_report_view()
         self.history = QtHistory()
-        self.cleanup = make_cleanup_view()
         self.tabs = QTabWidget()
         self.tabs.addTab(self.run_split, "Run")
-        self.tabs.addTab(self.report_view, "Report")
+        # Report and Cleanup are built on first use (their imports cost ~0.2 s of start-up)
+        self._lazy: dict[str, QWidget] = {}
+        self.tabs.addTab(QWidget(), "Report")
         self.tabs.addTab(self.history, "History")
-        self.tabs.addTab(self.cleanup, "Cleanup")
+        self.tabs.addTab(QWidget(), "Cleanup")
         self.setCentralWidget(self.tabs)
         self.state_label = QLabel("ready")
         # long messages must not widen the window: the full text is in the tooltip
@@ -184,11 +184,40 @@ class MainWindow(QMainWindow):
         self.run_bridge.sigProgress.connect(self._progress_line)
         self.history.sigOpenRun.connect(self.open_past_run)
         self.history.sigError.connect(self.show_error)
-        if hasattr(self.report_view, "sigError"):
-            self.report_view.sigError.connect(self._report_view_failed)
-        if hasattr(self.report_view, "sigLoaded"):
-            self.report_view.sigLoaded.connect(self._report_shown)
         self.tabs.currentChanged.connect(self._tab_changed)
+
+    def _tab_widget(self, title: str, make: Any) -> QWidget:
+        """The widget of a lazily built tab, built (and put in its tab) on first access."""
+        widget = self._lazy.get(title)
+        if widget is None:
+            widget = self._lazy[title] = make()
+            index = next(i for i in range(self.tabs.count()) if self.tabs.tabText(i) == title)
+            current = self.tabs.currentIndex()
+            self.tabs.blockSignals(True)
+            old = self.tabs.widget(index)
+            self.tabs.removeTab(index)
+            self.tabs.insertTab(index, widget, title)
+            self.tabs.setCurrentIndex(current)
+            self.tabs.blockSignals(False)
+            old.deleteLater()
+        return widget
+
+    @property
+    def report_view(self) -> QWidget:
+        """The Report tab (:class:`gpuscope.app.qt_report_view.QtReportView`)."""
+        if "Report" in self._lazy:
+            return self._lazy["Report"]
+        view = self._tab_widget("Report", make_report_view)
+        if hasattr(view, "sigError"):
+            view.sigError.connect(self._report_view_failed)
+        if hasattr(view, "sigLoaded"):
+            view.sigLoaded.connect(self._report_shown)
+        return view
+
+    @property
+    def cleanup(self) -> QWidget:
+        """The Cleanup tab (:class:`gpuscope.app.qt_cleanup.QtCleanup`)."""
+        return self._tab_widget("Cleanup", make_cleanup_view)
 
     # -- errors and status ----------------------------------------------------------------------
     def show_error(self, text: str) -> None:
@@ -322,7 +351,10 @@ class MainWindow(QMainWindow):
             self.elapsed_label.setText(f"last run {self.controller.elapsed():.1f} s")
 
     def _tab_changed(self, index: int) -> None:
-        if self.tabs.widget(index) is self.report_view and self._fit_timeline:
+        title = self.tabs.tabText(index)
+        if title == "Report" and "Report" not in self._lazy:
+            self.report_view      # noqa: B018 - builds the tab
+        if title == "Report" and self._fit_timeline:
             self._fit_timeline = False
             timeline = getattr(self.report_view, "timeline", None)
             if hasattr(timeline, "fit"):
@@ -331,7 +363,7 @@ class MainWindow(QMainWindow):
             self.tick()
         elif self.tabs.widget(index) is self.history:
             self.history.refresh()
-        elif self.tabs.widget(index) is self.cleanup and hasattr(self.cleanup, "refresh"):
+        elif title == "Cleanup" and hasattr(self.cleanup, "refresh"):
             self.cleanup.refresh()
 
     # -- reports --------------------------------------------------------------------------------

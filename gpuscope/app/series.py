@@ -59,3 +59,27 @@ class SeriesBuffer:
 
     def last(self) -> float | None:
         return float(self._y[self.n - 1]) if self.n else None
+
+
+def envelope(x: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """At most ~``max_points`` points that keep every peak: the min and max of each bucket.
+
+    Buckets are a power of two long and start at index 0, so as the series grows only its last
+    bucket changes and the drawn curve does not shimmer from one refresh to the next. NaN
+    (not measured) is ignored inside a bucket; a bucket of NaN stays a gap.
+    """
+    n = len(x)
+    pairs = max(1, max_points // 2)
+    if n <= max_points:
+        return x, y
+    bucket = 1 << int(np.ceil(np.log2(n / pairs)))
+    m = n // bucket * bucket
+    ys = y[:m].reshape(-1, bucket)
+    lo, hi = np.fmin.reduce(ys, axis=1), np.fmax.reduce(ys, axis=1)
+    xs = x[:m].reshape(-1, bucket)
+    out_x = np.empty(2 * len(lo) + (n - m))
+    out_y = np.empty_like(out_x)
+    out_x[0:2 * len(lo):2], out_x[1:2 * len(lo):2] = xs[:, 0], xs[:, -1]
+    out_y[0:2 * len(lo):2], out_y[1:2 * len(lo):2] = lo, hi
+    out_x[2 * len(lo):], out_y[2 * len(lo):] = x[m:], y[m:]
+    return out_x, out_y

@@ -41,8 +41,11 @@ def test_gpu_curves_per_device_and_process_and_rolling_window(qtbot):
     assert x[-1] == pytest.approx(119.9) and x[0] <= 119.9 - 60 and x[1] > 119.9 - 60   # last minute
     assert np.all(y == 20.0)
     view.set_whole_run()
-    x, _ = gpu_util[("gpu", "util_gpu", 1)].getData()
-    assert len(x) == 1200
+    x, y = gpu_util[("gpu", "util_gpu", 1)].getData()
+    assert x[0] == 0.0 and x[-1] == pytest.approx(119.9) and np.all(y == 20.0)
+    assert len(x) <= 2 * view.plots["gpu_util"].item.getViewBox().width() + 64   # an envelope, not 1,200 points
+    y_range = view.plots["gpu_util"].item.getViewBox().viewRange()[1]
+    assert y_range[0] == 0.0 and 30.0 <= y_range[1] <= 32.0   # 0 .. the highest curve (30 %) + 5 %
     view.set_gpu_reason("no NVIDIA GPU / driver (test)")
     assert view.stacks["gpu_mem"].currentIndex() == 1 and "test" in view.no_gpu["gpu_mem"].text()
 
@@ -95,3 +98,19 @@ def test_console_streams_and_partial_utf8(qtbot):
     assert c.text.textCursor().charFormat().foreground().color().name() == "#c0392b"   # stderr in red
     c.append_chunks([("stdout", b"".join(b"%d\n" % i for i in range(10)))])
     assert c.text.document().blockCount() <= 6 and c.plain_text().splitlines()[-1] == "9"
+
+
+def test_envelope_keeps_peaks_and_gaps():
+    from gpuscope.app.series import envelope
+
+    x = np.arange(10_000, dtype=float)
+    y = np.zeros(10_000)
+    y[1234] = 99.0
+    y[5120:5376] = np.nan                  # two whole buckets of 128 points: a gap
+    y[7000] = np.nan                       # one NaN inside a bucket: ignored
+    ex, ey = envelope(x, y, 200)
+    assert len(ex) <= 200 + 128 and np.nanmax(ey) == 99.0 and ex[0] == 0 and ex[-1] == 9999
+    assert np.isnan(ey).sum() == 4                       # 2 buckets x (min, max)
+    assert not np.isnan(ey[(ex >= 6900) & (ex <= 7100)]).any()
+    small_x, small_y = envelope(x[:50], y[:50], 200)     # short series are drawn as they are
+    assert np.array_equal(small_x, x[:50]) and np.array_equal(small_y, y[:50])
