@@ -18,6 +18,7 @@ from pathlib import Path
 from gpuscope.nsys import record
 from gpuscope.nsys.diagnostics import Finding
 from gpuscope.nsys.locate import NsysInstall
+from gpuscope.nsys.lock import NsysLock
 from gpuscope.spec import NsysOptions, RunSpec
 
 PROBE_SCRIPT = 'import nvtx\nnvtx.mark("x")\nwith nvtx.annotate("probe"):\n    pass\n'
@@ -54,14 +55,24 @@ def probe(install: NsysInstall, python: str, timeout_s: float = 60.0, tries: int
         script.write_text(PROBE_SCRIPT)
         spec = RunSpec(script=str(script), python=python, start_method="spawn",
                        nsys=NsysOptions(enabled=True)).validated()
-        result = ProbeResult(False, "not run")
-        for attempt in range(1, tries + 1):
-            result = _attempt(install, spec, Path(tmp) / f"try{attempt}", timeout_s)
-            result.attempts = attempt
-            flaky = "hung" in result.detail or any(f.code == "nothing-recorded" for f in result.findings)
-            if result.ok or not flaky:
-                break
-        return result
+        lock = NsysLock()  # one nsys recording at a time on a machine: two at once mix their data
+        if not lock.acquire(max(120.0, 2 * timeout_s)):
+            return ProbeResult(False, "another nsys recording kept this machine busy; try again later")
+        try:
+            return _attempts(install, spec, Path(tmp), timeout_s, tries)
+        finally:
+            lock.release()
+
+
+def _attempts(install: NsysInstall, spec: RunSpec, tmp: Path, timeout_s: float, tries: int) -> ProbeResult:
+    result = ProbeResult(False, "not run")
+    for attempt in range(1, tries + 1):
+        result = _attempt(install, spec, tmp / f"try{attempt}", timeout_s)
+        result.attempts = attempt
+        flaky = "hung" in result.detail or any(f.code == "nothing-recorded" for f in result.findings)
+        if result.ok or not flaky:
+            break
+    return result
 
 
 def _attempt(install: NsysInstall, spec: RunSpec, run_dir: Path, timeout_s: float) -> ProbeResult:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from gpuscope.nsys import locate, record
-from tests.nsys_record.helpers import NVTX_SCRIPT, make_spec
+from tests.nsys_record.helpers import NVTX_SCRIPT, make_spec, nsys_machine_lock
 
 
 def one(inst: locate.NsysInstall, tmp: Path, trace: tuple[str, ...]) -> dict:
@@ -59,7 +59,7 @@ def main() -> None:
         inst = locate.install_at(d / locate.DEBIAN_TARGET / "nsys", "cache")
         runs = []
         for _ in range(args.runs):
-            with tempfile.TemporaryDirectory(prefix="gs-bench-rec-") as tmp:
+            with tempfile.TemporaryDirectory(prefix="gs-bench-rec-") as tmp, nsys_machine_lock():
                 runs.append(one(inst, Path(tmp), trace))
         good = [r for r in runs if not r.get("hung") and r.get("ok")]
         med = {k: statistics.median(r[k] for r in good) if good else float("nan")

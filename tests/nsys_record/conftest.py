@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from gpuscope.nsys import locate
-from tests.nsys_record.helpers import LAUNCHED, missing
+from tests.nsys_record.helpers import LAUNCHED, missing, nsys_machine_lock
 
 
 @pytest.fixture(scope="session")
@@ -32,6 +32,17 @@ def provisioned() -> dict[str, locate.NsysInstall]:
 @pytest.fixture(scope="session")
 def newest(provisioned) -> locate.NsysInstall:
     return provisioned[max(provisioned, key=lambda k: provisioned[k].version_tuple)]
+
+
+@pytest.fixture(autouse=True)
+def _one_recording_at_a_time(request):
+    """Hold gpuscope's machine-wide nsys lock during each test that records; not around the doctor
+    tests, whose `gpuscope doctor` subprocess takes the lock itself."""
+    if request.node.get_closest_marker("nsys") is None or request.module.__name__.endswith("test_doctor"):
+        yield
+        return
+    with nsys_machine_lock():
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -7,12 +7,13 @@ import sqlite3
 import subprocess
 import sys
 import time
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
 
 from gpuscope.nsys import locate, procs, record
+from gpuscope.nsys.lock import NsysLock
 from gpuscope.spec import NsysOptions, RunSpec
 
 VERSIONS = ("2022.4", "2023.4", "2024.2")
@@ -24,6 +25,26 @@ with nvtx.annotate("outer"):
         time.sleep(0.02)
 """
 LAUNCHED: list[record.NsysSession] = []
+_held = {"depth": 0, "lock": None}
+
+
+@contextmanager
+def nsys_machine_lock():
+    """The machine-wide lock gpuscope takes around a recording (two nsys sessions at once mix
+    their data); re-entrant within this process, so fixtures and tests can both hold it."""
+    if _held["depth"] == 0:
+        lock = NsysLock()
+        if not lock.acquire(900):
+            pytest.fail("another nsys recording kept the machine busy for 15 minutes")
+        _held["lock"] = lock
+    _held["depth"] += 1
+    try:
+        yield
+    finally:
+        _held["depth"] -= 1
+        if _held["depth"] == 0:
+            _held["lock"].release()
+            _held["lock"] = None
 
 
 def missing(what: str) -> None:
@@ -64,6 +85,11 @@ def record_script(inst: locate.NsysInstall, tmp: Path, source: str, start_method
     script = tmp / "script.py"
     script.write_text(source)
     spec = make_spec(script, start_method, python, **nsys)
+    with nsys_machine_lock():
+        return _record(inst, tmp, spec, timeout_s, tries)
+
+
+def _record(inst: locate.NsysInstall, tmp: Path, spec: RunSpec, timeout_s: float, tries: int):
     for attempt in range(tries):
         run_dir = tmp / f"run{attempt}"
         run_dir.mkdir()
