@@ -453,6 +453,14 @@ class QtTimeline(QWidget):
                 self.update()
             return
         item = self.item_at(pos)
+        if item is None and pos.x() < GUTTER:
+            s = self.slot_at(pos.y())
+            if s is not None:
+                text = s.block.full_name + f" (pid {s.block.pid})"
+                if s.lane is not None:
+                    text += f"\n{s.lane.label}" + (" — gpuscope's own records" if s.lane.source else "")
+                QToolTip.showText(event.globalPosition().toPoint(), text, self)
+                return
         if item is None:
             QToolTip.hideText()
         else:

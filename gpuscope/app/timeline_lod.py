@@ -119,6 +119,14 @@ class ProcessBlock:
     pid: int
     label: str
     lanes: list[Lane] = field(default_factory=list)
+    full_name: str = ""
+
+
+def _process_label(name: str, pid: int) -> str:
+    """``python — pid 12`` for an executable path (nsys names processes so), else the name."""
+    if name.startswith("/") and " " not in name:
+        name = name.rsplit("/", 1)[-1]
+    return f"{name} — pid {pid}"
 
 
 @dataclass
@@ -315,8 +323,8 @@ def build_layout(tl: T.Timeline) -> TimelineLayout:
     blocks = []
     for pid in sorted(pids, key=lambda p: (first[p], p)):
         lanes = sorted(nv.get(pid, []), key=lambda ln: (ln.tid != pid, ln.tid, ln.source, ln.style))
-        blocks.append(ProcessBlock(pid=pid, label=f"{tl.process_name(pid)} — pid {pid}",
-                                   lanes=lanes + gpu.get(pid, [])))
+        blocks.append(ProcessBlock(pid=pid, label=_process_label(tl.process_name(pid), pid),
+                                   lanes=lanes + gpu.get(pid, []), full_name=tl.process_name(pid)))
     srcs = np.unique(tl.ranges.source) if len(tl.ranges) else np.zeros(0)
     nsys_seen = bool(len(tl.processes) and (tl.processes.source & (1 << T.SOURCE_NSYS)).any())
     mixed = T.SOURCE_GPUSCOPE in srcs.tolist() and (T.SOURCE_NSYS in srcs.tolist() or nsys_seen)

@@ -8,6 +8,7 @@ import os
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
@@ -211,3 +212,37 @@ def test_show_report_reads_a_lazy_timeline_off_the_gui_thread(qtbot, view, spawn
         assert view.busy
     assert threads and threads[0] is not threading.main_thread()
     assert view.timeline.timeline is tl
+
+
+@pytest.mark.nsys
+@needs_nsys
+@pytest.mark.timeout(300)
+def test_kernels_of_a_real_export_get_stream_lanes_and_tables_match_cli(qtbot, view, tmp_path):
+    from tests.app.timeline_support import add_kernels, full_export
+
+    run = gpuscope_run(write_workload(tmp_path), "--nsys", home=tmp_path / "home")
+    main = next(p["pid"] for p in run["processes"] if p["role"] == "main")
+    full = full_export(Path(run["run_dir"]) / "report.nsys-rep", tmp_path / "full.sqlite")
+    from gpuscope.nsys.reader import load_report
+
+    tl = load_report(full, use_cache=False).timeline
+    mine = tl.ranges.pid == main
+    add_kernels(full, main, int(tl.ranges.start_ns[mine].min()), int(tl.ranges.end_ns[mine].max()
+                                                                     - tl.ranges.start_ns[mine].min()))
+    report = _load(qtbot, view, full)
+    assert len(report.timeline.kernels) == 60 and len(report.timeline.memops) == 15
+    block = next(b for b in view.timeline.layout_model.processes if b.pid == main)
+    gpu = [(ln.device, ln.stream) for ln in block.lanes if ln.kind == "gpu"]
+    assert sorted(gpu) == [(d, s) for d in (0, 1) for s in (7, 8, 9)]
+    assert block.lanes[0].kind == "nvtx"                   # threads first, then GPU streams
+    assert_tables_match_cli(view, gpuscope_report_json(str(full)))
+    assert {"kernel", "memop"} <= set(view.summary.tables)
+    k = int(np.argmax(report.timeline.kernels.end_ns - report.timeline.kernels.start_ns))
+    view.timeline.set_view(float(report.timeline.kernels.start_ns[k]) - 1e6,
+                           float(report.timeline.kernels.end_ns[k]) + 1e6)
+    pt = view.timeline.position_of("kernel", k)
+    with qtbot.waitSignal(view.sigRangeSelected, timeout=2000) as sig:
+        qtbot.mouseClick(view.timeline, Qt.LeftButton, pos=pt.toPoint())
+    d = sig.args[0]
+    assert d["kind"] == "kernel" and d["index"] == k and d["grid"] == [64, 1, 1] and d["block"] == [256, 1, 1]
+    view.grab().save(str(tmp_path / "report-gpu-lanes.png"))
