@@ -181,3 +181,54 @@ def temp_reports(pids: set[int]) -> set[str]:
             continue
         paths.update(f.path for f in files if os.path.basename(f.path).startswith("nsys-report-"))
     return paths
+
+
+def shm_files(pids: set[int]) -> set[str]:
+    """``/dev/shm`` files that ``pids`` map or hold open (nsys's agent instance file, its semaphores).
+
+    A SIGKILLed nsys leaves them behind: ``quadd-agent-instance-<pid>``, ``sem.nsys_sem_<pid>`` and
+    ``NSys-2022.4.2.1`` (2022.4), ``sem.NSys-process_waiter-<pid>-…`` (2023.4, 2024.2).
+    """
+    found: set[str] = set()
+    for pid in pids:
+        found |= _shm_refs(pid)
+    return found
+
+
+def _shm_refs(pid: int) -> set[str]:
+    refs = set()
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                i = line.find("/dev/shm/")
+                if i >= 0:
+                    refs.add(line[i:].rstrip("\n").removesuffix(" (deleted)"))
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("/dev/shm/"):
+                refs.add(link.removesuffix(" (deleted)"))
+    except OSError:
+        pass
+    return refs
+
+
+def remove_unused_shm(paths: set[str]) -> list[str]:
+    """Delete those of ``paths`` that no live process maps or holds open; returns what was deleted."""
+    if not paths:
+        return []
+    used: set[str] = set()
+    for pid in psutil.pids():
+        if alive(pid):
+            used |= _shm_refs(pid) & paths
+    removed = []
+    for path in sorted(paths - used):
+        try:
+            os.unlink(path)
+            removed.append(path)
+        except OSError:
+            continue
+    return removed
+

@@ -165,7 +165,8 @@ class NsysSession:
 
     def kill(self, grace_s: float = 2.0) -> list[int]:
         """Stop nsys, the profiled program's tree and nsys's agent (SIGTERM, then SIGKILL after
-        ``grace_s``). Removes the temporary report a killed nsys leaves in /tmp. Returns the pids
+        ``grace_s``). Removes the temporary report a killed nsys leaves in /tmp and the /dev/shm files
+        it and its agent used that nothing else uses any more. Returns the pids
         signalled; zombies count as gone.
 
         The agent is recognised by the ``nsys profile`` pid in its session name, so call
@@ -177,13 +178,19 @@ class NsysSession:
         targets |= {a.pid for a in procs.agents() if a.profile_pid in self.known_pids}
         targets = {p for p in targets if procs.alive(p)}
         temp = procs.temp_reports(targets)
-        # a SIGTERMed nsys starts writing its report to /tmp before the SIGKILL: note that file too
-        procs.terminate(targets, grace_s, watch=lambda: temp.update(procs.temp_reports(targets)))
+        shm = procs.shm_files(targets)
+
+        def watch() -> None:  # a SIGTERMed nsys starts writing its report to /tmp: note that file too
+            temp.update(procs.temp_reports(targets))
+            shm.update(procs.shm_files(targets))
+
+        procs.terminate(targets, grace_s, watch=watch)
         for path in temp:
             try:
                 os.unlink(path)
             except OSError:
                 pass
+        procs.remove_unused_shm(shm)  # what a SIGKILLed nsys and agent leave in /dev/shm
         return sorted(targets)
 
     # -- after nsys exited ----------------------------------------------------------------

@@ -114,10 +114,15 @@ def test_kill_stops_a_hung_nsys_its_agent_and_the_program(provisioned, tmp_path)
     with pytest.raises(subprocess.TimeoutExpired):
         proc.wait(timeout=0.5)                  # "nsys hangs": the engine's timeout expires
     assert procs.alive(agent.pid) and procs.alive(app)
-    killed = session.kill(grace_s=1.0)
+    shm = procs.shm_files(procs.tree({proc.pid}) | {agent.pid})
+    assert shm                                  # nsys's agent / launcher use /dev/shm files
+    for pid in (proc.pid, agent.pid):           # frozen: deaf to SIGTERM, like a hung nsys
+        os.kill(pid, signal.SIGSTOP)
+    killed = session.kill(grace_s=0.5)
     assert {proc.pid, agent.pid, app} <= set(killed)
     assert proc.wait(timeout=5) is not None
     assert wait_gone(killed) == []
+    assert [p for p in shm if os.path.exists(p)] == []
     assert _live_with(str(tmp_path)) == [] and agent.pid not in [a.pid for a in procs.agents()]
     result = session.finish(timeout_s=10)
     assert not result.ok and "nsys wrote no report" in result.reason and result.sqlite_path is None
@@ -147,12 +152,14 @@ def test_agent_of_a_killed_nsys_is_stale_and_kill_still_finds_it(provisioned, tm
     proc = launch(session, tmp_path)
     agent, app = _wait_for_agent_and_app(proc.pid, spec.script)
     assert agent.pid not in procs.find_stale_agents()
+    shm = procs.shm_files(procs.tree({proc.pid}) | {agent.pid})
     os.kill(proc.pid, signal.SIGKILL)           # only nsys itself, as a blunt timeout would
     proc.wait()
     assert agent.pid in procs.find_stale_agents() and procs.alive(app)
     killed = session.kill(grace_s=1.0)
     assert {agent.pid, app} <= set(killed) and wait_gone(killed) == []
     assert agent.pid not in procs.find_stale_agents()
+    assert [p for p in shm if os.path.exists(p)] == []
 
 
 def test_finish_without_a_recording_and_without_time(provisioned, tmp_path):
