@@ -8,7 +8,10 @@ a proof: a script may reach CUDA through a module it imports.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import sys
 from pathlib import Path
 
 _PATTERNS = (
@@ -41,3 +44,11 @@ def fork_warning(script: str | Path, start_method: str) -> str | None:
         parts.append("nsys sees the ranges of forked children only with --trace-fork-before-exec "
                      "(gpuscope sets it for fork runs)")
     return f"This script uses {' and '.join(found)}: {'; '.join(parts)}. spawn or forkserver is safer."
+
+
+def default_python() -> str:
+    """The interpreter a run uses when none is chosen: this one, unless gpuscope is a frozen app
+    (PyInstaller), whose executable is not a Python: then the first python3 on PATH."""
+    if getattr(sys, "frozen", False) or os.environ.get("GPUSCOPE_FROZEN"):
+        return shutil.which("python3") or shutil.which("python") or "python3"
+    return sys.executable

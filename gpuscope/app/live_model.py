@@ -75,16 +75,18 @@ class LiveModel:
             self._buf("gpu", "util_gpu", d.index).append(t, d.util_gpu)
             self._buf("gpu", "mem_used", d.index).append(t, d.mem_used)
         for p in batch.processes:
+            zombie = p.state in ("Z", "X")   # exited, not yet reaped: its zero RSS is no measurement
             for key in ("cpu", "rss", "gpu_mem", "sm_util"):
-                value = getattr(p, key)
+                value = None if zombie else getattr(p, key)
                 if value is not None or (("proc", key) in self.series and p.pid in self.series[("proc", key)]):
                     self._buf("proc", key, p.pid).append(t, value)
             row = self.procs.get(p.pid)
             if row is None:
                 row = self.procs[p.pid] = ProcRow(p.pid, p.ppid, p.name)
-            row.ppid, row.name, row.state, row.cpu, row.rss, row.gpu_mem = (p.ppid, p.name, p.state, p.cpu,
-                                                                         p.rss, p.gpu_mem)
-            row.alive = p.state not in ("Z", "X")
+            row.ppid, row.name, row.state = p.ppid, p.name, p.state
+            row.alive = not zombie
+            if not zombie:
+                row.cpu, row.rss, row.gpu_mem = p.cpu, p.rss, p.gpu_mem
         for pid in batch.ended:
             row = self.procs.get(pid)
             if row is not None:

@@ -10,7 +10,7 @@ from PySide6.QtCore import QSettings, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QGridLayout, QGroupBox,
                                QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
-from gpuscope.app.launch_checks import fork_warning
+from gpuscope.app.launch_checks import default_python, fork_warning
 from gpuscope.app.settings import get_json, push_recent, set_json
 from gpuscope.errors import UserError
 from gpuscope.spec import LAUNCHERS, START_METHOD_HELP, START_METHODS, NsysOptions, RunSpec
@@ -68,7 +68,7 @@ class QtLaunchPanel(QWidget):
         self.args = QLineEdit(placeholderText="arguments for the script (shell quoting)")
         self.cwd = QLineEdit(placeholderText="(the script's folder)")
         self.browse_cwd = QPushButton("…")
-        self.python = QLineEdit(placeholderText=sys.executable)
+        self.python = QLineEdit(placeholderText=default_python())
         self.python.setToolTip("Interpreter: this one by default, or another virtualenv's bin/python")
         self.browse_python = QPushButton("…")
         self.method = _narrow(QComboBox(), 10)
@@ -200,7 +200,7 @@ class QtLaunchPanel(QWidget):
         nsys = NsysOptions(enabled=self.nsys.isChecked(),
                            trace=tuple(t for t, box in self.traces.items() if box.isChecked()),
                            trace_fork=fork)
-        return RunSpec(script=script, args=args, cwd=cwd, python=self.python.text().strip() or None,
+        return RunSpec(script=script, args=args, cwd=cwd, python=self.python.text().strip() or default_python(),
                        start_method=self.method.currentData(), launcher=self.launcher.currentText(),
                        nproc=self.nproc.value(), annotate=annotate, nsys=nsys).validated()
 

@@ -170,7 +170,8 @@ class QtLiveView(QWidget):
         self._drawn_version = self.model.version
         last = self.model.last_t
         x_min = None if self.window_s is None else max(0.0, last - self.window_s)
-        x_max = max(last, MIN_SPAN_S)   # the data fills the width until the window is full
+        # rolling: the data fills the width until the window is full; whole run: exactly the run
+        x_max = max(last, MIN_SPAN_S if self.window_s is not None else 0.5)
         for name, plot in self.plots.items():
             width = max(100, int(plot.item.getViewBox().width()))
             top = 0.0

@@ -323,7 +323,7 @@ class MainWindow(QMainWindow):
         (self.show_error if result.status == "error" else self.show_status)(line)
         self.live.set_elapsed(self.controller.elapsed(), result.status)
         self.history.refresh()
-        self.load_report(result.run_dir, switch=False)
+        self.load_report(result.run_dir, switch=False, quiet=True)
 
     def _run_failed(self, text: str) -> None:
         self.tick()
@@ -372,8 +372,11 @@ class MainWindow(QMainWindow):
         if path:
             self.load_report(path, switch=True)
 
-    def load_report(self, path: str | Path, switch: bool = True) -> None:
-        """Load a .nsys-rep / .sqlite / run folder off the GUI thread, then show it."""
+    def load_report(self, path: str | Path, switch: bool = True, quiet: bool = False) -> None:
+        """Load a .nsys-rep / .sqlite / run folder off the GUI thread, then show it.
+
+        ``quiet``: a failure is a status line, not a dialog (the report that follows a run: a run
+        stopped before Python started has no timeline, which is no surprise)."""
         from_run = Path(path).is_dir()
 
         def work(task: workers.Task) -> Any:
@@ -397,7 +400,10 @@ class MainWindow(QMainWindow):
 
         def failed(text: str) -> None:
             self._report_task = None
-            self.show_error(text)
+            if quiet:
+                self.show_status(f"no timeline: {text}")
+            else:
+                self.show_error(text)
             self.sigReportFailed.emit(text)
 
         if self._report_task is not None:
