@@ -15,16 +15,14 @@ from typing import Any
 
 import numpy as np
 from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPainter, QPen
+from PySide6.QtGui import QColor, QPainter, QPen
 from PySide6.QtWidgets import QScrollBar, QSizePolicy, QToolTip, QWidget
 
 from gpuscope.app import timeline_lod as L
 from gpuscope.app import timeline_text as TT
-from gpuscope.app.qt_timeline_paint import RowPainter
+from gpuscope.app.qt_timeline_paint import AXIS_H, GUTTER, RowPainter, paint_axis, paint_gutter
 from gpuscope.trace import timeline as T
 
-GUTTER = 200       # px of lane labels on the left
-AXIS_H = 24        # px of the time axis on top
 ROW_H = 18
 PROC_H = 22
 LANE_GAP = 4
@@ -98,6 +96,14 @@ class QtTimeline(QWidget):
     @property
     def timeline(self) -> T.Timeline | None:
         return self._layout.timeline if self._layout is not None else None
+
+    @property
+    def ns_per_px(self) -> float:
+        return self._nspp
+
+    @property
+    def scroll_y(self) -> int:
+        return self._scroll_y
 
     def content_height(self) -> int:
         """Pixels the axis and all lanes need."""
@@ -290,8 +296,8 @@ class QtTimeline(QWidget):
                 p.drawText(self.rect(), Qt.AlignCenter, "No timeline: open a report or run with nsys")
                 return
             self._paint_rows(p)
-            self._paint_gutter(p)
-            self._paint_axis(p)
+            paint_gutter(self, p, self._visible_slots())
+            paint_axis(self, p)
         finally:
             p.end()
         self.last_paint_ms = (time.perf_counter() - started) * 1000.0
@@ -340,65 +346,6 @@ class QtTimeline(QWidget):
                 p.setBrush(Qt.NoBrush)
                 p.drawRect(QRectF(x0 - 1, y, max(x1 - x0, 1) + 2, s.h))
                 return
-
-    def _paint_gutter(self, p: QPainter) -> None:
-        p.fillRect(QRectF(0, AXIS_H, GUTTER, self.height()), QColor(240, 241, 244))
-        p.setPen(QColor(200, 200, 205))
-        p.drawLine(GUTTER - 1, AXIS_H, GUTTER - 1, self.height())
-        bold = QFont(self.font())
-        bold.setBold(True)
-        fm_bold, fm = QFontMetrics(bold), QFontMetrics(self.font())
-        mixed = self._layout.mixed_sources if self._layout else False
-        for s in self._visible_slots():
-            y = AXIS_H + s.y - self._scroll_y
-            if s.row is None:
-                p.setFont(bold)
-                p.setPen(QColor(30, 40, 60))
-                text = fm_bold.elidedText(s.block.label, Qt.ElideMiddle, GUTTER - 8)
-                p.drawText(QRectF(4, y, GUTTER - 8, s.h), Qt.AlignVCenter | Qt.AlignLeft, text)
-                if not s.block.lanes:
-                    p.setFont(self.font())
-                    p.setPen(QColor(120, 120, 120))
-                    p.drawText(QRectF(GUTTER + 6, y, self.plot_width(), s.h), Qt.AlignVCenter,
-                               "no ranges recorded for this process")
-                continue
-            if s.depth != 0 or s.lane is None:
-                continue
-            p.setFont(self.font())
-            badge = mixed and s.lane.source == T.SOURCE_GPUSCOPE and s.lane.kind == L.KIND_NVTX
-            label = s.lane.label
-            room = GUTTER - 16 - (62 if badge else 0)
-            p.setPen(QColor(60, 60, 70))
-            p.drawText(QRectF(12, y, room, s.h), Qt.AlignVCenter | Qt.AlignLeft,
-                       fm.elidedText(label, Qt.ElideRight, room))
-            if badge:
-                self._badge(p, GUTTER - 66, y + 2, "gpuscope")
-
-    def _badge(self, p: QPainter, x: float, y: float, text: str) -> None:
-        r = QRectF(x, y, 60, ROW_H - 4)
-        p.setPen(Qt.NoPen)
-        p.setBrush(QColor(255, 214, 102))
-        p.drawRoundedRect(r, 3, 3)
-        p.setPen(QColor(90, 60, 0))
-        p.drawText(r, Qt.AlignCenter, text)
-
-    def _paint_axis(self, p: QPainter) -> None:
-        w = self.width()
-        p.fillRect(QRectF(0, 0, w, AXIS_H), QColor(228, 230, 235))
-        t0, t1 = self.view_range()
-        step = TT.nice_step(self._nspp * 110)
-        first = np.ceil(t0 / step) * step
-        p.setPen(QColor(80, 80, 90))
-        t = first
-        while t <= t1:
-            x = GUTTER + (t - t0) / self._nspp
-            p.drawLine(QPointF(x, AXIS_H - 6), QPointF(x, AXIS_H))
-            label = TT.tick_label(t, step)
-            if x + 3 + p.fontMetrics().horizontalAdvance(label) < w:
-                p.drawText(QRectF(x + 3, 0, 120, AXIS_H - 4), Qt.AlignVCenter | Qt.AlignLeft, label)
-            t += step
-        p.drawText(QRectF(4, 0, GUTTER - 8, AXIS_H), Qt.AlignVCenter | Qt.AlignLeft,
-                   f"view {TT.fmt_ns(t1 - t0)}")
 
     # ----------------------------------------------------------------- input
 

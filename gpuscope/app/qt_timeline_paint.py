@@ -17,8 +17,11 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QImage, QPainter, QPolygonF
 
 from gpuscope.app import timeline_lod as L
+from gpuscope.app import timeline_text as TT
 from gpuscope.trace import timeline as T
 
+GUTTER = 200       # px of lane labels on the left
+AXIS_H = 24        # px of the time axis on top
 _LEFT_MIDDLE = Qt.AlignVCenter | Qt.AlignLeft
 LABEL_MIN_PX = 36      # label a bar when it is at least this wide
 DENSE_ALPHA = 170      # merged runs are drawn a little lighter than single items
@@ -166,3 +169,72 @@ def _fill(line: np.ndarray, left: np.ndarray, right: np.ndarray, colors: np.ndar
         return
     starts = np.repeat(a - (np.cumsum(lengths) - lengths), lengths)
     line[np.arange(total) + starts] = np.repeat(colors.astype(np.uint32), lengths)
+
+
+# --------------------------------------------------------------------------- gutter and axis
+
+def paint_gutter(view, p: QPainter, slots: list) -> None:  # view: QtTimeline
+    """Process headers and lane labels (with a gpuscope badge) left of the rows."""
+    p.fillRect(QRectF(0, AXIS_H, GUTTER, view.height()), QColor(240, 241, 244))
+    p.setPen(QColor(200, 200, 205))
+    p.drawLine(GUTTER - 1, AXIS_H, GUTTER - 1, view.height())
+    bold = QFont(view.font())
+    bold.setBold(True)
+    fm_bold, fm = QFontMetrics(bold), QFontMetrics(view.font())
+    mixed = view.layout_model.mixed_sources if view.layout_model else False
+    for s in slots:
+        y = AXIS_H + s.y - view.scroll_y
+        if s.row is None:
+            p.setFont(bold)
+            p.setPen(QColor(30, 40, 60))
+            text = fm_bold.elidedText(s.block.label, Qt.ElideRight, GUTTER - 8)
+            p.drawText(QRectF(4, y, GUTTER - 8, s.h), _LEFT_MIDDLE, text)
+            # the whole name in the process's band (the gutter may have cut it)
+            band = f"{s.block.full_name or s.block.label} (pid {s.block.pid})"
+            if not s.block.lanes:
+                band += ": no ranges recorded for this process"
+            p.setFont(view.font())
+            p.setPen(QColor(110, 115, 125))
+            p.drawText(QRectF(GUTTER + 6, y, view.plot_width() - 12, s.h), _LEFT_MIDDLE,
+                       fm.elidedText(band, Qt.ElideRight, view.plot_width() - 12))
+            continue
+        if s.depth != 0 or s.lane is None:
+            continue
+        p.setFont(view.font())
+        badge = mixed and s.lane.source == T.SOURCE_GPUSCOPE and s.lane.kind == L.KIND_NVTX
+        label = s.lane.label
+        room = GUTTER - 16 - (62 if badge else 0)
+        p.setPen(QColor(60, 60, 70))
+        p.drawText(QRectF(12, y, room, s.h), _LEFT_MIDDLE,
+                   fm.elidedText(label, Qt.ElideRight, room))
+        if badge:
+            _badge(p, GUTTER - 66, y + 2, s.h - 4, "gpuscope")
+
+
+def _badge(p: QPainter, x: float, y: float, h: float, text: str) -> None:
+    r = QRectF(x, y, 60, h)
+    p.setPen(Qt.NoPen)
+    p.setBrush(QColor(255, 214, 102))
+    p.drawRoundedRect(r, 3, 3)
+    p.setPen(QColor(90, 60, 0))
+    p.drawText(r, Qt.AlignCenter, text)
+
+
+def paint_axis(view, p: QPainter) -> None:  # view: QtTimeline
+    """The time axis on top: 1-2-5 ticks about 110 px apart, labels that fit."""
+    w = view.width()
+    p.fillRect(QRectF(0, 0, w, AXIS_H), QColor(228, 230, 235))
+    t0, t1 = view.view_range()
+    step = TT.nice_step(view.ns_per_px * 110)
+    first = np.ceil(t0 / step) * step
+    p.setPen(QColor(80, 80, 90))
+    t = first
+    while t <= t1:
+        x = GUTTER + (t - t0) / view.ns_per_px
+        p.drawLine(QPointF(x, AXIS_H - 6), QPointF(x, AXIS_H))
+        label = TT.tick_label(t, step)
+        if x + 3 + p.fontMetrics().horizontalAdvance(label) < w:
+            p.drawText(QRectF(x + 3, 0, 120, AXIS_H - 4), _LEFT_MIDDLE, label)
+        t += step
+    p.drawText(QRectF(4, 0, GUTTER - 8, AXIS_H), _LEFT_MIDDLE,
+               f"view {TT.fmt_ns(t1 - t0)}")

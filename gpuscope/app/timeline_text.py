@@ -55,44 +55,56 @@ def range_details(layout: L.TimelineLayout, lane: L.Lane, row: L.Row | None, pos
     """Everything the timeline knows about one item: an NVTX range, a kernel, a memory operation,
     or (``row`` None) an NVTX mark."""
     tl = layout.timeline
-    if row is None:   # an NVTX mark (pos indexes lane.marks)
-        mk = tl.marks
-        i = int(lane.mark_ref[pos])
-        return {"kind": "mark", "index": i, "name": tl.name(mk.name_id[i]) or "(unnamed mark)",
-                "start_ns": int(mk.start_ns[i]), "end_ns": int(mk.start_ns[i]), "duration_ns": 0,
-                "pid": int(mk.pid[i]), "process": tl.process_name(int(mk.pid[i])), "tid": int(mk.tid[i]),
-                "thread": lane.label, "source": T.SOURCE_NAMES[int(mk.source[i])],
-                "domain": domains.get((int(mk.pid[i]), int(mk.domain_id[i]))),
-                "color": _hex(int(mk.color[i])) if mk.color[i] else None}
+    if row is None:   # pos indexes lane.marks
+        return _mark(tl, lane, int(lane.mark_ref[pos]), domains)
     i = int(row.ref[pos])
     if lane.kind == L.KIND_NVTX:
-        r = tl.ranges
-        flags = int(r.flags[i])
-        return {
-            "kind": "nvtx", "index": i, "name": tl.name(r.name_id[i]) or "(unnamed)",
-            "start_ns": int(r.start_ns[i]), "end_ns": int(r.end_ns[i]),
-            "duration_ns": int(r.end_ns[i] - r.start_ns[i]), "pid": int(r.pid[i]),
-            "process": tl.process_name(int(r.pid[i])), "tid": int(r.tid[i]), "thread": lane.label,
-            "depth": int(r.depth[i]), "source": T.SOURCE_NAMES[int(r.source[i])],
-            "style": T.STYLE_NAMES[int(r.style[i])],
-            "domain": domains.get((int(r.pid[i]), int(r.domain_id[i]))),
-            "color": _hex(int(row.color[pos])),
-            "end_missing": bool(flags & T.FLAG_END_MISSING),
-            "ended_on_tid": int(r.end_tid[i]) if flags & T.FLAG_OTHER_THREAD else None,
-        }
+        return _nvtx(tl, lane, i, int(row.color[pos]), domains)
     if row.is_memop is not None and row.is_memop[pos]:
-        m = tl.memops
-        return {"kind": "memop", "index": i, "name": tl.name(m.name_id[i]) or "memory operation",
-                "start_ns": int(m.start_ns[i]), "end_ns": int(m.end_ns[i]),
-                "duration_ns": int(m.end_ns[i] - m.start_ns[i]), "pid": int(m.pid[i]),
-                "process": tl.process_name(int(m.pid[i])), "device": int(m.device[i]),
-                "stream": int(m.stream[i]), "bytes": int(m.bytes[i]), "source": "nsys",
-                "correlation": int(m.correlation[i])}
+        return _memop(tl, i)
+    return _kernel(tl, i)
+
+
+def _timing(start: int, end: int, pid: int, tl: T.Timeline) -> dict[str, Any]:
+    return {"start_ns": start, "end_ns": end, "duration_ns": end - start, "pid": pid,
+            "process": tl.process_name(pid)}
+
+
+def _nvtx(tl: T.Timeline, lane: L.Lane, i: int, color: int, domains: dict) -> dict[str, Any]:
+    r = tl.ranges
+    flags = int(r.flags[i])
+    return {"kind": "nvtx", "index": i, "name": tl.name(r.name_id[i]) or "(unnamed)",
+            **_timing(int(r.start_ns[i]), int(r.end_ns[i]), int(r.pid[i]), tl),
+            "tid": int(r.tid[i]), "thread": lane.label, "depth": int(r.depth[i]),
+            "source": T.SOURCE_NAMES[int(r.source[i])], "style": T.STYLE_NAMES[int(r.style[i])],
+            "domain": domains.get((int(r.pid[i]), int(r.domain_id[i]))), "color": _hex(color),
+            "end_missing": bool(flags & T.FLAG_END_MISSING),
+            "ended_on_tid": int(r.end_tid[i]) if flags & T.FLAG_OTHER_THREAD else None}
+
+
+def _mark(tl: T.Timeline, lane: L.Lane, i: int, domains: dict) -> dict[str, Any]:
+    mk = tl.marks
+    t = int(mk.start_ns[i])
+    return {"kind": "mark", "index": i, "name": tl.name(mk.name_id[i]) or "(unnamed mark)",
+            **_timing(t, t, int(mk.pid[i]), tl), "tid": int(mk.tid[i]), "thread": lane.label,
+            "source": T.SOURCE_NAMES[int(mk.source[i])],
+            "domain": domains.get((int(mk.pid[i]), int(mk.domain_id[i]))),
+            "color": _hex(int(mk.color[i])) if mk.color[i] else None}
+
+
+def _memop(tl: T.Timeline, i: int) -> dict[str, Any]:
+    m = tl.memops
+    return {"kind": "memop", "index": i, "name": tl.name(m.name_id[i]) or "memory operation",
+            **_timing(int(m.start_ns[i]), int(m.end_ns[i]), int(m.pid[i]), tl),
+            "device": int(m.device[i]), "stream": int(m.stream[i]), "bytes": int(m.bytes[i]),
+            "source": "nsys", "correlation": int(m.correlation[i])}
+
+
+def _kernel(tl: T.Timeline, i: int) -> dict[str, Any]:
     k = tl.kernels
     return {"kind": "kernel", "index": i, "name": tl.name(k.name_id[i]) or "(kernel)",
-            "short_name": tl.name(k.short_name_id[i]), "start_ns": int(k.start_ns[i]),
-            "end_ns": int(k.end_ns[i]), "duration_ns": int(k.end_ns[i] - k.start_ns[i]),
-            "pid": int(k.pid[i]), "process": tl.process_name(int(k.pid[i])),
+            "short_name": tl.name(k.short_name_id[i]),
+            **_timing(int(k.start_ns[i]), int(k.end_ns[i]), int(k.pid[i]), tl),
             "device": int(k.device[i]), "stream": int(k.stream[i]), "context": int(k.context[i]),
             "grid": [int(v) for v in np.asarray(k.grid[i]).ravel()],
             "block": [int(v) for v in np.asarray(k.block[i]).ravel()],
