@@ -102,3 +102,24 @@ def test_bad_script_is_one_line_error_and_no_run(qtbot, tmp_path):
     w.panel.set_script("")
     w.panel.run_button.click()
     assert w.last_error == "choose a script to run"
+
+
+@pytest.mark.torch
+def test_torchrun_ranks_in_the_process_tree(qtbot, gpuscope_home):
+    pytest.importorskip("torch")
+    w = make_window(qtbot)
+    fill(w, "ddp_tiny.py", "", "default")
+    w.panel.launcher.setCurrentText("torchrun")
+    w.panel.nproc.setValue(2)
+    with qtbot.waitSignal(w.controller.sigStarted, timeout=60_000):
+        w.panel.run_button.click()
+    qtbot.waitUntil(lambda: sorted(r.rank for r in w.model.procs.values() if r.rank is not None) == [0, 1],
+                    timeout=90_000)
+    w.tree.refresh()
+    ranks = sorted(item.text(2) for item in w.tree.items.values() if item.text(2))
+    assert ranks == ["0", "1"]
+    qtbot.waitUntil(lambda: w.last_result is not None, timeout=120_000)
+    assert w.last_result.status == "exited", w.console.plain_text()[-2000:]
+    assert "rank 0 sum 3.0" in w.console.plain_text() and "rank 1 sum 3.0" in w.console.plain_text()
+    assert run_processes(gpuscope_home) == []
+    wait_report(qtbot, w)
