@@ -185,7 +185,9 @@ class QtCleanup(QWidget):
         self._connect = connect
         self._scanner = None
         self._conn = None
-        self._task: workers.Task | None = None
+        self._task: workers.Task | None = None      # the user's: a listing or a clean-up
+        self._observer: workers.Task | None = None  # background observation (uses the scanner)
+        self._refresh_pending = False
         self.confirm_box: QMessageBox | None = None
         self.result: m.ScanResult | None = None
         self.last_results: list[m.ActionResult] = []
@@ -262,23 +264,33 @@ class QtCleanup(QWidget):
 
     @property
     def busy(self) -> bool:
+        """A listing or a clean-up is running (background observations do not count)."""
         return self._task is not None
 
     def refresh(self) -> None:
-        """List suspects again (off the GUI thread)."""
-        if self.busy:
+        """List suspects again (off the GUI thread); after a running observation if there is one."""
+        if self._task is not None:
+            return
+        if self._observer is not None:     # the scanner is not thread-safe: list right after it
+            self._refresh_pending = True
             return
         self.state.setText("Looking for leftovers…")
         self._submit(lambda task: self._ensure().scan(), self._listed, "cleanup scan")
 
     def _observe(self) -> None:
-        if self.busy or self._scanner is None or not self.isVisible():
+        if self._task is not None or self._observer is not None or self._scanner is None \
+                or not self.isVisible():
             return
-        self._submit(lambda task: (self._scanner.observe(), None)[1], self._observed, "cleanup observe")
+        self._observer = workers.submit(lambda task: (self._scanner.observe(), None)[1],
+                                        on_done=self._observed, on_error=self._observed,
+                                        label="cleanup observe")
 
     def _observed(self, _: Any) -> None:
-        self._task = None
-        self._update_buttons()
+        """An observation ended (a failed one only costs that sample's evidence)."""
+        self._observer = None
+        if self._refresh_pending:
+            self._refresh_pending = False
+            self.refresh()
 
     def _listed(self, result: m.ScanResult) -> None:
         self._task = None

@@ -157,3 +157,16 @@ def test_rows_gpuscope_may_not_touch_cannot_be_checked(qtbot, view, reaper):
         checkable = bool(view.model.flags(view.model.index(r, 0)) & Qt.ItemIsUserCheckable)
         assert checkable == (bool(x.actions) and x.identity is not None and not x.blocked)
     assert "GPU checks skipped" in view.notes.text()
+
+
+def test_refresh_during_a_background_observation_runs_right_after_it(qtbot, leaked_shm):
+    v = QtCleanup(use_gpu=False, idle_window_s=0, shm_min_age_s=0, observe_every_ms=20)
+    qtbot.addWidget(v)
+    v.show()
+    _refresh(qtbot, v)                                 # the scanner exists: observations start
+    qtbot.waitUntil(lambda: v._observer is not None, timeout=5000)
+    with qtbot.waitSignal(v.sigRefreshed, timeout=WAIT_MS) as sig:
+        v.refresh()                                    # not dropped, not concurrent
+    assert sig.args[0].by_shm(leaked_shm) is not None
+    v.close()
+    assert workers.wait_all(30_000)
