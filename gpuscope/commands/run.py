@@ -39,7 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--nsys-fork", choices=("auto", "on", "off"), default="auto",
                    help="--trace-fork-before-exec (auto: on for fork runs)")
     g.add_argument("--nsys-timeout", type=float, default=NsysOptions.timeout_s,
-                   help="limit in seconds for each nsys step after the run")
+                   help="limit in seconds for nsys after the program ended: finishing the recording, "
+                        "importing and exporting it together")
     p.add_argument("script", help="the Python script to run")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
 

@@ -220,7 +220,7 @@ def _libc_exit():
 def _under_nsys():
     """Recorded by `gpuscope run --nsys`, and nsys traces this process (fork children: only with
     fork tracing)."""
-    if os.environ.get("GPUSCOPE_NSYS") != "1":
+    if os.environ.get("GPUSCOPE_UNDER_NSYS") != "1":
         return False
     return not STATE.info.get("forked") or os.environ.get("GPUSCOPE_NSYS_FORK") == "1"
 

@@ -103,7 +103,7 @@ class Run:
 
             # Pool workers ended by SIGTERM, and fork children (which end with os._exit), exit
             # through C exit() so nsys flushes their ranges (gpuscope/inject/mpwrap.py).
-            env["GPUSCOPE_NSYS"] = "1"
+            env["GPUSCOPE_UNDER_NSYS"] = "1"
             if self.spec.nsys.fork_tracing(self.spec.start_method):
                 env["GPUSCOPE_NSYS_FORK"] = "1"
             self._nsys_session = record.prepare(self.spec, self.run_dir, argv, env)
