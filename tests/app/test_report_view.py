@@ -14,6 +14,7 @@ from PySide6.QtCore import Qt
 
 from gpuscope.app import workers
 from gpuscope.app.qt_report_view import QtReportView
+from gpuscope.app.qt_timeline import GUTTER
 from gpuscope.trace import timeline as T
 from tests.app.timeline_support import (gpuscope_report_json, gpuscope_run, nsys_available, save_shot,
                                         write_workload)
@@ -172,6 +173,21 @@ def test_nsys_fork_run_banner_explains_missed_child_and_offers_fix(qtbot, view, 
     gs_lanes = {ln.pid for b in lay.processes for ln in b.lanes if ln.source == T.SOURCE_GPUSCOPE}
     assert gs_lanes == {p.pid for p in missing}
     assert_tables_match_cli(view, gpuscope_report_json(run["run_dir"]))
+    # gpuscope's own records are hatched: a bar of one colour shows two colours
+    tl = view.timeline.timeline
+    gs = np.flatnonzero(tl.ranges.source == T.SOURCE_GPUSCOPE)
+    i = int(gs[np.argmax(tl.ranges.end_ns[gs] - tl.ranges.start_ns[gs])])
+    view.timeline.set_view(float(tl.ranges.start_ns[i]), float(tl.ranges.end_ns[i]))
+    pt = view.timeline.position_of("nvtx", i).toPoint()
+    img = view.timeline.grab().toImage()
+    hatched = {img.pixel(pt.x() + dx, pt.y() + dy) for dx in range(-12, 12) for dy in (-3, 0, 3)}
+    assert len(hatched) >= 2
+    nv = int(np.flatnonzero(tl.ranges.source == T.SOURCE_NSYS)[0])
+    view.timeline.set_view(float(tl.ranges.start_ns[nv]), float(tl.ranges.end_ns[nv]))
+    pt = view.timeline.position_of("nvtx", nv).toPoint()
+    x = int(GUTTER + view.timeline.plot_width() * 0.85)     # clear of the label on the left
+    img = view.timeline.grab().toImage()
+    assert len({img.pixel(x + dx, pt.y() + dy) for dx in range(-12, 12) for dy in (-3, 0, 3)}) == 1
     save_shot(view.banner, "timeline-coverage-banner.png", tmp_path)
     view.grab().save(str(tmp_path / "report-nsys-fork.png"))
 
