@@ -52,3 +52,17 @@ def default_python() -> str:
     if getattr(sys, "frozen", False) or os.environ.get("GPUSCOPE_FROZEN"):
         return shutil.which("python3") or shutil.which("python") or "python3"
     return sys.executable
+
+
+def fix_changes(fix: str) -> dict[str, str]:
+    """Launch-panel changes for a report's fix line (the Report tab's "Apply fix to next run").
+
+    The least invasive change the text names: nsys's fork tracing if it is mentioned (keeps the
+    start method), else the spawn start method; ``{}`` when the fix needs a human (a version pin).
+    """
+    text = fix.lower()
+    if "--trace-fork-before-exec" in text:
+        return {"nsys": "on", "nsys_fork": "on"}
+    if "spawn" in text:
+        return {"start_method": "spawn"}
+    return {}

@@ -10,7 +10,7 @@ from PySide6.QtCore import QSettings, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QGridLayout, QGroupBox,
                                QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
-from gpuscope.app.launch_checks import default_python, fork_warning
+from gpuscope.app.launch_checks import default_python, fix_changes, fork_warning
 from gpuscope.app.settings import get_json, push_recent, set_json
 from gpuscope.errors import UserError
 from gpuscope.spec import LAUNCHERS, START_METHOD_HELP, START_METHODS, NsysOptions, RunSpec
@@ -211,6 +211,19 @@ class QtLaunchPanel(QWidget):
             self.sigError.emit(str(exc))
             return
         self.sigRun.emit(spec)
+
+    def apply_fix(self, fix: str) -> str:
+        """Apply a report's fix to the fields; returns what changed (one line, for the status bar)."""
+        changes = fix_changes(fix)
+        if "start_method" in changes:
+            self.method.setCurrentIndex(self.method.findData(changes["start_method"]))
+        if changes.get("nsys") == "on":
+            self.nsys.setChecked(True)
+        if "nsys_fork" in changes:
+            self.fork.setCurrentIndex(self.fork.findData(changes["nsys_fork"]))
+        if not changes:
+            return f"no automatic change for this fix; do it by hand: {fix}"
+        return "next run: " + ", ".join(f"{k.replace('_', ' ')} = {v}" for k, v in changes.items())
 
     # -- settings -------------------------------------------------------------------------------
     def load(self, s: QSettings) -> None:

@@ -212,6 +212,8 @@ class MainWindow(QMainWindow):
             view.sigError.connect(self._report_view_failed)
         if hasattr(view, "sigLoaded"):
             view.sigLoaded.connect(self._report_shown)
+        if hasattr(view, "sigFixRequested"):
+            view.sigFixRequested.connect(self.apply_fix)
         return view
 
     @property
@@ -417,6 +419,11 @@ class MainWindow(QMainWindow):
         if report is self._report_pending:
             self._report_pending = None
             self.sigReportLoaded.emit(report)
+
+    def apply_fix(self, fix: str) -> None:
+        """The Report tab's "Apply fix to next run": set the launch panel, show the Run tab."""
+        self.show_status(self.panel.apply_fix(fix))
+        self.tabs.setCurrentIndex(0)
 
     def _report_view_failed(self, text: str) -> None:
         self.show_error(text)

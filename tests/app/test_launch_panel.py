@@ -94,3 +94,17 @@ def test_drop_a_script_on_the_panel(qtbot):
                        Qt.KeyboardModifier.NoModifier)
     w.panel.dropEvent(event)
     assert w.panel.script.currentText() == script("flood.py")
+
+
+def test_apply_a_report_fix_to_the_next_run(qtbot):
+    w = make_window(qtbot)
+    p = w.panel
+    p.method.setCurrentIndex(p.method.findData("fork"))
+    w.apply_fix("if these are fork children, record with --trace-fork-before-exec=true and re-register NVTX "
+                "strings in the child (gpuscope does both for fork runs) or use spawn")
+    assert p.nsys.isChecked() and p.fork.currentData() == "on" and p.method.currentData() == "fork"
+    assert "nsys fork = on" in w.state_label.text() and w.tabs.currentIndex() == 0
+    w.apply_fix("use the spawn start method")
+    assert p.method.currentData() == "spawn"
+    w.apply_fix("pip install 'nvtx<0.2.12'")
+    assert "by hand" in w.state_label.text()

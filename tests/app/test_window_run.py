@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -123,3 +124,28 @@ def test_torchrun_ranks_in_the_process_tree(qtbot, gpuscope_home):
     assert "rank 0 sum 3.0" in w.console.plain_text() and "rank 1 sum 3.0" in w.console.plain_text()
     assert run_processes(gpuscope_home) == []
     wait_report(qtbot, w)
+
+
+@pytest.mark.nsys
+def test_nsys_run_through_the_window_matches_cli(qtbot, run_env, gpuscope_home):
+    from gpuscope.nsys.locate import list_installs
+
+    if not list_installs():
+        if os.environ.get("CI") == "true":
+            pytest.fail("no Nsight Systems install (scripts/provision_nsys.py)")
+        pytest.skip("no Nsight Systems install (scripts/provision_nsys.py)")
+    w = make_window(qtbot)
+    fill(w, "pool_spawn.py", "0.5", "spawn")
+    w.panel.nsys.setChecked(True)
+    with qtbot.waitSignal(w.controller.sigStarted, timeout=60_000):
+        w.panel.run_button.click()
+    wait_report(qtbot, w, timeout=180_000)
+    assert w.last_result.status == "exited", w.console.plain_text()[-2000:]
+    report = w.last_report
+    assert report.sqlite_path is not None and report.nsys_version
+    cli = subprocess.run([sys.executable, "-m", "gpuscope", "report", str(w.last_result.run_dir), "--json"],
+                         env=run_env, capture_output=True, timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    cli_counts = {r["name"]: r["count"] for r in json.loads(cli.stdout)["nvtx_summary"]}
+    assert cli_counts and cli_counts in table_counts(w.report_view)
+    assert run_processes(gpuscope_home) == []
