@@ -172,6 +172,16 @@ def provisioned_dirs() -> list[Path]:
     return sorted(dirs, key=lambda d: tuple(int(x) for x in re.findall(r"\d+", d.name)), reverse=True)
 
 
+def provisioned_installs() -> dict[str, NsysInstall]:
+    """Release ("2022.4") -> install, for every build scripts/provision_nsys.py unpacked."""
+    found: dict[str, NsysInstall] = {}
+    for d in provisioned_dirs():
+        inst = install_at(d / DEBIAN_TARGET / "nsys", "cache")
+        if inst:
+            found.setdefault(inst.release, inst)
+    return found
+
+
 def _candidates() -> list[tuple[str, str]]:
     cands: list[tuple[str, str]] = []
     on_path = shutil.which("nsys")

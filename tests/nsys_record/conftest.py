@@ -19,11 +19,7 @@ from tests.nsys_record.helpers import LAUNCHED, missing, nsys_machine_lock
 @pytest.fixture(scope="session")
 def provisioned() -> dict[str, locate.NsysInstall]:
     """release ("2022.4") -> install, for every provisioned build."""
-    found = {}
-    for d in locate.provisioned_dirs():
-        inst = locate.install_at(d / locate.DEBIAN_TARGET / "nsys", "cache")
-        if inst:
-            found[inst.release] = inst
+    found = locate.provisioned_installs()
     if not found:
         missing(f"no provisioned Nsight Systems under {locate.cache_dir() / 'nsys'}")
     return found

@@ -18,16 +18,7 @@ from tests.runs.helpers import gpuscope, script, summary
 pytestmark = pytest.mark.nsys
 
 
-def _installs() -> dict[str, locate.NsysInstall]:
-    found = {}
-    for d in locate.provisioned_dirs():
-        inst = locate.install_at(d / locate.DEBIAN_TARGET / "nsys", "cache")
-        if inst:
-            found[inst.release] = inst
-    return found
-
-
-INSTALLS = _installs()
+INSTALLS = locate.provisioned_installs()
 # The oldest and the newest provisioned builds: the fork behaviour differs most between them.
 CHOSEN = sorted(INSTALLS, key=lambda r: INSTALLS[r].version_tuple)
 CHOSEN = sorted({CHOSEN[0], CHOSEN[-1]}) if CHOSEN else ["missing"]
