@@ -250,7 +250,8 @@ class QtTimeline(QWidget):
         if kind == "mark":
             return self._mark_position(index)
         for s in self._slots:
-            if s.row is None or s.lane is None or (s.lane.kind == L.KIND_NVTX) != (kind == "nvtx"):
+            want = {"nvtx": L.KIND_NVTX, "cuda_api": L.KIND_API}.get(kind, L.KIND_GPU)
+            if s.row is None or s.lane is None or s.lane.kind != want:
                 continue
             hit = np.flatnonzero(s.row.ref == index)
             if s.lane.kind == L.KIND_GPU and s.row.is_memop is not None:

@@ -4,7 +4,8 @@ A :class:`TimelineLayout` turns a :class:`~gpuscope.trace.timeline.Timeline` int
 painter can draw quickly at any zoom:
 
 * one *lane* per (process, thread, source, style) for NVTX ranges, with one *row* per nesting
-  depth, and one lane per (process, device, stream) for kernels and memory operations;
+  depth; one lane per thread for its CUDA API calls; one lane per (process, device, stream) for
+  kernels and memory operations;
 * per row, the items sorted by start, with a running maximum of their ends (so the first item
   that reaches into a view is one ``searchsorted`` away);
 * per row, a pyramid of coarser levels: at level ``k`` neighbouring items shorter than
@@ -29,6 +30,7 @@ BASE_NS = 256          # g_0: level 1 merges items shorter than 1 µs (4 × 256 
 MAX_LEVELS = 24
 KIND_NVTX = "nvtx"
 KIND_GPU = "gpu"
+KIND_API = "cuda_api"
 PALETTE = (0xFF4E79A7, 0xFFF28E2B, 0xFFE15759, 0xFF76B7B2, 0xFF59A14F, 0xFFEDC948,
            0xFFB07AA1, 0xFFFF9DA7, 0xFF9C755F, 0xFF86BCB6)
 MEMOP_COLOR = 0xFFD37295
@@ -246,6 +248,26 @@ def nvtx_lanes(tl: T.Timeline) -> dict[int, list[Lane]]:
     return out
 
 
+def api_lanes(tl: T.Timeline) -> dict[int, list[Lane]]:
+    """CUDA runtime/driver API calls: one single-row lane per thread that made any."""
+    c = tl.cuda_api
+    out: dict[int, list[Lane]] = {}
+    if not len(c):
+        return out
+    colors = default_colors(c.name_id, np.zeros(len(c), np.uint32))
+    tnames = {(int(p), int(t)): tl.strings.get(int(n)) for p, t, n in
+              zip(tl.threads.pid, tl.threads.tid, tl.threads.name_id) if n >= 0}
+    order, heads, tails = _groups(c.pid.astype(np.int64), c.tid.astype(np.int64))
+    for h, t in zip(heads.tolist(), tails.tolist()):
+        idx = order[h:t]
+        pid, tid = int(c.pid[idx[0]]), int(c.tid[idx[0]])
+        lane = Lane(pid=pid, kind=KIND_API, label=f"{_thread_label(tl, pid, tid, tnames)} CUDA API", tid=tid,
+                    rows=[build_row(c.start_ns[idx], c.end_ns[idx], idx.astype(np.int64), colors[idx],
+                                    c.name_id[idx])])
+        out.setdefault(pid, []).append(lane)
+    return out
+
+
 def gpu_lanes(tl: T.Timeline) -> dict[int, list[Lane]]:
     """Kernel + memory-operation lanes per pid: one per (device, stream)."""
     k, m = tl.kernels, tl.memops
@@ -275,7 +297,7 @@ def gpu_lanes(tl: T.Timeline) -> dict[int, list[Lane]]:
 
 def _extent(tl: T.Timeline) -> tuple[int, int]:
     lo, hi = [], []
-    for tab in (tl.ranges, tl.kernels, tl.memops):
+    for tab in (tl.ranges, tl.kernels, tl.memops, tl.cuda_api):
         if len(tab):
             lo.append(int(tab.start_ns.min()))
             hi.append(int(tab.end_ns.max()))
@@ -312,17 +334,19 @@ def attach_marks(tl: T.Timeline, nv: dict[int, list[Lane]]) -> None:
 
 def build_layout(tl: T.Timeline) -> TimelineLayout:
     """Lanes of every process (ordered by first activity), with their pyramids."""
-    nv, gpu = nvtx_lanes(tl), gpu_lanes(tl)
+    nv, gpu, api = nvtx_lanes(tl), gpu_lanes(tl), api_lanes(tl)
     attach_marks(tl, nv)
-    pids = list(dict.fromkeys([*tl.processes.pid.tolist(), *nv, *gpu]))
+    pids = list(dict.fromkeys([*tl.processes.pid.tolist(), *nv, *gpu, *api]))
     first: dict[int, float] = {}
     for pid in pids:
-        starts = [lv.levels[0].start[0] for lane in nv.get(pid, []) + gpu.get(pid, [])
+        starts = [lv.levels[0].start[0] for lane in nv.get(pid, []) + gpu.get(pid, []) + api.get(pid, [])
                   for lv in lane.rows if len(lv.levels[0])]
         first[pid] = float(min(starts)) if starts else float("inf")
     blocks = []
     for pid in sorted(pids, key=lambda p: (first[p], p)):
-        lanes = sorted(nv.get(pid, []), key=lambda ln: (ln.tid != pid, ln.tid, ln.source, ln.style))
+        # per thread (main thread first): its NVTX lanes, then its CUDA API lane
+        lanes = sorted(nv.get(pid, []) + api.get(pid, []),
+                       key=lambda ln: (ln.tid != pid, ln.tid, ln.kind == KIND_API, ln.source, ln.style))
         blocks.append(ProcessBlock(pid=pid, label=_process_label(tl.process_name(pid), pid),
                                    lanes=lanes + gpu.get(pid, []), full_name=tl.process_name(pid)))
     srcs = np.unique(tl.ranges.source) if len(tl.ranges) else np.zeros(0)

@@ -60,6 +60,8 @@ def range_details(layout: L.TimelineLayout, lane: L.Lane, row: L.Row | None, pos
     i = int(row.ref[pos])
     if lane.kind == L.KIND_NVTX:
         return _nvtx(tl, lane, i, int(row.color[pos]), domains)
+    if lane.kind == L.KIND_API:
+        return _api(tl, lane, i)
     if row.is_memop is not None and row.is_memop[pos]:
         return _memop(tl, i)
     return _kernel(tl, i)
@@ -90,6 +92,13 @@ def _mark(tl: T.Timeline, lane: L.Lane, i: int, domains: dict) -> dict[str, Any]
             "source": T.SOURCE_NAMES[int(mk.source[i])],
             "domain": domains.get((int(mk.pid[i]), int(mk.domain_id[i]))),
             "color": _hex(int(mk.color[i])) if mk.color[i] else None}
+
+
+def _api(tl: T.Timeline, lane: L.Lane, i: int) -> dict[str, Any]:
+    c = tl.cuda_api
+    return {"kind": "cuda_api", "index": i, "name": tl.name(c.name_id[i]) or "(CUDA call)",
+            **_timing(int(c.start_ns[i]), int(c.end_ns[i]), int(c.pid[i]), tl), "tid": int(c.tid[i]),
+            "thread": lane.label, "correlation": int(c.correlation[i]), "source": "nsys"}
 
 
 def _memop(tl: T.Timeline, i: int) -> dict[str, Any]:

@@ -247,10 +247,14 @@ def test_kernels_of_a_real_export_get_stream_lanes_and_tables_match_cli(qtbot, v
                                                                      - tl.ranges.start_ns[mine].min()))
     report = _load(qtbot, view, full)
     assert len(report.timeline.kernels) == 60 and len(report.timeline.memops) == 15
+    assert len(report.timeline.cuda_api) == 60
     block = next(b for b in view.timeline.layout_model.processes if b.pid == main)
     gpu = [(ln.device, ln.stream) for ln in block.lanes if ln.kind == "gpu"]
     assert sorted(gpu) == [(d, s) for d in (0, 1) for s in (7, 8, 9)]
-    assert block.lanes[0].kind == "nvtx"                   # threads first, then GPU streams
+    kinds = [ln.kind for ln in block.lanes]
+    assert kinds[0] == "nvtx" and kinds.index("cuda_api") < kinds.index("gpu")   # threads, then streams
+    api = next(ln for ln in block.lanes if ln.kind == "cuda_api")
+    assert api.tid == main and len(api.rows) == 1 and len(api.rows[0].ref) == 60
     assert_tables_match_cli(view, gpuscope_report_json(str(full)))
     assert {"kernel", "memop"} <= set(view.summary.tables)
     k = int(np.argmax(report.timeline.kernels.end_ns - report.timeline.kernels.start_ns))
@@ -261,4 +265,11 @@ def test_kernels_of_a_real_export_get_stream_lanes_and_tables_match_cli(qtbot, v
         qtbot.mouseClick(view.timeline, Qt.LeftButton, pos=pt.toPoint())
     d = sig.args[0]
     assert d["kind"] == "kernel" and d["index"] == k and d["grid"] == [64, 1, 1] and d["block"] == [256, 1, 1]
+    c = int(np.flatnonzero(report.timeline.cuda_api.correlation == d["correlation"])[0])
+    api_call = report.timeline.cuda_api
+    view.timeline.set_view(float(api_call.start_ns[c]) - 1e5, float(api_call.end_ns[c]) + 1e5)
+    with qtbot.waitSignal(view.sigRangeSelected, timeout=2000) as sig:
+        qtbot.mouseClick(view.timeline, Qt.LeftButton, pos=view.timeline.position_of("cuda_api", c).toPoint())
+    assert sig.args[0]["kind"] == "cuda_api" and sig.args[0]["name"] == "cudaLaunchKernel_v7000"
+    assert sig.args[0]["correlation"] == d["correlation"]
     view.grab().save(str(tmp_path / "report-gpu-lanes.png"))

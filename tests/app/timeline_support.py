@@ -321,13 +321,14 @@ def full_export(rep: Path, out: Path) -> Path:
 
 
 def add_kernels(path: Path, pid: int, t0: int, span: int, n: int = 60) -> None:
-    """Insert ``n`` kernels (2 devices x 3 streams) and n/4 memcpys of ``pid`` between t0 and t0+span,
+    """Insert ``n`` kernels (2 devices x 3 streams), their launches (cudaLaunchKernel on the main
+    thread) and n/4 memcpys of ``pid`` between t0 and t0+span,
     through the export's own column names (this machine has no GPU to record real ones)."""
     import sqlite3
 
     conn = sqlite3.connect(path)
     base = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM StringIds").fetchone()[0]
-    for i, name in enumerate(KERNEL_NAMES):
+    for i, name in enumerate(KERNEL_NAMES + ["cudaLaunchKernel_v7000"]):
         conn.execute("INSERT INTO StringIds (id, value) VALUES (?, ?)", (base + i, name))
     gpid = (1 << 48) | (pid << 24)
     step = span // n
@@ -337,6 +338,9 @@ def add_kernels(path: Path, pid: int, t0: int, span: int, n: int = 60) -> None:
             "start": t, "end": t + step * 2 // 3, "deviceId": k % 2, "contextId": 1, "streamId": 7 + k % 3,
             "correlationId": k + 1, "globalPid": gpid, "demangledName": base + k % 3, "shortName": base + k % 3,
             "gridX": 64, "gridY": 1, "gridZ": 1, "blockX": 256, "blockY": 1, "blockZ": 1, "gridId": k})
+        _insert(conn, "CUPTI_ACTIVITY_KIND_RUNTIME", {
+            "start": t - step // 6, "end": t - step // 12, "eventClass": 0, "globalTid": gpid | pid,
+            "correlationId": k + 1, "nameId": base + 3, "returnValue": 0})
         if k % 4 == 0:
             _insert(conn, "CUPTI_ACTIVITY_KIND_MEMCPY", {
                 "start": t + step * 2 // 3, "end": t + step * 5 // 6, "deviceId": k % 2, "contextId": 1,
