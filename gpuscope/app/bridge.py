@@ -52,7 +52,10 @@ def to_gui(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
     """Call ``fn(*args, **kwargs)`` soon on the GUI thread (from any thread)."""
     if _relay is None:
         raise RuntimeError("bridge.install() was not called")
-    _relay.sigCall.emit(partial(fn, *args, **kwargs))
+    try:
+        _relay.sigCall.emit(partial(fn, *args, **kwargs))
+    except RuntimeError:   # the relay is gone: the app is shutting down, nobody is left to tell
+        pass
 
 
 class RunBridge(QObject):

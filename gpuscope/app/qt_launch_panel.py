@@ -85,17 +85,7 @@ class QtLaunchPanel(QWidget):
         self.launcher.addItems(list(LAUNCHERS))
         self.nproc = QSpinBox(minimum=1, maximum=512, value=2, prefix="nproc ")
         self.annotate = QLineEdit(placeholderText="module:function, module:Class.* (comma separated)")
-        self.nsys = QGroupBox("Record with Nsight Systems (nsys)", checkable=True, checked=False)
-        self.traces = {t: QCheckBox(t) for t in NSYS_TRACES}
-        for t in NsysOptions.trace:
-            self.traces[t].setChecked(True)
-        self.fork = _narrow(QComboBox(), 12)
-        for key, _, text in FORK_CHOICES:
-            self.fork.addItem(f"{key} ({text})", key)
-        self.fork.setToolTip("--trace-fork-before-exec: lets nsys see fork children (needed for fork pools)")
-        nsys_form = QFormLayout(self.nsys)
-        nsys_form.addRow("trace", _grid(list(self.traces.values()), 3))
-        nsys_form.addRow("fork children", self.fork)
+        self._build_nsys()
         self.run_button = QPushButton("▶ Run")
         self.run_button.setDefault(True)
         self.stop_button = QPushButton("■ Stop")
@@ -116,6 +106,19 @@ class QtLaunchPanel(QWidget):
         outer.addWidget(self.nsys)
         outer.addWidget(_row(self.run_button, self.stop_button))
         outer.addStretch(1)
+
+    def _build_nsys(self) -> None:
+        self.nsys = QGroupBox("Record with Nsight Systems (nsys)", checkable=True, checked=False)
+        self.traces = {t: QCheckBox(t) for t in NSYS_TRACES}
+        for t in NsysOptions.trace:
+            self.traces[t].setChecked(True)
+        self.fork = _narrow(QComboBox(), 12)
+        for key, _, text in FORK_CHOICES:
+            self.fork.addItem(f"{key} ({text})", key)
+        self.fork.setToolTip("--trace-fork-before-exec: lets nsys see fork children (needed for fork pools)")
+        nsys_form = QFormLayout(self.nsys)
+        nsys_form.addRow("trace", _grid(list(self.traces.values()), 3))
+        nsys_form.addRow("fork children", self.fork)
 
     def _connect(self) -> None:
         self.browse_script.clicked.connect(self._pick_script)

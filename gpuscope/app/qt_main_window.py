@@ -7,8 +7,7 @@ from typing import Any
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QFileDialog, QLabel, QMainWindow, QMessageBox, QProgressBar, QPushButton,
-                               QScrollArea, QSizePolicy, QSplitter, QTabWidget, QWidget)
+from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QScrollArea, QSplitter, QTabWidget, QWidget
 
 from gpuscope.app import bridge, workers
 from gpuscope.app.bridge import RunBridge
@@ -19,58 +18,13 @@ from gpuscope.app.qt_history import QtHistory
 from gpuscope.app.qt_launch_panel import QtLaunchPanel
 from gpuscope.app.qt_live_view import QtLiveView
 from gpuscope.app.qt_process_tree import QtProcessTree
-from gpuscope.app.run_controller import IDLE, RunController
+from gpuscope.app.qt_status import QtStatus
+from gpuscope.app.qt_tabs import make_cleanup_view, make_report_view
+from gpuscope.app.run_controller import IDLE, RunController, describe_result, probe_gpu
 from gpuscope.app.settings import open_settings
-from gpuscope.runs.status import ExitStatus
 
 TICK_MS = 100
 REPORT_FILTER = "Reports (*.nsys-rep *.sqlite);;Nsight Systems reports (*.nsys-rep);;SQLite exports (*.sqlite)"
-
-
-def _placeholder(text: str) -> QLabel:
-    label = QLabel(text, alignment=Qt.AlignmentFlag.AlignCenter, wordWrap=True)
-    label.setStyleSheet("color: #777; font-size: 12pt;")
-    return label
-
-
-def make_report_view() -> QWidget:
-    """The timeline/summary widget (gpuscope.app.qt_report_view), or a placeholder until it exists."""
-    try:
-        from gpuscope.app.qt_report_view import QtReportView
-    except ImportError:
-        return _placeholder("The timeline view is not available in this build.")
-    return QtReportView()
-
-
-def make_cleanup_view() -> QWidget:
-    try:
-        from gpuscope.app.qt_cleanup import QtCleanup
-    except ImportError:
-        return _placeholder("The cleanup view is not available in this build.")
-    return QtCleanup()
-
-
-def probe_gpu() -> str | None:
-    """None when NVML sees a GPU, else the reason (the GPU plots show it before any run)."""
-    from gpuscope.telemetry.gpu import open_backend
-
-    backend = open_backend()
-    try:
-        return None if backend.available else (backend.reason or "no NVIDIA GPU")
-    finally:
-        backend.close()
-
-
-def describe_result(result: Any) -> str:
-    """One status line for a finished run."""
-    exit_status: ExitStatus = result.exit
-    secs = (result.ended_ns - result.started_ns) / 1e9
-    line = f"run {result.run_id} {result.status} ({exit_status.describe()}) after {secs:.1f} s"
-    if result.error:
-        line += f"; {result.error}"
-    if result.left_running:
-        line += f"; {len(result.left_running)} process(es) still running (see Cleanup)"
-    return line
 
 
 class MainWindow(QMainWindow):
@@ -94,7 +48,6 @@ class MainWindow(QMainWindow):
         self.last_result: Any = None
         self.last_error: str | None = None
         self.show_dialogs = True
-        self._tasks: dict[workers.Task, str] = {}
         self._report_task: workers.Task | None = None
         self._report_pending: Any = None
         self._fit_timeline = False
@@ -143,21 +96,11 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.history, "History")
         self.tabs.addTab(QWidget(), "Cleanup")
         self.setCentralWidget(self.tabs)
-        self.state_label = QLabel("ready")
-        # long messages must not widen the window: the full text is in the tooltip
-        self.state_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.elapsed_label = QLabel("")
-        self.progress = QProgressBar(maximumWidth=160, textVisible=False)
-        self.progress.setRange(0, 0)
-        self.task_label = QLabel()
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.clicked.connect(self.cancel_tasks)
-        bar = self.statusBar()
-        bar.addWidget(self.state_label, 1)
-        for w in (self.task_label, self.progress, self.cancel_button):
-            bar.addPermanentWidget(w)
-            w.hide()
-        bar.addPermanentWidget(self.elapsed_label)
+        self.status = QtStatus(self.statusBar(), self.show_error)
+        # the status bar's widgets, by the names tests and scripted mode use
+        self.state_label, self.elapsed_label = self.status.state_label, self.status.elapsed_label
+        self.progress, self.task_label = self.status.progress, self.status.task_label
+        self.cancel_button = self.status.cancel_button
 
     def _build_menu(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
@@ -225,9 +168,7 @@ class MainWindow(QMainWindow):
     def show_error(self, text: str) -> None:
         """A one-line message in the status bar and, unless scripted, a dialog; never a traceback."""
         self.last_error = text
-        self.state_label.setText(f"⚠ {text}")
-        self.state_label.setToolTip(text)
-        self.state_label.setStyleSheet("color: #b03a2e;")
+        self.status.message(text, error=True)
         self.sigErrorShown.emit(text)
         if self.show_dialogs and self.isVisible():
             box = QMessageBox(QMessageBox.Icon.Warning, "gpuscope", text, QMessageBox.StandardButton.Ok, self)
@@ -235,9 +176,7 @@ class MainWindow(QMainWindow):
             box.open()
 
     def show_status(self, text: str) -> None:
-        self.state_label.setStyleSheet("")
-        self.state_label.setText(text)
-        self.state_label.setToolTip(text)
+        self.status.message(text)
 
     def _progress_line(self, text: str) -> None:
         self.console.append_text(f"gpuscope: {text}")
@@ -251,38 +190,10 @@ class MainWindow(QMainWindow):
     # -- long tasks -----------------------------------------------------------------------------
     def run_task(self, fn: Any, on_done: Any, label: str, on_error: Any = None) -> workers.Task:
         """Run ``fn(task)`` off the GUI thread with the status bar's progress and Cancel."""
-        holder: dict[str, workers.Task] = {}
-
-        def done(result: Any) -> None:
-            self._end_task(holder["t"])
-            on_done(result)
-
-        def failed(text: str) -> None:
-            self._end_task(holder["t"])
-            (on_error or self.show_error)(text)
-
-        holder["t"] = task = workers.submit(fn, on_done=done, on_error=failed, label=label,
-                                            on_progress=self.task_label.setText)
-        self._tasks[task] = label
-        self._show_tasks()
-        return task
-
-    def _end_task(self, task: workers.Task) -> None:
-        self._tasks.pop(task, None)
-        self._show_tasks()
-
-    def _show_tasks(self) -> None:
-        busy = bool(self._tasks)
-        self.task_label.setText(", ".join(self._tasks.values()) + "…" if busy else "")
-        for w in (self.task_label, self.progress, self.cancel_button):
-            w.setVisible(busy)
+        return self.status.run_task(fn, on_done, label, on_error)
 
     def cancel_tasks(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        self._tasks.clear()
-        self._show_tasks()
-        self.show_status("cancelled")
+        self.status.cancel_tasks()
 
     # -- runs -----------------------------------------------------------------------------------
     def start_run(self, spec: Any) -> None:
@@ -410,7 +321,7 @@ class MainWindow(QMainWindow):
 
         if self._report_task is not None:
             self._report_task.cancel()
-            self._end_task(self._report_task)
+            self.status.end_task(self._report_task)
         self._report_task = self.run_task(work, done, "loading report", on_error=failed)
 
     def _report_shown(self, report: Any) -> None:

@@ -16,6 +16,7 @@ from PySide6.QtCore import QObject, Signal
 
 from gpuscope.app import bridge, workers
 from gpuscope.app.bridge import RunBridge
+from gpuscope.runs.status import ExitStatus
 from gpuscope.spec import RunSpec
 
 IDLE, STARTING, RUNNING, STOPPING = "idle", "starting", "running", "stopping"
@@ -123,3 +124,26 @@ class RunController(QObject):
         if self.state in (RUNNING, STOPPING) and run is not None:
             self._set_state(STOPPING)
             run.stop()
+
+
+def probe_gpu() -> str | None:
+    """None when NVML sees a GPU, else the reason (the GPU plots show it before any run)."""
+    from gpuscope.telemetry.gpu import open_backend
+
+    backend = open_backend()
+    try:
+        return None if backend.available else (backend.reason or "no NVIDIA GPU")
+    finally:
+        backend.close()
+
+
+def describe_result(result: Any) -> str:
+    """One status line for a finished run."""
+    exit_status: ExitStatus = result.exit
+    secs = (result.ended_ns - result.started_ns) / 1e9
+    line = f"run {result.run_id} {result.status} ({exit_status.describe()}) after {secs:.1f} s"
+    if result.error:
+        line += f"; {result.error}"
+    if result.left_running:
+        line += f"; {len(result.left_running)} process(es) still running (see Cleanup)"
+    return line
