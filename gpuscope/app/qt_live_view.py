@@ -31,6 +31,17 @@ GPU_PLOTS = ("gpu_util", "gpu_mem")
 MIN_SPAN_S = 5.0
 
 
+def nice_top(value: float) -> float:
+    """The next 1, 2 or 5 x 10^k at or above ``value`` (a y-axis top that rarely changes)."""
+    if not value > 0:
+        return 1.0
+    power = 10.0 ** np.floor(np.log10(value))
+    for step in (1.0, 2.0, 5.0, 10.0):
+        if step * power >= value * (1 - 1e-9):
+            return step * power
+    return 10.0 * power
+
+
 def format_elapsed(seconds: float) -> str:
     s = int(seconds)
     return f"{s // 3600:d}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:d}:{s % 60:02d}"
@@ -60,6 +71,15 @@ class _Plot:
         self.item = item
         self.curves: dict[tuple[str, str, int], pg.PlotDataItem] = {}
         self.labels: dict[tuple[str, str, int], str] = {}
+        self.top = 0.0
+
+    def set_top(self, data_max: float) -> None:
+        """Move the y-axis top only to a new 1-2-5 step, and down only when the data fell below
+        a third of it: the axis (whose text is most of a repaint's cost) is redrawn rarely."""
+        top = nice_top(data_max * 1.05)
+        if top > self.top or top < self.top / 3:
+            self.top = top
+            self.item.setYRange(0.0, top, padding=0.0)
 
     def curve(self, ident: tuple[str, str, int], label: str) -> pg.PlotDataItem:
         c = self.curves.get(ident)
@@ -87,6 +107,7 @@ class _Plot:
         self.legend.setVisible(False)
         self.curves.clear()
         self.labels.clear()
+        self.top = 0.0
 
 
 class QtLiveView(QWidget):
@@ -182,7 +203,7 @@ class QtLiveView(QWidget):
                 if len(y):
                     top = max(top, float(np.fmax.reduce(y)) if not np.isnan(y).all() else 0.0)
             plot.item.setXRange(x_min or 0.0, x_max, padding=0.01)
-            plot.item.setYRange(0.0, (top or 1.0) * 1.05, padding=0.0)
+            plot.set_top(top)
         if self.model.gpu_reason and not self.no_gpu["gpu_util"].text():
             self.set_gpu_reason(self.model.gpu_reason)
         return True

@@ -45,7 +45,7 @@ def test_gpu_curves_per_device_and_process_and_rolling_window(qtbot):
     assert x[0] == 0.0 and x[-1] == pytest.approx(119.9) and np.all(y == 20.0)
     assert len(x) <= 2 * view.plots["gpu_util"].item.getViewBox().width() + 64   # an envelope, not 1,200 points
     y_range = view.plots["gpu_util"].item.getViewBox().viewRange()[1]
-    assert y_range[0] == 0.0 and 30.0 <= y_range[1] <= 32.0   # 0 .. the highest curve (30 %) + 5 %
+    assert y_range == [0.0, 50.0]          # the highest curve (30 %) + 5 %, up to a 1-2-5 step
     view.set_gpu_reason("no NVIDIA GPU / driver (test)")
     assert view.stacks["gpu_mem"].currentIndex() == 1 and "test" in view.no_gpu["gpu_mem"].text()
 
@@ -114,3 +114,9 @@ def test_envelope_keeps_peaks_and_gaps():
     assert not np.isnan(ey[(ex >= 6900) & (ex <= 7100)]).any()
     small_x, small_y = envelope(x[:50], y[:50], 200)     # short series are drawn as they are
     assert np.array_equal(small_x, x[:50]) and np.array_equal(small_y, y[:50])
+
+
+def test_nice_top_steps():
+    from gpuscope.app.qt_live_view import nice_top
+
+    assert [nice_top(v) for v in (0, 0.7, 1.0, 1.01, 3, 7, 31.5, 2e9)] == [1, 1, 1, 2, 5, 10, 50, 2e9]
