@@ -16,8 +16,8 @@ from gpuscope.app import workers
 from gpuscope.app.qt_report_view import QtReportView
 from gpuscope.app.qt_timeline import GUTTER
 from gpuscope.trace import timeline as T
-from tests.app.timeline_support import (gpuscope_report_json, gpuscope_run, nsys_available, save_shot,
-                                        write_workload)
+from tests.app.timeline_support import (gpuscope_report_json, gpuscope_run, nsys_available, nsys_run,
+                                        save_shot, write_workload)
 
 pytestmark = pytest.mark.gui
 LOAD_MS = 60_000
@@ -151,12 +151,8 @@ needs_nsys = pytest.mark.skipif(not nsys_available() and os.environ.get("CI") !=
 @needs_nsys
 @pytest.mark.timeout(300)
 def test_nsys_fork_run_banner_explains_missed_child_and_offers_fix(qtbot, view, tmp_path):
-    for attempt in range(3):   # Debian's nsys builds now and then inject nothing: record again
-        run = gpuscope_run(write_workload(tmp_path), "--nsys", "--nsys-fork", "off",
-                           method="fork", home=tmp_path / "home")
-        report = _load(qtbot, view, run["run_dir"])
-        if not any(f.code == "nothing-recorded" for f in report.findings):
-            break
+    run = nsys_run(write_workload(tmp_path), "--nsys-fork", "off", method="fork", home=tmp_path / "home")
+    report = _load(qtbot, view, run["run_dir"])
     assert report.sqlite_path is not None and report.coverage is not None
     missing = [p for p in report.coverage.processes if p.status == "missing"]
     assert missing, report.coverage.to_dict()
@@ -236,7 +232,7 @@ def test_show_report_reads_a_lazy_timeline_off_the_gui_thread(qtbot, view, spawn
 def test_kernels_of_a_real_export_get_stream_lanes_and_tables_match_cli(qtbot, view, tmp_path):
     from tests.app.timeline_support import add_kernels, full_export
 
-    run = gpuscope_run(write_workload(tmp_path), "--nsys", home=tmp_path / "home")
+    run = nsys_run(write_workload(tmp_path), home=tmp_path / "home")
     main = next(p["pid"] for p in run["processes"] if p["role"] == "main")
     full = full_export(Path(run["run_dir"]) / "report.nsys-rep", tmp_path / "full.sqlite")
     from gpuscope.nsys.reader import load_report

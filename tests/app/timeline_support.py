@@ -143,6 +143,21 @@ def gpuscope_run(script: Path, *extra: str, home: Path | None = None, method: st
     return summary
 
 
+def nsys_run(script: Path, *extra: str, home: Path, method: str = "spawn", tries: int = 3) -> dict:
+    """``gpuscope run --nsys``, recorded again (up to ``tries`` times) when these nsys builds lose
+    their agent ("Connection to Agent lost": no report) or inject nothing (finding nothing-recorded)."""
+    from gpuscope.nsys.reader import load_report
+
+    for attempt in range(tries):
+        run = gpuscope_run(script, "--nsys", *extra, home=home, method=method, timeout=300)
+        rdir = Path(run["run_dir"])
+        if run["status"] == "exited" and (rdir / "report.sqlite").exists() and (rdir / "report.nsys-rep").exists():
+            report = load_report(rdir, use_cache=False)
+            if not any(getattr(f, "code", "") == "nothing-recorded" for f in report.findings):
+                return run
+    raise AssertionError(f"nsys gave no usable recording in {tries} attempts (last run: {run['run_dir']})")
+
+
 def gpuscope_report_json(target: str) -> dict:
     """``python -m gpuscope report --json TARGET``."""
     env = dict(os.environ)
@@ -312,10 +327,13 @@ def full_export(rep: Path, out: Path) -> Path:
     the (empty) CUPTI ones included, with that release's exact columns."""
     from gpuscope.nsys.reader import pick_nsys, rep_version
 
+    from gpuscope.nsys.lock import NsysLock
+
     inst = pick_nsys(rep_version(rep))
-    proc = subprocess.run([str(inst.nsys), "export", "--type", "sqlite", "--lazy=false", "-f", "true",
-                           "-o", str(out), str(rep)], env=inst.tool_env(), capture_output=True,
-                          timeout=180, start_new_session=True)
+    with NsysLock():   # one nsys step at a time on this machine (gpuscope/nsys/lock.py)
+        proc = subprocess.run([str(inst.nsys), "export", "--type", "sqlite", "--lazy=false", "-f", "true",
+                               "-o", str(out), str(rep)], env=inst.tool_env(), capture_output=True,
+                              timeout=180, start_new_session=True)
     assert proc.returncode == 0 and out.exists(), proc.stdout[-2000:]
     return out
 
