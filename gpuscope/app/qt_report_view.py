@@ -59,6 +59,13 @@ def banner_text(report) -> tuple[str, list[str]]:
     return f"{head}<ul style='margin:2px 0 0 -20px'>{''.join(items)}</ul>", fixes
 
 
+def one_line(text: str) -> str:
+    """An error for the status line: control characters (a junk file's bytes echoed by nsys) shown
+    as "?", whitespace runs as one space."""
+    clean = "".join(c if c.isprintable() or c in " \t\n" else "?" for c in text)
+    return " ".join(clean.split())
+
+
 def _timeline_in_memory(report):
     """The report's timeline if it is already loaded (``Report.timeline`` may read a cache)."""
     if getattr(report, "loader", None) is not None and getattr(report, "loaded", None) is None:
@@ -253,6 +260,7 @@ class QtReportView(QWidget):
         self._split.setSizes([want, total - want])
 
     def _failed(self, text: str) -> None:
+        text = one_line(text)
         self._task = None
         self.busy_row.hide()
         self._set_status(text, error=True)
