@@ -36,7 +36,8 @@ class Scripted(QObject):
         self.exit_code = 0
         self.shot_taken = False
         self.ended = False
-        window.show_dialogs = False
+        # unattended (a picture, or quitting when done): errors go to stderr, not to dialogs
+        window.show_dialogs = not (args.screenshot or args.exit_when_done)
         window.resize(*parse_size(args.size))
         window.sigErrorShown.connect(lambda text: print(f"gpuscope: {text}", file=sys.stderr, flush=True))
         if args.run:
@@ -91,7 +92,18 @@ class Scripted(QObject):
         if code is not None:
             self.exit_code = code
         if self.args.screenshot and not self.shot_taken and code != 2:
+            if self.args.screenshot_tab == "history":   # the table fills from a worker: wait for it
+                self.window.history.sigLoaded.connect(lambda _n: self._shoot_and_quit())
+                self.window.history.refresh()
+                return
             self._shoot()
+        self._quit_if_done()
+
+    def _shoot_and_quit(self) -> None:
+        self._shoot()
+        self._quit_if_done()
+
+    def _quit_if_done(self) -> None:
         if self.args.exit_when_done:
             QTimer.singleShot(0, self._quit)
 
@@ -110,7 +122,9 @@ class Scripted(QObject):
         elif tab in ("timeline", "report"):
             w.tabs.setCurrentWidget(w.report_view)
         elif tab == "history":
+            w.tabs.blockSignals(True)             # (no second refresh: the table is filled)
             w.tabs.setCurrentWidget(w.history)
+            w.tabs.blockSignals(False)
         elif tab == "cleanup":
             w.tabs.setCurrentWidget(w.cleanup)
 
