@@ -60,6 +60,8 @@ class QtHistory(QWidget):
         super().__init__(parent)
         self.rows: list[Any] = []
         self.task: workers.Task | None = None
+        # how to run the query: the main window passes its run_task (status bar busy bar + Cancel)
+        self.runner: Any = None
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(list(COLUMNS))
         self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
@@ -88,8 +90,11 @@ class QtHistory(QWidget):
         if self.task is not None:
             self.task.cancel()
         self.status.setText("loading…")
-        self.task = workers.submit(lambda task: query_runs(), on_done=self._fill, on_error=self._error,
-                                   label="history")
+        if self.runner is not None:
+            self.task = self.runner(lambda task: query_runs(), self._fill, "reading the run history", self._error)
+        else:
+            self.task = workers.submit(lambda task: query_runs(), on_done=self._fill, on_error=self._error,
+                                       label="history")
 
     def _fill(self, rows: list[Any]) -> None:
         self.task = None

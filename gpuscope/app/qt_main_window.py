@@ -88,6 +88,7 @@ class MainWindow(QMainWindow):
         self.run_split.addWidget(right)
         self.run_split.setSizes([410, 870])
         self.history = QtHistory()
+        self.history.runner = self.run_task
         self.tabs = QTabWidget()
         self.tabs.addTab(self.run_split, "Run")
         # Report and Cleanup are built on first use (their imports cost ~0.2 s of start-up)
