@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -227,7 +229,8 @@ def _nvtx_exprs(cols: list[str], packed_text: bool, holes: bool) -> list[str]:
     if packed_text:
         small += f" | (({_expr(cols, 'textId')} + 1) << 40)"
     exprs = ["start", _expr(cols, "end"), f"{_expr(cols, 'globalTid', '0')} & 281474976710655", small,
-             f"({_expr(cols, 'color', '0')} & 4294967295) | ({_expr(cols, 'endGlobalTid', '0')} & 16777215) << 32"]
+             # SQLite gives &, | and << one precedence (left to right): parenthesise the shift.
+             f"({_expr(cols, 'color', '0')} & 4294967295) | (({_expr(cols, 'endGlobalTid', '0')} & 16777215) << 32)"]
     if not packed_text:
         exprs.append(_expr(cols, "textId"))
     if holes:
@@ -434,8 +437,8 @@ def read_clock(conn: sqlite3.Connection, info: ExportInfo, tl: T.Timeline) -> No
         if row is not None:
             rec = dict(zip(cols, row))
             tl.duration_ns = _int_or_none(rec.get("duration"))
-            if tl.mono_base_ns is None:
-                tl.mono_base_ns = _int_or_none(rec.get("startTime"))
+            # ANALYSIS_DETAILS.startTime is not on CLOCK_MONOTONIC (0.3 s where the programs' clock
+            # read ~1,090 s): alignment with gpuscope's logs goes through the wall clock instead.
 
 
 def _int_or_none(v) -> int | None:
@@ -493,7 +496,7 @@ def rep_version(rep: Path) -> str | None:
     return m.group(1).decode() if m else None
 
 
-def export_rep(rep: Path, timeout_s: float = 300.0) -> Path:
+def export_rep(rep: Path, timeout_s: float = 300.0, cancel: threading.Event | None = None) -> Path:
     """Export ``rep`` to SQLite with the located nsys (the same release if available); reuse a fresh one."""
     out = sqlite_for_rep(rep)
     if out.exists() and out.stat().st_mtime >= rep.stat().st_mtime and out.stat().st_size > 0:
@@ -502,7 +505,7 @@ def export_rep(rep: Path, timeout_s: float = 300.0) -> Path:
     tmp = out.with_name(f"{out.stem}.{os.getpid()}.partial.sqlite")   # never leave a half export as X.sqlite
     cmd = [str(install.nsys), "export", "--type", "sqlite", "-f", "true", "-o", str(tmp), str(rep)]
     try:
-        _run_bounded(cmd, timeout_s, env=install.tool_env())
+        _run_bounded(cmd, timeout_s, env=install.tool_env(), what=str(rep), cancel=cancel)
         if not tmp.exists():
             raise UserError(f"{rep}: nsys export wrote no {tmp.name}")
         tmp.replace(out)
@@ -535,25 +538,33 @@ def pick_nsys(version: str | None):
                     "install that release or a newer one")
 
 
-def _run_bounded(cmd: list[str], timeout_s: float, env: dict[str, str] | None = None) -> None:
-    """Run an nsys step in its own process group; on timeout kill the whole group."""
-    import os
+def _run_bounded(cmd: list[str], timeout_s: float, env: dict[str, str] | None = None, *, what: str = "",
+                 cancel: threading.Event | None = None) -> None:
+    """Run an nsys step in its own process group; on timeout or ``cancel`` kill the whole group."""
     import signal
     import subprocess
 
     full_env = env if env is not None else dict(os.environ)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, encoding="utf-8", errors="replace",
                             start_new_session=True, env=full_env)
-    try:
-        output, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise UserError(f"'{' '.join(cmd[:2])}' did not finish within {timeout_s:.0f} s") from None
+    prefix = f"{what}: " if what else ""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            output, _ = proc.communicate(timeout=0.2)
+            break
+        except subprocess.TimeoutExpired:
+            cancelled = cancel is not None and cancel.is_set()
+            if cancelled or time.monotonic() > deadline:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                if cancelled:
+                    raise UserError(f"{prefix}cancelled") from None
+                raise UserError(f"{prefix}'{' '.join(cmd[:2])}' did not finish within {timeout_s:.0f} s") from None
     if proc.returncode != 0:
         last = (output or "").strip().splitlines()[-1:] or ["no output"]
         clean = "".join(c if c.isprintable() else "?" for c in last[0])[:200]
-        raise UserError(f"nsys export failed (exit {proc.returncode}): {clean}")
+        raise UserError(f"{prefix}nsys export failed (exit {proc.returncode}): {clean}")
 
 
 # --------------------------------------------------------------------------- the entry point
@@ -587,21 +598,22 @@ class Report:
         return self.loaded
 
 
-def load_report(path: str | Path, *, run_dir: str | Path | None = None, use_cache: bool = True) -> Report:
+def load_report(path: str | Path, *, run_dir: str | Path | None = None, use_cache: bool = True,
+                cancel: threading.Event | None = None) -> Report:
     """Open a ``.sqlite`` export, a ``.nsys-rep`` (exported first) or a gpuscope run folder.
 
     Large exports (``CACHE_MIN_ROWS`` rows and more) are cached as .npz (Timeline + summaries)
     under ``<cache>/timelines``, keyed by path, size and mtime; ``use_cache=False`` or
     ``GPUSCOPE_NO_CACHE=1`` bypasses it. Raises :class:`UserError` with one line for anything
-    the user can fix.
+    the user can fix. ``cancel`` (set from another thread) stops a running ``nsys export``.
     """
     p = Path(path)
     if p.is_dir():
-        return load_run(p)
+        return load_run(p, cancel=cancel)
     if p.suffix == ".nsys-rep":
         if not p.exists():
             raise UserError(f"{p}: no such file")
-        p_sqlite = export_rep(p)
+        p_sqlite = export_rep(p, cancel=cancel)
     else:
         p_sqlite = p
     conn = open_export(p_sqlite)
@@ -618,13 +630,13 @@ def load_report(path: str | Path, *, run_dir: str | Path | None = None, use_cach
     return rep
 
 
-def load_run(run_dir: Path) -> Report:
+def load_run(run_dir: Path, cancel: threading.Event | None = None) -> Report:
     """A gpuscope run folder: its nsys export plus coverage, or its event logs alone."""
     from gpuscope.trace import coverage, summary
 
     export = coverage.find_export(run_dir)
     if export is not None:
-        return load_report(export, run_dir=run_dir)
+        return load_report(export, run_dir=run_dir, cancel=cancel)
     logs = coverage.read_events(run_dir)
     if not logs:
         raise UserError(f"{run_dir}: no nsys export and no gpuscope event logs (events/) in this folder")
@@ -658,6 +670,8 @@ def _parse(p: Path, p_sqlite: Path, conn: sqlite3.Connection, info: ExportInfo, 
 
 CACHE_MIN_ROWS = 100_000
 CACHE_KEEP = 16
+# Bump when the reader changes what it computes: old cache entries then simply miss.
+CACHE_FORMAT = 2
 
 
 def _cache_file(p_sqlite: Path) -> Path:
@@ -666,7 +680,10 @@ def _cache_file(p_sqlite: Path) -> Path:
     from gpuscope import paths
 
     st = p_sqlite.stat()
-    key = hashlib.sha1(f"{p_sqlite.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:20]
+    from gpuscope import __version__
+
+    ident = f"{CACHE_FORMAT}|{__version__}|{p_sqlite.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    key = hashlib.sha1(ident.encode()).hexdigest()[:20]
     return paths.cache_dir() / "timelines" / f"{key}.npz"
 
 

@@ -31,6 +31,7 @@ from gpuscope.store import runs as store_runs
 
 Progress = Callable[[str], None]
 STOP_GRACE_S = 2.5
+EXIT_HANG_S = 60.0  # a process past its exit handlers that still lives this long under nsys is hung
 
 
 @dataclass
@@ -286,16 +287,27 @@ class Run:
             except subprocess.TimeoutExpired:
                 pass
             program = [p for p, info in self._tree().items() if info.comm != "nsys" and p != self._proc.pid]
-            if program:
+            # The program's first process past its last line of Python but not gone: nsys's own exit
+            # handlers hold it (seen with 2024.2: stuck in a futex until killed). Give it a minute.
+            finished = program and self._program_finished()
+            if program and not finished:
                 program_gone_at = None
                 continue
             program_gone_at = program_gone_at or time.monotonic()
-            if time.monotonic() - program_gone_at > limit:
-                self.progress(f"nsys: still busy {limit:.0f} s after the program ended; stopping it")
+            bound = min(limit, EXIT_HANG_S) if finished else limit
+            if time.monotonic() - program_gone_at > bound:
+                self.progress(f"nsys: still busy {bound:.0f} s after the program ended; stopping it")
                 self._nsys_session.kill()
                 returncode = self._proc.wait()
-                return returncode, (f"nsys did not finish within {limit:.0f} s after the program ended "
-                                    "(hung); it was stopped with its agent")
+                return returncode, (f"nsys did not finish within {bound:.0f} s after the program ended "
+                                    "(hung); it was stopped with its agent and the program's processes")
+
+    def _program_finished(self) -> bool:
+        """Whether the run's first program process (main, or torchrun's agent) has run its exit
+        handlers (the X line of its event log)."""
+        from gpuscope.trace.events import first_process_finished
+
+        return first_process_finished(self.run_dir)
 
     def _settle(self, timeout_s: float = 1.5) -> list[int]:
         """Processes still alive after the run ended by itself (given a moment to exit)."""

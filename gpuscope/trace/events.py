@@ -180,3 +180,27 @@ def read_run_events(run_dir: str | os.PathLike[str]) -> list[ProcessEvents]:
             logs.append(pe)
     logs.sort(key=lambda p: (p.start_ns, p.pid))
     return logs
+
+
+def first_process_finished(run_dir: str | os.PathLike[str]) -> bool:
+    """Whether the run's first process (``main``, else ``torchrun agent``) logged its exit (X line).
+
+    Cheap enough to poll: reads the first line of each log, and the tail of one.
+    """
+    folder = Path(run_dir) / "events"
+    try:
+        logs = list(folder.glob("*.log"))
+    except OSError:
+        return False
+    for role in ("main", "torchrun agent"):
+        for path in logs:
+            try:
+                with open(path, "rb") as fh:
+                    head = fh.readline()
+                    if f'"role": "{role}"'.encode() not in head:
+                        continue
+                    fh.seek(max(0, path.stat().st_size - 4096))
+                    return b"\nX\t" in fh.read()
+            except OSError:
+                continue
+    return False

@@ -30,7 +30,7 @@ PYTHON = sys.executable
 TAG = f"gpuscope-nsys-read-{uuid.uuid4().hex[:12]}"
 VERSIONS = ("2022.4", "2023.4", "2024.2")
 MARKER = "gpuscope-nsys.json"
-LOCK = "/tmp/gpuscope-nsys-profile.lock"   # shared by everything that runs `nsys profile` here
+from gpuscope.nsys.lock import LOCK_PATH as LOCK  # noqa: E402 - shared by everything that runs `nsys profile`
 
 
 @dataclass(frozen=True)

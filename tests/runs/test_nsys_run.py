@@ -73,3 +73,31 @@ def test_fork_with_support_three_processes_in_nsys(nsys_env):
     assert len(_nsys_pids_with_ranges(report)) == 3, report["processes"]
     workers = [p for p in result["processes"] if p["role"] == "pool worker"]
     assert all(p["exit_code"] in (0, 143) for p in workers)
+
+
+HANG_AT_EXIT = """
+import ctypes
+libc = ctypes.CDLL(None)
+libc.__cxa_atexit(libc.pause, None, None)  # a C exit handler that never returns, like a stuck flush
+print("bye", flush=True)
+"""
+
+
+def test_program_stuck_after_its_exit_handlers_is_stopped(nsys_env, tmp_path):
+    """nsys 2024.2 was seen holding a finished program in its exit handlers: bounded, then stopped."""
+    import time
+
+    from gpuscope.runs import procscan
+
+    path = tmp_path / "hang.py"
+    path.write_text(HANG_AT_EXIT)
+    t0 = time.monotonic()
+    proc = gpuscope("run", "--json", "--nsys", "--nsys-trace", "nvtx", "--nsys-timeout", "4", str(path),
+                    env=nsys_env, timeout=120)
+    elapsed = time.monotonic() - t0
+    result = summary(proc)
+    assert result["status"] == "failed" and "hung" in result["error"], result
+    assert elapsed < 60
+    assert proc.stdout.startswith(b"bye\n")
+    for p in result["processes"]:
+        assert not procscan.alive(p["pid"]), p
