@@ -171,7 +171,11 @@ def _silent(x: _Facts) -> Finding | None:
             "not take effect (seen now and then with Debian's nsys builds)",
             "run again; if it keeps happening, run `gpuscope doctor`", "error", tuple(sorted(silent)))
     explained = any(_INCOMPATIBLE.search(t) for t, _ in x.messages) or x.domain_only
-    if silent or (none_anywhere and not x.with_events and not explained):
+    # Some processes always make no NVTX calls (a spawn pool's resource tracker): a silent process is
+    # worth a finding only beside discarded fork handles (then it is likely a fork child), or when no
+    # process has NVTX events at all. With gpuscope's event logs, the coverage check knows exactly.
+    forked = any(_DISCARDED.search(t) for t, _ in x.messages)
+    if (silent and forked) or (none_anywhere and not x.with_events and not explained):
         return Finding(
             "nvtx-none-collected",
             f"nsys collected no NVTX events from {_fmt_pids(silent)}",

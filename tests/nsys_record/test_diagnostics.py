@@ -124,3 +124,10 @@ def test_nvtx_pair_note():
     assert nvtx_pair_note(None, (2022, 4)) is None
     note = nvtx_pair_note("0.2.14", (2024, 2, 3, 38))
     assert note.startswith("nvtx 0.2.14 is too new for nsys 2024.2.3.38") and diagnostics.NVTX_MAX_OLD in note
+
+
+def test_a_silent_helper_beside_ranged_processes_is_no_finding(tmp_path):
+    """A spawn pool's resource tracker makes no NVTX calls; nsys says so; that is not a problem."""
+    path = _export(tmp_path / "g.sqlite", nvtx=[(1, 59)],
+                   diag=[("No NVTX events collected. Does the process use NVTX?", 2)])
+    assert [f.code for f in diagnose(path)] == []
