@@ -85,7 +85,7 @@ class RunSpec:
                 raise UserError(f"{self.script} is a directory without __main__.py, not a Python script")
         elif not _looks_like_python(script):
             raise UserError(f"{self.script} does not look like a Python script (binary content)")
-        python = self.python or sys.executable
+        python = self.python or default_python()
         resolved = shutil.which(python) if os.sep not in python else python
         if not resolved or not os.path.isfile(resolved) or not os.access(resolved, os.X_OK):
             raise UserError(f"Python interpreter not found or not executable: {python}")
@@ -118,6 +118,13 @@ class RunSpec:
         kwargs["annotate"] = tuple(kwargs.get("annotate", ()))
         kwargs["env"] = tuple(sorted((kwargs.get("env") or {}).items()))
         return cls(nsys=nsys_opts, **kwargs)
+
+
+def default_python() -> str:
+    """This interpreter; in a frozen (PyInstaller) app, whose executable is the app, python3 on PATH."""
+    if getattr(sys, "frozen", False):
+        return shutil.which("python3") or "python3"
+    return sys.executable
 
 
 def _looks_like_python(path: Path) -> bool:

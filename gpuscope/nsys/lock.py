@@ -23,7 +23,9 @@ class NsysLock:
         self.path = path
         self._fd = -1
 
-    def acquire(self, timeout_s: float | None = None, waiting: Callable[[str], None] | None = None) -> bool:
+    def acquire(self, timeout_s: float | None = None, waiting: Callable[[str], None] | None = None,
+                cancelled: Callable[[], bool] | None = None) -> bool:
+        """Wait for the lock; False on timeout or when ``cancelled()`` turns true."""
         try:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
         except PermissionError:
@@ -38,7 +40,7 @@ class NsysLock:
                 if not told and waiting is not None:
                     waiting("another nsys recording is running on this machine; waiting for it to finish")
                     told = True
-                if deadline is not None and time.monotonic() > deadline:
+                if (deadline is not None and time.monotonic() > deadline) or (cancelled and cancelled()):
                     os.close(self._fd)
                     self._fd = -1
                     return False

@@ -110,8 +110,9 @@ class Run:
             self._nsys_session = record.prepare(self.spec, self.run_dir, argv, env)
             argv, env = self._nsys_session.argv, self._nsys_session.env
             self.notes.extend(self._nsys_session.notes)
-            self._take_nsys_lock()
         versions = _versions(self.spec)
+        if self._nsys_session is not None:
+            versions.update(self._nsys_session.versions())
         (self.run_dir / layout.SPEC).write_text(json.dumps(
             {"run_id": self.run_id, "spec": self.spec.to_dict(), "argv": argv, "versions": versions,
              "nsys_trace_fork": self.spec.nsys.fork_tracing(self.spec.start_method) if self.spec.nsys.enabled
@@ -119,6 +120,8 @@ class Run:
         with db.connect(self._store_path) as conn:
             store_runs.insert_run(conn, run_id=self.run_id, spec=self.spec.to_dict(),
                                   run_dir=str(self.run_dir), versions=versions)
+        if self._nsys_session is not None:
+            self._take_nsys_lock()
         try:
             self._proc = subprocess.Popen(argv, env=env, cwd=command.cwd, start_new_session=True,
                                           stdin=self._stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -126,12 +129,11 @@ class Run:
             if self._nsys_lock is not None:
                 self._nsys_lock.release()
             message = f"cannot start {argv[0]}: {exc.strerror or exc}"
-            self._record_failure(message)
+            self._record_failure(message, "stopped" if self._stop_requested.is_set() else "error")
             raise UserError(message) from None
         self.started_ns = time.time_ns()
         if self._nsys_session is not None:
             self._nsys_session.started(self._proc.pid)
-            versions.update(self._nsys_session.versions())
         with db.connect(self._store_path) as conn:
             store_runs.mark_started(conn, self.run_id, self.started_ns)
         for name, pipe in (("stdout", self._proc.stdout), ("stderr", self._proc.stderr)):
@@ -160,13 +162,19 @@ class Run:
         from gpuscope.nsys.lock import NsysLock
 
         self._nsys_lock = NsysLock()
-        if not self._nsys_lock.acquire(self.spec.nsys.timeout_s, self.progress):
-            raise UserError(f"another nsys recording kept this machine busy for {self.spec.nsys.timeout_s:.0f} s; "
-                            "try again when it has finished")
+        if not self._nsys_lock.acquire(self.spec.nsys.timeout_s, self.progress, self._stop_requested.is_set):
+            self._nsys_lock = None
+            if self._stop_requested.is_set():
+                message = "stopped while waiting for another nsys recording to finish"
+            else:
+                message = (f"another nsys recording kept this machine busy for {self.spec.nsys.timeout_s:.0f} s; "
+                           "try again when it has finished")
+            self._record_failure(message, "stopped" if self._stop_requested.is_set() else "error")
+            raise UserError(message)
 
-    def _record_failure(self, message: str) -> None:
+    def _record_failure(self, message: str, status: str = "error") -> None:
         with db.connect(self._store_path) as conn:
-            store_runs.finish_run(conn, self.run_id, status="error", ended_ns=time.time_ns(),
+            store_runs.finish_run(conn, self.run_id, status=status, ended_ns=time.time_ns(),
                                   exit_code=None, signal=None, error=message)
 
     def _emit(self, what: str, payload: Any) -> None:
@@ -184,6 +192,7 @@ class Run:
         A second call escalates immediately to SIGKILL.
         """
         if self._proc is None:
+            self._stop_requested.set()  # still starting (waiting for the nsys lock): start() gives up
             return
         if self._stop_requested.is_set():
             self._signal_all(signal.SIGKILL)

@@ -101,3 +101,31 @@ def test_program_stuck_after_its_exit_handlers_is_stopped(nsys_env, tmp_path):
     assert proc.stdout.startswith(b"bye\n")
     for p in result["processes"]:
         assert not procscan.alive(p["pid"]), p
+
+
+def test_stop_while_waiting_for_the_nsys_lock(nsys_env, monkeypatch):
+    """Another recording holds the machine's nsys lock; Stop ends the wait, recorded as stopped."""
+    import threading
+
+    from gpuscope.errors import UserError
+    from gpuscope.nsys.lock import NsysLock
+    from gpuscope.runs.supervisor import Run
+    from gpuscope.spec import NsysOptions, RunSpec
+    from gpuscope.store import db
+    from gpuscope.store import runs as store_runs
+
+    monkeypatch.setenv("GPUSCOPE_NSYS", nsys_env["GPUSCOPE_NSYS"])
+    held = NsysLock()
+    assert held.acquire(5)
+    try:
+        run = Run(RunSpec(script=script("pool_nvtx.py"), nsys=NsysOptions(enabled=True, trace=("nvtx",))))
+        messages = []
+        run.progress = messages.append
+        threading.Timer(0.5, run.stop).start()
+        with pytest.raises(UserError, match="stopped while waiting"):
+            run.start()
+    finally:
+        held.release()
+    assert any("another nsys recording" in m for m in messages)
+    with db.connect() as conn:
+        assert store_runs.get_run(conn, run.run_id).status == "stopped"
