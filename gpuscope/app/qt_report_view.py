@@ -208,7 +208,7 @@ class QtReportView(QWidget):
         from gpuscope.nsys.reader import load_report
 
         task.progress(f"Reading {path.name}…")
-        report = load_report(path, cancel=task._cancel)  # Cancel also stops a running nsys export
+        report = load_report(path, cancel=task.cancel_event)  # Cancel also stops a running nsys export
         if task.cancelled:
             return None
         task.progress(f"Laying out {len(report.timeline.ranges):,} ranges…")

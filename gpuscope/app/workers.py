@@ -49,6 +49,11 @@ class Task(QRunnable):
     def cancelled(self) -> bool:
         return self._cancel.is_set()
 
+    @property
+    def cancel_event(self) -> threading.Event:
+        """Set when the task is cancelled: pass it to core calls that can stop early."""
+        return self._cancel
+
     def cancel(self) -> None:
         self._cancel.set()
 
