@@ -11,16 +11,16 @@ from __future__ import annotations
 import html
 from typing import Any, Callable
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt, QTimer, Signal
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, QTimer, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QHeaderView, QLabel, QMessageBox, QPushButton,
                                QSplitter, QTableView, QTextBrowser, QVBoxLayout, QWidget)
 
 from gpuscope.app import bridge, workers
+from gpuscope.app.qt_summary import RAW_ROLE, RawSortProxy
 from gpuscope.cleanup import model as m
 from gpuscope.cleanup.evidence import human_bytes, human_s
 
-RAW_ROLE = Qt.UserRole
 OBSERVE_EVERY_MS = 5000   # idle-GPU-holder evidence needs observations over a window
 _KIND = {m.KIND_PROCESS: "process", m.KIND_ZOMBIE: "zombie", m.KIND_SHM: "shared memory",
          m.KIND_GPU_GHOST: "GPU memory"}
@@ -136,15 +136,6 @@ class SuspectsModel(QAbstractTableModel):
         return True
 
 
-class _Proxy(QSortFilterProxyModel):
-    def lessThan(self, left: QModelIndex, right: QModelIndex) -> bool:  # noqa: N802 - Qt API
-        a, b = left.data(RAW_ROLE), right.data(RAW_ROLE)
-        try:
-            return a < b
-        except TypeError:
-            return str(a) < str(b)
-
-
 def evidence_html(s: m.Suspect) -> str:
     """The details pane: reasons, every evidence field, the safety verdict and advice."""
     rows = "".join(f"<tr><td><b>{html.escape(str(k))}</b></td><td>{html.escape(str(v))}</td></tr>"
@@ -192,7 +183,7 @@ class QtCleanup(QWidget):
         self.result: m.ScanResult | None = None
         self.last_results: list[m.ActionResult] = []
         self.model = SuspectsModel(self)
-        self.proxy = _Proxy(self)
+        self.proxy = RawSortProxy(self)
         self.proxy.setSourceModel(self.model)
         self._build()
         self.model.dataChanged.connect(self._update_buttons)

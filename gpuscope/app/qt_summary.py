@@ -117,8 +117,8 @@ class RowsModel(QAbstractTableModel):
         return None
 
 
-class _Proxy(QSortFilterProxyModel):
-    """Sorts on the raw role; filters on any text column."""
+class RawSortProxy(QSortFilterProxyModel):
+    """Sorts on the raw value (``RAW_ROLE``: numbers as numbers); filters on any text column."""
 
     def lessThan(self, left: QModelIndex, right: QModelIndex) -> bool:  # noqa: N802 - Qt API
         a, b = left.data(RAW_ROLE), right.data(RAW_ROLE)
@@ -134,7 +134,7 @@ class SummaryTable(QWidget):
     def __init__(self, columns: list[Column], parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model = RowsModel(columns, parent=self)
-        self.proxy = _Proxy(self)
+        self.proxy = RawSortProxy(self)
         self.proxy.setSourceModel(self.model)
         self.proxy.setFilterCaseSensitivity(Qt.CaseInsensitive)
         self.proxy.setFilterKeyColumn(-1)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 
-from gpuscope.errors import UserError
 from gpuscope.spec import LAUNCHERS, START_METHODS
 
 HELP = "open the desktop app (the default)"
@@ -46,21 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    _check_qt()
+    from gpuscope.app.qtcheck import check_qt
+
+    check_qt()  # before anything imports Qt widgets
     from gpuscope.app.main import run_app
 
     return run_app(args)
-
-
-def _check_qt() -> None:
-    """Refuse, in one line, the Qt builds the app cannot run on."""
-    import sys
-
-    try:
-        import PySide6
-    except ImportError:
-        raise UserError("the desktop app needs PySide6: pip install 'PySide6-Essentials<6.12'") from None
-    if tuple(PySide6.__version_info__[:2]) >= (6, 12) and sys.version_info < (3, 12):
-        raise UserError(f"PySide6 {PySide6.__version__} crashes under Python {sys.version_info[0]}."
-                        f"{sys.version_info[1]} (a reference-count bug in void calls); "
-                        "pip install 'PySide6-Essentials<6.12'")
