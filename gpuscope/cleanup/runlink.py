@@ -12,6 +12,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
+from gpuscope.cleanup.evidence import human_s
 from gpuscope.cleanup.procs import ProcInfo, ProcTable
 from gpuscope.store.runs import FINAL_STATUSES
 
@@ -30,20 +31,11 @@ class RunLink:
         now = time.time() if now is None else now
         ended = ""
         if self.ended_ns:
-            ended = f" ended {_ago(now - self.ended_ns / 1e9)} ago ({self.status})"
+            ended = f" ended {human_s(now - self.ended_ns / 1e9)} ago ({self.status})"
         else:
             ended = f" is {self.status}"
         role = f"role in that run: {self.role}; " if self.role else ""
         return f"still alive although gpuscope run {self.run_id}{ended}; {role}matched by {self.how}"
-
-
-def _ago(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def _runs(conn: sqlite3.Connection) -> dict[str, sqlite3.Row]:
