@@ -294,7 +294,7 @@ class MainWindow(QMainWindow):
         from_run = Path(path).is_dir()
 
         def work(task: workers.Task) -> Any:
-            from gpuscope.nsys.reader import load_report
+            from gpuscope.nsys.report import load_report
 
             task.progress(f"loading {Path(path).name}")
             return load_report(path)

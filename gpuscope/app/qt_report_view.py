@@ -1,6 +1,6 @@
 """QtReportView: a report's timeline, summary tables, coverage banner and range details.
 
-``open_file(path)`` / ``show_run(run_dir)`` load with :func:`gpuscope.nsys.reader.load_report` on
+``open_file(path)`` / ``show_run(run_dir)`` load with :func:`gpuscope.nsys.report.load_report` on
 a worker thread (:mod:`gpuscope.app.workers`) behind a progress bar with a Cancel button;
 ``show_report(report)`` shows a report loaded elsewhere (its timeline lanes are still laid out off
 the GUI thread). Errors arrive as one line on :attr:`QtReportView.sigError` and in the status line.
@@ -205,7 +205,7 @@ class QtReportView(QWidget):
 
     @staticmethod
     def _load(task: workers.Task, path: Path):
-        from gpuscope.nsys.reader import load_report
+        from gpuscope.nsys.report import load_report
 
         task.progress(f"Reading {path.name}…")
         report = load_report(path, cancel=task.cancel_event)  # Cancel also stops a running nsys export

@@ -183,7 +183,7 @@ class QtSummaryTables(QTabWidget):
         self.addTab(self._empty, "Summary")
 
     def show_report(self, report) -> None:
-        """Fill the tabs from a :class:`gpuscope.nsys.reader.Report`; tabs without rows are left out."""
+        """Fill the tabs from a :class:`gpuscope.nsys.report.Report`; tabs without rows are left out."""
         self.clear()
         self.tables = {}
         for key, title in SUMMARY_TABS:

@@ -57,7 +57,7 @@ def resolve(args: argparse.Namespace) -> tuple[Path, Path | None]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuscope.nsys.reader import load_report
+    from gpuscope.nsys.report import load_report
 
     target, run_dir = resolve(args)
     report = load_report(target, run_dir=run_dir if target != run_dir else None, use_cache=not args.no_cache)

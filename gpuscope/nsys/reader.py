@@ -4,16 +4,14 @@ Tables are optional (nsys creates them lazily): a missing table is "no data of t
 Columns are selected by name. Bulk columns are fetched as one ``group_concat`` string per column
 and parsed by numpy, which is several times faster than building a Python tuple per row.
 
-The single entry point for the CLI and the app is :func:`load_report` (``gpuscope.nsys.report``
-re-exports nothing; import it from here).
+The CLI and the app open reports through :func:`gpuscope.nsys.report.load_report`; this module
+reads tables; :mod:`gpuscope.nsys.rep_export` turns a ``.nsys-rep`` into SQLite.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -45,11 +43,11 @@ class ExportInfo:
 
     @property
     def schema(self) -> tuple[int, ...]:
-        return _version_tuple(self.schema_version)
+        return version_tuple(self.schema_version)
 
     @property
     def product(self) -> tuple[int, ...]:
-        return _version_tuple(self.product_version)
+        return version_tuple(self.product_version)
 
     @property
     def naming(self) -> str:
@@ -65,7 +63,7 @@ class ExportInfo:
         return 2022 if v[0] <= 2022 else 2023
 
 
-def _version_tuple(text: str | None) -> tuple[int, ...]:
+def version_tuple(text: str | None) -> tuple[int, ...]:
     out = []
     for part in (text or "").split("."):
         if not part.isdigit():
@@ -414,31 +412,33 @@ def read_processes(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings
                                source=np.full(len(pids), 1 << T.SOURCE_NSYS, np.uint8))
 
 
+def _first_row(conn: sqlite3.Connection, info: ExportInfo, table: str) -> dict | None:
+    """The first row of a one-row table as {column: value}, or None when it is absent or empty."""
+    if table not in info.tables:
+        return None
+    row = conn.execute(f"SELECT * FROM {table} LIMIT 1").fetchone()
+    return dict(zip(table_columns(conn, table), row)) if row is not None else None
+
+
 def read_clock(conn: sqlite3.Connection, info: ExportInfo, tl: T.Timeline) -> None:
     """Wall-clock (and, where exported, monotonic) time of the session start; session duration."""
-    if "TARGET_INFO_SESSION_START_TIME" in info.tables:
-        cols = table_columns(conn, "TARGET_INFO_SESSION_START_TIME")
-        row = conn.execute("SELECT * FROM TARGET_INFO_SESSION_START_TIME LIMIT 1").fetchone()
-        if row is not None:
-            rec = dict(zip(cols, row))
-            tl.wall_base_ns = _int_or_none(rec.get("utcEpochNs"))
-            mono = _int_or_none(rec.get("systemClockNs"))   # 2026 schema; used only if it looks monotonic
-            if mono is not None and 0 < mono < 10**17:
-                tl.mono_base_ns = mono
+    rec = _first_row(conn, info, "TARGET_INFO_SESSION_START_TIME")
+    if rec is not None:
+        tl.wall_base_ns = _int_or_none(rec.get("utcEpochNs"))
+        mono = _int_or_none(rec.get("systemClockNs"))   # 2026 schema; used only if it looks monotonic
+        if mono is not None and 0 < mono < 10**17:
+            tl.mono_base_ns = mono
     if info.meta.get("EXPORT_PARAM_TIME_NORMALIZE", "").lower() == "true" and tl.wall_base_ns:
         # exported with --ts-normalize: timestamps are already UTC epoch ns (plus any --ts-shift)
         if tl.mono_base_ns is not None:
             tl.mono_base_ns -= tl.wall_base_ns
         tl.wall_base_ns = 0
         tl.notes.append("timestamps were exported as wall-clock ns (--ts-normalize=true)")
-    if "ANALYSIS_DETAILS" in info.tables:
-        cols = table_columns(conn, "ANALYSIS_DETAILS")
-        row = conn.execute("SELECT * FROM ANALYSIS_DETAILS LIMIT 1").fetchone()
-        if row is not None:
-            rec = dict(zip(cols, row))
-            tl.duration_ns = _int_or_none(rec.get("duration"))
-            # ANALYSIS_DETAILS.startTime is not on CLOCK_MONOTONIC (0.3 s where the programs' clock
-            # read ~1,090 s): alignment with gpuscope's logs goes through the wall clock instead.
+    rec = _first_row(conn, info, "ANALYSIS_DETAILS")
+    if rec is not None:
+        tl.duration_ns = _int_or_none(rec.get("duration"))
+        # ANALYSIS_DETAILS.startTime is not on CLOCK_MONOTONIC (0.3 s where the programs' clock
+        # read ~1,090 s): alignment with gpuscope's logs goes through the wall clock instead.
 
 
 def _int_or_none(v) -> int | None:
@@ -466,289 +466,3 @@ def read_timeline(conn: sqlite3.Connection, info: ExportInfo | None = None) -> T
     if not info.schema:
         tl.notes.append("export has no EXPORT_SCHEMA_VERSION; assumed the 2022.4 layout")
     return tl
-
-
-# --------------------------------------------------------------------------- .nsys-rep -> .sqlite
-
-def sqlite_for_rep(rep: Path) -> Path:
-    """Where the export of ``rep`` goes: beside it if that folder is writable, else the cache."""
-    import hashlib
-    import os
-
-    from gpuscope import paths
-
-    beside = rep.with_suffix(".sqlite")
-    if os.access(rep.parent, os.W_OK) and (not beside.exists() or os.access(beside, os.W_OK)):
-        return beside
-    digest = hashlib.sha1(str(rep.resolve()).encode()).hexdigest()[:16]
-    folder = paths.cache_dir() / "exports"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"{rep.stem}-{digest}.sqlite"
-
-
-def rep_version(rep: Path) -> str | None:
-    """The nsys version that wrote a .nsys-rep: its "2023.4.4.54-<build>" string (first 4 MB)."""
-    import re
-
-    with open(rep, "rb") as fh:
-        head = fh.read(4 << 20)
-    m = re.search(rb"(20[2-9]\d\.\d+\.\d+\.\d+)-[0-9a-f]{6,}", head)
-    return m.group(1).decode() if m else None
-
-
-def export_rep(rep: Path, timeout_s: float = 300.0, cancel: threading.Event | None = None) -> Path:
-    """Export ``rep`` to SQLite with the located nsys (the same release if available); reuse a fresh one."""
-    out = sqlite_for_rep(rep)
-    if out.exists() and out.stat().st_mtime >= rep.stat().st_mtime and out.stat().st_size > 0:
-        return out
-    install = pick_nsys(rep_version(rep))
-    tmp = out.with_name(f"{out.stem}.{os.getpid()}.partial.sqlite")   # never leave a half export as X.sqlite
-    cmd = [str(install.nsys), "export", "--type", "sqlite", "-f", "true", "-o", str(tmp), str(rep)]
-    try:
-        _run_bounded(cmd, timeout_s, env=install.tool_env(), what=str(rep), cancel=cancel)
-        if not tmp.exists():
-            raise UserError(f"{rep}: nsys export wrote no {tmp.name}")
-        tmp.replace(out)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return out
-
-
-def pick_nsys(version: str | None):
-    """The nsys to export a report written by ``version``: that release, else the oldest newer one.
-
-    A .nsys-rep is forward compatible, the SQLite schema is not: the same release gives the
-    export whose summaries match that release's ``nsys stats``.
-    """
-    from gpuscope.nsys import locate
-
-    installs = locate.list_installs()
-    if not installs:
-        raise UserError("reading a .nsys-rep needs Nsight Systems and none was found: run "
-                        "scripts/provision_nsys.py or set GPUSCOPE_NSYS (or give the .sqlite export)")
-    want = _version_tuple(version)
-    if not want:
-        return installs[0]
-    same = [i for i in installs if i.version_tuple[:2] == want[:2]]
-    newer = sorted((i for i in installs if i.version_tuple >= want), key=lambda i: i.version_tuple)
-    if same or newer:
-        return (same or newer)[0]
-    have = ", ".join(i.version for i in installs)
-    raise UserError(f"this report was written by nsys {version} and only older nsys were found ({have}); "
-                    "install that release or a newer one")
-
-
-def _run_bounded(cmd: list[str], timeout_s: float, env: dict[str, str] | None = None, *, what: str = "",
-                 cancel: threading.Event | None = None) -> None:
-    """Run an nsys step in its own process group; on timeout or ``cancel`` kill the whole group."""
-    import signal
-    import subprocess
-
-    full_env = env if env is not None else dict(os.environ)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, encoding="utf-8", errors="replace",
-                            start_new_session=True, env=full_env)
-    prefix = f"{what}: " if what else ""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            output, _ = proc.communicate(timeout=0.2)
-            break
-        except subprocess.TimeoutExpired:
-            cancelled = cancel is not None and cancel.is_set()
-            if cancelled or time.monotonic() > deadline:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.communicate()
-                if cancelled:
-                    raise UserError(f"{prefix}cancelled") from None
-                raise UserError(f"{prefix}'{' '.join(cmd[:2])}' did not finish within {timeout_s:.0f} s") from None
-    if proc.returncode != 0:
-        last = (output or "").strip().splitlines()[-1:] or ["no output"]
-        clean = "".join(c if c.isprintable() else "?" for c in last[0])[:200]
-        raise UserError(f"{prefix}nsys export failed (exit {proc.returncode}): {clean}")
-
-
-# --------------------------------------------------------------------------- the entry point
-
-@dataclass
-class Report:
-    """What the CLI prints and the app shows for one nsys export (and, optionally, a gpuscope run).
-
-    ``timeline`` is loaded on first access when the report came from the cache (the CLI's
-    ``--json`` needs only the summaries).
-    """
-
-    path: Path                     # what the user opened
-    sqlite_path: Path | None       # the export that was read (None for an event-log-only run)
-    nsys_version: str | None
-    schema_version: str | None
-    naming: str                    # nvtx_sum naming rule used: "plain" or "colon"
-    summaries: dict[str, list]     # "nvtx", "kernel", "cuda_api", "memop", "osrt" -> [SummaryRow]
-    processes: list[dict]          # per process: pid, name, counts, sources
-    findings: list = field(default_factory=list)    # gpuscope.nsys.diagnostics.Finding
-    notes: list[str] = field(default_factory=list)
-    coverage: object | None = None  # gpuscope.trace.coverage.Coverage for a gpuscope run
-    tables: set[str] = field(default_factory=set)   # tables of the export
-    loaded: T.Timeline | None = field(default=None, repr=False)
-    loader: Callable[[], T.Timeline] | None = field(default=None, repr=False)
-
-    @property
-    def timeline(self) -> T.Timeline:
-        if self.loaded is None:
-            self.loaded = self.loader() if self.loader is not None else T.Timeline()
-        return self.loaded
-
-
-def load_report(path: str | Path, *, run_dir: str | Path | None = None, use_cache: bool = True,
-                cancel: threading.Event | None = None) -> Report:
-    """Open a ``.sqlite`` export, a ``.nsys-rep`` (exported first) or a gpuscope run folder.
-
-    Large exports (``CACHE_MIN_ROWS`` rows and more) are cached as .npz (Timeline + summaries)
-    under ``<cache>/timelines``, keyed by path, size and mtime; ``use_cache=False`` or
-    ``GPUSCOPE_NO_CACHE=1`` bypasses it. Raises :class:`UserError` with one line for anything
-    the user can fix. ``cancel`` (set from another thread) stops a running ``nsys export``.
-    """
-    p = Path(path)
-    if p.is_dir():
-        return load_run(p, cancel=cancel)
-    if p.suffix == ".nsys-rep":
-        if not p.exists():
-            raise UserError(f"{p}: no such file")
-        p_sqlite = export_rep(p, cancel=cancel)
-    else:
-        p_sqlite = p
-    conn = open_export(p_sqlite)
-    try:
-        info = export_info(conn)
-        rep = _from_cache(p, p_sqlite, info, use_cache) or _parse(p, p_sqlite, conn, info, use_cache)
-    except sqlite3.DatabaseError as exc:
-        raise UserError(f"{p_sqlite}: unreadable export ({exc}); is it truncated or corrupt?") from None
-    finally:
-        conn.close()
-    if run_dir is not None:
-        from gpuscope.trace import coverage
-        coverage.attach_run(rep, Path(run_dir))
-    return rep
-
-
-def load_run(run_dir: Path, cancel: threading.Event | None = None) -> Report:
-    """A gpuscope run folder: its nsys export plus coverage, or its event logs alone."""
-    from gpuscope.trace import coverage, summary
-
-    export = coverage.find_export(run_dir)
-    if export is not None:
-        return load_report(export, run_dir=run_dir, cancel=cancel)
-    logs = coverage.read_events(run_dir)
-    if not logs:
-        raise UserError(f"{run_dir}: no nsys export and no gpuscope event logs (events/) in this folder")
-    tl = coverage.timeline_from_events(logs)
-    sums = {"nvtx": summary.nvtx_summary(tl, "plain", source=T.SOURCE_GPUSCOPE), "kernel": [], "osrt": []}
-    return Report(path=run_dir, sqlite_path=None, nsys_version=None, schema_version=None, naming="plain",
-                  summaries=sums, processes=summary.process_table(tl), loaded=tl,
-                  notes=["no nsys export in this run: ranges are gpuscope's own records"])
-
-
-def _report(p: Path, p_sqlite: Path, info: ExportInfo, extra: dict, notes: list[str]) -> Report:
-    return Report(path=p, sqlite_path=p_sqlite, nsys_version=info.product_version,
-                  schema_version=info.schema_version, naming=info.naming, summaries=extra["summaries"],
-                  processes=extra["processes"], findings=extra["findings"], notes=list(notes),
-                  tables=set(info.tables))
-
-
-def _parse(p: Path, p_sqlite: Path, conn: sqlite3.Connection, info: ExportInfo, use_cache: bool) -> Report:
-    from gpuscope.trace import summary
-
-    tl = read_timeline(conn, info)
-    extra = {"summaries": summary.all_summaries(tl, naming=info.naming, generation=info.stats_generation),
-             "processes": summary.process_table(tl), "findings": _diagnose(conn, tl.notes)}
-    _store(p_sqlite, tl, extra, use_cache)
-    rep = _report(p, p_sqlite, info, extra, tl.notes)
-    rep.loaded = tl
-    return rep
-
-
-# --------------------------------------------------------------------------- the parsed-report cache
-
-CACHE_MIN_ROWS = 100_000
-CACHE_KEEP = 16
-# Bump when the reader changes what it computes: old cache entries then simply miss.
-CACHE_FORMAT = 2
-
-
-def _cache_file(p_sqlite: Path) -> Path:
-    import hashlib
-
-    from gpuscope import paths
-
-    st = p_sqlite.stat()
-    from gpuscope import __version__
-
-    ident = f"{CACHE_FORMAT}|{__version__}|{p_sqlite.resolve()}|{st.st_size}|{st.st_mtime_ns}"
-    key = hashlib.sha1(ident.encode()).hexdigest()[:20]
-    return paths.cache_dir() / "timelines" / f"{key}.npz"
-
-
-def _cache_on(use_cache: bool) -> bool:
-    return use_cache and not os.environ.get("GPUSCOPE_NO_CACHE")
-
-
-def _from_cache(p: Path, p_sqlite: Path, info: ExportInfo, use_cache: bool) -> Report | None:
-    """The report from the cache (summaries now, the timeline when first asked for), or None."""
-    if not _cache_on(use_cache):
-        return None
-    from gpuscope.trace.summary import SummaryRow
-
-    cache = _cache_file(p_sqlite)
-    try:
-        extra, notes = T.load_meta(cache)
-        extra["summaries"] = {k: [SummaryRow(**r) for r in rows] for k, rows in extra["summaries"].items()}
-        extra["findings"] = _findings_from(extra["findings"])
-    except (OSError, ValueError, KeyError, TypeError, ImportError):
-        return None
-    rep = _report(p, p_sqlite, info, extra, notes)
-
-    def load() -> T.Timeline:
-        try:
-            return T.load(cache)[0]
-        except (OSError, ValueError, KeyError):   # evicted meanwhile: parse the export again
-            conn = open_export(p_sqlite)
-            try:
-                return read_timeline(conn)
-            finally:
-                conn.close()
-
-    rep.loader = load
-    return rep
-
-
-def _store(p_sqlite: Path, tl: T.Timeline, extra: dict, use_cache: bool) -> None:
-    rows = len(tl.ranges) + len(tl.osrt) + len(tl.cuda_api) + len(tl.kernels) + len(tl.memops)
-    if not _cache_on(use_cache) or rows < CACHE_MIN_ROWS:
-        return
-    target = _cache_file(p_sqlite)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        old = sorted(target.parent.glob("*.npz"), key=lambda f: f.stat().st_mtime)
-        for f in old[: max(0, len(old) - CACHE_KEEP + 1)]:
-            f.unlink(missing_ok=True)
-        tmp = target.with_suffix(f".{os.getpid()}.tmp")
-        sums = {k: [r.to_dict() | {"name": r.name} for r in v] for k, v in extra["summaries"].items()}
-        found = [f.to_dict() for f in extra["findings"]]
-        T.save(tl, tmp, {"summaries": sums, "processes": extra["processes"], "findings": found})
-        tmp.replace(target)
-    except OSError:
-        pass   # a cache is an optimisation; a read-only home must not fail a report
-
-
-def _findings_from(rows: list[dict]) -> list:
-    from gpuscope.nsys.diagnostics import Finding
-
-    return [Finding(**{**r, "pids": tuple(r.get("pids", ()))}) for r in rows]
-
-
-def _diagnose(conn: sqlite3.Connection, notes: list[str]) -> list:
-    try:
-        from gpuscope.nsys.diagnostics import diagnose
-    except ImportError:
-        notes.append("nsys diagnostics unavailable (gpuscope.nsys.diagnostics missing)")
-        return []
-    return list(diagnose(conn))

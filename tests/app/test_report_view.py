@@ -195,7 +195,7 @@ def test_nsys_fork_run_banner_explains_missed_child_and_offers_fix(qtbot, view, 
 
 
 def test_show_report_of_a_loaded_report_small_at_once_large_off_thread(qtbot, view, spawn_run):
-    from gpuscope.nsys.reader import load_report
+    from gpuscope.nsys.report import load_report
     from tests.app.timeline_support import synthetic_timeline
 
     report = load_report(spawn_run["run_dir"])
@@ -214,7 +214,7 @@ def test_show_report_reads_a_lazy_timeline_off_the_gui_thread(qtbot, view, spawn
     import dataclasses
     import threading
 
-    from gpuscope.nsys.reader import load_report
+    from gpuscope.nsys.report import load_report
 
     report = load_report(spawn_run["run_dir"])
     tl = report.timeline
@@ -241,7 +241,7 @@ def test_kernels_of_a_real_export_get_stream_lanes_and_tables_match_cli(qtbot, v
     run = nsys_run(write_workload(tmp_path), home=tmp_path / "home")
     main = next(p["pid"] for p in run["processes"] if p["role"] == "main")
     full = full_export(Path(run["run_dir"]) / "report.nsys-rep", tmp_path / "full.sqlite")
-    from gpuscope.nsys.reader import load_report
+    from gpuscope.nsys.report import load_report
 
     tl = load_report(full, use_cache=False).timeline
     mine = tl.ranges.pid == main

@@ -10,7 +10,7 @@ from PySide6.QtGui import QColor, QMouseEvent, QWheelEvent
 
 from gpuscope.app import timeline_lod as L
 from gpuscope.app.qt_timeline import AXIS_H, GUTTER, ZOOM_STEP, QtTimeline
-from gpuscope.nsys.reader import load_report
+from gpuscope.nsys.report import load_report
 from gpuscope.trace import timeline as T
 from tests.app.timeline_support import gpuscope_run, save_shot, synthetic_timeline, write_workload
 

@@ -146,7 +146,7 @@ def gpuscope_run(script: Path, *extra: str, home: Path | None = None, method: st
 def nsys_run(script: Path, *extra: str, home: Path, method: str = "spawn", tries: int = 3) -> dict:
     """``gpuscope run --nsys``, recorded again (up to ``tries`` times) when these nsys builds lose
     their agent ("Connection to Agent lost": no report) or inject nothing (finding nothing-recorded)."""
-    from gpuscope.nsys.reader import load_report
+    from gpuscope.nsys.report import load_report
 
     for attempt in range(tries):
         run = gpuscope_run(script, "--nsys", *extra, home=home, method=method, timeout=300)
@@ -325,7 +325,7 @@ KERNEL_NAMES = ["void gemm<float, 128>(float*, float const*)", "elementwise_add"
 def full_export(rep: Path, out: Path) -> Path:
     """``nsys export --lazy=false`` of ``rep`` with the nsys release that wrote it: every table,
     the (empty) CUPTI ones included, with that release's exact columns."""
-    from gpuscope.nsys.reader import pick_nsys, rep_version
+    from gpuscope.nsys.rep_export import pick_nsys, rep_version
 
     from gpuscope.nsys.lock import NsysLock
 

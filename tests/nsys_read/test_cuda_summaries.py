@@ -15,6 +15,7 @@ import sqlite3
 import pytest
 
 from gpuscope.nsys import reader
+from gpuscope.nsys import report as nsys_report
 from nsysrec import VERSIONS, run_nsys, stats_csv
 from test_real_nsys import _ours, assert_same_rows
 
@@ -76,7 +77,7 @@ def test_cuda_summaries_equal_nsys_stats(recordings, installs, key, tmp_path):
     full = tmp_path / "full.sqlite"
     run_nsys([inst.nsys, "export", "--type", "sqlite", "--lazy=false", "-f", "true", "-o", full, rep], cwd=tmp_path)
     add_cuda_rows(full)
-    report = reader.load_report(full)
+    report = nsys_report.load_report(full)
     tl = report.timeline
     assert len(tl.kernels) == 120 and len(tl.cuda_api) == 120 and len(tl.memops) == 42
     assert 4242 in tl.processes.pid.tolist()

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from gpuscope.nsys import reader
+from gpuscope.nsys import report as nsys_report
 from gpuscope.trace import summary
 from gpuscope.trace import timeline as T
 
@@ -53,7 +54,7 @@ def assert_same_rows(ours: list[summary.SummaryRow], theirs: list[dict], name_co
 @pytest.mark.parametrize("key", VERSIONS)
 def test_nvtx_sum_equals_nsys_stats(recordings, key, scenario):
     path = recordings.get(key, scenario)
-    rep = reader.load_report(path)
+    rep = nsys_report.load_report(path)
     theirs = recordings.stats_rows(key, scenario, "nvtx_sum")
     assert theirs, "nsys stats printed no nvtx_sum rows"
     assert_same_rows(rep.summaries["nvtx"], theirs, "Range", "Instances", style=True)
@@ -62,7 +63,7 @@ def test_nvtx_sum_equals_nsys_stats(recordings, key, scenario):
 @pytest.mark.parametrize("scenario", SCENARIOS)
 @pytest.mark.parametrize("key", VERSIONS)
 def test_processes_with_ranges(recordings, key, scenario):
-    rep = reader.load_report(recordings.get(key, scenario))
+    rep = nsys_report.load_report(recordings.get(key, scenario))
     with_ranges = [p for p in rep.processes if p["nvtx_ranges"]]
     assert len(with_ranges) == EXPECTED_PIDS[scenario], rep.processes
     names = {r.name for r in rep.summaries["nvtx"]}
@@ -76,7 +77,7 @@ def test_processes_with_ranges(recordings, key, scenario):
 @pytest.mark.parametrize("key", VERSIONS)
 def test_features_of_spawn_recording(recordings, key):
     """Domain prefix, nesting depth, marks, a start/end range ended on another thread, an open range."""
-    rep = reader.load_report(recordings.get(key, "spawn"))
+    rep = nsys_report.load_report(recordings.get(key, "spawn"))
     tl = rep.timeline
     assert rep.naming == "plain" and rep.nsys_version.startswith(key)
     names = {(r.name, r.style) for r in rep.summaries["nvtx"]}
@@ -100,7 +101,7 @@ def test_wall_clock_alignment(recordings, key):
     log = (path.parent / "spawn.log").read_text()
     line = next(ln for ln in log.splitlines() if ln.startswith("clock-probe"))
     wall = int(line.split()[2])
-    tl = reader.load_report(path).timeline
+    tl = nsys_report.load_report(path).timeline
     probe = tl.marks.start_ns[tl.marks.name_id == tl.strings.lookup("clock-probe")]
     assert len(probe) == 1
     assert abs(tl.wall_base_ns + int(probe[0]) - wall) < 5_000_000
@@ -111,7 +112,7 @@ def test_osrt_sum_equals_nsys_stats(recordings, installs, tmp_path_factory):
     for key in ("2022.4", "2024.2"):
         out = tmp_path_factory.mktemp(f"osrt{key}")
         path = record(installs[key], out, "osrt", ["spawn"], trace="nvtx,osrt")
-        ours = reader.load_report(path).summaries["osrt"]
+        ours = nsys_report.load_report(path).summaries["osrt"]
         theirs = stats_csv(installs[key], path, "osrt_sum")
         assert theirs and ours
         assert_same_rows(ours, theirs, "Name", "Num Calls")

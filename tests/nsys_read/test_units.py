@@ -18,6 +18,7 @@ import pytest
 
 from gpuscope.errors import UserError
 from gpuscope.nsys import reader
+from gpuscope.nsys import report as nsys_report
 from gpuscope.trace import perfetto, summary
 from gpuscope.trace import timeline as T
 
@@ -157,7 +158,7 @@ def test_nesting_depth_matches_a_stack():
 
 @pytest.mark.parametrize("layout", ["2022", "2024", "2026"])
 def test_reader_across_layouts(tmp_path, layout):
-    rep = reader.load_report(make_export(tmp_path / "x.sqlite", layout=layout, kernels=True))
+    rep = nsys_report.load_report(make_export(tmp_path / "x.sqlite", layout=layout, kernels=True))
     tl = rep.timeline
     assert rep.schema_version and rep.nsys_version
     assert len(tl.ranges) == 6 and len(tl.marks) == 1 and len(tl.osrt) == 2 and len(tl.kernels) == 6
@@ -179,7 +180,7 @@ def test_reader_across_layouts(tmp_path, layout):
 
 
 def test_missing_tables_are_no_data(tmp_path):
-    rep = reader.load_report(make_export(tmp_path / "x.sqlite", nvtx=False))
+    rep = nsys_report.load_report(make_export(tmp_path / "x.sqlite", nvtx=False))
     assert len(rep.timeline.ranges) == 0 and rep.summaries["nvtx"] == [] and rep.summaries["kernel"] == []
     assert len(rep.summaries["osrt"]) == 1 and rep.summaries["osrt"][0].count == 2
 
@@ -188,7 +189,7 @@ def test_not_an_export(tmp_path):
     p = tmp_path / "x.sqlite"
     sqlite3.connect(p).execute("CREATE TABLE a (b)").connection.commit()
     with pytest.raises(UserError, match="not an Nsight Systems export"):
-        reader.load_report(p)
+        nsys_report.load_report(p)
 
 
 def test_domain_created_on_two_threads_counts_twice(tmp_path):
@@ -199,14 +200,14 @@ def test_domain_created_on_two_threads_counts_twice(tmp_path):
                  (G(10, 14),))
     conn.commit()
     conn.close()
-    rows = {r.name: r for r in reader.load_report(p).summaries["nvtx"]}
+    rows = {r.name: r for r in nsys_report.load_report(p).summaries["nvtx"]}
     assert rows["mydom:op"].count == 2 and rows["mydom:op"].total_ns == 200
 
 
 # --------------------------------------------------------------------------- Perfetto
 
 def test_perfetto_structure(tmp_path):
-    rep = reader.load_report(make_export(tmp_path / "x.sqlite", kernels=True))
+    rep = nsys_report.load_report(make_export(tmp_path / "x.sqlite", kernels=True))
     out = tmp_path / "trace.json"
     n = perfetto.write(rep.timeline, out)
     data = json.loads(out.read_text())
@@ -262,7 +263,7 @@ def test_timeline_from_event_logs(tmp_path):
     assert {r.style for r in rows.values()} == {"PushPop"}   # name keys collide: check via the timeline
     se = summary.nvtx_summary(tl, source=T.SOURCE_GPUSCOPE)
     assert [(r.name, r.style, r.count) for r in se if r.style == "StartEnd"] == [("expensive_op", "StartEnd", 2)]
-    rep = reader.load_report(tmp_path)            # a run folder without nsys
+    rep = nsys_report.load_report(tmp_path)            # a run folder without nsys
     assert rep.sqlite_path is None and len(rep.processes) == 2
 
 
@@ -272,7 +273,7 @@ def test_coverage_flags_forked_process(tmp_path):
     write_log(tmp_path / "events", 21, forked=True, ranges=2)                # fork child, missed
     write_log(tmp_path / "events", 22, forked=False, ranges=3, exit_ok=False)  # killed, missed
     make_export(tmp_path / "report.sqlite")
-    rep = reader.load_report(tmp_path)
+    rep = nsys_report.load_report(tmp_path)
     cov = {p.pid: p for p in rep.coverage.processes}
     assert cov[10].status == "partial" and cov[10].lost == 1 and "nsys has 4 of 5" in cov[10].reason
     assert cov[21].status == "missing" and "--trace-fork-before-exec" in cov[21].reason and cov[21].lost == 5
@@ -289,12 +290,12 @@ def test_coverage_flags_forked_process(tmp_path):
 def test_report_cache_round_trip(tmp_path, monkeypatch):
     """A cached report gives the same summaries, processes, findings and timeline columns."""
     monkeypatch.setenv("GPUSCOPE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(reader, "CACHE_MIN_ROWS", 1)
+    monkeypatch.setattr(nsys_report, "CACHE_MIN_ROWS", 1)
     p = make_export(tmp_path / "x.sqlite", kernels=True)
-    first = reader.load_report(p)
+    first = nsys_report.load_report(p)
     files = list((tmp_path / "cache" / "timelines").glob("*.npz"))
     assert len(files) == 1
-    second = reader.load_report(p)
+    second = nsys_report.load_report(p)
     assert second.loaded is None and second.loader is not None        # timeline not read yet
     assert [r.to_dict() for r in second.summaries["nvtx"]] == [r.to_dict() for r in first.summaries["nvtx"]]
     assert second.summaries["kernel"] == first.summaries["kernel"]
@@ -304,7 +305,7 @@ def test_report_cache_round_trip(tmp_path, monkeypatch):
         for name, col in getattr(a, table).columns().items():
             assert np.array_equal(col, getattr(getattr(b, table), name)), (table, name)
     assert a.strings.values == b.strings.values and a.wall_base_ns == b.wall_base_ns
-    third = reader.load_report(p, use_cache=False)
+    third = nsys_report.load_report(p, use_cache=False)
     assert third.loaded is not None
 
 
@@ -316,7 +317,7 @@ def test_rowid_holes_and_normalized_times(tmp_path):
     conn.execute("INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_PARAM_TIME_NORMALIZE', 'true')")
     conn.commit()
     conn.close()
-    rep = reader.load_report(p)
+    rep = nsys_report.load_report(p)
     tl = rep.timeline
     names = sorted(tl.strings.get(int(i)) for i in tl.ranges.name_id)
     assert names == ["inner", "op", "outer", "se", "unclosed"]
