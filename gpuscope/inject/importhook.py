@@ -6,7 +6,6 @@ after one dict lookup. For a watched name it finds the real spec, wraps the load
 """
 
 import importlib.abc
-import importlib.machinery
 import sys
 
 from .eventlog import STATE
@@ -31,14 +30,15 @@ class _Finder(importlib.abc.MetaPathFinder):
             return None
         _busy.add(name)
         try:
-            spec = importlib.machinery.PathFinder.find_spec(name, path, target)
-            if spec is None:
-                for finder in sys.meta_path:
-                    if finder is self or not hasattr(finder, "find_spec"):
-                        continue
-                    spec = finder.find_spec(name, path, target)
-                    if spec is not None:
-                        break
+            # Ask the other finders in their order (pytest's assertion rewriter, editable installs,
+            # ...), exactly as the import system would have without us.
+            spec = None
+            for finder in list(sys.meta_path):
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(name, path, target)
+                if spec is not None:
+                    break
         finally:
             _busy.discard(name)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
