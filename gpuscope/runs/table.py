@@ -23,6 +23,12 @@ def _rss(p: dict[str, Any]) -> str:
     return "-" if value is None else f"{value / 2**20:.0f} MiB"
 
 
+def _not_injected(name: str) -> str:
+    if name.startswith(("nsys", "QdstrmImporter")):
+        return f"({name}: Nsight Systems)"
+    return f"({name}: not reached by gpuscope: not Python, or started with -I/-E/-S)"
+
+
 def format_table(result: Any) -> str:
     """Header line, one row per process, then notes about processes left behind."""
     duration = (result.ended_ns - result.started_ns) / 1e9
@@ -35,6 +41,8 @@ def format_table(result: Any) -> str:
     for p in result.processes:
         life = f"{p['lifetime_s']:.2f} s" if p.get("lifetime_s") is not None else "-"
         top = ", ".join(f"{t['name']} ×{t['count']} {_ms(t['total_ns'])}" for t in p.get("top_ranges", [])[:2])
+        if p["role"] == "not injected":
+            top = _not_injected(p.get("name") or "?")
         lines.append(f"  {p['pid']:>7}  {p['role'][:16]:<16} {_cell(p.get('start_method'))[:10]:<10} "
                      f"{_cell(p.get('rank')):>4} {life:>9} {_cell(p.get('exit_code')):>5} {_cpu(p):>7} {_rss(p):>9} "
                      f"{p['ranges']:>7}  {top}")
