@@ -87,6 +87,7 @@ class Run:
         self._nsys_session: Any = None
         self.sampler: Any = None  # gpuscope.telemetry.sampler.RunSampler once started
         self._nsys_lock: Any = None
+        self._first_log: Path | None = None
         self.notes: list[str] = []
         self.started_ns = 0
         self.listeners: list[Callable[[str, Any], None]] = []   # ("started"|"ended", payload)
@@ -313,10 +314,12 @@ class Run:
 
     def _program_finished(self) -> bool:
         """Whether the run's first program process (main, or torchrun's agent) has run its exit
-        handlers (the X line of its event log)."""
-        from gpuscope.trace.events import first_process_finished
+        handlers (the X line of its event log). Polled: the log is looked up once."""
+        from gpuscope.trace.events import first_process_log, log_has_exit
 
-        return first_process_finished(self.run_dir)
+        if self._first_log is None:
+            self._first_log = first_process_log(self.run_dir)
+        return self._first_log is not None and log_has_exit(self._first_log)
 
     def _settle(self, timeout_s: float = 1.5) -> list[int]:
         """Processes still alive after the run ended by itself (given a moment to exit)."""

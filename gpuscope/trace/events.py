@@ -182,25 +182,28 @@ def read_run_events(run_dir: str | os.PathLike[str]) -> list[ProcessEvents]:
     return logs
 
 
-def first_process_finished(run_dir: str | os.PathLike[str]) -> bool:
-    """Whether the run's first process (``main``, else ``torchrun agent``) logged its exit (X line).
-
-    Cheap enough to poll: reads the first line of each log, and the tail of one.
-    """
-    folder = Path(run_dir) / "events"
+def first_process_log(run_dir: str | os.PathLike[str]) -> Path | None:
+    """The log of the run's first process (``main``, else ``torchrun agent``), once it exists."""
     try:
-        logs = list(folder.glob("*.log"))
+        logs = list((Path(run_dir) / "events").glob("*.log"))
     except OSError:
-        return False
+        return None
     for role in ("main", "torchrun agent"):
         for path in logs:
             try:
                 with open(path, "rb") as fh:
-                    head = fh.readline()
-                    if f'"role": "{role}"'.encode() not in head:
-                        continue
-                    fh.seek(max(0, path.stat().st_size - 4096))
-                    return b"\nX\t" in fh.read()
+                    if f'"role": "{role}"'.encode() in fh.readline():
+                        return path
             except OSError:
                 continue
-    return False
+    return None
+
+
+def log_has_exit(path: Path) -> bool:
+    """Whether a process's log ends with its exit record (X line); reads only the tail."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, path.stat().st_size - 4096))
+            return b"\nX\t" in fh.read()
+    except OSError:
+        return False

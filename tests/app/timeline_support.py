@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from gpuscope.trace import timeline as T
+from tests.cleanup.util import state_of
 
 PY = sys.executable
 
@@ -259,14 +260,6 @@ with open(sys.argv[1], "w") as fh:
 '''
 
 REAPER = Path(__file__).resolve().parents[1] / "cleanup" / "helpers" / "reaper.py"
-
-
-def state_of(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return None
 
 
 class Subreaper:
