@@ -81,7 +81,7 @@ def store_checks(home: Path, summary: dict, job_pid: int | None) -> None:
     os.environ["GPUSCOPE_HOME"] = str(home)
     from gpuscope.store import db
     from gpuscope.telemetry.series import load_series
-    from gpuscope.telemetry.torchmem import read_torch_mem
+    from gpuscope.telemetry.torch_memory import read_torch_mem
 
     ser = load_series(db.connect(), summary["run_id"])
     if ser is None:

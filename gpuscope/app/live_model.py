@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuscope.app.series import SeriesBuffer
+from gpuscope.app.plot_buffers import SeriesBuffer
 
 # plot key -> (metric kind, metric key): the curves of each plot, per device or per process
 PLOTS = {

@@ -48,7 +48,7 @@ def run_app(args: argparse.Namespace) -> int:
     _check_display(args)
     app = make_app()
     from gpuscope.app import bridge
-    from gpuscope.app.errors import install_hooks
+    from gpuscope.app.error_sink import install_hooks
     from gpuscope.app.qt_main_window import MainWindow
     from gpuscope.app.settings import open_settings
 

@@ -3,7 +3,7 @@
 The refresh timer of the main window calls :meth:`QtLiveView.refresh` about ten times a second.
 A refresh makes one ``setData`` per curve, and only when the model changed (STYLE practice 5).
 Long series are reduced to a min/max envelope of about two points per pixel before ``setData``
-(:func:`gpuscope.app.series.envelope`, the same idea as pyqtgraph's ``peak`` downsampling but
+(:func:`gpuscope.app.plot_buffers.envelope`, the same idea as pyqtgraph's ``peak`` downsampling but
 done once per refresh instead of once per paint), the y range is set from the data drawn, and
 pens are one pixel wide (wider pens make Qt's raster engine several times slower), so a one-hour
 10 Hz run redraws about as fast as a short one. Rolling window (30 s, 1 min, 5 min) or the
@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QStac
 import numpy as np
 
 from gpuscope.app.live_model import LiveModel
-from gpuscope.app.series import envelope
+from gpuscope.app.plot_buffers import envelope
 from gpuscope.telemetry import metrics
 
 WINDOWS = (("last 30 s", 30.0), ("last 1 min", 60.0), ("last 5 min", 300.0), ("whole run", None))

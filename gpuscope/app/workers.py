@@ -15,7 +15,7 @@ from typing import Any, Callable
 from PySide6.QtCore import QRunnable, QThreadPool
 
 from gpuscope.app import bridge
-from gpuscope.app.errors import describe_exception
+from gpuscope.app.error_sink import describe_exception
 from gpuscope.errors import UserError
 
 _pool: QThreadPool | None = None

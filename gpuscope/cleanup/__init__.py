@@ -18,7 +18,7 @@ for a segment) right before it acts. See docs/CLEANUP.md.
 from __future__ import annotations
 
 from gpuscope.cleanup.actions import act, identify, perform, signal_parent, stop_process
-from gpuscope.cleanup.gpu import IdleTracker
+from gpuscope.cleanup.gpu_holders import IdleTracker
 from gpuscope.cleanup.model import (ActionResult, ProcIdentity, Reason, ScanResult, ShmIdentity,
                                     Suspect)
 from gpuscope.cleanup.safety import Policy

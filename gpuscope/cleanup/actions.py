@@ -18,10 +18,10 @@ from typing import Any
 
 from gpuscope.cleanup import model as m
 from gpuscope.cleanup.evidence import human_bytes, human_s
-from gpuscope.cleanup.procs import ProcInfo, read_process
+from gpuscope.cleanup.snapshot import ProcInfo, read_process
 from gpuscope.cleanup.safety import Gone, Policy, Refused, check_process, same_process
 from gpuscope.cleanup.shm_actions import unlink_segment
-from gpuscope.store import actions as store_actions
+from gpuscope.store import cleanup_log as store_actions
 
 KILL_WAIT_S = 5.0      # how long to wait for SIGKILL to take effect
 REAP_WAIT_S = 1.0      # how long to wait for a parent to reap

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gpuscope.cleanup.gpu import GpuHolding
-from gpuscope.cleanup.procs import ProcInfo, ProcTable, last_ran_s_ago
+from gpuscope.cleanup.gpu_holders import GpuHolding
+from gpuscope.cleanup.snapshot import ProcInfo, ProcTable, last_ran_s_ago
 
 
 def short_cmd(proc: ProcInfo, width: int = 90) -> str:

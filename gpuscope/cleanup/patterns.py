@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-from gpuscope.cleanup.procs import ProcInfo, ProcTable
+from gpuscope.cleanup.snapshot import ProcInfo, ProcTable
 
 # Processes that adopt orphans on purpose (PID 1 in containers, user-session subreapers).
 KNOWN_REAPERS = {

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from gpuscope.cleanup.evidence import human_s
-from gpuscope.cleanup.procs import ProcInfo, ProcTable
+from gpuscope.cleanup.snapshot import ProcInfo, ProcTable
 from gpuscope.store.runs import FINAL_STATUSES
 
 CREATE_TIME_TOLERANCE_S = 0.01

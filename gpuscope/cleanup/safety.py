@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 
 from gpuscope.cleanup.model import ProcIdentity
-from gpuscope.cleanup.procs import ProcInfo, ancestors, read_process, user_name
+from gpuscope.cleanup.snapshot import ProcInfo, ancestors, read_process, user_name
 
 CREATE_TIME_TOLERANCE_S = 0.01
 

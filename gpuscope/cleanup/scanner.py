@@ -14,9 +14,9 @@ from typing import Any
 
 from gpuscope.cleanup import model as m
 from gpuscope.cleanup.evidence import process_evidence, short_cmd
-from gpuscope.cleanup.gpu import (GpuHolding, IdleTracker, gpu_holdings, holdings_from,
+from gpuscope.cleanup.gpu_holders import (GpuHolding, IdleTracker, gpu_holdings, holdings_from,
                                   open_gpu_backend)
-from gpuscope.cleanup.procs import ProcInfo, ProcTable, ancestors, nvidia_files_open
+from gpuscope.cleanup.snapshot import ProcInfo, ProcTable, ancestors, nvidia_files_open
 from gpuscope.cleanup.runlink import link_runs
 from gpuscope.cleanup.safety import Policy, listing_refusal
 from gpuscope.cleanup.suspects import (add_gpu_ghosts, add_shm_suspects, nsys_module_agents,

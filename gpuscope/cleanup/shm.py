@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from gpuscope.cleanup.patterns import shm_creator
-from gpuscope.cleanup.procs import user_name
+from gpuscope.cleanup.snapshot import user_name
 
 SHM_DIR = "/dev/shm"
 

@@ -7,7 +7,7 @@ import stat
 
 from gpuscope.cleanup import model as m
 from gpuscope.cleanup.evidence import human_bytes
-from gpuscope.cleanup.procs import read_process
+from gpuscope.cleanup.snapshot import read_process
 from gpuscope.cleanup.safety import Policy, owner_refusal
 from gpuscope.cleanup.shm import scan_usage
 

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 from gpuscope.cleanup import model as m
 from gpuscope.cleanup.evidence import human_bytes, human_s, process_evidence, short_cmd
-from gpuscope.cleanup.gpu import IdleVerdict
+from gpuscope.cleanup.gpu_holders import IdleVerdict
 from gpuscope.cleanup.patterns import REAPING_INITS, reparented, stale_agent_reason, worker_kind
-from gpuscope.cleanup.procs import ProcInfo, ProcTable, nvidia_files_open
+from gpuscope.cleanup.snapshot import ProcInfo, ProcTable, nvidia_files_open
 from gpuscope.cleanup.runlink import RunLink
 from gpuscope.cleanup.safety import listing_refusal, owner_refusal
 from gpuscope.cleanup.shm import leaked_segments, segment_evidence

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     if args.history is not None:
         return _history(args, conn)
     if args.kill or args.unlink or args.expect:
-        from gpuscope.cleanup.batch import act_on_targets
+        from gpuscope.cleanup.apply import act_on_targets
 
         return act_on_targets(args, conn, _expectations(args.expect), _print)
     from gpuscope.cleanup import Policy, scan
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
 def _history(args: argparse.Namespace, conn: sqlite3.Connection) -> int:
     import time
 
-    from gpuscope.store.actions import list_actions
+    from gpuscope.store.cleanup_log import list_actions
 
     rows = list_actions(conn, args.history)
     lines = [f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(r.time_ns / 1e9))}  {r.user}  "

@@ -32,7 +32,7 @@ def _ratio(value: float | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuscope.analysis.compare import figures, range_rows, ratio
+    from gpuscope.analysis.comparison import figures, range_rows, ratio
     from gpuscope.store import db
     from gpuscope.store import runs as store_runs
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from gpuscope.nsys import procs
+from gpuscope.nsys import agents as procs
 from gpuscope.nsys.diagnostics import Finding, diagnose, nvtx_pair_note
 from gpuscope.nsys.locate import NsysInstall, find_nsys
 from gpuscope.spec import RunSpec
@@ -171,7 +171,7 @@ class NsysSession:
 
         The agent is recognised by the ``nsys profile`` pid in its session name, so call
         :meth:`started` (or call this while nsys is still alive); agents of other sessions are left
-        alone (see :func:`gpuscope.nsys.procs.find_stale_agents` for those)."""
+        alone (see :func:`gpuscope.nsys.agents.find_stale_agents` for those)."""
         self._nsys_pids()  # adds any live nsys of this session to known_pids
         self.known_pids = {p for p in self.known_pids if procs.still_nsys(p)}  # never a reused pid
         targets = procs.tree(self.known_pids)

@@ -4,6 +4,29 @@ from __future__ import annotations
 
 import signal
 from dataclasses import dataclass
+from enum import Enum
+
+
+class RunStatus(str, Enum):
+    """A run's state in the store and in JSON (the value is the stored text).
+
+    ``running`` until it ends; then ``exited`` (exit code 0), ``failed`` (non-zero exit, a signal,
+    or a recording that broke), ``stopped`` (the user stopped it) or ``error`` (gpuscope could not
+    start it, or gpuscope itself died while it ran).
+    """
+
+    RUNNING = "running"
+    EXITED = "exited"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    ERROR = "error"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def final(self) -> bool:
+        return self is not RunStatus.RUNNING
 
 
 @dataclass(frozen=True)

@@ -268,7 +268,7 @@ class Run:
             if not nsys_result.ok:
                 error = f"nsys: {nsys_result.reason}"
                 status = "failed" if status == "exited" else status
-        from gpuscope.runs.summary import collect_processes, merge_telemetry
+        from gpuscope.runs.process_rows import collect_processes, merge_telemetry
 
         root_role = "torchrun agent" if self.spec.launcher == "torchrun" else "main"
         processes = collect_processes(self.run_dir, root_role, exit_status.code)
@@ -341,7 +341,7 @@ class Run:
 
 
 def _preload_summary() -> None:
-    import gpuscope.runs.summary  # noqa: F401
+    import gpuscope.runs.process_rows  # noqa: F401
 
 
 def _versions(spec: RunSpec) -> dict[str, Any]:

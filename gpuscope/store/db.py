@@ -17,7 +17,7 @@ from gpuscope import paths
 SCHEMA_MODULES = (
     "gpuscope.store.runs",
     "gpuscope.store.samples",
-    "gpuscope.store.actions",
+    "gpuscope.store.cleanup_log",
 )
 
 _applied: set[str] = set()

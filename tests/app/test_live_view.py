@@ -101,7 +101,7 @@ def test_console_streams_and_partial_utf8(qtbot):
 
 
 def test_envelope_keeps_peaks_and_gaps():
-    from gpuscope.app.series import envelope
+    from gpuscope.app.plot_buffers import envelope
 
     x = np.arange(10_000, dtype=float)
     y = np.zeros(10_000)

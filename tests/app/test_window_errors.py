@@ -9,7 +9,7 @@ import time
 import pytest
 from apphelpers import fill, make_window, run_processes
 
-from gpuscope.app.errors import install_hooks
+from gpuscope.app.error_sink import install_hooks
 
 pytestmark = pytest.mark.gui
 

@@ -33,7 +33,7 @@ def main() -> None:
     extra = int(sys.argv[1]) if len(sys.argv) > 1 else 300
     torch_procs = int(sys.argv[2]) if len(sys.argv) > 2 else 2
     from gpuscope.cleanup import Scanner
-    from gpuscope.cleanup.procs import ProcTable
+    from gpuscope.cleanup.snapshot import ProcTable
     from gpuscope.cleanup.shm import scan_usage
 
     reaper = Reaper()

@@ -223,7 +223,7 @@ def test_listing_json_round_trips(reaper, store):
 def test_zombie_of_pid_1_listing_gives_advice_not_actions():
     """The listing logic for a zombie adopted by PID 1 (made as data: a real one could never be
     reaped on these machines)."""
-    from gpuscope.cleanup.procs import ProcInfo, ProcTable, read_process
+    from gpuscope.cleanup.snapshot import ProcInfo, ProcTable, read_process
     from gpuscope.cleanup.suspects import zombie_suspect
 
     scanner = Scanner(use_gpu=False)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuscope.nsys import locate, procs, record
+from gpuscope.nsys import agents as procs, locate, record
 from gpuscope.nsys.lock import NsysLock
 from gpuscope.spec import NsysOptions, RunSpec
 

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from gpuscope.nsys import procs
+from gpuscope.nsys import agents as procs
 
 NSYS = "/x/target-linux-x64/nsys"
 

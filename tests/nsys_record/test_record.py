@@ -10,7 +10,7 @@ import time
 import psutil
 import pytest
 
-from gpuscope.nsys import procs, record
+from gpuscope.nsys import agents as procs, record
 from tests.nsys_record.helpers import (NVTX_SCRIPT, VERSIONS, launch, make_spec, need, nvtx_rows,
                                        record_script, wait_gone)
 

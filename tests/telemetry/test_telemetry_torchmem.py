@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuscope.telemetry.torchmem import parse_torch_mem, read_torch_mem
+from gpuscope.telemetry.torch_memory import parse_torch_mem, read_torch_mem
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_TORCH = ROOT / "tests" / "fakes" / "faketorch"

@@ -11,7 +11,7 @@ from gpuscope.cleanup import (Policy, ProcIdentity, Scanner, act, identify,
 from gpuscope.cleanup import model as m
 from gpuscope.cleanup.render import render_results
 from gpuscope.cleanup.safety import listing_refusal, static_refusal
-from gpuscope.cleanup.procs import read_process
+from gpuscope.cleanup.snapshot import read_process
 
 
 def _proc_target(pid: int, expects: dict[int, ProcIdentity], listing: m.ScanResult):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from gpuscope.cleanup.procs import ProcInfo, ProcTable
+from gpuscope.cleanup.snapshot import ProcInfo, ProcTable
 
 # Below this share of one core, a process counts as sleeping between two observations.
 SLEEP_CPU_SHARE = 0.02
