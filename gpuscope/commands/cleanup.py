@@ -26,17 +26,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shm-min-age", type=float, default=10.0, metavar="S",
                    help="only list /dev/shm segments unmodified for S seconds (default 10)")
     p.add_argument("--no-gpu", action="store_true", help="skip the GPU checks")
-    p.add_argument("--kill", nargs="+", type=int, default=[], metavar="PID",
-                   help="terminate these pids (SIGTERM, then SIGKILL after --grace); for a "
-                        "zombie, signal its parent")
-    p.add_argument("--unlink", nargs="+", default=[], metavar="NAME",
-                   help="unlink these /dev/shm segments (names, not paths)")
+    p.add_argument("--kill", action="extend", nargs="+", type=int, default=[], metavar="PID",
+                   help="terminate these pids (SIGTERM, then SIGKILL after --grace); for a zombie, signal "
+                        "its parent; repeatable: --kill A --kill B kills both")
+    p.add_argument("--unlink", action="extend", nargs="+", default=[], metavar="NAME",
+                   help="unlink these /dev/shm segments (names, not paths; repeatable)")
     p.add_argument("--force", action="store_true", help="SIGKILL at once instead of SIGTERM first")
     p.add_argument("--grace", type=float, default=3.0, metavar="S",
                    help="seconds between SIGTERM and SIGKILL (default 3)")
-    p.add_argument("--expect", nargs="+", default=[], metavar="PID:CREATE_TIME",
+    p.add_argument("--expect", action="extend", nargs="+", default=[], metavar="PID:CREATE_TIME",
                    help="identities from an earlier listing; a pid whose create time differs is "
-                        "refused (the pids are added to --kill)")
+                        "refused (the pids are added to --kill); repeatable")
     p.add_argument("--allow-other-users", action="store_true",
                    help="as root, allow acting on other users' processes and segments")
     p.add_argument("--yes", action="store_true", help="really act (without it, only show the plan)")
