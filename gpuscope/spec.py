@@ -7,6 +7,7 @@ Everything that launches a run (the CLI, the app, tests) builds a :class:`RunSpe
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from dataclasses import asdict, dataclass, field, replace
@@ -45,7 +46,11 @@ class NsysOptions:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """A script and the way gpuscope should launch it."""
+    """A script (or a module, run as ``python -m MODULE``) and the way gpuscope should launch it.
+
+    For a module run ``module`` holds the module's name and ``script`` the text ``-m MODULE``
+    (what history and tables show); :attr:`is_module` tells the two apart.
+    """
 
     script: str
     args: tuple[str, ...] = ()
@@ -59,6 +64,16 @@ class RunSpec:
     env: tuple[tuple[str, str], ...] = ()
     # Costly per-process sampling (USS) is off by default; see gpuscope.telemetry.
     sample_interval_s: float = 0.1
+    module: str | None = None
+
+    @property
+    def is_module(self) -> bool:
+        return bool(self.module)
+
+    @property
+    def target_args(self) -> list[str]:
+        """What follows the interpreter (or torchrun's options): ``script`` or ``-m MODULE``."""
+        return ["-m", str(self.module)] if self.module else [self.script]
 
     # -- validation -------------------------------------------------------------------------
     def validated(self) -> "RunSpec":
@@ -75,25 +90,16 @@ class RunSpec:
         if not cwd.is_dir():
             raise UserError(f"working directory not found: {cwd}")
         cwd = cwd.resolve()
-        script = Path(self.script).expanduser()
-        if not script.is_absolute():
-            script = cwd / script
-        if not script.exists():
-            raise UserError(f"script not found: {self.script}")
-        if script.is_dir():
-            if not (script / "__main__.py").is_file():
-                raise UserError(f"{self.script} is a directory without __main__.py, not a Python script")
-        elif not _looks_like_python(script):
-            raise UserError(f"{self.script} does not look like a Python script (binary content)")
-        python = self.python or default_python()
-        resolved = shutil.which(python) if os.sep not in python else python
-        if not resolved or not os.path.isfile(resolved) or not os.access(resolved, os.X_OK):
-            raise UserError(f"Python interpreter not found or not executable: {python}")
+        python = _checked_python(self.python)
         for pattern in self.annotate:
             if ":" not in pattern or not pattern.split(":", 1)[1]:
                 raise UserError(f"--annotate takes MODULE:QUALNAME (globs allowed), not {pattern!r}")
-        return replace(self, script=str(script.resolve()), cwd=str(cwd), python=os.path.abspath(resolved),
-                       args=tuple(self.args), annotate=tuple(self.annotate), nproc=int(self.nproc))
+        common = dict(cwd=str(cwd), python=python, args=tuple(self.args), annotate=tuple(self.annotate),
+                      nproc=int(self.nproc))
+        if self.module:
+            return replace(self, script=f"-m {_checked_module(self.module)}",
+                           module=_checked_module(self.module), **common)
+        return replace(self, script=str(_checked_script(self.script, cwd)), **common)
 
     # -- serialisation ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -125,6 +131,41 @@ def default_python() -> str:
     if getattr(sys, "frozen", False):
         return shutil.which("python3") or "python3"
     return sys.executable
+
+
+def _checked_python(python: str | None) -> str:
+    python = python or default_python()
+    resolved = shutil.which(python) if os.sep not in python else python
+    if not resolved or not os.path.isfile(resolved) or not os.access(resolved, os.X_OK):
+        raise UserError(f"Python interpreter not found or not executable: {python}")
+    return os.path.abspath(resolved)
+
+
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def _checked_module(module: str) -> str:
+    """A dotted module name (whether it exists is the interpreter's to say, in the run)."""
+    name = module.strip()
+    if not _MODULE_NAME.fullmatch(name):
+        raise UserError(f"-m takes a module name such as package.module, not {module!r}")
+    return name
+
+
+def _checked_script(text: str, cwd: Path) -> Path:
+    if not text:
+        raise UserError("nothing to run: give a script or -m MODULE")
+    script = Path(text).expanduser()
+    if not script.is_absolute():
+        script = cwd / script
+    if not script.exists():
+        raise UserError(f"script not found: {text}")
+    if script.is_dir():
+        if not (script / "__main__.py").is_file():
+            raise UserError(f"{text} is a directory without __main__.py, not a Python script")
+    elif not _looks_like_python(script):
+        raise UserError(f"{text} does not look like a Python script (binary content)")
+    return script.resolve()
 
 
 def _looks_like_python(path: Path) -> bool:

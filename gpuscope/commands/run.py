@@ -8,6 +8,7 @@ import signal
 import sys
 from typing import Any
 
+from gpuscope.errors import UserError
 from gpuscope.spec import LAUNCHERS, START_METHODS, NsysOptions, RunSpec
 
 HELP = "run a script in a managed, annotated process tree"
@@ -41,15 +42,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--nsys-timeout", type=float, default=NsysOptions.timeout_s,
                    help="limit in seconds for nsys after the program ended: finishing the recording, "
                         "importing and exporting it together")
-    p.add_argument("script", help="the Python script to run")
-    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE [ARGS]",
+                   help="run a module as `python -m MODULE`; every argument after MODULE is the module's")
+    p.add_argument("script", nargs="?", help="the Python script to run (or use -m MODULE)")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script or module")
 
 
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
     fork = {"auto": None, "on": True, "off": False}[args.nsys_fork]
     nsys = NsysOptions(enabled=args.nsys, trace=tuple(t for t in args.nsys_trace.split(",") if t),
                        extra_args=tuple(args.nsys_arg), trace_fork=fork, timeout_s=args.nsys_timeout)
-    return RunSpec(script=args.script, args=tuple(args.args), cwd=args.cwd, python=args.python,
+    script, module, rest = args.script or "", None, list(args.args)
+    if args.module is not None:
+        if script or not args.module:
+            raise UserError("give either a script or -m MODULE (with the module's arguments after it)")
+        module, rest = args.module[0], args.module[1:]
+    return RunSpec(script=script, module=module, args=tuple(rest), cwd=args.cwd, python=args.python,
                    start_method=args.start_method, launcher=args.launcher, nproc=args.nproc,
                    annotate=tuple(args.annotate), nsys=nsys, sample_interval_s=args.interval)
 

@@ -8,6 +8,7 @@ from .eventlog import STATE, python_version
 from .procname import env_rank, name_python_threads, set_process_name, short_role
 
 _SCRIPT = os.environ.get("GPUSCOPE_SCRIPT", "")
+_MODULE = os.environ.get("GPUSCOPE_MODULE", "")
 
 
 def _orig_argv():
@@ -36,6 +37,9 @@ def detect_role(argv):
 
 
 def _is_script(argv):
+    """Does this command line run the run's script (or its ``-m`` module)?"""
+    if _MODULE:
+        return _runs_module(argv)
     if not _SCRIPT:
         return False
     target = os.path.realpath(_SCRIPT)
@@ -46,6 +50,18 @@ def _is_script(argv):
                     return True
             except (OSError, ValueError):
                 pass
+    return False
+
+
+def _runs_module(argv):
+    """``python [options] -m MODULE ...`` (torchrun starts its workers as ``python -u -m MODULE``)."""
+    for i, arg in enumerate(argv[1:6], 1):
+        if arg == "-m":
+            return i + 1 < len(argv) and argv[i + 1] == _MODULE
+        if arg.startswith("-m") and len(arg) > 2:
+            return arg[2:] == _MODULE
+        if not arg.startswith("-"):
+            return False
     return False
 
 

@@ -20,7 +20,7 @@ class Command:
 
 
 def build_command(spec: RunSpec, run_id: str, run_dir: Path, base_env: dict[str, str] | None = None) -> Command:
-    """argv and env for ``python script`` or ``python -m torch.distributed.run``."""
+    """argv and env for ``python script|-m module`` or ``python -m torch.distributed.run``."""
     env = dict(os.environ if base_env is None else base_env)
     env.update(dict(spec.env))
     python = spec.python or "python3"
@@ -29,7 +29,12 @@ def build_command(spec: RunSpec, run_id: str, run_dir: Path, base_env: dict[str,
     env["PYTHONPATH"] = layout.pythonpath_with_boot(env.get("PYTHONPATH"))
     env["GPUSCOPE_RUN_ID"] = run_id
     env["GPUSCOPE_RUN_DIR"] = str(run_dir)
-    env["GPUSCOPE_SCRIPT"] = spec.script
+    if spec.is_module:  # the hook tells the process running the module from its command line
+        env["GPUSCOPE_MODULE"] = str(spec.module)
+        env.pop("GPUSCOPE_SCRIPT", None)
+    else:
+        env["GPUSCOPE_SCRIPT"] = spec.script
+        env.pop("GPUSCOPE_MODULE", None)
     env["GPUSCOPE_START_METHOD"] = spec.start_method
     env["GPUSCOPE_LAUNCHER"] = spec.launcher
     env["GPUSCOPE_TORCHMEM_INTERVAL"] = str(max(spec.sample_interval_s, 0.1))
@@ -41,9 +46,9 @@ def build_command(spec: RunSpec, run_id: str, run_dir: Path, base_env: dict[str,
     env.setdefault("PYTHONUNBUFFERED", "1")
     if spec.launcher == "torchrun":
         argv = [python, "-m", "torch.distributed.run", "--nproc-per-node", str(spec.nproc),
-                "--standalone", spec.script, *spec.args]
+                "--standalone", *spec.target_args, *spec.args]
     else:
-        argv = [python, spec.script, *spec.args]
+        argv = [python, *spec.target_args, *spec.args]
     return Command(argv=argv, env=env, cwd=spec.cwd or os.getcwd())
 
 
