@@ -18,14 +18,41 @@ SUMMARY = "summary.json"
 NSYS_BASENAME = "report"  # report.nsys-rep / report.qdstrm / report.sqlite
 
 
+ID_ATTEMPTS = 50
+
+
+def _candidate_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(4)
+
+
 def new_run_id() -> str:
-    """Sortable and unique: 20261130-143501-3f9a."""
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+    """A sortable id that no other run has: 20261130-143501-3f9a01bc.
+
+    The id is reserved by creating its folder (``mkdir`` is atomic), so runs started in the same
+    second, in any number of processes, never share one; a taken id is drawn again.
+    :func:`create_run_dir` then fills the reserved folder.
+    """
+    return reserve_run_dir()[0]
+
+
+def reserve_run_dir() -> tuple[str, Path]:
+    """(id, folder) of a new, private (0700) run folder."""
+    root = paths.runs_dir()
+    for _ in range(ID_ATTEMPTS):
+        run_id = _candidate_id()
+        try:
+            (root / run_id).mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        return run_id, root / run_id
+    raise RuntimeError(f"no free run id under {root} after {ID_ATTEMPTS} tries")
 
 
 def create_run_dir(run_id: str) -> Path:
+    """The run's folder (reserved by :func:`new_run_id`, or created here) with its events folder."""
     path = paths.runs_dir() / run_id
-    (path / EVENTS).mkdir(parents=True, exist_ok=False)
+    path.mkdir(mode=0o700, exist_ok=True)
+    (path / EVENTS).mkdir(mode=0o700, exist_ok=False)
     return path
 
 

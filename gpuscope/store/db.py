@@ -3,15 +3,23 @@
 Each table family lives in its own module with a ``DDL`` string; :func:`connect` applies all of
 them (idempotent ``CREATE ... IF NOT EXISTS``). Writers keep transactions short so that the app,
 the CLI and a running sampler can share the file; a crash loses at most the open transaction.
+
+:func:`connect` returns a :class:`StoreConnection`: an ``sqlite3.Connection`` look-alike that
+survives a damaged file. When SQLite reports damage, the file is moved aside and the store is
+rebuilt from the run folders (:mod:`gpuscope.store.recovery`), then the statement is run again on
+the new store; when another process has rebuilt it, the connection follows the new file.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sqlite3
 from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
 
 from gpuscope import paths
+from gpuscope.store import recovery
 
 # Modules that own tables. Order matters only for foreign keys (runs first).
 SCHEMA_MODULES = (
@@ -19,28 +27,34 @@ SCHEMA_MODULES = (
     "gpuscope.store.samples",
     "gpuscope.store.cleanup_log",
 )
+BUSY_TIMEOUT_S = 60.0
 
-_applied: set[str] = set()
+_applied: set[tuple[str, int | None]] = set()
 
 
-def connect(path: str | Path | None = None) -> sqlite3.Connection:
-    """Open the store (creating it and its tables if needed)."""
-    db_path = Path(path) if path is not None else paths.store_path()
+def raw_connect(db_path: Path) -> sqlite3.Connection:
+    """A plain sqlite3 connection to the store at ``db_path``, its tables created (0600 file)."""
     db_path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(db_path), timeout=30.0, isolation_level=None, check_same_thread=False)
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    key = str(db_path.resolve())
-    if key not in _applied:
-        for name in SCHEMA_MODULES:
-            module = importlib.import_module(name)
-            ddl = getattr(module, "DDL", "")
-            if ddl:
-                conn.executescript(ddl)
-            _add_columns(conn, getattr(module, "ADDED_COLUMNS", ()))
-        _applied.add(key)
+    if not db_path.exists():
+        os.close(os.open(db_path, os.O_WRONLY | os.O_CREAT, 0o600))
+    conn = sqlite3.connect(str(db_path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        key = (str(db_path.resolve()), recovery.inode(db_path))
+        if key not in _applied:
+            for name in SCHEMA_MODULES:
+                module = importlib.import_module(name)
+                ddl = getattr(module, "DDL", "")
+                if ddl:
+                    conn.executescript(ddl)
+                _add_columns(conn, getattr(module, "ADDED_COLUMNS", ()))
+            _applied.add(key)
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
@@ -50,3 +64,141 @@ def _add_columns(conn: sqlite3.Connection, added: tuple[tuple[str, str, str], ..
         have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
         if column not in have:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+
+
+def connect(path: str | Path | None = None) -> "StoreConnection":
+    """Open the store (creating it and its tables if needed; recovering it if it is damaged)."""
+    return StoreConnection(Path(path) if path is not None else paths.store_path())
+
+
+class Rows:
+    """The rows of one statement, read at once (so damage shows up where it can be recovered)."""
+
+    def __init__(self, cursor: sqlite3.Cursor, rows: list[Any]) -> None:
+        self._rows = rows
+        self._i = 0
+        self.lastrowid = cursor.lastrowid
+        self.rowcount = cursor.rowcount
+        self.description = cursor.description
+
+    def fetchone(self) -> Any:
+        if self._i >= len(self._rows):
+            return None
+        self._i += 1
+        return self._rows[self._i - 1]
+
+    def fetchall(self) -> list[Any]:
+        rest, self._i = self._rows[self._i:], len(self._rows)
+        return rest
+
+    def fetchmany(self, size: int = 1) -> list[Any]:
+        part = self._rows[self._i:self._i + size]
+        self._i += len(part)
+        return part
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.fetchall())
+
+
+class StoreConnection:
+    """A store connection that recovers from a damaged file (see the module docstring)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.recovered: list[recovery.Recovery] = []
+        self._conn, self._inode = self._open()
+
+    def _open(self) -> tuple[sqlite3.Connection, int | None]:
+        for attempt in (1, 2):
+            seen = recovery.inode(self.path)
+            try:
+                return raw_connect(self.path), recovery.inode(self.path)
+            except sqlite3.DatabaseError as exc:
+                if attempt == 2 or not recovery.is_damage(exc):
+                    raise
+                self._recover(seen, exc)
+        raise AssertionError("unreachable")
+
+    def _recover(self, seen: int | None, exc: BaseException) -> None:
+        done = recovery.recover(self.path, seen_inode=seen, problem=str(exc))
+        if done is not None:
+            self.recovered.append(done)
+
+    def _switch(self, exc: BaseException | None) -> None:
+        """Reopen on the new file (after recovering the old one, when ``exc`` says it is damaged)."""
+        try:
+            self._conn.close()
+        except sqlite3.Error:
+            pass
+        if exc is not None:
+            self._recover(self._inode, exc)
+        self._conn, self._inode = self._open()
+
+    def _follow(self) -> None:
+        """Another process replaced the store file (recovered it): use the new one."""
+        if not self._conn.in_transaction and recovery.inode(self.path) not in (self._inode, None):
+            self._switch(None)
+
+    def _run(self, call: Callable[[sqlite3.Connection], sqlite3.Cursor]) -> Rows:
+        self._follow()
+        try:
+            cur = call(self._conn)
+            return Rows(cur, cur.fetchall())
+        except sqlite3.DatabaseError as exc:
+            if not recovery.is_damage(exc):
+                raise
+            self._switch(exc)
+        cur = call(self._conn)
+        return Rows(cur, cur.fetchall())
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Rows:
+        return self._run(lambda c: c.execute(sql, params))
+
+    def executemany(self, sql: str, seq: Any) -> Rows:
+        rows = list(seq)  # a generator can be run only once: keep it for the retry
+        return self._run(lambda c: c.executemany(sql, rows))
+
+    def executescript(self, script: str) -> Rows:
+        return self._run(lambda c: c.executescript(script))
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._conn.in_transaction
+
+    @property
+    def row_factory(self) -> Any:
+        return self._conn.row_factory
+
+    @row_factory.setter
+    def row_factory(self, value: Any) -> None:
+        self._conn.row_factory = value
+
+    def commit(self) -> None:
+        self._end(self._conn.commit)
+
+    def rollback(self) -> None:
+        self._end(self._conn.rollback)
+
+    def _end(self, finish: Callable[[], None]) -> None:
+        try:
+            finish()
+        except sqlite3.DatabaseError as exc:
+            if not recovery.is_damage(exc):
+                raise
+            self._switch(exc)  # the transaction is lost with the damaged file; its run folder keeps the run
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> "StoreConnection":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if exc_type is None:
+            self.commit()
+        else:
+            try:
+                self._conn.rollback()
+            except sqlite3.Error:
+                pass
+        return False

@@ -9,6 +9,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from gpuscope.runs.status import RunStatus
+
 DDL = """
 CREATE TABLE IF NOT EXISTS runs (
     id           TEXT PRIMARY KEY,
@@ -53,7 +55,7 @@ ADDED_COLUMNS = (
     ("runs", "supervisor_start", "INTEGER"),
 )
 
-FINAL_STATUSES = ("exited", "failed", "stopped", "error")
+FINAL_STATUSES = tuple(s.value for s in RunStatus if s.final)
 
 
 @dataclass(frozen=True)
@@ -94,10 +96,12 @@ def _row(r: sqlite3.Row) -> RunRow:
 def insert_run(conn: sqlite3.Connection, *, run_id: str, spec: dict[str, Any], run_dir: str,
                versions: dict[str, Any]) -> None:
     pid = os.getpid()
+    # A store rebuilt while this run started (recovery) may already list it from its folder: this
+    # process knows better, so its row replaces that one.
     conn.execute(
-        "INSERT INTO runs (id, created_ns, status, script, launcher, start_method, run_dir,"
+        "INSERT OR REPLACE INTO runs (id, created_ns, status, script, launcher, start_method, run_dir,"
         " spec_json, versions_json, supervisor_pid, supervisor_start) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        (run_id, time.time_ns(), "running", spec["script"], spec["launcher"], spec["start_method"],
+        (run_id, time.time_ns(), RunStatus.RUNNING.value, spec["script"], spec["launcher"], spec["start_method"],
          run_dir, json.dumps(spec), json.dumps(versions), pid, _start_ticks(pid)),
     )
 
@@ -118,27 +122,32 @@ def mark_abandoned(conn: sqlite3.Connection) -> list[str]:
 
     Returns their ids. A run whose supervisor is alive (this or another gpuscope) is left alone.
     """
-    rows = conn.execute("SELECT id, supervisor_pid, supervisor_start FROM runs WHERE status='running'").fetchall()
-    gone = [r["id"] for r in rows
-            if r["supervisor_pid"] is None or _start_ticks(r["supervisor_pid"]) != r["supervisor_start"]]
+    rows = conn.execute("SELECT id, supervisor_pid, supervisor_start FROM runs WHERE status=?",
+                        (RunStatus.RUNNING.value,)).fetchall()
+    gone = [r["id"] for r in rows if not supervisor_alive(r["supervisor_pid"], r["supervisor_start"])]
     for run_id in gone:
-        conn.execute("UPDATE runs SET status='error', error=coalesce(error, ?) WHERE id=? AND status='running'",
-                     ("gpuscope stopped before the run ended; its processes may still be alive "
-                      "(see gpuscope cleanup)", run_id))
+        conn.execute("UPDATE runs SET status=?, error=coalesce(error, ?) WHERE id=? AND status=?",
+                     (RunStatus.ERROR.value, "gpuscope stopped before the run ended; its processes may still "
+                      "be alive (see gpuscope cleanup)", run_id, RunStatus.RUNNING.value))
     return gone
+
+
+def supervisor_alive(pid: int | None, start_ticks: int | None) -> bool:
+    """Whether the gpuscope process that runs a run is still the same live process."""
+    return pid is not None and _start_ticks(pid) == start_ticks
 
 
 def mark_started(conn: sqlite3.Connection, run_id: str, started_ns: int) -> None:
     conn.execute("UPDATE runs SET started_ns=? WHERE id=?", (started_ns, run_id))
 
 
-def finish_run(conn: sqlite3.Connection, run_id: str, *, status: str, ended_ns: int,
+def finish_run(conn: sqlite3.Connection, run_id: str, *, status: str | RunStatus, ended_ns: int,
                exit_code: int | None, signal: str | None, error: str | None = None,
                summary: dict[str, Any] | None = None) -> None:
     conn.execute(
         "UPDATE runs SET status=?, ended_ns=?, exit_code=?, signal=?, error=?, summary_json=?"
         " WHERE id=?",
-        (status, ended_ns, exit_code, signal, error,
+        (RunStatus(status).value, ended_ns, exit_code, signal, error,
          json.dumps(summary) if summary is not None else None, run_id),
     )
 
@@ -152,7 +161,7 @@ def replace_processes(conn: sqlite3.Connection, run_id: str, procs: Iterable[dic
         for p in procs
     ]
     with conn:
-        conn.execute("BEGIN")
+        conn.execute("BEGIN IMMEDIATE")
         conn.execute("DELETE FROM run_processes WHERE run_id=?", (run_id,))
         conn.executemany(
             "INSERT OR REPLACE INTO run_processes (run_id, pid, ppid, role, start_method, rank, name,"

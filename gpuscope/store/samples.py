@@ -114,7 +114,7 @@ def write_batches(conn: sqlite3.Connection, series: int, batches: Sequence[Any],
     rows = _batch_rows(series, batches)
     n = 0
     with conn:
-        conn.execute("BEGIN")
+        conn.execute("BEGIN IMMEDIATE")
         for kind, (table, cols) in KIND_TABLES.items():
             if rows[kind]:
                 conn.executemany(_insert(table, cols), rows[kind])
@@ -175,7 +175,7 @@ def delete_run_samples(conn: sqlite3.Connection, run_id: str) -> None:
     if info is None:
         return
     with conn:
-        conn.execute("BEGIN")
+        conn.execute("BEGIN IMMEDIATE")
         for table in ("sample_host", "sample_gpu", "sample_proc", "sample_gpu_proc", "sample_procs"):
             conn.execute(f"DELETE FROM {table} WHERE series=?", (info["key"],))
         conn.execute("DELETE FROM sample_series WHERE key=?", (info["key"],))
