@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuscope.runs.records import as_row
 from gpuscope.trace.events import ProcessEvents, read_run_events
 
 
@@ -39,6 +40,7 @@ class RunFigures:
     first_task_ms: float | None = None       # median: child start -> its first range
     cpu_seconds: float | None = None
     peak_rss_bytes: int | None = None        # sum of the processes' peaks
+    sampled: list[str] = field(default_factory=list)   # figures some process had only sampled ("CPU", "RSS")
     ranges: dict[str, RangeStats] = field(default_factory=dict)
 
 
@@ -70,15 +72,17 @@ def figures(run_id: str, run_dir: str | Path, summary: dict[str, Any] | None, la
     children = [pe for pe in logs if pe.ppid in starts and pe.role not in ("main", "torchrun agent")]
     startup = [(pe.start_ns - starts[pe.ppid]) / 1e6 for pe in children]
     first = [(int(pe.ranges["t0"].min()) - pe.start_ns) / 1e6 for pe in children if len(pe.ranges)]
-    procs = (summary or {}).get("processes", [])
-    cpu = [p["cpu_seconds"] for p in procs if p.get("cpu_seconds") is not None]
-    rss = [p["peak_rss_bytes"] for p in procs if p.get("peak_rss_bytes") is not None]
+    procs = [as_row(p) for p in (summary or {}).get("processes", [])]
+    cpu = [p.cpu_seconds for p in procs if p.cpu_seconds is not None]
+    rss = [p.peak_rss_bytes for p in procs if p.peak_rss_bytes is not None]
     return RunFigures(
         run_id=run_id, label=label, duration_s=(summary or {}).get("duration_s"),
         status=(summary or {}).get("status", "?"), processes=_roles(logs),
         child_startup_ms=statistics.median(startup) if startup else None,
         first_task_ms=statistics.median(first) if first else None,
         cpu_seconds=round(sum(cpu), 3) if cpu else None, peak_rss_bytes=sum(rss) if rss else None,
+        sampled=sorted({f for p in procs for f, src in (("CPU", p.cpu_source), ("RSS", p.rss_source))
+                        if src == "sampled"}),
         ranges=_range_stats(logs),
     )
 

@@ -60,6 +60,10 @@ def run(args: argparse.Namespace) -> int:
          b.peak_rss_bytes and b.peak_rss_bytes / 2**20, " MiB"),
     ):
         lines.append(f"{title:<28} {_fmt(va, unit):>22} {_fmt(vb, unit):>22} {_ratio(ratio(va, vb)):>8}")
+    for fig in (a, b):
+        if fig.sampled:
+            lines.append(f"run {fig.run_id}: {' and '.join(fig.sampled)} of some processes sampled at 10 Hz "
+                         "(not measured by the process itself); the rest exact")
     roles = sorted(set(a.processes) | set(b.processes))
     lines.append("processes: " + ", ".join(f"{r} {a.processes.get(r, 0)}→{b.processes.get(r, 0)}" for r in roles))
     lines.append("")

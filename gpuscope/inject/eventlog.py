@@ -14,6 +14,8 @@ import threading
 import time
 from array import array
 
+from . import exitstatus
+
 now = time.perf_counter_ns  # CLOCK_MONOTONIC on Linux: one clock for all processes of the host
 FLUSH_NS = 100_000_000
 FORMAT_VERSION = 1
@@ -176,12 +178,20 @@ class State:
         except Exception:
             pass
 
-    def exit(self, exit_code=None):
+    def exit(self, exit_code=None, how=None):
+        """The exit record: status, how the process ended, and its own CPU time and peak memory."""
         if self.exited or self.pid != os.getpid():
             return
         self.exited = True
         open_ranges = sum(len(v) for v in self.stacks.values()) + len(self.open_se)
-        self.buf.append("X\t%d\t%s\n" % (now(), json.dumps({"exit_code": exit_code, "open_ranges": open_ranges})))
+        record = {"exit_code": exit_code, "open_ranges": open_ranges}
+        if how is not None:
+            record["how"] = how
+        try:
+            record.update(exitstatus.usage())
+        except Exception:
+            pass
+        self.buf.append("X\t%d\t%s\n" % (now(), json.dumps(record)))
         self.flush()
 
 

@@ -1,73 +1,109 @@
-"""What a run's processes did, from their event logs: the per-process rows of the run summary."""
+"""What a run's processes did: one :class:`ProcessRow` per process, built once from its event log
+and the sampler's figures (exact figures from the exit record win over sampled ones)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from gpuscope.runs.records import NOT_INJECTED, ProcessRow, TopRange
+from gpuscope.runs.status import signal_name
 from gpuscope.trace.events import ProcessEvents, read_run_events
 
+INFO_KEYS = ("argv", "nvtx", "forked", "parent_role", "local_rank", "start_method_explicit", "executable",
+             "target")
+# how the process reported its status without evidence of a code: the launcher's wait() knows better
+_INFERRED = ("end",)
 
-def process_row(pe: ProcessEvents) -> dict[str, Any]:
+
+def row_from_events(pe: ProcessEvents) -> ProcessRow:
+    """A process's row from its event log alone (no sampled figures yet)."""
     ended = pe.end_ns
     if ended is None and len(pe.ranges):
         ended = int(pe.ranges["t1"].max())
-    exit_info = pe.exit or {}
-    return {
-        "pid": pe.pid,
-        "ppid": pe.ppid,
-        "role": pe.role,
-        "start_method": pe.start_method,
-        "rank": pe.rank,
-        "name": pe.info.get("os_name"),
-        "mp_name": pe.info.get("mp_name"),
-        "exit_code": exit_info.get("exit_code"),
-        "clean_exit": pe.exit is not None,
-        "started_ns": pe.wall_ns(pe.start_ns),
-        "ended_ns": pe.wall_ns(ended) if ended is not None else None,
-        "lifetime_s": round((ended - pe.start_ns) / 1e9, 3) if ended is not None else None,
-        "ranges": int(len(pe.ranges)),
-        "marks": len(pe.marks),
-        "range_names": pe.range_names(),
-        "top_ranges": [{"name": n, "count": c, "total_ns": t} for n, c, t in pe.top_ranges(3)],
-        "injection_errors": len(pe.errors),
-        "log_truncated": pe.truncated,
-        "info": {k: pe.info.get(k) for k in ("argv", "nvtx", "forked", "parent_role", "local_rank",
-                                              "start_method_explicit", "executable") if pe.info.get(k) is not None},
-    }
+    x = pe.exit or {}
+    code = pe.exit_code
+    cpu, rss = pe.exact_usage()
+    worker_id = pe.info.get("worker_id")
+    return ProcessRow(
+        pid=pe.pid, ppid=pe.ppid, role=pe.role, start_method=pe.start_method, rank=pe.rank,
+        name=pe.info.get("os_name"), mp_name=pe.info.get("mp_name"),
+        exit_code=code if code is None or code >= 0 else None,
+        exit_signal=signal_name(-code) if code is not None and code < 0 else None,
+        exit_source="process" if code is not None else None, exit_how=x.get("how"),
+        clean_exit=pe.exit is not None,
+        started_ns=pe.wall_ns(pe.start_ns), ended_ns=pe.wall_ns(ended) if ended is not None else None,
+        lifetime_s=round((ended - pe.start_ns) / 1e9, 3) if ended is not None else None,
+        ranges=int(len(pe.ranges)), marks=len(pe.marks), range_names=pe.range_names(),
+        top_ranges=[TopRange(n, c, t) for n, c, t in pe.top_ranges(3)],
+        injection_errors=len(pe.errors), log_truncated=pe.truncated,
+        info={k: pe.info.get(k) for k in INFO_KEYS if pe.info.get(k) is not None},
+        cpu_seconds=round(cpu, 3) if cpu is not None else None, cpu_source="exact" if cpu is not None else None,
+        cpu_user_seconds=x.get("cpu_user_s"), cpu_system_seconds=x.get("cpu_system_s"),
+        peak_rss_bytes=rss, rss_source="exact" if rss is not None else None,
+        worker_id=int(worker_id) if isinstance(worker_id, int) else None,
+    )
 
 
-def collect_processes(run_dir: Path, root_role: str = "main", root_exit: int | None = None) -> list[dict[str, Any]]:
-    """Rows for every logged process; the launched program's exit code goes to ``root_role``."""
-    rows = [process_row(pe) for pe in read_run_events(run_dir)]
+def _apply_root_exit(rows: list[ProcessRow], root_role: str, root_exit: int | None) -> None:
+    """The launched program's exit status (what gpuscope's launcher waited for) goes to ``root_role``
+    when that process recorded none, or only inferred 0 from a normal end (``raise SystemExit(3)``
+    at top level goes through no hook)."""
     for row in rows:
-        if row["role"] == root_role and row["exit_code"] is None:
-            row["exit_code"] = root_exit
+        if row.role != root_role or root_exit is None:
+            continue
+        if (row.exit_code is None and row.exit_signal is None) or row.exit_how in _INFERRED:
+            row.exit_code, row.exit_source = root_exit, "launcher"
+
+
+def _merge_sampled(row: ProcessRow, t: dict[str, Any]) -> None:
+    """The sampler's figures, where the process gave no exact one. A zero RSS is a zombie's, never
+    a measurement of a live process: it stays unknown."""
+    if row.cpu_seconds is None and t.get("cpu_seconds") is not None:
+        row.cpu_seconds, row.cpu_source = round(t["cpu_seconds"], 3), "sampled"
+    if row.peak_rss_bytes is None and t.get("peak_rss_bytes"):
+        row.peak_rss_bytes, row.rss_source = t["peak_rss_bytes"], "sampled"
+    row.peak_gpu_mem_bytes = t.get("peak_gpu_mem_bytes")
+    if t.get("create_time") is not None:
+        row.info["create_time"] = t["create_time"]
+
+
+def _not_injected_row(pid: int, t: dict[str, Any]) -> ProcessRow:
+    """A process gpuscope could not inject: not Python, isolated (-I/-E/-S), or nsys itself."""
+    row = ProcessRow(pid=pid, ppid=t.get("ppid"), role=NOT_INJECTED, name=t.get("name"),
+                     info={"cmdline": t.get("cmdline"), "create_time": t.get("create_time")})
+    _merge_sampled(row, t)
+    return row
+
+
+def build_rows(run_dir: Path, root_role: str = "main", root_exit: int | None = None,
+               seen: dict[int, dict[str, Any]] | None = None) -> list[ProcessRow]:
+    """Every process of a run: the logged ones (in start order), then the ones only the sampler saw."""
+    rows = [row_from_events(pe) for pe in read_run_events(run_dir)]
+    _apply_root_exit(rows, root_role, root_exit)
+    if seen is not None:
+        add_sampled(rows, seen)
     return rows
 
 
-def merge_telemetry(rows: list[dict[str, Any]], seen: dict[int, dict[str, Any]]) -> None:
-    """Add the sampler's per-process figures; processes it saw without a log get a row too."""
-    logged = {row["pid"] for row in rows}
+def add_sampled(rows: list[ProcessRow], seen: dict[int, dict[str, Any]]) -> None:
+    """The sampler's per-process figures (``RunSampler.process_summary()``) into ``rows``."""
+    logged = {row.pid for row in rows}
     for row in rows:
-        t = seen.get(row["pid"])
+        t = seen.get(row.pid)
         if t is not None:
-            row["cpu_seconds"] = round(t["cpu_seconds"], 3)
-            row["peak_rss_bytes"] = t["peak_rss_bytes"]
-            row["peak_gpu_mem_bytes"] = t["peak_gpu_mem_bytes"]
-            row["info"]["create_time"] = t["create_time"]
-        else:
-            row.update(cpu_seconds=None, peak_rss_bytes=None, peak_gpu_mem_bytes=None)
-    for pid, t in sorted(seen.items()):
-        if pid in logged:
-            continue
-        # A process gpuscope could not inject: not Python, isolated (-I/-E/-S), or nsys itself.
-        rows.append({
-            "pid": pid, "ppid": t.get("ppid"), "role": "not injected", "start_method": None, "rank": None,
-            "name": t.get("name"), "mp_name": None, "exit_code": None, "clean_exit": None,
-            "started_ns": None, "ended_ns": None, "lifetime_s": None, "ranges": 0, "marks": 0,
-            "range_names": [], "top_ranges": [], "injection_errors": 0, "log_truncated": False,
-            "cpu_seconds": round(t["cpu_seconds"], 3), "peak_rss_bytes": t["peak_rss_bytes"],
-            "peak_gpu_mem_bytes": t["peak_gpu_mem_bytes"],
-            "info": {"cmdline": t.get("cmdline"), "create_time": t.get("create_time")},
-        })
+            _merge_sampled(row, t)
+    rows.extend(_not_injected_row(pid, t) for pid, t in sorted(seen.items()) if pid not in logged)
+
+
+# -- the dict form, for callers that still pass JSON rows (runs/supervisor.py) ---------------------
+def collect_processes(run_dir: Path, root_role: str = "main", root_exit: int | None = None) -> list[dict[str, Any]]:
+    """Rows for every logged process, as dicts (``ProcessRow.to_dict``)."""
+    return [row.to_dict() for row in build_rows(run_dir, root_role, root_exit)]
+
+
+def merge_telemetry(rows: list[dict[str, Any]], seen: dict[int, dict[str, Any]]) -> None:
+    """Add the sampler's figures to dict rows in place; processes it saw without a log get a row too."""
+    typed = [ProcessRow.from_dict(r) for r in rows]
+    add_sampled(typed, seen)
+    rows[:] = [row.to_dict() for row in typed]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuscope.runs.records import ProcessRow, as_row
+
 
 def _ms(ns: int) -> str:
     return f"{ns / 1e6:.1f} ms" if ns < 10_000_000_000 else f"{ns / 1e9:.1f} s"
@@ -13,14 +15,21 @@ def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def _cpu(p: dict[str, Any]) -> str:
-    value = p.get("cpu_seconds")
-    return "-" if value is None else f"{value:.2f} s"
+def _sampled(text: str, source: str | None) -> str:
+    """A sampled figure is marked ``~`` (the 10 Hz sampler may miss part of a life); exact ones not."""
+    return "~" + text if source == "sampled" else text
 
 
-def _rss(p: dict[str, Any]) -> str:
-    value = p.get("peak_rss_bytes")
-    return "-" if value is None else f"{value / 2**20:.0f} MiB"
+def _cpu(p: ProcessRow) -> str:
+    return "-" if p.cpu_seconds is None else _sampled(f"{p.cpu_seconds:.2f} s", p.cpu_source)
+
+
+def _rss(p: ProcessRow) -> str:
+    return "-" if p.peak_rss_bytes is None else _sampled(f"{p.peak_rss_bytes / 2**20:.0f} MiB", p.rss_source)
+
+
+def _exit(p: ProcessRow) -> str:
+    return p.exit_signal or _cell(p.exit_code)
 
 
 def _not_injected(name: str) -> str:
@@ -35,17 +44,21 @@ def format_table(result: Any) -> str:
     outcome = {"stopped": "was stopped", "exited": "exited", "failed": "failed", "error": "failed"}[result.status]
     lines = [f"gpuscope: run {result.run_id} {outcome} ({result.exit.describe()}) after {duration:.2f} s",
              f"gpuscope: folder {result.run_dir}"]
-    header = (f"  {'PID':>7}  {'ROLE':<16} {'METHOD':<10} {'RANK':>4} {'LIFETIME':>9} {'EXIT':>5} "
+    header = (f"  {'PID':>7}  {'ROLE':<18} {'METHOD':<10} {'RANK':>4} {'LIFETIME':>9} {'EXIT':>5} "
               f"{'CPU':>7} {'PEAK RSS':>9} {'RANGES':>7}  TOP RANGES")
     lines.append(header)
-    for p in result.processes:
-        life = f"{p['lifetime_s']:.2f} s" if p.get("lifetime_s") is not None else "-"
-        top = ", ".join(f"{t['name']} ×{t['count']} {_ms(t['total_ns'])}" for t in p.get("top_ranges", [])[:2])
-        if p["role"] == "not injected":
-            top = _not_injected(p.get("name") or "?")
-        lines.append(f"  {p['pid']:>7}  {p['role'][:16]:<16} {_cell(p.get('start_method'))[:10]:<10} "
-                     f"{_cell(p.get('rank')):>4} {life:>9} {_cell(p.get('exit_code')):>5} {_cpu(p):>7} {_rss(p):>9} "
-                     f"{p['ranges']:>7}  {top}")
+    rows = [as_row(p) for p in result.processes]
+    for p in rows:
+        life = f"{p.lifetime_s:.2f} s" if p.lifetime_s is not None else "-"
+        top = ", ".join(f"{t.name} ×{t.count} {_ms(t.total_ns)}" for t in p.top_ranges[:2])
+        if not p.injected:
+            top = _not_injected(p.name or "?")
+        lines.append(f"  {p.pid:>7}  {p.role[:18]:<18} {_cell(p.start_method)[:10]:<10} "
+                     f"{_cell(p.rank):>4} {life:>9} {_exit(p):>5} {_cpu(p):>7} {_rss(p):>9} "
+                     f"{p.ranges:>7}  {top}")
+    if any("sampled" in (p.cpu_source, p.rss_source) for p in rows):
+        lines.append("  (~ sampled at 10 Hz: the process was not reached by gpuscope's hook, or ended before "
+                     "it could measure itself; other figures are exact)")
     if not result.processes:
         lines.append("  (no process reported to gpuscope: was the interpreter started with -I, -E or -S?)")
     if result.left_running:

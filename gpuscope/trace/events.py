@@ -98,6 +98,18 @@ class ProcessEvents:
         """Wall-clock time (epoch ns) of a monotonic timestamp of this process."""
         return int(self.header["anchor_wall_ns"]) + (mono_ns - int(self.header["anchor_mono_ns"]))
 
+    @property
+    def exit_code(self) -> int | None:
+        return (self.exit or {}).get("exit_code")
+
+    def exact_usage(self) -> tuple[float | None, int | None]:
+        """(CPU seconds, peak RSS bytes) the process measured at exit (its X line), or None each."""
+        x = self.exit or {}
+        user, system = x.get("cpu_user_s"), x.get("cpu_system_s")
+        cpu = float(user) + float(system) if user is not None and system is not None else None
+        kib = x.get("hwm_kib")   # VmHWM: its own address space (ru_maxrss carries a pre-exec peak)
+        return cpu, int(kib) * 1024 if kib else None
+
     def range_names(self) -> list[str]:
         ids = np.unique(self.ranges["nid"]) if len(self.ranges) else []
         return sorted({self.label(int(i)) for i in ids})

@@ -1,0 +1,101 @@
+"""Typed records of a finished run: one ``ProcessRow`` per process (its JSON form: ``to_dict``).
+
+A row is built once, in :mod:`gpuscope.runs.process_rows`, from the process's event log and the
+sampler's figures. ``to_dict()`` is what ``gpuscope run --json``, ``summary.json`` and the store
+hold; ``from_dict()`` reads that back (older summaries lack the newer keys: they read as None).
+
+Where a number comes from is said beside it: ``cpu_source`` / ``rss_source`` are ``"exact"``
+(the process measured itself at exit, docs/EVENTS.md) or ``"sampled"`` (the 10 Hz sampler: it can
+miss a short-lived process, or see only part of its life); ``exit_source`` is ``"process"`` (its
+exit record) or ``"launcher"`` (the exit status gpuscope's launcher waited for).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
+
+Source = Literal["exact", "sampled"]
+NOT_INJECTED = "not injected"
+
+
+@dataclass(frozen=True)
+class TopRange:
+    """A range name with its count and total time in one process."""
+
+    name: str
+    count: int
+    total_ns: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "count": self.count, "total_ns": self.total_ns}
+
+
+@dataclass
+class ProcessRow:
+    """One process of a run: identity, life, ranges and resources."""
+
+    pid: int
+    ppid: int | None = None
+    role: str = "unknown"
+    start_method: str | None = None
+    rank: int | None = None
+    name: str | None = None                 # the OS name (comm) gpuscope gave it, or the sampler saw
+    mp_name: str | None = None              # multiprocessing's Process.name
+    exit_code: int | None = None
+    clean_exit: bool | None = None          # its exit record was written (None: not injected)
+    started_ns: int | None = None           # wall clock, epoch ns
+    ended_ns: int | None = None
+    lifetime_s: float | None = None
+    ranges: int = 0
+    marks: int = 0
+    range_names: list[str] = field(default_factory=list)
+    top_ranges: list[TopRange] = field(default_factory=list)
+    injection_errors: int = 0
+    log_truncated: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+    cpu_seconds: float | None = None        # user + system
+    peak_rss_bytes: int | None = None
+    peak_gpu_mem_bytes: int | None = None
+    # since the exact figures (issue 10.3 / 15.9)
+    cpu_source: Source | None = None
+    rss_source: Source | None = None
+    cpu_user_seconds: float | None = None   # exact only
+    cpu_system_seconds: float | None = None
+    exit_source: Literal["process", "launcher"] | None = None
+    exit_how: str | None = None             # end | sys.exit | exception | os._exit | KeyboardInterrupt
+    exit_signal: str | None = None          # the signal that ended it, when one did
+    worker_id: int | None = None            # a DataLoader / pool worker's index
+
+    @property
+    def injected(self) -> bool:
+        return self.role != NOT_INJECTED
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (`run --json`, summary.json, the store)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "top_ranges":
+                value = [t.to_dict() for t in value]
+            elif f.name in ("range_names", "info"):
+                value = type(value)(value)
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ProcessRow":
+        """Read a row back; unknown keys are ignored, missing ones take their defaults."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["top_ranges"] = [t if isinstance(t, TopRange) else TopRange(str(t["name"]), int(t["count"]),
+                                                                              int(t["total_ns"]))
+                                for t in data.get("top_ranges") or []]
+        values["range_names"] = list(data.get("range_names") or [])
+        values["info"] = dict(data.get("info") or {})
+        return cls(**values)
+
+
+def as_row(value: "ProcessRow | dict[str, Any]") -> ProcessRow:
+    """A row from either form (callers that still hold JSON dicts)."""
+    return value if isinstance(value, ProcessRow) else ProcessRow.from_dict(value)
