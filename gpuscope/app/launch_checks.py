@@ -13,6 +13,10 @@ import re
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpuscope.findings.model import Fix
 
 _PATTERNS = (
     ("CUDA", re.compile(r"^\s*(import|from)\s+(torch|cupy|jax|numba\.cuda|pycuda|tensorflow|cuda)\b|\.cuda\(|"
@@ -54,12 +58,22 @@ def default_python() -> str:
     return sys.executable
 
 
-def fix_changes(fix: str) -> dict[str, str]:
-    """Launch-panel changes for a report's fix line (the Report tab's "Apply fix to next run").
+def fix_changes(fix: "Fix | str | None") -> dict[str, str]:
+    """Launch-panel changes for a fix (the Report tab's and the findings strip's "Apply fix to next run").
 
-    The least invasive change the text names: nsys's fork tracing if it is mentioned (keeps the
-    start method), else the spawn start method; ``{}`` when the fix needs a human (a version pin).
+    A structured :class:`~gpuscope.findings.model.Fix` decides alone. A plain string is looked up
+    among the fix texts gpuscope writes (by identity with their constants, so rewording one keeps
+    its action); only text gpuscope does not know (typed by a person) falls back to naming the
+    option: nsys's fork tracing if mentioned (keeps the start method), else spawn. ``{}`` when
+    the fix needs a human (a version pin, a code change).
     """
+    from gpuscope.findings.fixes import fix_for_text, launch_changes
+
+    if fix is None or not isinstance(fix, str):
+        return launch_changes(fix)
+    known, action = fix_for_text(fix)
+    if known:
+        return launch_changes(action)
     text = fix.lower()
     if "--trace-fork-before-exec" in text:
         return {"nsys": "on", "nsys_fork": "on"}

@@ -11,6 +11,9 @@ nsys writes its own diagnostics into the export: as ``DIAGNOSTIC_EVENT`` rows wi
 - ``nvtx-discarded-handles``: events using string handles registered before a fork were dropped;
 - ``nvtx-none-collected``: nsys says a process collected no NVTX events;
 - ``nothing-recorded``: not even OS runtime events: nsys's injection did not take (flaky nsys).
+
+They are :class:`gpuscope.findings.model.Finding` objects (``source="nsys"``), the one format of
+every finding gpuscope makes; the fork ones carry a structured fix for "Apply fix".
 """
 
 from __future__ import annotations
@@ -18,8 +21,12 @@ from __future__ import annotations
 import re
 import sqlite3
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+
+from gpuscope.findings.model import Finding, SetNsysForkTracing, SetStartMethod, evidence
+
+__all__ = ["Finding", "diagnose", "nvtx_pair_note", "product_version"]
 
 RANGE_TYPES = (59, 60, 70, 71)     # push/pop, start/end (and their payload variants)
 EVENT_TYPES = RANGE_TYPES + (33, 34)  # + category, mark
@@ -28,24 +35,15 @@ DOMAIN_TYPES = (75, 76)            # domain create / destroy
 NVTX_MAX_OLD = "0.2.11"
 NSYS_MAX_REJECTING = (2024, 2)
 
+ADVICE_DISCARDED = ("use the spawn start method, or run under gpuscope, which re-registers NVTX strings in fork "
+                    "children when nsys traces them (--trace-fork-before-exec=true)")
+ADVICE_NONE_COLLECTED = ("if these are fork children, record with --trace-fork-before-exec=true and re-register NVTX "
+                         "strings in the child (gpuscope does both for fork runs) or use spawn; otherwise the "
+                         "process made no NVTX calls")
+
 _INCOMPATIBLE = re.compile(r"payload extension is incompatible|compatibility ID 260 != 259", re.I)
 _DISCARDED = re.compile(r"(\d+) NVTX annotations were discarded because they contained at least one invalid string handle")
 _NONE_COLLECTED = re.compile(r"No NVTX events collected")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One problem found in a report: a stable code, what happened, and what to do."""
-
-    code: str
-    message: str
-    advice: str
-    severity: str = "warning"          # "error" (no data where data was expected) or "warning"
-    pids: tuple[int, ...] = field(default=())
-
-    def to_dict(self) -> dict:
-        return {"code": self.code, "message": self.message, "advice": self.advice,
-                "severity": self.severity, "pids": list(self.pids)}
 
 
 def _tables(conn: sqlite3.Connection) -> set[str]:
@@ -138,14 +136,19 @@ def _incompatible(x: _Facts) -> Finding | None:
             "nvtx-incompatible",
             f"nsys {x.version or ''} rejected the nvtx package's payload extension "
             f"(\"{bad[0][0].strip()}\"), so it recorded no NVTX ranges from {_fmt_pids(pids)}".replace("  ", " "),
-            incompatibility_advice(x.version), "error", pids)
+            incompatibility_advice(x.version), "error", pids, _messages_evidence(bad, pids), source="nsys")
     if x.domain_only and not x.with_events:  # a process may just create a domain; alone it says little
         return Finding(
             "nvtx-domain-only",
             f"process(es) {_fmt_pids(x.domain_only)} created NVTX domains but recorded no ranges or marks "
             f"(typical of nvtx >= 0.2.12 under nsys <= {NSYS_MAX_REJECTING[0]}.{NSYS_MAX_REJECTING[1]})",
-            incompatibility_advice(x.version), "error", tuple(sorted(x.domain_only)))
+            incompatibility_advice(x.version), "error", tuple(sorted(x.domain_only)),
+            evidence(pids=x.domain_only), source="nsys")
     return None
+
+
+def _messages_evidence(bad: list[tuple[str, int | None]], pids: tuple[int, ...]):
+    return evidence(excerpts=sorted({t.strip()[:300] for t, _ in bad})[:3], pids=pids)
 
 
 def _discarded(x: _Facts) -> Finding | None:
@@ -156,9 +159,9 @@ def _discarded(x: _Facts) -> Finding | None:
         "nvtx-discarded-handles",
         f"nsys discarded {sum(n for n, _ in discarded)} NVTX annotation(s) that used a string handle or "
         f"domain registered before a fork (the fork child inherited the parent's handles)",
-        "use the spawn start method, or run under gpuscope, which re-registers NVTX strings in fork "
-        "children when nsys traces them (--trace-fork-before-exec=true)", "warning",
-        tuple(sorted({p for _, p in discarded if p is not None})))
+        ADVICE_DISCARDED, "warning",
+        tuple(sorted({p for _, p in discarded if p is not None})),
+        evidence({"annotations discarded": sum(n for n, _ in discarded)}), SetNsysForkTracing(True), source="nsys")
 
 
 def _silent(x: _Facts) -> Finding | None:
@@ -169,7 +172,8 @@ def _silent(x: _Facts) -> Finding | None:
             "nothing-recorded",
             "nsys recorded no NVTX and no OS runtime events at all: its injection into the program did "
             "not take effect (seen now and then with Debian's nsys builds)",
-            "run again; if it keeps happening, run `gpuscope doctor`", "error", tuple(sorted(silent)))
+            "run again; if it keeps happening, run `gpuscope doctor`", "error", tuple(sorted(silent)),
+            evidence(pids=silent), source="nsys")
     explained = any(_INCOMPATIBLE.search(t) for t, _ in x.messages) or x.domain_only
     # Some processes always make no NVTX calls (a spawn pool's resource tracker): a silent process is
     # worth a finding only beside discarded fork handles (then it is likely a fork child), or when no
@@ -179,9 +183,8 @@ def _silent(x: _Facts) -> Finding | None:
         return Finding(
             "nvtx-none-collected",
             f"nsys collected no NVTX events from {_fmt_pids(silent)}",
-            "if these are fork children, record with --trace-fork-before-exec=true and re-register NVTX "
-            "strings in the child (gpuscope does both for fork runs) or use spawn; otherwise the process "
-            "made no NVTX calls", "warning", tuple(sorted(silent)))
+            ADVICE_NONE_COLLECTED, "warning", tuple(sorted(silent)),
+            evidence(pids=silent), SetNsysForkTracing(True) if forked else None, source="nsys")
     return None
 
 

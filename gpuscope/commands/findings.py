@@ -1,0 +1,52 @@
+"""``gpuscope findings RUN_ID``: what went wrong in a run, with the evidence and the fix."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+HELP = "what went wrong in a run: findings with evidence and fixes"
+DESCRIPTION = (
+    "List the findings of a run (by id, unique prefix, or --latest): the rules run again on the run "
+    "folder (event logs, stderr, exit statuses, nsys diagnostics) and the findings seen live while it "
+    "ran (no progress, leftover shared memory) are added. Exit status 0 either way."
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", nargs="?", help="run id or unique prefix (default: --latest)")
+    p.add_argument("--latest", action="store_true", help="the most recent run")
+    p.add_argument("--json", action="store_true", help="print {run_id, findings: [...]} as JSON")
+
+
+def format_findings(findings: list) -> str:
+    """Lines for a terminal: one per finding, then its evidence and fix, indented."""
+    if not findings:
+        return "no findings"
+    from gpuscope.findings.fixes import describe
+
+    out = []
+    for f in findings:
+        out.append(f.line())
+        numbers = ", ".join(f"{k} {v:g}" for k, v in f.evidence.numbers)
+        if numbers:
+            out.append(f"    evidence: {numbers}")
+        out += [f"    | {line}" for line in f.evidence.excerpts[:8]]
+        if f.fix:
+            out.append(f"    fix: {f.fix}" + (f" [{describe(f.action)}]" if f.action is not None else ""))
+    return "\n".join(out)
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpuscope.findings.engine import analyse_run
+    from gpuscope.findings.runref import resolve
+
+    run_id, run_dir = resolve(args.run, args.latest)
+    findings = analyse_run(run_dir)
+    if args.json:
+        sys.stdout.write(json.dumps({"run_id": run_id, "findings": [f.to_dict() for f in findings]}) + "\n")
+    else:
+        print(f"run {run_id}")
+        print(format_findings(findings))
+    return 0

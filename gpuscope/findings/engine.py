@@ -1,0 +1,116 @@
+"""Findings of a finished run, from its folder: event logs, stderr, the summary and the live findings.
+
+``analyse_run(run_dir)`` is what ``gpuscope findings RUN_ID`` and the end of a run use. Rules that
+only the live recorder can see (no progress, leftover shared memory seen in the processes' maps)
+are kept in ``findings.json`` by :class:`gpuscope.findings.recorder.FindingsRecorder` and merged.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from gpuscope.findings import pool_rules, process_rules
+from gpuscope.findings.model import CleanupPids, Finding, Severity, evidence, merge
+from gpuscope.findings.output_rules import OutputScanner
+
+FINDINGS_FILE = "findings.json"
+STDERR_LIMIT = 64 << 20       # read at most this much of stderr.log (its last bytes)
+
+
+def read_saved(run_dir: Path) -> list[Finding]:
+    """The findings saved in the run folder (by the live recorder), or []."""
+    try:
+        rows = json.loads((Path(run_dir) / FINDINGS_FILE).read_text())
+    except (OSError, ValueError):
+        return []
+    out = []
+    for row in rows.get("findings", []) if isinstance(rows, dict) else []:
+        try:
+            out.append(Finding.from_dict(row))
+        except (KeyError, ValueError, TypeError):
+            continue
+    return out
+
+
+def save(run_dir: Path, findings: list[Finding], extra: dict[str, Any] | None = None) -> None:
+    data = {"findings": [f.to_dict() for f in findings], **(extra or {})}
+    tmp = Path(run_dir) / (FINDINGS_FILE + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(Path(run_dir) / FINDINGS_FILE)
+
+
+def scan_stderr(path: Path) -> OutputScanner:
+    scanner = OutputScanner()
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, 2)
+            fh.seek(max(0, size - STDERR_LIMIT))
+            while chunk := fh.read(1 << 20):
+                scanner.feed(chunk)
+    except OSError:
+        pass
+    scanner.finish()
+    return scanner
+
+
+def _summary(run_dir: Path) -> dict[str, Any]:
+    try:
+        return json.loads((Path(run_dir) / "summary.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def root_signal(summary: dict[str, Any], roles: dict[int, str]) -> list[Finding]:
+    """The program's first process itself died by a signal (not a Stop)."""
+    sig = summary.get("signal")
+    if not sig or summary.get("status") == "stopped" or sig in ("SIGTERM", "SIGINT"):
+        return []
+    root = next((p for p, r in roles.items() if r in ("main", "torchrun agent")), None)
+    return [Finding("died-by-signal", f"the program's first process died by {sig}",
+                    "SIGKILL often means the OOM killer (see `dmesg`); SIGSEGV a crash in native code",
+                    Severity.ERROR, (root,) if root else (), evidence({}, [f"exit: {sig}"], [root] if root else []))]
+
+
+def left_running(summary: dict[str, Any]) -> list[Finding]:
+    pids = tuple(sorted(int(p) for p in summary.get("left_running") or ()))
+    if not pids:
+        return []
+    return [Finding("left-running", f"{len(pids)} process(es) of the run were still running after it ended",
+                    "stop them (Cleanup tab, or `gpuscope cleanup`); a daemon thread or a detached child "
+                    "usually keeps them", Severity.WARNING, pids, evidence({"processes": len(pids)}, (), pids),
+                    CleanupPids(pids))]
+
+
+def nsys_findings(summary: dict[str, Any]) -> list[Finding]:
+    rows = ((summary.get("nsys") or {}).get("findings")) or []
+    return [Finding.from_dict({**r, "source": "nsys"}) for r in rows if isinstance(r, dict) and "code" in r]
+
+
+def analyse_events(run_dir: Path, events: list | None = None, *, stopped: bool = False,
+                   scanner: OutputScanner | None = None) -> list[Finding]:
+    """Findings from the event logs and stderr (no summary needed: usable before it is written)."""
+    from gpuscope.trace.events import read_run_events
+
+    events = read_run_events(run_dir) if events is None else events
+    roles = {pe.pid: pe.role for pe in events}
+    facts = process_rules.ProcessFacts()
+    process_rules.scan_info(Path(run_dir) / "events", facts)
+    scanner = scanner if scanner is not None else scan_stderr(Path(run_dir) / "stderr.log")
+    return (scanner.findings() + process_rules.fork_with_threads(facts, roles)
+            + process_rules.died_by_signal(facts, roles, stopped, scanner.torchrun_exits)
+            + pool_rules.pool_findings(events))
+
+
+def analyse_run(run_dir: Path) -> list[Finding]:
+    """Every finding of a finished run, one list: recomputed from the folder, plus the saved live ones."""
+    from gpuscope.trace.events import read_run_events
+
+    run_dir = Path(run_dir)
+    summary = _summary(run_dir)
+    events = read_run_events(run_dir)
+    roles = {pe.pid: pe.role for pe in events}
+    found = analyse_events(run_dir, events, stopped=summary.get("status") == "stopped")
+    found += root_signal(summary, roles) + left_running(summary) + nsys_findings(summary)
+    return merge(read_saved(run_dir) + found)

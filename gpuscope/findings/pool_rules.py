@@ -1,0 +1,145 @@
+"""Rules on pool workers' task ranges (kind ``task``, added by gpuscope around every pool/executor task).
+
+Workers are grouped by parent (one pool per parent at a time, in practice). Per group:
+
+- ``tasks-too-small``: median gap between a worker's consecutive tasks (pickling, IPC, scheduling)
+  at least the median task, over >= 200 tasks: the pool spends more on moving tasks than on them;
+  suggest ``chunksize`` so that one chunk's work is >= 4x the measured overhead.
+- ``load-imbalance``: busy time (sum of task time) max/min > 1.5 across workers that ran tasks,
+  with >= 0.5 s of work in all; or the pool waited > 25 % of its span for one straggler.
+- ``startup-dominated``: from process start to first task is > 50 % of the workers' lifetimes,
+  on average > 0.25 s per worker.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuscope.findings.model import Finding, SetStartMethod, Severity, evidence
+from gpuscope.trace.events import ProcessEvents
+
+MIN_TASKS = 200
+IMBALANCE = 1.5
+MIN_WORK_S = 0.5
+STARTUP_SHARE = 0.5
+STARTUP_MIN_S = 0.25
+
+
+@dataclass
+class Worker:
+    pid: int
+    ppid: int
+    start_method: str | None
+    t0: np.ndarray
+    t1: np.ndarray
+    start_ns: int
+    end_ns: int
+
+    @property
+    def busy_s(self) -> float:
+        return float((self.t1 - self.t0).sum()) / 1e9
+
+
+def workers(events: list[ProcessEvents]) -> dict[int, list[Worker]]:
+    """Pool workers with at least one task, grouped by parent pid."""
+    groups: dict[int, list[Worker]] = {}
+    for pe in events:
+        if pe.role != "pool worker" or not len(pe.ranges):
+            continue
+        task_ids = [nid for nid, n in pe.names.items() if n.kind == "task"]
+        if not task_ids:
+            continue
+        sel = pe.ranges[np.isin(pe.ranges["nid"], task_ids)]
+        if not len(sel):
+            continue
+        end = pe.end_ns if pe.end_ns is not None else int(pe.ranges["t1"].max())
+        groups.setdefault(int(pe.ppid or 0), []).append(Worker(
+            pe.pid, int(pe.ppid or 0), pe.start_method, sel["t0"], sel["t1"], pe.start_ns, end))
+    return groups
+
+
+def tasks_too_small(group: list[Worker]) -> Finding | None:
+    n = sum(len(w.t0) for w in group)
+    if n < MIN_TASKS:
+        return None
+    durations = np.concatenate([w.t1 - w.t0 for w in group])
+    gaps = np.concatenate([w.t0[1:] - w.t1[:-1] for w in group if len(w.t0) > 1] or [np.zeros(0, "i8")])
+    if not len(gaps):
+        return None
+    task_ns, gap_ns = float(np.median(durations)), float(np.median(gaps))
+    if gap_ns < max(task_ns, 1.0):
+        return None
+    chunk = max(2, math.ceil(4 * gap_ns / max(task_ns, 1.0)))
+    chunk = min(chunk, max(2, n // (4 * len(group))))
+    share = float(durations.sum()) / max(1.0, float(durations.sum() + gaps.sum()))
+    pids = tuple(sorted(w.pid for w in group))
+    return Finding(
+        "tasks-too-small",
+        f"{n} tasks took {task_ns / 1e3:.0f} µs each (median) but {gap_ns / 1e3:.0f} µs passed between two tasks "
+        f"of a worker: the pool spent {100 * (1 - share):.0f} % of the workers' time moving tasks, not running them",
+        f"pass chunksize={chunk} to map/imap (or batch the work inside each task): one chunk then holds about "
+        f"4x the measured per-task overhead of work", Severity.WARNING, pids,
+        evidence({"tasks": n, "median task µs": round(task_ns / 1e3, 1), "median gap µs": round(gap_ns / 1e3, 1),
+                  "busy share": round(share, 3), "suggested chunksize": chunk}, (), pids))
+
+
+def load_imbalance(group: list[Worker]) -> Finding | None:
+    if len(group) < 2:
+        return None
+    busy = {w.pid: w.busy_s for w in group}
+    total = sum(busy.values())
+    if total < MIN_WORK_S:
+        return None
+    lo, hi = min(busy.values()), max(busy.values())
+    ratio = hi / lo if lo > 0 else math.inf
+    last_ends = sorted(int(w.t1.max()) for w in group)
+    span = last_ends[-1] - min(int(w.t0.min()) for w in group)
+    tail = (last_ends[-1] - last_ends[-2]) / span if span > 0 else 0.0
+    if ratio <= IMBALANCE and not (tail > 0.25 and (last_ends[-1] - last_ends[-2]) > 0.5e9):
+        return None
+    pids = tuple(sorted(busy))
+    slow = max(busy, key=busy.get)
+    return Finding(
+        "load-imbalance",
+        f"pool workers were unevenly loaded: busiest {hi:.2f} s (pid {slow}), least busy {lo:.2f} s "
+        f"(ratio {ratio:.1f}); the pool waited {tail * 100:.0f} % of its span for the last worker",
+        "use a smaller chunksize (or imap_unordered) so work is handed out as workers free up; split the "
+        "largest tasks", Severity.WARNING, pids,
+        evidence({"busy max s": round(hi, 3), "busy min s": round(lo, 3), "ratio": round(min(ratio, 1e6), 2),
+                  "tail share": round(tail, 3)}, [f"pid {p}: busy {b:.3f} s" for p, b in sorted(busy.items())],
+                 pids))
+
+
+def startup_dominated(group: list[Worker]) -> Finding | None:
+    if len(group) < 2:
+        return None
+    startup = [max(0, int(w.t0.min()) - w.start_ns) / 1e9 for w in group]
+    life = [max(1, w.end_ns - w.start_ns) / 1e9 for w in group]
+    share = sum(startup) / sum(life)
+    mean = sum(startup) / len(startup)
+    if share <= STARTUP_SHARE or mean <= STARTUP_MIN_S:
+        return None
+    method = group[0].start_method or "default"
+    pids = tuple(sorted(w.pid for w in group))
+    action = SetStartMethod("forkserver") if method == "spawn" else None
+    return Finding(
+        "startup-dominated",
+        f"pool workers spent {share * 100:.0f} % of their lives starting ({mean:.2f} s each on average before "
+        f"their first task, start method {method})",
+        "keep one pool for the whole program instead of one per step; with spawn, move heavy imports out of "
+        "the module the workers re-import, or use forkserver with set_forkserver_preload", Severity.WARNING, pids,
+        evidence({"workers": len(group), "mean start-up s": round(mean, 3), "start-up share": round(share, 3)},
+                 (), pids), action)
+
+
+def pool_findings(events: list[ProcessEvents]) -> list[Finding]:
+    out = []
+    for _, group in sorted(workers(events).items()):
+        for rule in (tasks_too_small, load_imbalance, startup_dominated):
+            f = rule(group)
+            if f is not None:
+                out.append(f)
+    return out

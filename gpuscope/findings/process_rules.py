@@ -1,0 +1,137 @@
+"""Rules on what the injected hook recorded about processes: forks with threads, deaths by signal.
+
+Both read ``I`` lines of the event logs (docs/EVENTS.md) written by ``gpuscope/inject/forkwatch.py``:
+``fork_threads`` (threads alive in the parent at a fork) and ``child_exits`` (multiprocessing
+children that ended with a non-zero status). :func:`scan_info` reads them incrementally (live, by
+file offset) or whole (after the run).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuscope.findings.model import Finding, SetStartMethod, Severity, evidence
+
+KEYS = (b'"fork_threads"', b'"child_exits"')
+# Threads of multiprocessing's own machinery: forking beside them is the pool's business, not the user's.
+MP_TARGETS = {"_handle_workers", "_handle_tasks", "_handle_results", "Queue._feed", "_feed",
+              "Pool._handle_workers", "Pool._handle_tasks", "Pool._handle_results"}
+# Signals a parent or gpuscope sends on purpose (pool.terminate(), Stop): no finding.
+EXPECTED_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+BAD_SIGNALS = {signal.SIGKILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE, signal.SIGILL}
+
+
+@dataclass
+class ProcessFacts:
+    """What the ``I`` lines said, per process (pid of the log's writer)."""
+
+    fork_threads: dict[int, list[dict]] = field(default_factory=dict)   # pid -> records, in order
+    child_exits: dict[int, int] = field(default_factory=dict)          # child pid -> exit code
+    exit_parent: dict[int, int] = field(default_factory=dict)          # child pid -> parent pid
+    offsets: dict[Path, int] = field(default_factory=dict)
+
+
+def scan_info(events_dir: Path, facts: ProcessFacts) -> bool:
+    """Read the new part of every ``.log`` in ``events_dir`` for the two keys; True if anything new."""
+    new = False
+    try:
+        paths = list(events_dir.glob("*.log"))
+    except OSError:
+        return False
+    for path in paths:
+        start = facts.offsets.get(path, 0)
+        try:
+            size = path.stat().st_size
+            if size <= start:
+                continue
+            with open(path, "rb") as fh:
+                fh.seek(start)
+                data = fh.read(size - start)
+        except OSError:
+            continue
+        cut = data.rfind(b"\n") + 1             # whole lines only; the rest next time
+        facts.offsets[path] = start + cut
+        pid = int(path.name.split("-", 1)[0]) if path.name.split("-", 1)[0].isdigit() else 0
+        for line in data[:cut].split(b"\n"):
+            if line.startswith(b"I\t") and any(k in line for k in KEYS):
+                new |= _take(line, pid, facts)
+    return new
+
+
+def _take(line: bytes, pid: int, facts: ProcessFacts) -> bool:
+    try:
+        info = json.loads(line.split(b"\t", 2)[2])
+    except (IndexError, ValueError):
+        return False
+    if "fork_threads" in info:
+        facts.fork_threads.setdefault(pid, []).append(info["fork_threads"])
+    for child, code in (info.get("child_exits") or {}).items():
+        facts.child_exits[int(child)] = int(code)
+        facts.exit_parent[int(child)] = pid
+    return True
+
+
+def _user_threads(record: dict) -> list[dict]:
+    if any(s in str(record.get("forking_thread", "")) for s in ("_handle_workers", "_handle_tasks")):
+        return []          # a pool replacing a worker from its own thread
+    return [t for t in record.get("threads", ()) if (t.get("target") or "") not in MP_TARGETS
+            and not str(t.get("name", "")).startswith("gpuscope")]
+
+
+def fork_with_threads(facts: ProcessFacts, roles: dict[int, str] | None = None) -> list[Finding]:
+    """A process forked while other threads of its own ran: a lock one of them held stays locked in the child."""
+    out = []
+    roles = roles or {}
+    for pid, records in sorted(facts.fork_threads.items()):
+        risky = [(r, _user_threads(r)) for r in records]
+        risky = [(r, t) for r, t in risky if t]
+        if not risky:
+            continue
+        first, threads = risky[0]
+        names = sorted({t["name"] + (f" ({t['target']})" if t.get("target") else "") for _, ts in risky for t in ts})
+        out.append(Finding(
+            "fork-with-threads",
+            f"{roles.get(pid, 'process')} {pid} forked {len(risky)} time(s) while other threads ran: "
+            f"{', '.join(names[:4])}{' …' if len(names) > 4 else ''}; a lock held by one of them at the fork "
+            "stays locked forever in the child (deadlock), and so does any library state they were changing",
+            "use the spawn or forkserver start method (or start the threads after the pool)",
+            Severity.WARNING, (pid,),
+            evidence({"forks with threads": len(risky), "other threads": len(threads)},
+                     [f"thread {n}" for n in names[:16]], [pid]),
+            SetStartMethod("spawn"), first.get("t_wall_ns")))
+    return out
+
+
+def died_by_signal(facts: ProcessFacts, roles: dict[int, str], stopped: bool,
+                   extra: dict[int, int] | None = None) -> list[Finding]:
+    """Children that ended by SIGKILL, SIGSEGV, ...: from multiprocessing's reaping, or torchrun's report."""
+    exits = dict(facts.child_exits)
+    exits.update(extra or {})
+    bad = {}
+    for pid, code in exits.items():
+        if code >= 0:
+            continue
+        try:
+            sig = signal.Signals(-code)
+        except ValueError:
+            continue
+        if sig in EXPECTED_SIGNALS or (stopped and sig == signal.SIGKILL) or sig not in BAD_SIGNALS:
+            continue
+        bad[pid] = sig
+    if not bad:
+        return []
+    kinds = sorted({s.name for s in bad.values()})
+    killed = signal.SIGKILL in bad.values()
+    lines = [f"pid {p} ({roles.get(p, 'child')}): {s.name}" for p, s in sorted(bad.items())]
+    fix = ("SIGKILL often means the OOM killer (see `dmesg`, or the cgroup's memory.events): fewer or smaller "
+           "workers; " if killed else "") + ("SIGSEGV/SIGBUS/SIGABRT: a crash in native code (an extension, "
+                                             "CUDA after fork, /dev/shm full for SIGBUS)" if set(kinds) - {"SIGKILL"}
+                                             else "a pool.map waiting on a killed worker hangs: prefer "
+                                                  "ProcessPoolExecutor, which reports it")
+    return [Finding(
+        "died-by-signal", f"{len(bad)} process(es) of the run died by {', '.join(kinds)}",
+        fix, Severity.ERROR, tuple(sorted(bad)),
+        evidence({"processes": len(bad)}, lines, bad), None, None)]

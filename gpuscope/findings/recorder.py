@@ -1,0 +1,200 @@
+"""Findings while a run runs: a recorder (``gpuscope/runs/recorder.py``) fed by the run's lifecycle.
+
+- ``on_output``: stderr scanned line by line (missing main guard, leaked shared memory, ...).
+- ``on_batch``: the CPU sum of the run's processes and their pids (nothing more on the tick).
+- a watchdog thread, every ``POLL_S``: the new ``I`` lines of the event logs (forks with threads,
+  children's exit statuses) and the logs' sizes (new ranges). "No progress": CPU near zero, no
+  output and no log growth for ``stuck_after_s`` while processes live → ``no-progress`` with the
+  stacks of every process (taken on the watchdog thread, never on the tick).
+- ``finish``: the after-run rules on the folder; everything is saved to ``findings.json`` and put
+  in ``outcome.extra["findings"]``.
+
+Each new finding goes to ``on_finding`` once (the CLI prints a line, the app shows it).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from gpuscope.findings import engine, process_rules
+from gpuscope.findings.model import Finding, Severity, StopRun, evidence, merge, now_ns
+from gpuscope.findings.output_rules import OutputScanner
+from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext
+
+POLL_S = 0.5
+IDLE_CPU = 2.0          # % of one core, summed over the run's processes: "near zero"
+STUCK_AFTER_S = 10.0
+
+OnFinding = Callable[[Finding], None]
+
+
+class FindingsRecorder(BaseRecorder):
+    """Live findings of one run (thread-safe: ticks, output and finish come from three threads)."""
+
+    name = "findings"
+
+    def __init__(self, on_finding: OnFinding | None = None, *, stuck_after_s: float = STUCK_AFTER_S,
+                 take_stacks: bool = True) -> None:
+        self.on_finding = on_finding
+        self.stuck_after_s = stuck_after_s
+        self.take_stacks = take_stacks
+        self.run_dir: Path | None = None
+        self.scanner = OutputScanner()
+        self.facts = process_rules.ProcessFacts()
+        self._lock = threading.Lock()
+        self._found: dict[tuple[str, tuple[int, ...]], Finding] = {}
+        self._roles: dict[int, str] = {}
+        self._log_bytes = 0
+        self._cpu = 0.0
+        self._pids: list[int] = []
+        self._stop = threading.Event()
+        self._stop_requested = threading.Event()     # the run's: a stopping run is not stuck
+        self._watchdog: threading.Thread | None = None
+        self._last_progress = time.monotonic()
+        self._stuck_reported = False
+        self.ended = False
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def prepare(self, launch: Launch) -> None:
+        self.run_dir = Path(launch.run_dir)
+
+    def started(self, ctx: RunContext) -> None:
+        self.run_dir = Path(ctx.run_dir)
+        self._stop_requested = ctx.stop_requested
+        self._last_progress = time.monotonic()
+        self._watchdog = threading.Thread(target=self._watch, name="gpuscope-findings", daemon=True)
+        self._watchdog.start()
+
+    def on_output(self, stream: str, chunk: bytes) -> None:
+        self._last_progress = time.monotonic()
+        if stream != "stderr":
+            return
+        with self._lock:
+            before = sum(h.count for h in self.scanner.hits.values())
+            self.scanner.feed(chunk)
+            changed = sum(h.count for h in self.scanner.hits.values()) != before
+        if changed:
+            self._report(self.scanner.findings())
+
+    def on_batch(self, batch) -> None:
+        """Per tick: only the CPU sum and the live pids (the watchdog thread does the rest)."""
+        cpu = 0.0
+        for p in batch.processes:
+            cpu += p.cpu or 0.0
+        self._cpu = cpu
+        self._pids = [p.pid for p in batch.processes]
+        if cpu > IDLE_CPU:
+            self._last_progress = time.monotonic()
+
+    def _watch(self) -> None:
+        """Every ``POLL_S``: new I lines and log growth; "looks stuck" once idle long enough."""
+        while not self._stop.wait(POLL_S):
+            try:
+                now = time.monotonic()
+                self._poll_logs(now)
+                idle = now - self._last_progress
+                if (not self._stuck_reported and self._pids and idle >= self.stuck_after_s
+                        and not self._stop_requested.is_set()):
+                    self._stuck_reported = True
+                    self._stuck(idle, self._cpu, list(self._pids))
+            except Exception:  # noqa: BLE001 - the watchdog must outlive a bad read
+                pass
+
+    def program_ended(self, ctx: RunContext) -> None:
+        self.ended = True
+        self._stop.set()
+        if self._watchdog is not None:
+            self._watchdog.join(timeout=10.0)
+
+    def finish(self, outcome: Outcome) -> None:
+        if self.run_dir is None:
+            return
+        with self._lock:
+            self.scanner.finish()
+        found = engine.analyse_events(self.run_dir, stopped=outcome.stopped, scanner=self.scanner)
+        self._report(found)
+        final = self.findings()
+        engine.save(self.run_dir, final)
+        outcome.extra["findings"] = final
+
+    # -- state --------------------------------------------------------------------------------------
+    def findings(self) -> list[Finding]:
+        with self._lock:
+            return merge(self._found.values())
+
+    def _report(self, findings: list[Finding]) -> None:
+        new = []
+        with self._lock:
+            for f in findings:
+                key = (f.code, f.pids)
+                old = self._found.get(key)
+                if old is None:
+                    f = f if f.first_seen_ns is not None else _seen_now(f)
+                    new.append(f)
+                self._found[key] = merge([old, f])[0] if old is not None else f
+        for f in new:
+            if self.on_finding is not None:
+                try:
+                    self.on_finding(f)
+                except Exception:  # noqa: BLE001 - a listener must not break the run
+                    pass
+
+    def _poll_logs(self, now: float) -> None:
+        """New I lines (forks with threads, child exits) and the logs' growth (ranges, marks)."""
+        if self.run_dir is None:
+            return
+        events = self.run_dir / "events"
+        if process_rules.scan_info(events, self.facts):
+            self._report(process_rules.fork_with_threads(self.facts, self._roles)
+                         + process_rules.died_by_signal(self.facts, self._roles, False))
+        size = _folder_bytes(events)
+        if size != self._log_bytes:
+            self._log_bytes = size
+            self._last_progress = now
+
+    def _stuck(self, idle_s: float, cpu: float, pids: list[int]) -> None:
+        seen = now_ns() - int(idle_s * 1e9)
+        lines: list[str] = []
+        if self.take_stacks and self.run_dir is not None:
+            try:
+                from gpuscope.findings import stacks
+
+                procs = stacks.dump_processes(self.run_dir, stacks.roles_of(self.run_dir, pids))
+                stacks.save_latest(self.run_dir, procs)
+                lines = stacks.group(procs)
+            except Exception as exc:  # noqa: BLE001 - the finding matters more than its stacks
+                lines = [f"stacks unavailable: {type(exc).__name__}: {exc}"]
+        self._report([Finding(
+            "no-progress",
+            f"looks stuck: {len(pids)} process(es) alive, CPU {cpu:.1f} % in all, and no output or new ranges "
+            f"for {idle_s:.0f} s",
+            "read the stacks (`gpuscope stacks --latest`): a lock inherited through fork, a pool waiting on a "
+            "killed worker, or a collective one rank never joined; stop the run if it does not move",
+            Severity.WARNING, (), evidence({"idle s": round(idle_s, 1), "cpu %": round(cpu, 2),
+                                            "processes": len(pids)}, lines, pids), StopRun(), seen, "live")])
+
+
+def _seen_now(f: Finding) -> Finding:
+    from dataclasses import replace
+
+    return replace(f, first_seen_ns=now_ns())
+
+
+def _folder_bytes(folder: Path) -> int:
+    """Total size of the event logs (text and ranges): grows with every flushed range."""
+    import os
+
+    total = 0
+    try:
+        with os.scandir(folder) as it:
+            for entry in it:
+                try:
+                    total += entry.stat().st_size
+                except OSError:
+                    pass
+    except OSError:
+        pass
+    return total

@@ -1,0 +1,52 @@
+"""Find a run for the findings and stacks commands: by id (or unique prefix), the latest, or a pid."""
+
+from __future__ import annotations
+
+from contextlib import closing
+from pathlib import Path
+
+from gpuscope.errors import UserError
+
+
+def run_by_id(run_id: str) -> tuple[str, Path]:
+    from gpuscope.store import db, runs
+
+    with closing(db.connect()) as conn:
+        row = runs.get_run(conn, run_id)
+    if row is None:
+        raise UserError(f"no run '{run_id}' in the store (see `gpuscope history`)")
+    return row.id, Path(row.run_dir)
+
+
+def latest_run() -> tuple[str, Path]:
+    from gpuscope.store import db, runs
+
+    with closing(db.connect()) as conn:
+        rows = runs.list_runs(conn, limit=1)
+    if not rows:
+        raise UserError("no runs in the store yet (start one with `gpuscope run SCRIPT`)")
+    return rows[0].id, Path(rows[0].run_dir)
+
+
+def run_of_pid(pid: int) -> tuple[str, Path]:
+    """The run a live process belongs to (GPUSCOPE_RUN_ID in its environment)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            entries = fh.read().split(b"\0")
+    except OSError:
+        raise UserError(f"no process {pid} (or its environment is not readable)") from None
+    run_id = next((e[16:].decode(errors="replace") for e in entries if e.startswith(b"GPUSCOPE_RUN_ID=")), None)
+    if not run_id:
+        raise UserError(f"process {pid} is not part of a gpuscope run")
+    return run_by_id(run_id)
+
+
+def resolve(target: str | None, latest: bool) -> tuple[str, Path]:
+    """RUN_ID | PID | --latest."""
+    if latest or target is None:
+        if target is not None:
+            raise UserError("give a run id or a pid, or --latest, not both")
+        return latest_run()
+    if target.isdigit() and len(target) < 8:
+        return run_of_pid(int(target))
+    return run_by_id(target)

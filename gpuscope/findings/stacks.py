@@ -1,0 +1,307 @@
+"""Take the Python stacks of a run's processes: signal the injected hook, read and group the dumps.
+
+The hook (``gpuscope/inject/stacks.py``) registers ``faulthandler`` on ``SIGRTMAX - 2`` in every
+process it reaches and writes ``<run dir>/stacks/<pid>.ready``. Only such processes are signalled,
+and only while the signal is still caught (``SigCgt`` of ``/proc/<pid>/status``): a real-time
+signal's default action ends a process, so a process that reset it is never sent one. Processes
+the hook did not reach are read from outside with py-spy or pystack when installed; otherwise
+their entry says why there is no stack.
+
+Frames are listed most recent call first, as faulthandler, py-spy and pystack print them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+STACKS_DIR = "stacks"
+_THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+) \(most recent call first\):")
+_FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (.*)$')
+
+
+@dataclass(frozen=True)
+class Frame:
+    function: str
+    file: str
+    line: int
+
+    def short(self) -> str:
+        return f"{self.function} ({os.path.basename(self.file)}:{self.line})"
+
+
+@dataclass
+class ThreadStack:
+    name: str
+    frames: list[Frame]
+    ident: int = 0
+    current: bool = False        # the thread that ran the signal handler (usually the main one)
+
+
+@dataclass
+class ProcessStacks:
+    pid: int
+    role: str
+    threads: list[ThreadStack] = field(default_factory=list)
+    source: str = "faulthandler"   # faulthandler | py-spy | pystack | none
+    note: str = ""                 # why there is no stack, or what read it
+
+    def to_dict(self) -> dict:
+        return {"pid": self.pid, "role": self.role, "source": self.source, "note": self.note,
+                "threads": [{"name": t.name, "ident": t.ident, "current": t.current,
+                             "frames": [asdict(f) for f in t.frames]} for t in self.threads]}
+
+
+def signal_number() -> int:
+    value = os.environ.get("GPUSCOPE_STACKS_SIGNAL", "")
+    return int(value) if value.isdigit() else int(signal.SIGRTMAX) - 2
+
+
+def parse_dump(text: str, names: dict[int, str] | None = None) -> list[ThreadStack]:
+    """faulthandler's text (one dump) as threads; ``names`` maps thread idents to names."""
+    names = names or {}
+    threads: list[ThreadStack] = []
+    for line in text.splitlines():
+        m = _THREAD.match(line)
+        if m:
+            ident = int(m.group(2), 16)
+            threads.append(ThreadStack(names.get(ident, f"thread {m.group(2)}"), [], ident,
+                                       m.group(1) == "Current thread"))
+            continue
+        f = _FRAME.match(line)
+        if f and threads:
+            threads[-1].frames.append(Frame(f.group(3).strip(), f.group(1), int(f.group(2))))
+    return threads
+
+
+def thread_names(path: Path) -> dict[int, str]:
+    """``ident -> name`` from a ``<pid>.threads`` file (the last name of an ident wins)."""
+    out: dict[int, str] = {}
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        parts = line.split(" ", 2)
+        if len(parts) == 3 and parts[0].isdigit():
+            out[int(parts[0])] = parts[2]
+    return out
+
+
+def catches(pid: int, signum: int) -> bool:
+    """Whether the process has a handler for ``signum`` (bit ``signum - 1`` of SigCgt)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def _dumpable(folder: Path, pid: int, signum: int) -> bool:
+    return (folder / f"{pid}.ready").exists() and catches(pid, signum)
+
+
+def _wait_for_dumps(sizes: dict[int, tuple[Path, int]], timeout_s: float) -> dict[int, str]:
+    """The new text of each dump file, once it grew and stayed still for 50 ms (or at timeout)."""
+    deadline = time.monotonic() + timeout_s
+    done: dict[int, str] = {}
+    last: dict[int, int] = {}
+    while len(done) < len(sizes) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        for pid, (path, start) in sizes.items():
+            if pid in done:
+                continue
+            size = path.stat().st_size if path.exists() else start
+            if size > start and last.get(pid) == size:
+                with open(path, "rb") as fh:
+                    fh.seek(start)
+                    done[pid] = fh.read(size - start).decode("utf-8", "replace")
+            last[pid] = size
+    return done
+
+
+def dump_processes(run_dir: Path, pids: dict[int, str], timeout_s: float = 3.0) -> list[ProcessStacks]:
+    """Stacks of ``pids`` (pid -> role) of the run in ``run_dir``: signalled, or read from outside."""
+    folder = Path(run_dir) / STACKS_DIR
+    signum = signal_number()
+    sizes: dict[int, tuple[Path, int]] = {}
+    outside: list[int] = []
+    for pid in sorted(pids):
+        if not _dumpable(folder, pid, signum):
+            outside.append(pid)
+            continue
+        path = folder / f"{pid}.dump"
+        sizes[pid] = (path, path.stat().st_size if path.exists() else 0)
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            del sizes[pid]
+    texts = _wait_for_dumps(sizes, timeout_s)
+    out = []
+    for pid in sorted(sizes):
+        if pid in texts:
+            out.append(ProcessStacks(pid, pids[pid], parse_dump(texts[pid], thread_names(folder / f"{pid}.threads"))))
+        else:
+            out.append(ProcessStacks(pid, pids[pid], source="none",
+                                     note=f"no dump within {timeout_s:.0f} s (the process may have ended)"))
+    out += [read_from_outside(pid, pids[pid]) for pid in outside]
+    return sorted(out, key=lambda p: p.pid)
+
+
+def outside_tool() -> tuple[str, str] | None:
+    """(name, path) of py-spy or pystack, whichever is installed first, else None."""
+    for name in ("py-spy", "pystack"):
+        path = shutil.which(name)
+        if path:
+            return name, path
+    return None
+
+
+def read_from_outside(pid: int, role: str) -> ProcessStacks:
+    """A process gpuscope's hook did not reach (not Python, isolated, or its own handler)."""
+    tool = outside_tool()
+    if tool is None:
+        return ProcessStacks(pid, role, source="none",
+                             note="not reached by gpuscope's hook, and neither py-spy nor pystack is installed "
+                                  "(pip install py-spy) to read it from outside")
+    name, path = tool
+    argv = [path, "dump", "--pid", str(pid)] if name == "py-spy" else [path, "remote", str(pid)]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return ProcessStacks(pid, role, source="none", note=f"{name} failed: {exc}")
+    threads = parse_outside(proc.stdout)
+    note = f"read by {name}" + ("" if threads else f": {(proc.stderr or proc.stdout).strip()[:200]}")
+    return ProcessStacks(pid, role, threads, source=name if threads else "none", note=note)
+
+
+_OUTSIDE_THREAD = re.compile(r'^\s*(?:Thread|Traceback for thread) (0x[0-9a-fA-F]+|\d+)\s*(?:\((.*?)\))?(.*)$')
+_OUTSIDE_FRAME = re.compile(r'^\s+(\S.*?) \((.+?):(\d+)\)\s*$')          # py-spy: "    func (file.py:12)"
+_PYSTACK_FRAME = re.compile(r'^\s+File "(.+?)", line (\d+), in (.+)$')
+
+
+def parse_outside(text: str) -> list[ThreadStack]:
+    """py-spy ``dump`` or pystack ``remote`` text as threads (best effort: their formats differ)."""
+    threads: list[ThreadStack] = []
+    for line in text.splitlines():
+        m = _OUTSIDE_THREAD.match(line)
+        if m:
+            ident = int(m.group(1), 16) if m.group(1).startswith("0x") else int(m.group(1))
+            threads.append(ThreadStack((m.group(2) or m.group(3) or f"thread {m.group(1)}").strip(' "'), [], ident))
+            continue
+        if not threads:
+            continue
+        f = _OUTSIDE_FRAME.match(line)
+        if f:
+            threads[-1].frames.append(Frame(f.group(1), f.group(2), int(f.group(3))))
+            continue
+        p = _PYSTACK_FRAME.match(line)
+        if p:
+            threads[-1].frames.insert(0, Frame(p.group(3), p.group(1), int(p.group(2))))  # pystack: oldest first
+    return threads
+
+
+# -- grouping ----------------------------------------------------------------------------------------
+
+def _key(thread: ThreadStack) -> tuple:
+    return tuple((f.function, f.file, f.line) for f in thread.frames)
+
+
+def user_frame(thread: ThreadStack, skip: tuple[str, ...] = ("/multiprocessing/", "/gpuscope/inject/",
+                                                          "/threading.py", "/concurrent/")) -> Frame | None:
+    """The most recent frame outside the standard machinery (the user's code), else the top one."""
+    for f in thread.frames:
+        if not any(s in f.file for s in skip):
+            return f
+    return thread.frames[0] if thread.frames else None
+
+
+def group(processes: list[ProcessStacks]) -> list[str]:
+    """Identical stacks grouped: ``2 pool worker(s), MainThread: child (hang.py:15) ← mapstar (pool.py:48)``."""
+    groups: dict[tuple, list[tuple[ProcessStacks, ThreadStack]]] = {}
+    for proc in processes:
+        for thread in proc.threads:
+            groups.setdefault((proc.role, thread.name if proc.role == "main" else "", _key(thread)),
+                              []).append((proc, thread))
+    lines = []
+    for (role, _, key), members in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0][0])):
+        thread = members[0][1]
+        where = " ← ".join(f.short() for f in thread.frames[:3]) or "(no Python frame)"
+        user = user_frame(thread)
+        at = f" [in {user.short()}]" if user is not None and user not in thread.frames[:3] else ""
+        who = f"{len(members)} {role}{'s' if len(members) > 1 else ''}"
+        names = sorted({t.name for _, t in members})
+        lines.append(f"{who} ({', '.join(names[:3])}): {where}{at}")
+    for proc in processes:
+        if not proc.threads:
+            lines.append(f"pid {proc.pid} ({proc.role}): no stack: {proc.note}")
+    return lines
+
+
+# -- the run's processes -----------------------------------------------------------------------------
+
+def roles_of(run_dir: Path, pids: list[int] | None = None) -> dict[int, str]:
+    """pid -> role from the event logs' H and I lines (text only; ranges are not read); pids with
+    no log are "not injected". With ``pids``, only those."""
+    import json
+
+    roles: dict[int, str] = {}
+    for path in sorted((Path(run_dir) / "events").glob("*.log")):
+        try:
+            with open(path, "rb") as fh:
+                lines = [line for line in fh if line.startswith(b"H\t") or (line.startswith(b"I\t") and b'"role"' in line)]
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                info = json.loads(line.split(b"\t")[-1])
+            except ValueError:
+                continue
+            if "pid" in info and line.startswith(b"H\t"):
+                pid = int(info["pid"])
+            if info.get("role"):
+                roles[pid] = str(info["role"])
+    if pids is None:
+        return roles
+    return {p: roles.get(p, "not injected") for p in pids}
+
+
+def alive_run_pids(run_id: str) -> list[int]:
+    """Live processes tagged with the run's id (GPUSCOPE_RUN_ID in their environment)."""
+    from gpuscope.runs import procscan
+
+    return [p for p in procscan.all_pids() if procscan.alive(p) and procscan.has_run_tag(p, run_id)]
+
+
+def save_latest(run_dir: Path, processes: list[ProcessStacks]) -> Path:
+    import json
+
+    path = Path(run_dir) / STACKS_DIR / "latest.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"taken_ns": time.time_ns(), "processes": [p.to_dict() for p in processes]}))
+    return path
+
+
+def load_latest(run_dir: Path) -> tuple[int | None, list[ProcessStacks]]:
+    """The stacks last taken for the run (when it looked stuck, or by `gpuscope stacks`)."""
+    import json
+
+    try:
+        data = json.loads((Path(run_dir) / STACKS_DIR / "latest.json").read_text())
+    except (OSError, ValueError):
+        return None, []
+    procs = []
+    for p in data.get("processes", []):
+        threads = [ThreadStack(t["name"], [Frame(**f) for f in t["frames"]], t.get("ident", 0), t.get("current", False))
+                   for t in p.get("threads", [])]
+        procs.append(ProcessStacks(p["pid"], p["role"], threads, p.get("source", "faulthandler"), p.get("note", "")))
+    return data.get("taken_ns"), procs

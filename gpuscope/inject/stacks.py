@@ -1,0 +1,116 @@
+"""Python stacks on request: every thread of this process dumps on a rarely used real-time signal.
+
+``faulthandler`` writes from its C signal handler, so a dump arrives even from a process stuck in
+C code holding the GIL (a deadlocked lock, a blocking read). The signal is ``SIGRTMAX - 2``
+(``GPUSCOPE_STACKS_SIGNAL`` overrides the number); glibc and common libraries use the low
+real-time signals, nothing in the standard library uses this one.
+
+A program's own choice wins: if the signal is not at its default disposition when the process
+starts (an inherited ``SIG_IGN``), nothing is registered; a program that installs its own handler
+later replaces ours (``gpuscope stacks`` then reports the process as not dumpable: it reads
+``stacks/<pid>.ready`` and the process's caught-signal mask before it sends anything).
+
+Files, per process, in ``<run dir>/stacks/``: ``<pid>.dump`` (faulthandler's text, appended per
+request), ``<pid>.threads`` (``ident native_id name`` per started thread: faulthandler prints only
+thread idents) and ``<pid>.ready`` (the signal number; written once registered). Standard library
+only; never raises into the program.
+"""
+
+import os
+
+_STATE = {"fh": None, "dir": "", "signum": 0}
+
+
+def signal_number():
+    """The signal gpuscope asks for stacks with (``SIGRTMAX - 2`` unless overridden)."""
+    import signal
+
+    value = os.environ.get("GPUSCOPE_STACKS_SIGNAL", "")
+    if value.isdigit():
+        return int(value)
+    return int(signal.SIGRTMAX) - 2
+
+
+def _append(path, text):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, text.encode("utf-8", "replace"))
+    finally:
+        os.close(fd)
+
+
+def _thread_line(ident, native_id, name):
+    return "%d %d %s\n" % (ident or 0, native_id or 0, str(name).replace("\n", " "))
+
+
+def _register():
+    """Open this process's dump file and register the signal (in a fresh process or a fork child)."""
+    import faulthandler
+    import threading
+
+    pid = os.getpid()
+    folder = _STATE["dir"]
+    old = _STATE["fh"]
+    fh = open(os.path.join(folder, "%d.dump" % pid), "a", encoding="utf-8")
+    faulthandler.register(_STATE["signum"], file=fh, all_threads=True, chain=False)
+    _STATE["fh"] = fh
+    if old is not None:
+        try:
+            old.close()  # the parent's file object, inherited by a fork child
+        except Exception:
+            pass
+    current = threading.current_thread()
+    _append(os.path.join(folder, "%d.threads" % pid),
+            _thread_line(threading.get_ident(), threading.get_native_id(), current.name))
+    _append(os.path.join(folder, "%d.ready" % pid), "%d\n" % _STATE["signum"])
+
+
+def install(run_dir, when_imported):
+    """Register the dump signal for this process and its fork children; record thread names."""
+    try:
+        import signal
+
+        signum = signal_number()
+        if signal.getsignal(signum) not in (signal.SIG_DFL, None):
+            return False  # inherited SIG_IGN (or a handler): the program's choice, leave it
+        folder = os.path.join(run_dir, "stacks")
+        os.makedirs(folder, exist_ok=True)
+        _STATE.update(dir=folder, signum=signum)
+        _register()
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+        when_imported("threading", _watch_threads)
+        return True
+    except Exception:
+        return False
+
+
+def _after_fork_in_child():
+    try:
+        if _STATE["fh"] is not None:
+            _register()
+    except Exception:
+        pass
+
+
+def _watch_threads(threading_module):
+    """Append ``ident native_id name`` to ``<pid>.threads`` when a thread starts."""
+    thread = threading_module.Thread
+    original = getattr(thread, "_set_native_id", None)
+    if original is None or getattr(original, "__gpuscope_stacks__", False):
+        return
+
+    def _set_native_id(self):
+        original(self)
+        try:
+            _append(os.path.join(_STATE["dir"], "%d.threads" % os.getpid()),
+                    _thread_line(self._ident, self._native_id, self.name))
+        except Exception:
+            pass
+
+    _set_native_id.__gpuscope_stacks__ = True
+    _set_native_id.__wrapped__ = original
+    for attr in ("__gpuscope__",):
+        if getattr(original, attr, False):
+            setattr(_set_native_id, attr, True)
+    thread._set_native_id = _set_native_id
+

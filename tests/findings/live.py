@@ -1,0 +1,74 @@
+"""Drive a FindingsRecorder with a real run: the supervisor's Run, its sampler and its output pumps.
+
+Until ``Run(spec, recorders=[...])`` exists, this calls the recorder's lifecycle the way the
+supervisor will: output listener, sampler listener, then program_ended and finish.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from gpuscope.findings.model import Finding
+from gpuscope.findings.recorder import FindingsRecorder
+from gpuscope.runs.recorder import Outcome, RunContext
+from gpuscope.spec import RunSpec
+
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+
+
+@dataclass
+class LiveRun:
+    run_id: str
+    run_dir: Path
+    result: object
+    findings: list[Finding]                       # as reported live, in order
+    final: list[Finding]                          # after finish
+    seen_at: dict[str, float] = field(default_factory=dict)   # code -> seconds after start
+    during: dict = field(default_factory=dict)    # what the `until` callback returned
+
+
+def run_live(script: str | Path, *, start_method: str = "default", timeout_s: float = 60.0,
+             until: Callable[[list[Finding]], bool] | None = None, during: Callable[[object], object] | None = None,
+             stuck_after_s: float = 10.0, args: tuple[str, ...] = ()) -> LiveRun:
+    """Run ``script``; stop it when ``until(findings)`` is true (then call ``during(run)`` first) or at timeout."""
+    from gpuscope.runs.supervisor import Run
+
+    found: list[Finding] = []
+    seen_at: dict[str, float] = {}
+    t0 = time.monotonic()
+    event = threading.Event()
+
+    def on_finding(f: Finding) -> None:
+        found.append(f)
+        seen_at.setdefault(f.code, time.monotonic() - t0)
+        if until is not None and until(found):
+            event.set()
+
+    rec = FindingsRecorder(on_finding, stuck_after_s=stuck_after_s)
+    spec = RunSpec(script=str(script), args=args, start_method=start_method, sample_interval_s=0.1)
+    run = Run(spec, output=[rec.on_output])
+    run.start()
+    t0 = time.monotonic()
+    ctx = RunContext(spec, run.run_id, run.run_dir, run.pid, run.started_ns, run._stop_requested)
+    rec.started(ctx)
+    run.sampler.add_listener(rec.on_batch)
+    out = {}
+    done = threading.Event()
+    threading.Thread(target=lambda: (out.setdefault("result", run.wait()), done.set()), daemon=True).start()
+    while not done.wait(0.1):
+        if event.is_set() or time.monotonic() - t0 > timeout_s:
+            extra = during(run) if during is not None and event.is_set() else None
+            out["during"] = extra
+            run.stop()
+            break
+    done.wait(60)
+    result = out["result"]
+    rec.program_ended(ctx)
+    outcome = Outcome(exit=result.exit, stopped=result.status == "stopped", ended_ns=result.ended_ns)
+    rec.finish(outcome)
+    return LiveRun(run.run_id, run.run_dir, result, found, outcome.extra["findings"], seen_at,
+                   out.get("during") or {})
