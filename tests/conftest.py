@@ -1,4 +1,5 @@
-"""Shared test setup: every test gets its own gpuscope data directory."""
+"""Shared test setup: every test gets its own gpuscope data directory; under ``CI=true`` a skip
+not on the allow-list fails (tests/ci_skips.py); nsys retries are reported (tests/flaky.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from tests import ci_skips, flaky
+
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
+
+
+def pytest_configure(config):
+    for plugin in (ci_skips, flaky):
+        if not config.pluginmanager.is_registered(plugin):
+            config.pluginmanager.register(plugin, plugin.__name__)
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -81,10 +80,32 @@ def test_interpreter_without_gpuscope_is_injected(run_env, tmp_path):
     assert proc.stdout.startswith(b"285\n")
 
 
-def test_json_keys_are_documented(run_env):
+def test_json_summary_holds_what_the_program_did(run_env):
+    """pool_nvtx.py: main runs expensive_op once, then a spawn Pool(2) whose workers each run one task
+    (a barrier makes both take one). The summary's values must say exactly that."""
     proc = gpuscope("run", "--json", "--start-method", "spawn", script("pool_nvtx.py"), env=run_env)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert proc.stdout.startswith(b"results 2\n")
     result = summary(proc)
-    assert {"run_id", "exit_code", "signal", "run_dir", "processes"} <= result.keys()
-    for p in result["processes"]:
-        assert {"pid", "ppid", "role", "start_method", "rank", "exit_code", "ranges", "range_names"} <= p.keys()
-    json.dumps(result)
+    run_dir = Path(result["run_dir"])
+    assert run_dir.is_dir() and run_dir.name == result["run_id"]
+    assert (result["status"], result["exit_code"], result["signal"]) == ("exited", 0, None)
+    procs = result["processes"]
+    by_role = {}
+    for p in procs:
+        by_role.setdefault(p["role"], []).append(p)
+    assert sorted(by_role) == ["main", "pool worker", "resource tracker"], procs
+    (main,) = by_role["main"]
+    workers = by_role["pool worker"]
+    assert len(workers) == 2 and len(by_role["resource tracker"]) == 1
+    logged = {int(f.name.split("-")[0]) for f in (run_dir / "events").glob("*.log")}
+    assert sorted(p["pid"] for p in procs) == sorted(logged)          # one row per process log, no more
+    assert main["exit_code"] == 0 and main["ppid"] not in logged
+    assert all(p["ppid"] == main["pid"] for p in workers + by_role["resource tracker"])
+    assert {p["start_method"] for p in procs} == {"spawn"} and {p["rank"] for p in procs} == {None}
+    assert sorted(w["mp_name"] for w in workers) == ["SpawnPoolWorker-1", "SpawnPoolWorker-2"]
+    assert (main["ranges"], main["range_names"]) == (1, ["expensive_op"])
+    for w in workers:
+        assert (w["ranges"], sorted(w["range_names"])) == (2, ["expensive_op", "gpuscope:expensive_op"]), w
+        assert {r["name"]: r["count"] for r in w["top_ranges"]} == {"expensive_op": 1, "gpuscope:expensive_op": 1}
+    assert by_role["resource tracker"][0]["ranges"] == 0
