@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from typing import Any
@@ -31,6 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="add a range around matching functions (globs allowed); repeatable")
     p.add_argument("--interval", type=float, default=0.1, help="telemetry sampling interval in s (0.02-1)")
     p.add_argument("--json", action="store_true", help="print the run summary as JSON on the last line of stdout")
+    p.add_argument("--output-cap-mb", type=float, default=None, metavar="MB",
+                   help="keep at most MB of each saved output stream (its first and last halves; 0: keep "
+                        "all; default: $GPUSCOPE_OUTPUT_CAP_MB or 64); what you see live is never cut")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="print nothing of gpuscope's own on stderr (no notes, no table), except errors")
     g = p.add_argument_group("Nsight Systems")
@@ -63,15 +67,18 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
 
 
 def _write(stream_name: str, chunk: bytes) -> None:
-    stream = sys.stdout if stream_name == "stdout" else sys.stderr
+    """Relay the program's bytes to our own stdout / stderr unbuffered (one syscall per chunk)."""
+    fd = 1 if stream_name == "stdout" else 2
+    view = memoryview(chunk)
     try:
-        stream.buffer.write(chunk)
-        stream.buffer.flush()
-    except (BrokenPipeError, ValueError):
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError:  # a closed or broken pipe: the program's output is still saved in the run folder
         pass
 
 
 def run(args: argparse.Namespace) -> int:
+    from gpuscope.runs.status import RunStatus
     from gpuscope.runs.supervisor import Run
     from gpuscope.runs.table import format_table
 
@@ -79,7 +86,9 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"gpuscope: {message}", file=sys.stderr, flush=True)
 
-    run_ = Run(spec_from_args(args), output=[_write], progress=progress, stdin=None)
+    cap = None if args.output_cap_mb is None else int(max(args.output_cap_mb, 0) * 1024 * 1024)
+    run_ = Run(spec_from_args(args), output=[_write], progress=progress, stdin=None,
+               live_output=_is_terminal(1), output_cap_bytes=cap)
     interrupted = {"n": 0}
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -103,8 +112,15 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(result.to_json()) + "\n")
         sys.stdout.flush()
-    if result.status == "stopped":
+    if result.status is RunStatus.STOPPED:
         return 130
     if result.exit.signal:
         return 128 + signal.Signals[result.exit.signal].value
     return result.exit.code or (1 if result.error else 0)
+
+
+def _is_terminal(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False

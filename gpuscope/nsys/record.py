@@ -5,8 +5,8 @@ The run engine drives it::
     session = record.prepare(spec, run_dir, argv, env)     # argv: what would run without nsys
     proc = subprocess.Popen(session.argv, env=session.env, start_new_session=True, ...)
     session.started(proc.pid)                               # lets kill() find nsys and its agent
-    ... proc.wait() ...   (on stop: session.interrupt(); on timeout: session.kill())
-    result = session.finish(progress=print, timeout_s=120)  # import + export, each bounded
+    ... proc.wait() ...   (on stop: end the program's processes, not nsys; on a hang: session.kill())
+    result = session.finish(progress=print, timeout_s=120, cancelled=event)  # import + export, bounded
 
 Expected failures (no report, a hung importer, a failed export) come back as ``NsysResult(ok=False,
 reason=...)``, never as exceptions. See docs/NSYS-RECORDING.md.
@@ -19,6 +19,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,6 +118,7 @@ class NsysSession:
     pid: int | None = None
     started_at: float | None = None
     known_pids: set[int] = field(default_factory=set)
+    _cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
     def rep_path(self) -> Path:
@@ -195,14 +197,17 @@ class NsysSession:
 
     # -- after nsys exited ----------------------------------------------------------------
     def finish(self, progress: Progress | None = None, timeout_s: float = 120.0,
-               keep_qdstrm: bool = False) -> NsysResult:
+               keep_qdstrm: bool = False, cancelled: threading.Event | None = None) -> NsysResult:
         """Import the .qdstrm if nsys left only that, export SQLite, run diagnostics.
 
         ``timeout_s`` bounds the whole of it (each step gets what is left). The .qdstrm (tens of MB,
         readable only by the importer of the same nsys version) is deleted once imported unless
-        ``keep_qdstrm``. Never raises for expected failures: see ``NsysResult.ok`` / ``reason``.
+        ``keep_qdstrm``. When ``cancelled`` is set (a Stop while finishing), the running step's tool
+        is ended with its process group and what was recorded so far (.qdstrm, .nsys-rep) is kept.
+        Never raises for expected failures: see ``NsysResult.ok`` / ``reason``.
         """
         say = progress or (lambda _line: None)
+        self._cancelled = cancelled or threading.Event()
         deadline = time.monotonic() + timeout_s
         result = NsysResult(False, None, None, None, None, [], self.install.version, str(self.install.nsys))
         if self.started_at is not None:
@@ -218,6 +223,8 @@ class NsysSession:
         if reason is None and result.rep_path and not keep_qdstrm and self.qdstrm_path.exists():
             self.qdstrm_path.unlink()
         result.qdstrm_path = self.qdstrm_path if self.qdstrm_path.exists() else None
+        if reason is not None and self._cancelled.is_set():
+            reason = f"{reason}; {self._kept()}"
         result.ok, result.reason = reason is None, reason
         say("nsys: done (" + ", ".join(f"{n} {s:.1f} s" for n, s in result.steps) + ")" if result.ok
             else f"nsys: failed: {reason}")
@@ -227,10 +234,12 @@ class NsysSession:
         if not self.running():
             return None
         say("nsys: waiting for nsys to finish writing the report")
-        while time.monotonic() < deadline and self.running():
+        while time.monotonic() < deadline and self.running() and not self._cancelled.is_set():
             time.sleep(0.1)
         if self.running():
             self.kill()
+            if self._cancelled.is_set():
+                return "stopped while nsys was writing the report; the report was abandoned"
             return "nsys did not finish writing the report in time and was stopped"
         return None
 
@@ -273,6 +282,8 @@ class NsysSession:
     def _step(self, name: str, cmd: list[str], deadline: float, result: NsysResult) -> str | None:
         """Run one tool with the time left; its output goes to ``run_dir/nsys-<name>.log``."""
         left = deadline - time.monotonic()
+        if self._cancelled.is_set():
+            return f"stopped before the nsys {name} step"
         if left <= 0:
             return f"no time left for the nsys {name} step"
         log = self.run_dir / f"nsys-{name}.log"
@@ -283,20 +294,36 @@ class NsysSession:
                                         env=self.install.tool_env(self.env), start_new_session=True)
             except OSError as exc:
                 return f"cannot start {Path(cmd[0]).name}: {exc.strerror or exc}"
-            try:
-                code = proc.wait(timeout=left)
-            except subprocess.TimeoutExpired:
-                procs.terminate(procs.tree([proc.pid]), 1.0)
-                try:
-                    proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    pass
-                result.steps.append((name, time.monotonic() - t0))
-                return f"nsys {name} step did not finish within {left:.3g} s and was stopped"
+            code = self._wait_step(proc, t0 + left)
         result.steps.append((name, time.monotonic() - t0))
+        if code is None:
+            if self._cancelled.is_set():
+                return f"stopped during the nsys {name} step"
+            return f"nsys {name} step did not finish within {left:.3g} s and was stopped"
         if code != 0:
             return f"nsys {name} step failed (exit {code}): {_last_line(log)}"
         return None
+
+
+    def _wait_step(self, proc: subprocess.Popen[bytes], until: float) -> int | None:
+        """The step's exit code; None when it ran past ``until`` or was cancelled (then it is ended,
+        with everything in its process group and below, before this returns)."""
+        while not self._cancelled.is_set():
+            try:
+                return proc.wait(timeout=max(0.0, min(0.1, until - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= until:
+                    break
+        procs.terminate(procs.tree([proc.pid]), 1.0)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        return None
+
+    def _kept(self) -> str:
+        kept = [p.name for p in (self.rep_path, self.qdstrm_path) if p.exists()]
+        return f"kept {' and '.join(kept)} in {self.run_dir}" if kept else "nothing was recorded to keep"
 
 
 def _last_line(path: Path) -> str:

@@ -42,8 +42,7 @@ def build_command(spec: RunSpec, run_id: str, run_dir: Path, base_env: dict[str,
         env["GPUSCOPE_ANNOTATE"] = "\n".join(spec.annotate)
     else:
         env.pop("GPUSCOPE_ANNOTATE", None)
-    # Output reaches the terminal and the app as it is printed (the bytes are unchanged).
-    env.setdefault("PYTHONUNBUFFERED", "1")
+    # Nothing else changes: live output comes from a pty (gpuscope.runs.output), not PYTHONUNBUFFERED.
     if spec.launcher == "torchrun":
         argv = [python, "-m", "torch.distributed.run", "--nproc-per-node", str(spec.nproc),
                 "--standalone", *spec.target_args, *spec.args]

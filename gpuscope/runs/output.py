@@ -1,45 +1,155 @@
-"""Pump a child's stdout/stderr: to a log file in the run folder and to listeners, byte for byte."""
+"""The program's stdout/stderr: relayed to listeners byte for byte and saved, capped, in the run folder.
+
+The program's environment is never changed to get its output live (no ``PYTHONUNBUFFERED``):
+when someone watches it live, its stdout is a pseudo-terminal, which gives it the line buffering it
+has in a terminal; the pty's output processing is off, so the bytes are the program's own (no
+``\\r\\n``). Otherwise a pipe (block-buffered, as under ``python script.py | cat``). stderr is
+always a separate pipe.
+
+Saved output is capped per stream (``GPUSCOPE_OUTPUT_CAP_MB``, default 64 MB; ``0`` keeps all):
+the first and the last half are kept and a line in between says how many bytes were dropped.
+The relay to listeners is never capped.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import sys
+import termios
 import threading
 from typing import Callable
 
 OutputListener = Callable[[str, bytes], None]  # (stream name "stdout"/"stderr", chunk)
+CAP_ENV = "GPUSCOPE_OUTPUT_CAP_MB"
+DEFAULT_CAP_MB = 64.0
+READ_SIZE = 1 << 20
+PIPE_SIZE = 1 << 20
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+
+
+def output_cap_bytes(environ: dict[str, str] | None = None) -> int | None:
+    """The per-stream cap from ``GPUSCOPE_OUTPUT_CAP_MB`` (None: no cap). Bad values: the default."""
+    text = (os.environ if environ is None else environ).get(CAP_ENV, "")
+    try:
+        mb = float(text) if text.strip() else DEFAULT_CAP_MB
+    except ValueError:
+        mb = DEFAULT_CAP_MB
+    return None if mb <= 0 else max(2, int(mb * 1024 * 1024))
+
+
+def open_output(live: bool) -> tuple[int, int]:
+    """(fd for the child, fd to read) for the program's stdout: a raw-output pty when ``live``."""
+    if live:
+        try:
+            master, slave = os.openpty()
+        except OSError:
+            pass  # no ptys (a locked-down container): a pipe still works
+        else:
+            _raw_output(slave)
+            return slave, master
+    read, write = os.pipe()
+    try:
+        fcntl.fcntl(write, _F_SETPIPE_SZ, PIPE_SIZE)  # fewer wake-ups for programs that print a lot
+    except OSError:
+        pass
+    return write, read
+
+
+def _raw_output(fd: int) -> None:
+    """No output processing (``\\n`` stays ``\\n``), no echo; the terminal's size when we have one."""
+    attrs = termios.tcgetattr(fd)
+    attrs[1] &= ~termios.OPOST
+    attrs[3] &= ~(termios.ECHO | termios.ICANON | termios.ISIG | termios.IEXTEN)
+    termios.tcsetattr(fd, termios.TCSANOW, attrs)
+    try:
+        size = fcntl.ioctl(sys.__stdout__.fileno(), termios.TIOCGWINSZ, b"\0" * 8)  # type: ignore[union-attr]
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, size)
+    except (OSError, AttributeError, ValueError):
+        pass
+
+
+class CappedLog:
+    """A log file that keeps the first ``cap // 2`` bytes, then the last ``cap - cap // 2``."""
+
+    def __init__(self, path: str, cap_bytes: int | None):
+        self._fh = open(path, "wb", buffering=0)
+        self._head_left = cap_bytes // 2 if cap_bytes else -1
+        self._tail_cap = (cap_bytes - cap_bytes // 2) if cap_bytes else 0
+        self._tail = bytearray()
+        self.total = 0
+        self.dropped = 0
+
+    def write(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        if self._head_left < 0:
+            self._fh.write(chunk)
+            return
+        if self._head_left:
+            head = chunk[:self._head_left]
+            self._fh.write(head)
+            self._head_left -= len(head)
+            chunk = chunk[len(head):]
+        if chunk:
+            self._tail += chunk
+            if len(self._tail) > 2 * self._tail_cap:
+                self._trim()
+
+    def _trim(self) -> None:
+        extra = len(self._tail) - self._tail_cap
+        if extra > 0:
+            self.dropped += extra
+            del self._tail[:extra]
+
+    def close(self) -> None:
+        self._trim()
+        if self.dropped:
+            self._fh.write(f"\n[gpuscope: {self.dropped} bytes of output dropped here; the saved output keeps "
+                           f"the first and last {self._tail_cap / 2**20:.3g} MB ({CAP_ENV}, or "
+                           f"gpuscope run --output-cap-mb, changes the cap)]\n".encode())
+        self._fh.write(bytes(self._tail))
+        self._fh.close()
 
 
 class OutputPump:
-    """Reads one pipe on a daemon thread until EOF (or until told to give up)."""
+    """Reads one pipe or pty on a daemon thread until EOF (or until told to give up)."""
 
-    def __init__(self, name: str, fd: int, log_path: str, listeners: list[OutputListener]):
+    def __init__(self, name: str, fd: int, log_path: str, listeners: list[OutputListener],
+                 cap_bytes: int | None = None, close_fd: bool = False):
         self.name = name
         self._fd = fd
-        self._log = open(log_path, "wb")
+        self._close_fd = close_fd
+        self._log = CappedLog(log_path, output_cap_bytes() if cap_bytes is None else (cap_bytes or None))
         self._listeners = listeners
         self.bytes = 0
         self._thread = threading.Thread(target=self._run, name=f"gpuscope-{name}", daemon=True)
         self._thread.start()
 
+    @property
+    def dropped(self) -> int:
+        """Bytes left out of the saved log by the cap (known once the pump has ended)."""
+        return self._log.dropped
+
     def _run(self) -> None:
         try:
             while True:
                 try:
-                    chunk = os.read(self._fd, 65536)
-                except OSError:
+                    chunk = os.read(self._fd, READ_SIZE)
+                except OSError:  # EIO: a pty whose last writer closed it
                     break
                 if not chunk:
                     break
                 self.bytes += len(chunk)
                 self._log.write(chunk)
-                self._log.flush()
-                for listener in list(self._listeners):
+                for listener in self._listeners:
                     try:
                         listener(self.name, chunk)
                     except Exception:  # noqa: BLE001 - a broken listener must not stop the log
                         pass
         finally:
             self._log.close()
+            if self._close_fd:
+                os.close(self._fd)
 
     def join(self, timeout: float) -> bool:
         """Wait for EOF; False if a process that outlived the run still holds the pipe open."""

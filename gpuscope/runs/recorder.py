@@ -6,16 +6,28 @@ calls, for every recorder of a run:
 
 1. ``prepare(launch)``: contribute to the argv and environment of the run's first process (and to
    its notes) before anything starts. A recorder that wraps the command (nsys) replaces
-   ``launch.argv``.
-2. ``started(ctx)``: the program's first process exists (``ctx.pid``).
+   ``launch.argv``. A :class:`gpuscope.errors.UserError` raised here ends the run before it starts
+   (no nsys, another recording held the machine too long); any other exception becomes a note.
+2. ``started(ctx)``: the program's first process exists (``ctx.pid``); the program already runs,
+   so a recorder's imports and set-up here cost the user nothing before the program starts.
 3. ``on_batch(batch)``: one telemetry batch per sampler tick, on the sampler's thread (keep it cheap).
 4. ``on_output(stream, chunk)``: the program's output as it arrives, on the output thread.
 5. ``program_ended(ctx)``: the program's processes are gone (or stopped); heavy work may follow.
 6. ``finish(outcome)``: add to the run's result (notes, processes, findings, files); may take long
-   (nsys import and export) and must honour ``outcome.cancelled`` when set.
+   (nsys import and export) and must honour ``outcome.cancelled`` when set (a Stop while finishing:
+   end any tool started, keep what was recorded). Called in the recorders' order (event logs first,
+   so ``outcome.processes`` is filled for the others), and also when the program could not be
+   started (``outcome.launched`` is False) so that a recorder can release what ``prepare`` took.
 
-Every method has a do-nothing default in :class:`BaseRecorder`; an exception in a recorder is
-recorded as a note and never stops the run or the other recorders.
+Two optional hooks serve stopping: ``own_processes(tree)`` names the processes of the tree that
+belong to the recorder, not to the program (nsys and its launcher): a first Stop ends only the
+program's processes and lets the recorder finish its work; a second Stop calls ``abandon()``,
+which gives up what is being recorded now (it must say so in the run's notes).
+
+Every method has a do-nothing default in :class:`BaseRecorder`; an exception in a recorder (other
+than ``UserError`` in ``prepare``) is recorded as a note and never stops the run or the other
+recorders. The run's supervisor calls ``on_batch`` / ``on_output`` only on recorders that override
+them.
 """
 
 from __future__ import annotations
@@ -23,9 +35,10 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 if TYPE_CHECKING:
+    from gpuscope.runs.procscan import ProcInfo
     from gpuscope.runs.status import ExitStatus
     from gpuscope.spec import RunSpec
     from gpuscope.telemetry.batch import SampleBatch
@@ -43,6 +56,8 @@ class Launch:
     cwd: str
     notes: list[str] = field(default_factory=list)
     versions: dict[str, Any] = field(default_factory=dict)
+    progress: Callable[[str], None] = lambda _message: None
+    stop_requested: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
@@ -55,6 +70,8 @@ class RunContext:
     pid: int
     started_ns: int
     stop_requested: threading.Event
+    notes: list[str] = field(default_factory=list)           # the run's notes (shared, append only)
+    progress: Callable[[str], None] = lambda _message: None
 
 
 @dataclass
@@ -67,6 +84,9 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     error: str | None = None
     failed: bool = False                      # a recorder failed in a way that fails the run
+    launched: bool = True                     # False: the program never started (prepare's undo only)
+    processes: list[dict[str, Any]] = field(default_factory=list)  # per-process rows (event logs first)
+    progress: Callable[[str], None] = lambda _message: None
     cancelled: threading.Event = field(default_factory=threading.Event)
     extra: dict[str, Any] = field(default_factory=dict)   # e.g. "nsys": NsysResult
 
@@ -85,6 +105,10 @@ class Recorder(Protocol):
     def program_ended(self, ctx: RunContext) -> None: ...
 
     def finish(self, outcome: Outcome) -> None: ...
+
+    def own_processes(self, tree: dict[int, "ProcInfo"]) -> set[int]: ...
+
+    def abandon(self) -> None: ...
 
 
 class BaseRecorder:
@@ -109,3 +133,15 @@ class BaseRecorder:
 
     def finish(self, outcome: Outcome) -> None:
         pass
+
+    def own_processes(self, tree: dict[int, "ProcInfo"]) -> set[int]:
+        return set()
+
+    def abandon(self) -> None:
+        pass
+
+
+def overrides(recorder: object, method: str) -> bool:
+    """Whether ``recorder`` implements ``method`` itself (not the do-nothing default)."""
+    default = getattr(BaseRecorder, method, None)
+    return getattr(type(recorder), method, None) is not default

@@ -2,7 +2,9 @@
 
 ``Run`` is used by the CLI (blocking ``wait``) and the app (``wait`` on a worker thread, ``stop``
 from the GUI thread). Every state change goes to the run store; the run folder holds the spec,
-the output and the event logs.
+the output and the event logs. What records the run (event logs, telemetry, nsys, and whatever a
+caller adds) are recorders (``gpuscope.runs.recorder``): ``Run`` only sequences them. The program
+starts first; gpuscope's own imports and store work follow while it runs.
 """
 
 from __future__ import annotations
@@ -17,28 +19,29 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from gpuscope import __version__
 from gpuscope.errors import UserError
 from gpuscope.runs import layout, procscan
 from gpuscope.runs.launcher import build_command
-from gpuscope.runs.output import OutputListener, OutputPump
-from gpuscope.runs.status import ExitStatus
+from gpuscope.runs.output import OutputListener, OutputPump, open_output
+from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext, overrides
+from gpuscope.runs.recorders import default_recorders
+from gpuscope.runs.status import ExitStatus, RunStatus
 from gpuscope.spec import RunSpec
 from gpuscope.store import db
 from gpuscope.store import runs as store_runs
 
 Progress = Callable[[str], None]
 STOP_GRACE_S = 2.5
-EXIT_HANG_S = 60.0  # a process past its exit handlers that still lives this long under nsys is hung
 
 
 @dataclass
 class RunResult:
     run_id: str
     run_dir: Path
-    status: str                       # exited | failed | stopped | error
+    status: RunStatus
     exit: ExitStatus
     started_ns: int
     ended_ns: int
@@ -52,7 +55,7 @@ class RunResult:
     def to_json(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
-            "status": self.status,
+            "status": self.status.value,
             "exit_code": self.exit.code,
             "signal": self.exit.signal,
             "run_dir": str(self.run_dir),
@@ -67,182 +70,230 @@ class RunResult:
 
 
 class Run:
-    """One managed run. ``start()`` then ``wait()``; ``stop()`` from any thread."""
+    """One managed run. ``start()`` then ``wait()``; ``stop()`` from any thread.
+
+    ``recorders`` are added after the default ones (event logs, telemetry, nsys when asked).
+    ``live_output`` gives the program's stdout a pseudo-terminal (the line buffering it has in a
+    terminal, bytes unchanged) instead of a pipe; default: when ``output`` listeners watch it.
+    ``output_cap_bytes`` bounds each saved stream (head and tail kept; default from the
+    environment, see ``gpuscope.runs.output.output_cap_bytes``).
+    """
 
     def __init__(self, spec: RunSpec, *, output: list[OutputListener] | None = None,
                  progress: Progress | None = None, stdin: Any = subprocess.DEVNULL,
-                 store_path: str | os.PathLike[str] | None = None):
+                 store_path: str | os.PathLike[str] | None = None, recorders: Sequence[BaseRecorder] = (),
+                 live_output: bool | None = None, output_cap_bytes: int | None = None):
         self.spec = spec.validated()
         self.run_id = layout.new_run_id()
         self.run_dir = layout.create_run_dir(self.run_id)
         self.output_listeners: list[OutputListener] = list(output or [])
         self.progress = progress or (lambda _msg: None)
+        self.recorders: list[BaseRecorder] = [*default_recorders(self.spec, store_path), *recorders]
+        self._live = bool(output) if live_output is None else live_output
+        self._cap = output_cap_bytes
         self._stdin = stdin
         self._store_path = store_path
         self._proc: subprocess.Popen[bytes] | None = None
         self._pumps: list[OutputPump] = []
         self._stop_requested = threading.Event()
+        self._stop_lock = threading.Lock()
         self._stop_thread: threading.Thread | None = None
         self._escaped_on_stop: list[int] = []
-        self._nsys_session: Any = None
-        self.sampler: Any = None  # gpuscope.telemetry.sampler.RunSampler once started
-        self._nsys_lock: Any = None
-        self._first_log: Path | None = None
+        self._outcome: Outcome | None = None
+        self._ctx: RunContext | None = None
         self.notes: list[str] = []
         self.started_ns = 0
-        self.listeners: list[Callable[[str, Any], None]] = []   # ("started"|"ended", payload)
 
-    # -- start ------------------------------------------------------------------------------------
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
-    def start(self) -> "Run":
-        command = build_command(self.spec, self.run_id, self.run_dir)
-        argv, env = command.argv, command.env
-        if self.spec.nsys.enabled:
-            from gpuscope.nsys import record
+    @property
+    def sampler(self) -> Any:
+        """The telemetry recorder's ``RunSampler`` once started (the app listens to it)."""
+        return next((getattr(r, "sampler", None) for r in self.recorders if r.name == "telemetry"), None)
 
-            # Pool workers ended by SIGTERM, and fork children (which end with os._exit), exit
-            # through C exit() so nsys flushes their ranges (gpuscope/inject/mpwrap.py).
-            env["GPUSCOPE_UNDER_NSYS"] = "1"
-            if self.spec.nsys.fork_tracing(self.spec.start_method):
-                env["GPUSCOPE_NSYS_FORK"] = "1"
-            self._nsys_session = record.prepare(self.spec, self.run_dir, argv, env)
-            argv, env = self._nsys_session.argv, self._nsys_session.env
-            self.notes.extend(self._nsys_session.notes)
-        versions = _versions(self.spec)
-        if self._nsys_session is not None:
-            versions.update(self._nsys_session.versions())
-        (self.run_dir / layout.SPEC).write_text(json.dumps(
-            {"run_id": self.run_id, "spec": self.spec.to_dict(), "argv": argv, "versions": versions,
-             "nsys_trace_fork": self.spec.nsys.fork_tracing(self.spec.start_method) if self.spec.nsys.enabled
-             else None}, indent=2))
+    # -- start ------------------------------------------------------------------------------------
+    def start(self) -> "Run":
+        """Start the program first; then record the run and start the recorders while it runs."""
+        command = build_command(self.spec, self.run_id, self.run_dir)
+        launch = Launch(self.spec, self.run_id, self.run_dir, list(command.argv), dict(command.env), command.cwd,
+                        notes=self.notes, versions=_versions(self.spec), progress=self.progress,
+                        stop_requested=self._stop_requested)
+        for recorder in self.recorders:
+            try:
+                recorder.prepare(launch)
+            except UserError as exc:
+                self._abort(str(exc))
+                raise
+            except Exception as exc:  # noqa: BLE001 - a recorder's bug must not stop the run
+                self._note_failure(recorder, "prepare", exc)
+        self._proc = self._spawn(launch)
+        self.started_ns = time.time_ns()
+        self._write_spec(launch)
         with db.connect(self._store_path) as conn:
             store_runs.insert_run(conn, run_id=self.run_id, spec=self.spec.to_dict(),
-                                  run_dir=str(self.run_dir), versions=versions)
-        if self._nsys_session is not None:
-            self._take_nsys_lock()
-        try:
-            self._proc = subprocess.Popen(argv, env=env, cwd=command.cwd, start_new_session=True,
-                                          stdin=self._stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        except OSError as exc:
-            if self._nsys_lock is not None:
-                self._nsys_lock.release()
-            message = f"cannot start {argv[0]}: {exc.strerror or exc}"
-            self._record_failure(message, "stopped" if self._stop_requested.is_set() else "error")
-            raise UserError(message) from None
-        self.started_ns = time.time_ns()
-        if self._nsys_session is not None:
-            self._nsys_session.started(self._proc.pid)
-        with db.connect(self._store_path) as conn:
+                                  run_dir=str(self.run_dir), versions=launch.versions)
             store_runs.mark_started(conn, self.run_id, self.started_ns)
-        for name, pipe in (("stdout", self._proc.stdout), ("stderr", self._proc.stderr)):
-            assert pipe is not None
-            log = self.run_dir / (layout.STDOUT if name == "stdout" else layout.STDERR)
-            self._pumps.append(OutputPump(name, pipe.fileno(), str(log), self.output_listeners))
-        self._start_sampler()
+        self._ctx = RunContext(self.spec, self.run_id, self.run_dir, self._proc.pid, self.started_ns,
+                               self._stop_requested, notes=self.notes, progress=self.progress)
+        self._connect_batches()
+        self._each("started", self._ctx)
         # The summary needs numpy (~0.1 s to import): load it while the program runs, not after.
         threading.Thread(target=_preload_summary, name="gpuscope-preload", daemon=True).start()
-        self._emit("started", self._proc.pid)
         return self
 
-    def _start_sampler(self) -> None:
-        """Telemetry of the run's tree (CPU, RSS, GPU) into the store; listeners may be added."""
-        from gpuscope.telemetry.sampler import RunSampler
+    def _spawn(self, launch: Launch) -> subprocess.Popen[bytes]:
+        """Start the first process with its stdout on a pty or pipe; its output pumps read both."""
+        child_out, read_out = open_output(self._live)
+        try:
+            proc = subprocess.Popen(launch.argv, env=launch.env, cwd=launch.cwd, start_new_session=True,
+                                    stdin=self._stdin, stdout=child_out, stderr=subprocess.PIPE)
+        except OSError as exc:
+            os.close(read_out)
+            message = f"cannot start {launch.argv[0]}: {exc.strerror or exc}"
+            self._abort(message)
+            raise UserError(message) from None
+        finally:
+            os.close(child_out)
+        listeners = [*self.output_listeners, *(r.on_output for r in self.recorders if overrides(r, "on_output"))]
+        assert proc.stderr is not None
+        for name, fd in (("stdout", read_out), ("stderr", proc.stderr.fileno())):
+            log = self.run_dir / (layout.STDOUT if name == "stdout" else layout.STDERR)
+            self._pumps.append(OutputPump(name, fd, str(log), listeners, cap_bytes=self._cap,
+                                          close_fd=name == "stdout"))
+        return proc
 
-        assert self._proc is not None
-        self.sampler = RunSampler(self._proc.pid, self.spec.sample_interval_s,
-                                  store=self._store_path if self._store_path is not None else True,
-                                  run_id=self.run_id)
-        self.sampler.start()
-        if not self.sampler.gpu.available and self.sampler.gpu.reason:
-            self.notes.append(f"GPU telemetry off: {self.sampler.gpu.reason}")
+    def _write_spec(self, launch: Launch) -> None:
+        nsys = self.spec.nsys
+        (self.run_dir / layout.SPEC).write_text(json.dumps(
+            {"run_id": self.run_id, "spec": self.spec.to_dict(), "argv": launch.argv, "versions": launch.versions,
+             "nsys_trace_fork": nsys.fork_tracing(self.spec.start_method) if nsys.enabled else None}, indent=2))
 
-    def _take_nsys_lock(self) -> None:
-        from gpuscope.nsys.lock import NsysLock
+    def _connect_batches(self) -> None:
+        """Telemetry batches go on to every recorder that wants them."""
+        takers = [r for r in self.recorders if overrides(r, "on_batch")]
+        if not takers:
+            return
 
-        self._nsys_lock = NsysLock()
-        if not self._nsys_lock.acquire(self.spec.nsys.timeout_s, self.progress, self._stop_requested.is_set):
-            self._nsys_lock = None
-            if self._stop_requested.is_set():
-                message = "stopped while waiting for another nsys recording to finish"
-            else:
-                message = (f"another nsys recording kept this machine busy for {self.spec.nsys.timeout_s:.0f} s; "
-                           "try again when it has finished")
-            self._record_failure(message, "stopped" if self._stop_requested.is_set() else "error")
-            raise UserError(message)
+        def deliver(batch: Any) -> None:
+            for recorder in takers:
+                self._call(recorder, "on_batch", batch)
 
-    def _record_failure(self, message: str, status: str = "error") -> None:
+        for recorder in self.recorders:
+            if hasattr(recorder, "batch_sink"):
+                recorder.batch_sink = deliver  # type: ignore[attr-defined]
+
+    def _abort(self, message: str) -> None:
+        """The program never started: record why and let recorders undo what ``prepare`` took."""
+        outcome = Outcome(ExitStatus(None, None), self._stop_requested.is_set(), time.time_ns(),
+                          notes=self.notes, launched=False, progress=self.progress)
+        self._each("finish", outcome)
+        status = RunStatus.STOPPED if self._stop_requested.is_set() else RunStatus.ERROR
         with db.connect(self._store_path) as conn:
-            store_runs.finish_run(conn, self.run_id, status=status, ended_ns=time.time_ns(),
+            store_runs.insert_run(conn, run_id=self.run_id, spec=self.spec.to_dict(),
+                                  run_dir=str(self.run_dir), versions=_versions(self.spec))
+            store_runs.finish_run(conn, self.run_id, status=status.value, ended_ns=time.time_ns(),
                                   exit_code=None, signal=None, error=message)
 
-    def _emit(self, what: str, payload: Any) -> None:
-        for listener in list(self.listeners):
-            try:
-                listener(what, payload)
-            except Exception:  # noqa: BLE001 - listeners (the app) must not break the run
-                pass
+    def _each(self, method: str, *args: Any) -> None:
+        for recorder in self.recorders:
+            self._call(recorder, method, *args)
+
+    def _call(self, recorder: BaseRecorder, method: str, *args: Any) -> None:
+        try:
+            getattr(recorder, method)(*args)
+        except Exception as exc:  # noqa: BLE001 - a recorder's bug must not stop the run or the others
+            self._note_failure(recorder, method, exc)
+
+    def _note_failure(self, recorder: BaseRecorder, method: str, exc: Exception) -> None:
+        note = f"{recorder.name} recorder failed in {method}: {type(exc).__name__}: {exc}"
+        if note not in self.notes:
+            self.notes.append(note)
 
     # -- stop -------------------------------------------------------------------------------------
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        """Stop the whole tree: SIGINT, then SIGTERM, then SIGKILL, each after a grace period.
+        """Stop the program's whole tree: SIGINT, then SIGTERM, then SIGKILL, each after a grace period.
 
         Returns at once; the escalation runs on a thread and ``wait()`` returns when it is done.
-        A second call escalates immediately to SIGKILL.
+        Recorders' own processes (nsys) are left to finish their work (the nsys report is written,
+        imported and exported). A second call kills the program at once and abandons what the
+        recorders were still recording. A call while recorders finish (nsys import or export) ends
+        their tools and keeps what was recorded.
         """
+        with self._stop_lock:
+            first = not self._stop_requested.is_set()
+            self._stop_requested.set()
+        if self._outcome is not None:
+            if not self._outcome.cancelled.is_set():
+                self.progress("stopping: ending the recording's import and export; what was recorded is kept")
+            self._outcome.cancelled.set()
+            return
         if self._proc is None:
-            self._stop_requested.set()  # still starting (waiting for the nsys lock): start() gives up
+            return  # still starting (waiting for the nsys lock): start() gives up
+        if first:
+            self._stop_thread = threading.Thread(target=self._escalate, args=(grace_s,),
+                                                 name="gpuscope-stop", daemon=True)
+            self._stop_thread.start()
             return
-        if self._stop_requested.is_set():
-            self._signal_all(signal.SIGKILL)
-            return
-        self._stop_requested.set()
-        self._stop_thread = threading.Thread(target=self._escalate, args=(grace_s,),
-                                             name="gpuscope-stop", daemon=True)
-        self._stop_thread.start()
+        self.progress("stopping at once: killing the run's processes and abandoning what was still recorded")
+        self._signal_all(signal.SIGKILL)
+        self._each("abandon")
 
     def _tree(self) -> dict[int, procscan.ProcInfo]:
         assert self._proc is not None
         return procscan.run_processes(self._proc.pid, self.run_id)
 
-    def _signal_all(self, sig: int) -> int:
+    def _own(self, tree: dict[int, procscan.ProcInfo]) -> set[int]:
+        """The recorders' own processes in ``tree`` (nsys): a first Stop leaves them to finish."""
+        own: set[int] = set()
+        for recorder in self.recorders:
+            try:
+                own |= recorder.own_processes(tree)
+            except Exception as exc:  # noqa: BLE001
+                self._note_failure(recorder, "own_processes", exc)
+        return own
+
+    def _program(self) -> dict[int, procscan.ProcInfo]:
         tree = self._tree()
-        for pid, info in tree.items():
-            if info.sid != self._proc.pid and pid not in self._escaped_on_stop:  # type: ignore[union-attr]
+        own = self._own(tree)
+        return {p: info for p, info in tree.items() if p not in own}
+
+    def _signal_all(self, sig: int, program_only: bool = False) -> int:
+        tree = self._tree()
+        own = self._own(tree)
+        home = {self._proc.pid} | {info.sid for info in tree.values() if info.ppid in own}  # type: ignore[union-attr]
+        targets = {p: i for p, i in tree.items() if p not in own} if program_only else tree
+        for pid, info in targets.items():
+            if info.sid not in home and pid not in self._escaped_on_stop:
                 self._escaped_on_stop.append(pid)
             try:
                 os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
-        return len(tree)
+        return len(targets)
 
     def _escalate(self, grace_s: float) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
             self.progress(f"stopping: sending {signal.Signals(sig).name} to the run's processes")
-            if self._signal_all(sig) == 0:
+            if self._signal_all(sig, program_only=True) == 0:
                 break
             deadline = time.monotonic() + (grace_s if sig != signal.SIGKILL else 5.0)
             while time.monotonic() < deadline:
-                if not self._tree():
+                if not self._program():
                     break
                 time.sleep(0.05)
             else:
                 continue
             break
-        if self._nsys_session is not None:
-            self._nsys_session.kill()
+        if self._proc is not None and self._proc.poll() is None and self._own(self._tree()):
+            self.progress("stopping: the program has ended; nsys is writing its report (stop again to abandon it)")
 
     # -- wait -------------------------------------------------------------------------------------
     def wait(self) -> RunResult:
         """Block until the run has ended and been recorded."""
-        assert self._proc is not None, "start() first"
-        hang = None
-        if self._nsys_session is None:
-            returncode = self._proc.wait()
-        else:
-            returncode, hang = self._wait_under_nsys()
+        assert self._proc is not None and self._ctx is not None, "start() first"
+        returncode = self._proc.wait()
         ended_ns = time.time_ns()
         if self._stop_thread is not None:
             self._stop_thread.join()
@@ -250,76 +301,25 @@ class Run:
             if not pump.join(timeout=1.0):
                 self.notes.append(f"a process that outlived the run still holds its {pump.name}; "
                                   "its later output is still saved in the run folder")
+        self._each("program_ended", self._ctx)
         exit_status = ExitStatus.from_returncode(returncode)
-        stopped = self._stop_requested.is_set()
-        left = [] if stopped else self._settle()
-        status = "stopped" if stopped else ("exited" if exit_status.code == 0 else "failed")
-        error = None
-        nsys_result = None
-        if hang is not None:
-            self._nsys_lock.release()
-            error = f"nsys: {hang}"
-            status = "failed"
-        elif self._nsys_session is not None:
-            try:
-                nsys_result = self._nsys_session.finish(self.progress, self.spec.nsys.timeout_s)
-            finally:
-                self._nsys_lock.release()
-            if not nsys_result.ok:
-                error = f"nsys: {nsys_result.reason}"
-                status = "failed" if status == "exited" else status
-        from gpuscope.runs.process_rows import collect_processes, merge_telemetry
-
-        root_role = "torchrun agent" if self.spec.launcher == "torchrun" else "main"
-        processes = collect_processes(self.run_dir, root_role, exit_status.code)
-        if self.sampler is not None:
-            self.sampler.stop()
-            merge_telemetry(processes, self.sampler.process_summary())
-        escaped = sorted(set(self._escaped_on_stop) | {p for p in left if procscan.read_stat(p) and
-                                                       procscan.read_stat(p).sid != self._proc.pid})
+        left = [] if self._stop_requested.is_set() else self._settle()
+        outcome = Outcome(exit_status, self._stop_requested.is_set(), ended_ns, notes=self.notes,
+                          progress=self.progress)
+        with self._stop_lock:
+            self._outcome = outcome
+            if self._stop_requested.is_set() and not outcome.stopped:
+                outcome.stopped = True  # stopped in between: it still counts
+        self._each("finish", outcome)
+        status = _status(outcome, exit_status, self._stop_requested.is_set())
+        escaped = sorted(set(self._escaped_on_stop) | {p for p in left if (i := procscan.read_stat(p)) and
+                                                       i.sid != self._proc.pid})
         result = RunResult(run_id=self.run_id, run_dir=self.run_dir, status=status, exit=exit_status,
-                           started_ns=self.started_ns, ended_ns=ended_ns, processes=processes,
-                           left_running=left, escaped=escaped, notes=list(self.notes), error=error,
-                           nsys=nsys_result)
+                           started_ns=self.started_ns, ended_ns=ended_ns, processes=outcome.processes,
+                           left_running=left, escaped=escaped, notes=list(self.notes), error=outcome.error,
+                           nsys=outcome.extra.get("nsys"))
         self._record(result)
-        self._emit("ended", result)
         return result
-
-    def _wait_under_nsys(self) -> tuple[int, str | None]:
-        """Wait for ``nsys profile``; if it outlives the program by more than the nsys timeout
-        (NSYS.md: it can hang in "Generating ...qdstrm"), stop it with its agent."""
-        assert self._proc is not None and self._nsys_session is not None
-        limit = self.spec.nsys.timeout_s
-        program_gone_at: float | None = None
-        while True:
-            try:
-                return self._proc.wait(timeout=0.5), None
-            except subprocess.TimeoutExpired:
-                pass
-            program = [p for p, info in self._tree().items() if info.comm != "nsys" and p != self._proc.pid]
-            # The program's first process past its last line of Python but not gone: nsys's own exit
-            # handlers hold it (seen with 2024.2: stuck in a futex until killed). Give it a minute.
-            finished = program and self._program_finished()
-            if program and not finished:
-                program_gone_at = None
-                continue
-            program_gone_at = program_gone_at or time.monotonic()
-            bound = min(limit, EXIT_HANG_S) if finished else limit
-            if time.monotonic() - program_gone_at > bound:
-                self.progress(f"nsys: still busy {bound:.0f} s after the program ended; stopping it")
-                self._nsys_session.kill()
-                returncode = self._proc.wait()
-                return returncode, (f"nsys did not finish within {bound:.0f} s after the program ended "
-                                    "(hung); it was stopped with its agent and the program's processes")
-
-    def _program_finished(self) -> bool:
-        """Whether the run's first program process (main, or torchrun's agent) has run its exit
-        handlers (the X line of its event log). Polled: the log is looked up once."""
-        from gpuscope.trace.events import first_process_log, log_has_exit
-
-        if self._first_log is None:
-            self._first_log = first_process_log(self.run_dir)
-        return self._first_log is not None and log_has_exit(self._first_log)
 
     def _settle(self, timeout_s: float = 1.5) -> list[int]:
         """Processes still alive after the run ended by itself (given a moment to exit)."""
@@ -334,10 +334,19 @@ class Run:
         summary = result.to_json()
         (self.run_dir / layout.SUMMARY).write_text(json.dumps(summary, indent=2))
         with db.connect(self._store_path) as conn:
-            store_runs.finish_run(conn, self.run_id, status=result.status, ended_ns=result.ended_ns,
+            store_runs.finish_run(conn, self.run_id, status=result.status.value, ended_ns=result.ended_ns,
                                   exit_code=result.exit.code, signal=result.exit.signal,
                                   error=result.error, summary=summary)
             store_runs.replace_processes(conn, self.run_id, result.processes)
+
+
+def _status(outcome: Outcome, exit_status: ExitStatus, stopped: bool) -> RunStatus:
+    """A recorder that failed the run (a hung nsys) wins; then a Stop; then the exit code."""
+    if outcome.failed:
+        return RunStatus.FAILED
+    if stopped:
+        return RunStatus.STOPPED
+    return RunStatus.EXITED if exit_status.code == 0 else RunStatus.FAILED
 
 
 def _preload_summary() -> None:

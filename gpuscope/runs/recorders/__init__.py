@@ -1,0 +1,25 @@
+"""The recorders every run has (event logs, telemetry, and nsys when asked), in finishing order.
+
+Each one is a :class:`gpuscope.runs.recorder.BaseRecorder`; see that module for the lifecycle.
+Callers add their own with ``Run(spec, recorders=[...])``; those come after these.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuscope.runs.recorder import BaseRecorder
+from gpuscope.spec import RunSpec
+
+
+def default_recorders(spec: RunSpec, store_path: Any = None) -> list[BaseRecorder]:
+    """Event logs first (they fill the process rows the others add to), then telemetry, then nsys."""
+    from gpuscope.runs.recorders.process_logs import EventLogRecorder
+    from gpuscope.runs.recorders.telemetry_sampling import TelemetryRecorder
+
+    recorders: list[BaseRecorder] = [EventLogRecorder(), TelemetryRecorder(store_path)]
+    if spec.nsys.enabled:
+        from gpuscope.runs.recorders.nsys_recording import NsysRecorder
+
+        recorders.append(NsysRecorder())
+    return recorders

@@ -1,0 +1,29 @@
+"""The event logs gpuscope's injection writes in every Python process, read into process rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome
+
+
+class EventLogRecorder(BaseRecorder):
+    """The injection (boot folder on PYTHONPATH, GPUSCOPE_* variables) is the launcher's; this reads
+    what it wrote: one row per logged process into ``outcome.processes``."""
+
+    name = "event logs"
+
+    def __init__(self) -> None:
+        self._root_role = "main"
+        self._run_dir: Path | None = None
+
+    def prepare(self, launch: Launch) -> None:
+        self._root_role = "torchrun agent" if launch.spec.launcher == "torchrun" else "main"
+        self._run_dir = launch.run_dir
+
+    def finish(self, outcome: Outcome) -> None:
+        if not outcome.launched or self._run_dir is None:
+            return
+        from gpuscope.runs.process_rows import collect_processes
+
+        outcome.processes[:] = collect_processes(self._run_dir, self._root_role, outcome.exit.code)

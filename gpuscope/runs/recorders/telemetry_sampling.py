@@ -1,0 +1,45 @@
+"""Telemetry of the run's process tree (CPU, RSS, GPU) into the store, and per-process peaks."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from gpuscope.runs.recorder import BaseRecorder, Outcome, RunContext
+
+
+class TelemetryRecorder(BaseRecorder):
+    """Starts a :class:`gpuscope.telemetry.sampler.RunSampler` once the program runs (its imports
+    cost nothing before the program starts), stops it when the program ended, and merges its
+    per-process figures into the process rows. ``batch_sink`` receives every batch (the run hands
+    them on to the recorders that override ``on_batch``)."""
+
+    name = "telemetry"
+
+    def __init__(self, store_path: Any = None) -> None:
+        self._store_path = store_path
+        self.sampler: Any = None
+        self.batch_sink: Callable[[Any], None] | None = None
+
+    def started(self, ctx: RunContext) -> None:
+        from gpuscope.telemetry.sampler import RunSampler
+
+        self.sampler = RunSampler(ctx.pid, ctx.spec.sample_interval_s,
+                                  store=self._store_path if self._store_path is not None else True,
+                                  run_id=ctx.run_id)
+        if self.batch_sink is not None:
+            self.sampler.add_listener(self.batch_sink)
+        self.sampler.start()
+        if not self.sampler.gpu.available and self.sampler.gpu.reason:
+            ctx.notes.append(f"GPU telemetry off: {self.sampler.gpu.reason}")
+
+    def program_ended(self, ctx: RunContext) -> None:
+        if self.sampler is not None:
+            self.sampler.stop()
+
+    def finish(self, outcome: Outcome) -> None:
+        if self.sampler is None:
+            return
+        from gpuscope.runs.process_rows import merge_telemetry
+
+        self.sampler.stop()  # idempotent: stopped already when the program ended
+        merge_telemetry(outcome.processes, self.sampler.process_summary())
