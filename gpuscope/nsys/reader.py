@@ -114,6 +114,32 @@ def table_columns(conn: sqlite3.Connection, table: str) -> list[str]:
     return [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
 
 
+# Columns without which a known table cannot be read (others get defaults; unknown ones are ignored).
+REQUIRED_COLUMNS = {
+    "NVTX_EVENTS": ("start", "eventType"), "OSRT_API": ("start",),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start",), "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end"),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end"), "CUPTI_ACTIVITY_KIND_MEMSET": ("start", "end"),
+    "StringIds": ("id", "value"),
+}
+
+
+def check_layout(conn: sqlite3.Connection, info: ExportInfo, path: str | Path) -> None:
+    """Raise a one-line :class:`UserError` when a known table lacks a column the reader needs.
+
+    Forward compatibility is tolerance: unseen version numbers, extra columns and extra tables
+    read fine; a table that is there but changed what it cannot do without is refused clearly.
+    """
+    for table, needed in REQUIRED_COLUMNS.items():
+        if table not in info.tables:
+            continue
+        have = set(table_columns(conn, table))
+        for col in needed:
+            if col not in have:
+                version = info.product_version or info.schema_version or "unknown"
+                raise UserError(f"{path}: {table} has no column {col} (nsys {version}); "
+                                "an export layout this gpuscope cannot read")
+
+
 # --------------------------------------------------------------------------- bulk columns
 
 def dense(conn: sqlite3.Connection, table: str, exprs: list[str], where: str = "") -> list[np.ndarray]:
@@ -460,9 +486,14 @@ def read_timeline(conn: sqlite3.Connection, info: ExportInfo | None = None) -> T
     tl.memops = read_memops(conn, info, strings)
     read_processes(conn, info, strings, tl)
     read_clock(conn, info, tl)
+    add_schema_notes(info, tl)
+    return tl
+
+
+def add_schema_notes(info: ExportInfo, tl: T.Timeline) -> None:
+    """Notes about a schema version this reader was not written for."""
     if info.schema and info.schema[:2] > KNOWN_SCHEMA:
         tl.notes.append(f"export schema {info.schema_version} is newer than this reader knows "
                         f"({'.'.join(map(str, KNOWN_SCHEMA))}); read what it could")
     if not info.schema:
         tl.notes.append("export has no EXPORT_SCHEMA_VERSION; assumed the 2022.4 layout")
-    return tl

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from gpuscope.errors import UserError
-from gpuscope.nsys.reader import ExportInfo, export_info, open_export, read_timeline
+from gpuscope.nsys.reader import ExportInfo, check_layout, export_info, open_export, read_timeline
 from gpuscope.nsys.rep_export import export_rep
 from gpuscope.trace import timeline as T
 
@@ -70,6 +70,7 @@ def load_report(path: str | Path, *, run_dir: str | Path | None = None, use_cach
     conn = open_export(p_sqlite)
     try:
         info = export_info(conn)
+        check_layout(conn, info, p_sqlite)
         rep = _from_cache(p, p_sqlite, info, use_cache) or _parse(p, p_sqlite, conn, info, use_cache)
     except sqlite3.DatabaseError as exc:
         raise UserError(f"{p_sqlite}: unreadable export ({exc}); is it truncated or corrupt?") from None
@@ -106,6 +107,29 @@ def _report(p: Path, p_sqlite: Path, info: ExportInfo, extra: dict, notes: list[
 
 
 def _parse(p: Path, p_sqlite: Path, conn: sqlite3.Connection, info: ExportInfo, use_cache: bool) -> Report:
+    """Summaries first (summary-only reader); the Timeline is read when first asked for."""
+    from gpuscope.nsys.summary_reader import read_summary_data
+
+    quick = read_summary_data(conn, info)
+    if quick is None:
+        return _parse_full(p, p_sqlite, conn, info, use_cache)
+    extra = {"summaries": quick.summaries, "processes": quick.processes, "findings": _diagnose(conn, quick.notes)}
+    rep = _report(p, p_sqlite, info, extra, quick.notes)
+
+    def load() -> T.Timeline:
+        own = open_export(p_sqlite)
+        try:
+            tl = read_timeline(own)
+        finally:
+            own.close()
+        _store(p_sqlite, tl, extra, use_cache)
+        return tl
+
+    rep.loader = load
+    return rep
+
+
+def _parse_full(p: Path, p_sqlite: Path, conn: sqlite3.Connection, info: ExportInfo, use_cache: bool) -> Report:
     from gpuscope.trace import summary
 
     tl = read_timeline(conn, info)

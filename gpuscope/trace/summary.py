@@ -111,10 +111,16 @@ def range_full_names(tl: T.Timeline, naming: str = "plain", source: int = T.SOUR
     """
     r = tl.ranges
     sel = np.flatnonzero(r.source == source)
-    pid, dom, text = r.pid[sel].astype(np.int64), r.domain_id[sel].astype(np.int64), r.name_id[sel]
-    d = tl.domains
-    dom_name = np.full(len(sel), -1, dtype=np.int64)
-    weight = np.ones(len(sel), dtype=np.int64)
+    final, inv, weight = full_names(tl.strings, tl.domains, r.pid[sel], r.domain_id[sel], r.name_id[sel], naming)
+    return final, inv, weight, sel
+
+
+def full_names(strings: T.StringTable, d: T.Domains, pid: np.ndarray, domain_id: np.ndarray,
+               name_id: np.ndarray, naming: str = "plain"):
+    """(distinct final names, index of each range's name, weight) for ranges given by columns."""
+    pid, dom = pid.astype(np.int64), domain_id.astype(np.int64)
+    dom_name = np.full(len(pid), -1, dtype=np.int64)
+    weight = np.ones(len(pid), dtype=np.int64)
     if len(d):
         dkeys = (d.pid.astype(np.int64) << 32) | d.domain_id.astype(np.int64)
         order = np.argsort(dkeys)
@@ -124,31 +130,40 @@ def range_full_names(tl: T.Timeline, naming: str = "plain", source: int = T.SOUR
         hit = dkeys[pos] == q
         dom_name[hit] = d.name_id[order][pos[hit]]
         weight[hit] = d.count[order][pos[hit]]
-    combo = (dom_name + 1) * (len(tl.strings) + 2) + (text.astype(np.int64) + 1)
+    combo = (dom_name + 1) * (len(strings) + 2) + (name_id.astype(np.int64) + 1)
     uniq, inv = np.unique(combo, return_inverse=True)
     final: list[str | None] = []
     for c in uniq.tolist():
-        dn, tx = c // (len(tl.strings) + 2) - 1, c % (len(tl.strings) + 2) - 1
-        dname, tname = tl.strings.get(dn), tl.strings.get(tx)
+        dn, tx = c // (len(strings) + 2) - 1, c % (len(strings) + 2) - 1
+        dname, tname = strings.get(dn), strings.get(tx)
         if naming == "colon":
             final.append(f"{dname or ''}:{tname or ''}")
         elif dname is not None:
             final.append(None if tname is None else f"{dname}:{tname}")
         else:
             final.append(tname)
-    return final, inv.reshape(-1), weight, sel
+    return final, inv.reshape(-1), weight
 
 
 def nvtx_summary(tl: T.Timeline, naming: str = "plain", source: int = T.SOURCE_NSYS) -> list[SummaryRow]:
     """``nsys stats --report nvtx_sum`` (2022.4: ``nvtxsum``) of the ranges of ``source``."""
-    final, inv, weight, sel = range_full_names(tl, naming, source)
+    r = tl.ranges
+    sel = np.flatnonzero(r.source == source)
+    return nvtx_summary_of(tl.strings, tl.domains, r.pid[sel], r.domain_id[sel], r.name_id[sel],
+                           r.style[sel], r.end_ns[sel] - r.start_ns[sel], naming)
+
+
+def nvtx_summary_of(strings: T.StringTable, domains: T.Domains, pid: np.ndarray, domain_id: np.ndarray,
+                    name_id: np.ndarray, style: np.ndarray, dur: np.ndarray,
+                    naming: str = "plain") -> list[SummaryRow]:
+    """nvtx_sum of ranges given as columns (one home for the rule; the summary-only reader uses it)."""
+    final, inv, weight = full_names(strings, domains, pid, domain_id, name_id, naming)
     # Group by the final string (two domain/text pairs can print the same) and the style.
     labels = sorted({s for s in final if s is not None})
     label_id = {s: i + 1 for i, s in enumerate(labels)}
     name_key = np.array([label_id.get(s, 0) if s is not None else 0 for s in final], dtype=np.int64)
-    style = tl.ranges.style[sel].astype(np.int64)
-    keys = name_key[inv] * 2 + style if len(sel) else np.zeros(0, np.int64)
-    dur = (tl.ranges.end_ns[sel] - tl.ranges.start_ns[sel]).astype(np.int64)
+    keys = name_key[inv] * 2 + style.astype(np.int64) if len(pid) else np.zeros(0, np.int64)
+    dur = np.asarray(dur, dtype=np.int64)
     if (weight != 1).any():
         keys, dur = np.repeat(keys, weight), np.repeat(dur, weight)
     g = group_stats(keys, dur)
@@ -224,13 +239,18 @@ def _counts(pids: np.ndarray) -> dict[int, int]:
     return dict(zip(uniq.tolist(), counts.tolist()))
 
 
-def process_table(tl: T.Timeline) -> list[dict]:
-    """One dict per process: pid, name, ranges per source, marks, GPU work, API and OS calls, threads."""
+def process_table(tl: T.Timeline, nvtx_pids: tuple[np.ndarray, np.ndarray] | None = None) -> list[dict]:
+    """One dict per process: pid, name, ranges per source, marks, GPU work, API and OS calls, threads.
+
+    ``nvtx_pids`` = (pid of each nsys range, pid of each mark) when the timeline holds no ranges
+    (the summary-only reader).
+    """
     r = tl.ranges
+    range_pids, mark_pids = nvtx_pids or (r.pid[r.source == T.SOURCE_NSYS], tl.marks.pid)
     per = {
-        "nvtx_ranges": _counts(r.pid[r.source == T.SOURCE_NSYS]),
+        "nvtx_ranges": _counts(range_pids),
         "gpuscope_ranges": _counts(r.pid[r.source == T.SOURCE_GPUSCOPE]),
-        "marks": _counts(tl.marks.pid), "kernels": _counts(tl.kernels.pid),
+        "marks": _counts(mark_pids), "kernels": _counts(tl.kernels.pid),
         "memops": _counts(tl.memops.pid), "cuda_api_calls": _counts(tl.cuda_api.pid),
         "osrt_calls": _counts(tl.osrt.pid), "threads": _counts(tl.threads.pid),
     }

@@ -1,7 +1,8 @@
 """Unit tests without nsys: math against SQLite, nesting, schema tolerance, Perfetto, event-log timelines.
 
 ``make_export`` writes a small nsys-shaped SQLite file (real SQLite; the layouts copy the 2022.4
-and 2024.2 exports, plus a 2026-style one with a newer schema and extra columns).
+and 2024.2 exports). Forward compatibility is tested as tolerance — unseen version numbers, unknown
+extra columns and tables — never as a guessed future layout.
 """
 
 from __future__ import annotations
@@ -32,28 +33,32 @@ def G(pid: int, tid: int) -> int:
     return (1 << 48) | (pid << 24) | tid
 
 
-def make_export(path: Path, *, layout: str = "2022", nvtx: bool = True, kernels: bool = False) -> Path:
-    """A minimal export: 2022 (EXPORT_META_DATA, 3.0.0), 2024 (META_DATA_EXPORT, 3.11.1) or 2026 (3.28.1+)."""
+def make_export(path: Path, *, layout: str = "2022", nvtx: bool = True, kernels: bool = False,
+                version: tuple[str, str] | None = None, extra_cols: bool = False) -> Path:
+    """A minimal export: 2022 (EXPORT_META_DATA, 3.0.0) or 2024 (META_DATA_EXPORT, 3.11.1).
+
+    ``version`` overrides (product, schema) version strings; ``extra_cols`` appends columns no nsys
+    version has to every table (a reader must ignore them).
+    """
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
+    more = ", futureA INTEGER, futureB TEXT" if extra_cols else ""
+    conn.execute(f"CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL{more})")
     meta = "EXPORT_META_DATA" if layout == "2022" else "META_DATA_EXPORT"
     conn.execute(f"CREATE TABLE {meta} (name TEXT, value TEXT)")
-    version = {"2022": ("2022.4.2.1", "3.0.0"), "2024": ("2024.2.3.38", "3.11.1"),
-               "2026": ("2026.4.1.1", "3.99.0")}[layout]
+    version = version or {"2022": ("2022.4.2.1", "3.0.0"), "2024": ("2024.2.3.38", "3.11.1")}[layout]
     conn.executemany(f"INSERT INTO {meta} VALUES (?, ?)", [("EXPORT_PRODUCT_VERSION", version[0]),
                                                            ("EXPORT_SCHEMA_VERSION", version[1])])
-    start_cols = "utcEpochNs INTEGER, utcTime TEXT, localTime TEXT" + (", systemClockNs INTEGER" if layout == "2026" else "")
-    conn.execute(f"CREATE TABLE TARGET_INFO_SESSION_START_TIME ({start_cols})")
+    conn.execute(f"CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER, utcTime TEXT, localTime TEXT{more})")
     conn.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME (utcEpochNs, utcTime, localTime) VALUES (1700000000000000000, '', '')")
     strings = ["outer", "inner", "python3", "[NSys]", "op", "read", "k1", "k2"]
-    conn.executemany("INSERT INTO StringIds VALUES (?, ?)", list(enumerate(strings)))
+    conn.executemany("INSERT INTO StringIds (id, value) VALUES (?, ?)", list(enumerate(strings)))
     conn.execute("CREATE TABLE OSRT_API (start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL, "
                  "globalTid INTEGER, nameId INTEGER NOT NULL, returnValue INTEGER NOT NULL, nestingLevel INTEGER, "
-                 "callchainId INTEGER)")
-    conn.executemany("INSERT INTO OSRT_API VALUES (?,?,27,?,5,0,0,NULL)", [(10, 20, G(10, 10)), (30, 45, G(10, 10))])
+                 f"callchainId INTEGER{more})")
+    conn.executemany("INSERT INTO OSRT_API (start, end, eventClass, globalTid, nameId, returnValue, nestingLevel) "
+                     "VALUES (?,?,27,?,5,0,0)", [(10, 20, G(10, 10)), (30, 45, G(10, 10))])
     if nvtx:
-        extra = ", binaryData TEXT, eventId INTEGER NOT NULL PRIMARY KEY" if layout == "2026" else ""
-        conn.execute(f"CREATE TABLE NVTX_EVENTS ({NVTX_COLS}{extra})")
+        conn.execute(f"CREATE TABLE NVTX_EVENTS ({NVTX_COLS}{more})")
         rows = [
             (100, 900, 59, None, None, None, None, G(10, 10), None, 0, 0),
             (200, 300, 59, None, None, None, None, G(10, 10), None, 1, 0),
@@ -71,16 +76,18 @@ def make_export(path: Path, *, layout: str = "2022", nvtx: bool = True, kernels:
         conn.execute(f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, "
                      f"deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, {green}streamId INTEGER NOT NULL, "
                      "correlationId INTEGER, globalPid INTEGER, demangledName INTEGER NOT NULL, shortName INTEGER NOT NULL, "
-                     "gridX INTEGER, gridY INTEGER, gridZ INTEGER, blockX INTEGER, blockY INTEGER, blockZ INTEGER)")
+                     f"gridX INTEGER, gridY INTEGER, gridZ INTEGER, blockX INTEGER, blockY INTEGER, blockZ INTEGER{more})")
         conn.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, contextId, streamId, "
                          "correlationId, globalPid, demangledName, shortName, gridX, gridY, gridZ, blockX, blockY, blockZ)"
                          " VALUES (?,?,0,1,7,?,?,?,?,?,1,1,128,1,1)",
                          [(1000 + i * 100, 1050 + i * 100 + i, i, G(10, 0), 6 + i % 2, 6 + i % 2, 1 + i // 3)
                           for i in range(6)])
-    conn.execute("CREATE TABLE ThreadNames (nameId INTEGER, priority INTEGER, globalTid INTEGER)")
-    conn.executemany("INSERT INTO ThreadNames VALUES (?,0,?)", [(2, G(10, 10)), (3, G(10, 13)), (2, G(99, 99))])
-    conn.execute("CREATE TABLE PROCESSES (globalPid INTEGER, pid INTEGER, name TEXT)")
-    conn.execute("INSERT INTO PROCESSES VALUES (?, 10, 'python3')", (G(10, 0),))
+    conn.execute(f"CREATE TABLE ThreadNames (nameId INTEGER, priority INTEGER, globalTid INTEGER{more})")
+    conn.executemany("INSERT INTO ThreadNames (nameId, priority, globalTid) VALUES (?,0,?)", [(2, G(10, 10)), (3, G(10, 13)), (2, G(99, 99))])
+    conn.execute(f"CREATE TABLE PROCESSES (globalPid INTEGER, pid INTEGER, name TEXT{more})")
+    conn.execute("INSERT INTO PROCESSES (globalPid, pid, name) VALUES (?, 10, 'python3')", (G(10, 0),))
+    if extra_cols:
+        conn.execute("CREATE TABLE SOME_FUTURE_TABLE (x INTEGER)")
     conn.commit()
     conn.close()
     return path
@@ -156,9 +163,15 @@ def test_nesting_depth_matches_a_stack():
 
 # --------------------------------------------------------------------------- reader: schema tolerance
 
-@pytest.mark.parametrize("layout", ["2022", "2024", "2026"])
-def test_reader_across_layouts(tmp_path, layout):
-    rep = nsys_report.load_report(make_export(tmp_path / "x.sqlite", layout=layout, kernels=True))
+UNSEEN = ("2031.1.0.5", "9.4.0")   # version numbers no nsys has (yet): read as the layout it has
+
+
+@pytest.mark.parametrize("layout,version,extra", [("2022", None, False), ("2024", None, False),
+                                                  ("2024", UNSEEN, True)],
+                         ids=["2022.4", "2024.2", "unseen-version-extra-columns"])
+def test_reader_across_layouts(tmp_path, layout, version, extra):
+    p = make_export(tmp_path / "x.sqlite", layout=layout, kernels=True, version=version, extra_cols=extra)
+    rep = nsys_report.load_report(p)
     tl = rep.timeline
     assert rep.schema_version and rep.nsys_version
     assert len(tl.ranges) == 6 and len(tl.marks) == 1 and len(tl.osrt) == 2 and len(tl.kernels) == 6
@@ -166,17 +179,52 @@ def test_reader_across_layouts(tmp_path, layout):
     assert tl.process_name(10) == "python3" and tl.process_name(11) == "pid 11"
     assert [tl.name(i) for i in tl.threads.name_id] == ["python3"]  # [NSys] hidden
     names = {(r.name, r.style): r for r in rep.summaries["nvtx"]}
-    prefix = "" if layout != "2026" else ":"
+    prefix = "" if version is None else ":"   # nvtx_sum after 2024.2.3 writes default-domain ranges as ":name"
     assert ("mydom:op", "PushPop") in names and (prefix + "outer", "PushPop") in names
     assert names[(prefix + "unclosed", "PushPop")].total_ns == 4000 - 100   # end = latest NVTX timestamp
-    assert rep.naming == ("colon" if layout == "2026" else "plain")
+    assert rep.naming == ("colon" if version else "plain")
     notes = " ".join(rep.notes)
-    assert ("newer than this reader knows" in notes) == (layout == "2026")
+    assert ("newer than this reader knows" in notes) == (version is not None)
     se = np.flatnonzero(tl.ranges.style == T.STYLE_STARTEND)
     assert tl.ranges.end_tid[se].tolist() == [12] and tl.ranges.flags[se][0] & T.FLAG_OTHER_THREAD
     k = rep.summaries["kernel"]
     assert len(k) == (4 if layout == "2022" else 2)                     # 2022: by name + grid/block
     assert tl.wall_base_ns == 1700000000000000000
+
+
+def test_unknown_columns_change_nothing(tmp_path):
+    """Extra columns and tables no nsys version has are ignored: same summaries, same timeline."""
+    plain = nsys_report.load_report(make_export(tmp_path / "a.sqlite", layout="2024", kernels=True))
+    extra = nsys_report.load_report(make_export(tmp_path / "b.sqlite", layout="2024", kernels=True, extra_cols=True))
+    for key in plain.summaries:
+        assert [r.to_dict() for r in extra.summaries[key]] == [r.to_dict() for r in plain.summaries[key]], key
+    assert extra.processes == plain.processes
+    for name, col in plain.timeline.ranges.columns().items():
+        assert np.array_equal(col, extra.timeline.ranges.columns()[name]), name
+
+
+@pytest.mark.parametrize("table,column", [("NVTX_EVENTS", "eventType"), ("OSRT_API", "start")])
+def test_missing_required_column_is_one_line_error(tmp_path, table, column):
+    """A known table without a column the reader cannot do without: one line naming both."""
+    p = make_export(tmp_path / "x.sqlite", layout="2024")
+    conn = sqlite3.connect(p)
+    conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    conn.commit()
+    conn.close()
+    with pytest.raises(UserError) as err:
+        nsys_report.load_report(p)
+    assert f"{table} has no column {column}" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_missing_string_table_is_one_line_error(tmp_path):
+    p = make_export(tmp_path / "x.sqlite", layout="2024")
+    conn = sqlite3.connect(p)
+    conn.execute("DROP TABLE StringIds")
+    conn.commit()
+    conn.close()
+    with pytest.raises(UserError, match="not an Nsight Systems export") as err:
+        nsys_report.load_report(p)
+    assert "\n" not in str(err.value)
 
 
 def test_missing_tables_are_no_data(tmp_path):
@@ -217,8 +265,12 @@ def test_perfetto_structure(tmp_path):
     for ev in events:
         assert {"ph", "pid", "name"} <= ev.keys()
         by_ph.setdefault(ev["ph"], []).append(ev)
-    want = perfetto.counts(rep.timeline)
-    assert len(by_ph["X"]) == want["X"] and len(by_ph["i"]) == want["i"]
+    # Independent of perfetto.counts: what make_export wrote (6 ranges, 1 mark, 6 kernels, 2 OS calls).
+    x_names = sorted(e["name"] for e in by_ph["X"])
+    assert x_names == sorted(["outer", "inner", "inner", "op", "se", "unclosed", "read", "read"]
+                             + ["k1", "k2"] * 3)
+    assert [e["name"] for e in by_ph["i"]] == ["op"]
+    assert perfetto.counts(rep.timeline) == {"X": 14, "i": 1}
     meta = {(e["name"], e["pid"], e.get("tid")) for e in by_ph["M"]}
     assert ("process_name", 10, 0) in meta and ("thread_name", 10, 10) in meta
     gpu_tracks = {e["tid"] for e in by_ph["X"] if e["cat"] == "cuda_kernel"}
@@ -287,34 +339,97 @@ def test_coverage_flags_forked_process(tmp_path):
     assert {p["pid"] for p in rep.processes} == {10, 11, 21, 22}
 
 
+def _cached(tmp_path: Path) -> list[Path]:
+    return list((tmp_path / "cache" / "timelines").glob("*.npz"))
+
+
 def test_report_cache_round_trip(tmp_path, monkeypatch):
     """A cached report gives the same summaries, processes, findings and timeline columns."""
     monkeypatch.setenv("GPUSCOPE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(nsys_report, "CACHE_MIN_ROWS", 1)
+    monkeypatch.setattr(nsys_report, "CACHE_MIN_ROWS", 1)     # the real threshold: test below
     p = make_export(tmp_path / "x.sqlite", kernels=True)
     first = nsys_report.load_report(p)
-    files = list((tmp_path / "cache" / "timelines").glob("*.npz"))
-    assert len(files) == 1
+    assert first.loaded is None and not _cached(tmp_path)     # summaries first, timeline on demand
+    a = first.timeline
+    assert len(_cached(tmp_path)) == 1                         # stored once the timeline was read
     second = nsys_report.load_report(p)
     assert second.loaded is None and second.loader is not None        # timeline not read yet
     assert [r.to_dict() for r in second.summaries["nvtx"]] == [r.to_dict() for r in first.summaries["nvtx"]]
     assert second.summaries["kernel"] == first.summaries["kernel"]
     assert second.processes == first.processes and second.findings == first.findings
-    a, b = first.timeline, second.timeline
+    b = second.timeline
     for table in ("ranges", "marks", "kernels", "osrt", "threads", "processes", "domains"):
         for name, col in getattr(a, table).columns().items():
             assert np.array_equal(col, getattr(getattr(b, table), name)), (table, name)
     assert a.strings.values == b.strings.values and a.wall_base_ns == b.wall_base_ns
     third = nsys_report.load_report(p, use_cache=False)
-    assert third.loaded is not None
+    assert len(third.timeline.ranges) == 6
+
+
+def _add_ranges(path: Path, n: int) -> None:
+    conn = sqlite3.connect(path)
+    conn.executemany("INSERT INTO NVTX_EVENTS (start, end, eventType, globalTid, textId, domainId) "
+                     "VALUES (?, ?, 59, ?, 0, 0)", ((1000 + i, 1001 + i, G(10, 10)) for i in range(n)))
+    conn.commit()
+    conn.close()
+
+
+def test_report_cache_real_threshold(tmp_path, monkeypatch):
+    """With the shipped CACHE_MIN_ROWS: one row below it is not cached, a report at it is."""
+    monkeypatch.setenv("GPUSCOPE_CACHE", str(tmp_path / "cache"))
+    rows = nsys_report.CACHE_MIN_ROWS
+    assert rows >= 10_000                                     # the constant, not a test override
+    base = 6 + 2                                              # make_export: 6 ranges, 2 OS runtime calls
+    below = make_export(tmp_path / "below.sqlite")
+    _add_ranges(below, rows - 1 - base)
+    at = make_export(tmp_path / "at.sqlite")
+    _add_ranges(at, rows - base)
+    assert len(nsys_report.load_report(below).timeline.ranges) == rows - 1 - 2
+    assert not _cached(tmp_path)
+    first = nsys_report.load_report(at)
+    assert len(first.timeline.ranges) == rows - 2 and len(_cached(tmp_path)) == 1
+    again = nsys_report.load_report(at)
+    assert again.loaded is None                               # served by the cache
+    assert again.summaries["nvtx"][0].count == first.summaries["nvtx"][0].count
+
+
+@pytest.mark.parametrize("variant", ["2022", "2024", "holes", "domain-twice", "text-only"])
+def test_summary_reader_equals_timeline_summaries(tmp_path, variant):
+    """The summary-only reader (first open) gives what the Timeline's summaries give."""
+    from gpuscope.nsys.summary_reader import read_summary_data
+
+    p = make_export(tmp_path / "x.sqlite", layout="2022" if variant == "2022" else "2024", kernels=True)
+    conn = sqlite3.connect(p)
+    if variant == "holes":
+        conn.execute("DELETE FROM NVTX_EVENTS WHERE start = 200")
+    if variant == "domain-twice":
+        conn.execute("INSERT INTO NVTX_EVENTS (start, eventType, text, globalTid, domainId) "
+                     "VALUES (60, 75, 'mydom', ?, 1)", (G(10, 14),))
+    if variant == "text-only":
+        conn.execute("UPDATE NVTX_EVENTS SET text = 'txt' || start, textId = NULL WHERE eventType = 59")
+    conn.commit()
+    conn.close()
+    conn = reader.open_export(p)
+    info = reader.export_info(conn)
+    quick = read_summary_data(conn, info)
+    tl = reader.read_timeline(conn, info)
+    conn.close()
+    full = summary.all_summaries(tl, naming=info.naming, generation=info.stats_generation)
+    assert quick is not None and quick.summaries.keys() == full.keys()
+    for key in full:
+        assert [r.to_dict() for r in quick.summaries[key]] == [r.to_dict() for r in full[key]], key
+    assert quick.processes == summary.process_table(tl) and quick.notes == tl.notes
+    assert sum(r.count for r in quick.summaries["nvtx"]) == (7 if variant == "domain-twice" else 6 - (variant == "holes"))
 
 
 def test_rowid_holes_and_normalized_times(tmp_path):
-    """A newer layout whose eventId primary key has gaps, exported with --ts-normalize."""
-    p = make_export(tmp_path / "x.sqlite", layout="2026")
+    """Rowids with gaps (a deleted row), exported with --ts-normalize (UTC epoch timestamps)."""
+    p = make_export(tmp_path / "x.sqlite", layout="2024")
     conn = sqlite3.connect(p)
     conn.execute("DELETE FROM NVTX_EVENTS WHERE start = 200")          # a hole before the text rows
     conn.execute("INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_PARAM_TIME_NORMALIZE', 'true')")
+    conn.execute("UPDATE NVTX_EVENTS SET start = start + 1700000000000000000, "
+                 "end = end + 1700000000000000000")
     conn.commit()
     conn.close()
     rep = nsys_report.load_report(p)
@@ -322,3 +437,5 @@ def test_rowid_holes_and_normalized_times(tmp_path):
     names = sorted(tl.strings.get(int(i)) for i in tl.ranges.name_id)
     assert names == ["inner", "op", "outer", "se", "unclosed"]
     assert tl.wall_base_ns == 0 and any("ts-normalize" in n for n in rep.notes)
+    rows = {r.name: r for r in rep.summaries["nvtx"]}
+    assert rows["unclosed"].total_ns == 4000 - 100 and rows["outer"].total_ns == 800
