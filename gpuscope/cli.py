@@ -1,7 +1,7 @@
 """The ``gpuscope`` command: a thin dispatcher to ``gpuscope.commands.<name>`` modules.
 
-Each command module defines ``HELP`` (one line), ``add_arguments(parser)`` and
-``run(args) -> int``. Modules are imported only when their command runs, so ``gpuscope run``
+Each command module defines ``add_arguments(parser)`` and ``run(args) -> int`` (and may define
+``DESCRIPTION`` for its ``--help``); its one-line help is in :data:`COMMANDS` here. Modules are imported only when their command runs, so ``gpuscope run``
 never pays for Qt and ``gpuscope report`` never pays for psutil.
 
 Errors never reach the user as a traceback: :class:`gpuscope.errors.UserError` prints one line;
@@ -29,6 +29,8 @@ COMMANDS = {
     "monitor": "print live GPU, process and host telemetry",
     "cleanup": "find and clean up leftover processes and shared memory",
     "compare": "compare two runs side by side",
+    "findings": "what went wrong in a run: findings with evidence and fixes",
+    "stacks": "the Python stacks of every process of a running (or stuck) run",
 }
 
 
