@@ -14,14 +14,17 @@ from typing import Any
 import numpy as np
 
 from gpuscope.app.plot_buffers import SeriesBuffer
+from gpuscope.app.procroles import tool_group
 
-# plot key -> (metric kind, metric key): the curves of each plot, per device or per process
+# plot key -> (metric kind, metric key): the curves of each plot, per device, per process, or the
+# total of a tool's processes ("group": Nsight Systems' own, drawn as one curve)
 PLOTS = {
     "gpu_util": (("gpu", "util_gpu"), ("proc", "sm_util")),
     "gpu_mem": (("gpu", "mem_used"), ("proc", "gpu_mem")),
-    "cpu": (("proc", "cpu"),),
-    "rss": (("proc", "rss"),),
+    "cpu": (("proc", "cpu"), ("group", "cpu")),
+    "rss": (("proc", "rss"), ("group", "rss")),
 }
+GROUP_KEYS = ("cpu", "rss")
 
 
 @dataclass
@@ -38,6 +41,11 @@ class ProcRow:
     alive: bool = True
     role: str = ""
     rank: int | None = None
+    group: str | None = None     # a tool's process (Nsight Systems), not the user's
+
+    @property
+    def user(self) -> bool:
+        return self.group is None
 
 
 class LiveModel:
@@ -56,6 +64,7 @@ class LiveModel:
         self.last_t = 0.0
         self.version = 0          # bumped on every change: views redraw only when it moved
         self.batches = 0
+        self.groups: list[str] = []   # tool groups seen (their index is the curves' subject)
 
     def _buf(self, kind: str, key: str, subject: int) -> SeriesBuffer:
         per = self.series.setdefault((kind, key), {})
@@ -84,6 +93,7 @@ class LiveModel:
             if row is None:
                 row = self.procs[p.pid] = ProcRow(p.pid, p.ppid, p.name)
             row.ppid, row.name, row.state = p.ppid, p.name, p.state
+            row.group = tool_group(p.name) if not row.role else None
             row.alive = not zombie
             if not zombie:
                 row.cpu, row.rss, row.gpu_mem = p.cpu, p.rss, p.gpu_mem
@@ -91,31 +101,60 @@ class LiveModel:
             row = self.procs.get(pid)
             if row is not None:
                 row.alive, row.state, row.cpu = False, "ended", None
+        self._add_group_totals(t)
         self.notes.extend(n for n in batch.notes if n not in self.notes)
         self.batches += 1
         self.version += 1
+
+    def _add_group_totals(self, t: float) -> None:
+        """One point per tool group: the sum of its live processes' CPU % and RSS."""
+        totals: dict[str, dict[str, float]] = {}
+        for row in self.procs.values():
+            if row.group is not None and row.alive:
+                acc = totals.setdefault(row.group, dict.fromkeys(GROUP_KEYS, 0.0))
+                acc["cpu"] += row.cpu or 0.0
+                acc["rss"] += row.rss or 0
+        for group in totals.keys() - set(self.groups):
+            self.groups.append(group)
+        for i, group in enumerate(self.groups):
+            acc = totals.get(group)
+            for key in GROUP_KEYS:
+                self._buf("group", key, i).append(t, acc[key] if acc else float("nan"))
+
+    def group_total(self, group: str) -> tuple[int, float, int]:
+        """(live processes, CPU %, RSS bytes) of a tool group now."""
+        rows = [r for r in self.procs.values() if r.group == group and r.alive]
+        return len(rows), sum(r.cpu or 0.0 for r in rows), sum(r.rss or 0 for r in rows)
 
     def set_identities(self, ids: dict[int, Any]) -> bool:
         """Roles and ranks from the event logs (:class:`gpuscope.app.procroles.Identity`)."""
         changed = False
         for pid, ident in ids.items():
             row = self.procs.get(pid)
-            if row is not None and (row.role, row.rank) != (ident.role, ident.rank):
-                row.role, row.rank = ident.role, ident.rank
+            label = getattr(ident, "label", ident.role)
+            if row is not None and (row.role, row.rank) != (label, ident.rank):
+                row.role, row.rank, row.group = label, ident.rank, None   # a logged process is the user's
                 changed = True
         if changed:
             self.version += 1
         return changed
 
-    def curves(self, plot: str) -> list[tuple[str, str, int, SeriesBuffer]]:
-        """(kind, key, subject, buffer) of one plot's curves, devices first."""
+    def curves(self, plot: str, tools: bool = False) -> list[tuple[str, str, int, SeriesBuffer]]:
+        """(kind, key, subject, buffer) of one plot's curves, devices first. A tool's processes
+        (Nsight Systems) are one total curve; with ``tools`` each of them is drawn too."""
         out = []
         for kind, key in PLOTS[plot]:
             for subject, buf in sorted(self.series.get((kind, key), {}).items()):
-                if kind == "proc" and not np.isfinite(buf.y).any():
+                if kind != "gpu" and not np.isfinite(buf.y).any():
+                    continue
+                if kind == "proc" and not tools and not self._user(subject):
                     continue
                 out.append((kind, key, subject, buf))
         return out
+
+    def _user(self, pid: int) -> bool:
+        row = self.procs.get(pid)
+        return row is None or row.user
 
     # -- a past run ----------------------------------------------------------------------------
     def load_series(self, data: dict[str, Any], identities: dict[int, Any] | None = None) -> None:
@@ -138,8 +177,10 @@ class LiveModel:
                     self._buf("proc", key, int(pid)).extend(x, cols[key])
             self.last_t = max(self.last_t, float(x[-1]) if len(x) else 0.0)
         for pid, s in data.get("process_info", {}).items():
-            self.procs[int(pid)] = ProcRow(int(pid), s.get("ppid") or 0, s.get("name") or "", s.get("state") or "?",
-                                           None, s.get("peak_rss_bytes"), s.get("peak_gpu_mem_bytes"), False)
+            name = s.get("name") or ""
+            self.procs[int(pid)] = ProcRow(int(pid), s.get("ppid") or 0, name, s.get("state") or "?",
+                                           None, s.get("peak_rss_bytes"), s.get("peak_gpu_mem_bytes"), False,
+                                           group=tool_group(name))
         gpu_info = (data.get("info") or {}).get("gpu")
         self.gpu_reason = gpu_info or None if not data["gpus"] else None
         self.notes = list(data.get("notes") or [])

@@ -1,9 +1,11 @@
 """Role, rank and start method of a run's processes, read live from their event logs (Qt-free).
 
 The sampler knows pids and resources; the startup hook knows what each Python process *is*
-(main, pool worker, spawn child, torchrun worker and its rank). Each process writes
+(main, pool / executor / DataLoader worker, spawn child, torchrun worker and its rank). Each process writes
 ``events/<pid>-<start>.log`` (docs/EVENTS.md) whose ``H`` and ``I`` lines carry that identity.
 Only those two tags are parsed here, and each file is re-read at most every ``reread_s``.
+Processes of a tool that runs beside the program (Nsight Systems) are recognised by their OS name
+(:func:`tool_group`): they write no log.
 """
 
 from __future__ import annotations
@@ -15,11 +17,32 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+# The processes Nsight Systems runs beside the program (OS names): drawn apart as one group.
+NSYS_GROUP = "Nsight Systems"
+NSYS_NAMES = ("nsys", "nsys-launcher", "nsys-tee", "QdstrmImporter")
+
+
+def tool_group(name: str | None) -> str | None:
+    """The tool a process belongs to by its OS name (``nsys --start-agent`` is named ``nsys`` too),
+    or None for the user's own processes."""
+    if not name:
+        return None
+    if name in NSYS_NAMES or name.startswith(("nsys-", "Qdstrm")):
+        return NSYS_GROUP
+    return None
+
+
 @dataclass(frozen=True)
 class Identity:
     role: str
     rank: int | None
     start_method: str | None
+    worker_id: int | None = None     # a DataLoader worker's id
+
+    @property
+    def label(self) -> str:
+        """The role as shown: ``DataLoader worker #1``."""
+        return self.role if self.worker_id is None else f"{self.role} #{self.worker_id}"
 
 
 def _parse(path: Path) -> tuple[int, Identity] | None:
@@ -43,9 +66,9 @@ def _parse(path: Path) -> tuple[int, Identity] | None:
             continue  # a line still being written, or damaged: the next read gets it
     if pid is None:
         return None
-    rank = info.get("rank")
+    rank, worker = info.get("rank"), info.get("worker_id")
     return pid, Identity(str(info.get("role") or "unknown"), int(rank) if rank is not None else None,
-                         info.get("start_method"))
+                         info.get("start_method"), worker if isinstance(worker, int) else None)
 
 
 class RoleReader:

@@ -7,14 +7,16 @@ Long series are reduced to a min/max envelope of about two points per pixel befo
 done once per refresh instead of once per paint), the y range is set from the data drawn, and
 pens are one pixel wide (wider pens make Qt's raster engine several times slower), so a one-hour
 10 Hz run redraws about as fast as a short one. Rolling window (30 s, 1 min, 5 min) or the
-whole run.
+whole run. A tool's own processes (Nsight Systems') are one grey dashed total curve; "show
+Nsight Systems processes" draws each of them too.
 """
 
 from __future__ import annotations
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QStackedWidget, QVBoxLayout,
+                               QWidget)
 
 import numpy as np
 
@@ -28,6 +30,7 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 TITLES = {"gpu_util": ("gpu", "util_gpu", "GPU utilization"), "gpu_mem": ("gpu", "mem_used", "GPU memory"),
           "cpu": ("proc", "cpu", "CPU per process"), "rss": ("proc", "rss", "RSS per process")}
 GPU_PLOTS = ("gpu_util", "gpu_mem")
+TOOL_PEN = "#9a9a9a"
 MIN_SPAN_S = 5.0
 
 
@@ -91,14 +94,22 @@ class _Plot:
         if c is None:
             self.labels[ident] = label
             color = PALETTE[len(self.curves) % len(PALETTE)]
-            # devices solid; processes dashed past the tenth (the palette repeats)
-            dashed = ident[0] != "gpu" and len(self.curves) >= len(PALETTE)
+            # devices solid; processes dashed past the tenth (the palette repeats); a tool's total grey
+            dashed = ident[0] == "group" or (ident[0] != "gpu" and len(self.curves) >= len(PALETTE))
             style = Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine
-            c = self.item.plot(pen=pg.mkPen(color, width=1, style=style))
+            c = self.item.plot(pen=pg.mkPen(TOOL_PEN if ident[0] == "group" else color, width=1, style=style))
             self.legend.addItem(c, label)
             self.curves[ident] = c
             self.legend.setVisible(True)
         return c
+
+    def drop(self, ident: tuple[str, str, int]) -> None:
+        """Take one curve off the plot (a tool's process when its processes are hidden again)."""
+        c = self.curves.pop(ident)
+        self.labels.pop(ident, None)
+        self.item.removeItem(c)
+        self.legend.removeItem(c)
+        self.legend.setVisible(bool(self.curves))
 
     def clear(self) -> None:
         for c in self.curves.values():
@@ -127,9 +138,14 @@ class QtLiveView(QWidget):
             self.window.addItem(text, seconds)
         self.window.setCurrentIndex(1)
         self.window.currentIndexChanged.connect(self._window_changed)
+        self.show_tools = QCheckBox("show Nsight Systems processes")
+        self.show_tools.setToolTip("nsys's own processes are drawn as one grey total; check to draw each")
+        self.show_tools.setVisible(False)
+        self.show_tools.toggled.connect(self._window_changed)
         bar = QHBoxLayout()
         bar.addWidget(self.elapsed)
         bar.addWidget(self.title, 1)
+        bar.addWidget(self.show_tools)
         bar.addWidget(QLabel("show"))
         bar.addWidget(self.window)
         self.plots = {name: _Plot(name) for name in TITLES}
@@ -193,15 +209,20 @@ class QtLiveView(QWidget):
         x_min = None if self.window_s is None else max(0.0, last - self.window_s)
         # rolling: the data fills the width until the window is full; whole run: exactly the run
         x_max = max(last, MIN_SPAN_S if self.window_s is not None else 0.5)
+        self.show_tools.setVisible(bool(self.model.groups))
         for name, plot in self.plots.items():
             width = max(100, int(plot.item.getViewBox().width()))
             top = 0.0
-            for kind, key, subject, buf in self.model.curves(name):
+            drawn = set()
+            for kind, key, subject, buf in self.model.curves(name, tools=self.show_tools.isChecked()):
                 label = self._label(kind, key, subject)
                 x, y = envelope(*buf.window(x_min), 2 * width)
                 plot.curve((kind, key, subject), label).setData(x, y)
+                drawn.add((kind, key, subject))
                 if len(y):
                     top = max(top, float(np.fmax.reduce(y)) if not np.isnan(y).all() else 0.0)
+            for ident in [i for i in plot.curves if i not in drawn]:
+                plot.drop(ident)
             plot.item.setXRange(x_min or 0.0, x_max, padding=0.01)
             plot.set_top(top)
         if self.model.gpu_reason and not self.no_gpu["gpu_util"].text():
@@ -211,6 +232,9 @@ class QtLiveView(QWidget):
     def _label(self, kind: str, key: str, subject: int) -> str:
         if kind == "gpu":
             return self.model.devices.get(subject, f"GPU {subject}")
+        if kind == "group":
+            group = self.model.groups[subject] if subject < len(self.model.groups) else "tools"
+            return f"{group} (total)"
         row = self.model.procs.get(subject)
         who = f"{subject}"
         if row is not None and row.role:

@@ -1,4 +1,10 @@
-"""The run's process tree, updated live: pid, role, rank, state, CPU, RSS, GPU memory."""
+"""The run's process tree, updated live: pid, role, rank, state, CPU, RSS, GPU memory.
+
+The user's processes form the tree, their first process at the root (under nsys it is started by
+``nsys-launcher``: that parent is not shown above it). A tool's own processes (Nsight Systems:
+nsys, nsys-launcher, nsys-tee, QdstrmImporter, the agent) are listed apart, greyed, under one
+collapsed group row that shows their number and total CPU and RSS.
+"""
 
 from __future__ import annotations
 
@@ -23,8 +29,16 @@ def cells(row: ProcRow, gpu: bool) -> list[str]:
             row.name]
 
 
+TOOL_GREY = "#8a8a8a"
+
+
+def group_cells(name: str, count: int, cpu: float, rss: int) -> list[str]:
+    return ["", name, "", f"{count} process{'es' if count != 1 else ''}", f"{cpu:.0f}", mib(rss), "", "total"]
+
+
 class QtProcessTree(QTreeWidget):
-    """Rows keyed by pid; children under their parent when the parent belongs to the run."""
+    """Rows keyed by pid; children under their parent when the parent is one of the user's
+    processes of the run; a tool's processes under its group row."""
 
     def __init__(self, model: LiveModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -34,7 +48,8 @@ class QtProcessTree(QTreeWidget):
         self.setUniformRowHeights(True)
         self.setAlternatingRowColors(True)
         self.items: dict[int, QTreeWidgetItem] = {}
-        self._parent_of: dict[int, int | None] = {}
+        self.group_items: dict[str, QTreeWidgetItem] = {}
+        self._parent_of: dict[int, int | str | None] = {}
         self._drawn = -1
         for i, w in enumerate((120, 120, 45, 75, 55, 90, 90)):
             self.setColumnWidth(i, w)
@@ -42,6 +57,7 @@ class QtProcessTree(QTreeWidget):
     def reset_rows(self) -> None:
         self.clear()
         self.items.clear()
+        self.group_items.clear()
         self._parent_of.clear()
         self._drawn = -1
 
@@ -56,15 +72,51 @@ class QtProcessTree(QTreeWidget):
             for col, text in enumerate(cells(row, gpu)):
                 if item.text(col) != text:
                     item.setText(col, text)
-            if item.data(0, Qt.ItemDataRole.UserRole) != row.alive:
-                item.setData(0, Qt.ItemDataRole.UserRole, row.alive)
-                brush = QBrush() if row.alive else QBrush(QColor("#999999"))
+            look = (row.alive, row.user)
+            if item.data(0, Qt.ItemDataRole.UserRole) != look:
+                item.setData(0, Qt.ItemDataRole.UserRole, look)
+                brush = QBrush() if row.alive and row.user else QBrush(QColor("#999999" if row.user else TOOL_GREY))
                 for col in range(len(COLUMNS)):
                     item.setForeground(col, brush)
+        self._refresh_groups()
         return True
 
+    def _refresh_groups(self) -> None:
+        """Group rows: their totals, kept below the user's processes."""
+        for name, item in self.group_items.items():
+            for col, text in enumerate(group_cells(name, *self.live_model.group_total(name))):
+                if item.text(col) != text:
+                    item.setText(col, text)
+            index = self.indexOfTopLevelItem(item)
+            if index != self.topLevelItemCount() - 1:
+                expanded = item.isExpanded()
+                self.takeTopLevelItem(index)
+                self.addTopLevelItem(item)
+                item.setExpanded(expanded)
+
+    def _group_item(self, name: str) -> QTreeWidgetItem:
+        item = self.group_items.get(name)
+        if item is None:
+            item = self.group_items[name] = QTreeWidgetItem()
+            font = item.font(1)
+            font.setItalic(True)
+            for col in range(len(COLUMNS)):
+                item.setForeground(col, QBrush(QColor(TOOL_GREY)))
+                item.setFont(col, font)
+            item.setToolTip(1, f"{name}'s own processes, not the program's (left out of the plots)")
+            self.addTopLevelItem(item)
+            item.setExpanded(False)
+        return item
+
+    def _parent_key(self, row: ProcRow) -> int | str | None:
+        """The group of a tool's process; a user process's parent when that is a user process too."""
+        if row.group is not None:
+            return row.group
+        parent = self.live_model.procs.get(row.ppid)
+        return row.ppid if parent is not None and parent.user and row.ppid != row.pid else None
+
     def _item(self, row: ProcRow) -> QTreeWidgetItem:
-        parent_pid = row.ppid if row.ppid in self.live_model.procs and row.ppid != row.pid else None
+        parent_pid = self._parent_key(row)
         item = self.items.get(row.pid)
         if item is not None and self._parent_of.get(row.pid) == parent_pid:
             return item
@@ -76,6 +128,10 @@ class QtProcessTree(QTreeWidget):
             for col in (0, 2, 4, 5, 6):
                 item.setTextAlignment(col, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             self.items[row.pid] = item
+        if isinstance(parent_pid, str):
+            self._group_item(parent_pid).addChild(item)   # stays collapsed
+            self._parent_of[row.pid] = parent_pid
+            return item
         parent = self.items.get(parent_pid) if parent_pid is not None else None
         if parent_pid is not None and parent is None:
             parent = self._item(self.live_model.procs[parent_pid])

@@ -17,7 +17,6 @@ import os
 import sys
 
 from .eventlog import STATE, safe
-from .frames import hide_frames
 from .procname import WORKER_ROLES, child_role, set_process_name, short_role
 from . import annotate_patterns
 
@@ -44,11 +43,7 @@ def patch_context(context_module):
         return
 
     def set_start_method(self, method, force=False):
-        try:
-            result = original(self, method, force)
-        except BaseException as exc:
-            hide_frames(exc)
-            raise
+        result = original(self, method, force)
         try:
             if STATE.info.get("role") == "main" and method is not None:
                 STATE.update(start_method=method, start_method_explicit=method)
@@ -83,11 +78,7 @@ def patch_process(process_module):
 
     def start_(self, *args, **kwargs):
         annotate_patterns.apply_to_main()
-        try:
-            return start(self, *args, **kwargs)
-        except BaseException as exc:
-            hide_frames(exc)
-            raise
+        return start(self, *args, **kwargs)
 
     base.start = _disguise(start_, start)
 
@@ -145,11 +136,7 @@ def _run_task(func, name):
         from .nvtxwrap import call_in_range
 
         # flush per task: a pool may terminate its idle workers, keep the log whole per task
-        try:
-            return call_in_range("task", name, func, args, kwargs, flush=True)
-        except BaseException as exc:
-            hide_frames(exc)
-            raise
+        return call_in_range("task", name, func, args, kwargs, flush=True)
     return task
 
 
@@ -179,11 +166,7 @@ def patch_pool(pool_module):
             inqueue.get = _wrap_pool_get(inqueue.get)
         except Exception as exc:
             STATE.error("pool worker", exc)
-        try:
-            return original(inqueue, outqueue, *args, **kwargs)
-        except BaseException as exc:
-            hide_frames(exc)
-            raise
+        return original(inqueue, outqueue, *args, **kwargs)
 
     pool_module.worker = _disguise(worker, original)
     _patch_pool_creation(pool_module)
@@ -195,11 +178,7 @@ def _patch_pool_creation(pool_module):
 
     def __init__(self, *args, **kwargs):
         annotate_patterns.apply_to_main()
-        try:
-            return original(self, *args, **kwargs)
-        except BaseException as exc:
-            hide_frames(exc)
-            raise
+        return original(self, *args, **kwargs)
 
     pool_module.Pool.__init__ = _disguise(__init__, original)
 
@@ -275,11 +254,7 @@ def patch_executor(cf_module):
             call_queue.get = wrapped_get
         except Exception as exc:
             STATE.error("executor worker", exc)
-        try:
-            return original(call_queue, result_queue, *args, **kwargs)
-        except BaseException as exc:
-            hide_frames(exc)
-            raise
+        return original(call_queue, result_queue, *args, **kwargs)
 
     cf_module._process_worker = _disguise(_process_worker, original)
     executor = cf_module.ProcessPoolExecutor
@@ -287,37 +262,24 @@ def patch_executor(cf_module):
 
     def __init__(self, *args, **kwargs):
         annotate_patterns.apply_to_main()
-        try:
-            return init(self, *args, **kwargs)
-        except BaseException as exc:
-            hide_frames(exc)
-            raise
+        return init(self, *args, **kwargs)
 
     executor.__init__ = _disguise(__init__, init)
 
 
 @safe("patching multiprocessing.spawn")
 def patch_spawn(spawn_module):
-    """In a spawn child the script (or ``-m`` module) is re-imported as __mp_main__: apply
-    --annotate to it before the process object (and its target) is unpickled."""
-    if not annotate_patterns.PATTERNS:
+    """In a spawn child, the script is re-imported as __mp_main__: apply --annotate to it."""
+    original = getattr(spawn_module, "_fixup_main_from_path", None)
+    if original is None or getattr(original, "__wrapped__", None) is not None:
         return
-    for name in ("_fixup_main_from_path", "_fixup_main_from_name"):
-        original = getattr(spawn_module, name, None)
-        if original is not None and getattr(original, "__wrapped__", None) is None:
-            setattr(spawn_module, name, _disguise(_after_fixup(original), original))
 
-
-def _after_fixup(original):
-    def fixup(*args, **kwargs):
-        try:
-            result = original(*args, **kwargs)
-        except BaseException as exc:
-            hide_frames(exc)
-            raise
+    def _fixup_main_from_path(*args, **kwargs):
+        result = original(*args, **kwargs)
         annotate_patterns.apply_to_main()
         return result
-    return fixup
+
+    spawn_module._fixup_main_from_path = _disguise(_fixup_main_from_path, original)
 
 
 def fork_start_method():

@@ -15,7 +15,6 @@ import functools
 import sys
 
 from .eventlog import STATE, native_tid, now, safe
-from .frames import hide_frames
 
 _orig = {}
 
@@ -143,9 +142,6 @@ class annotate:
             t0 = clock()
             try:
                 return func(*args, **kwargs)
-            except BaseException as exc:
-                hide_frames(exc)
-                raise
             finally:
                 t1 = clock()
                 reg.pop(reg.handle)
@@ -321,9 +317,6 @@ def call_in_range(kind, name, func, args, kwargs, flush=False):
     t0 = now()
     try:
         return func(*args, **kwargs)
-    except BaseException as exc:
-        hide_frames(exc)
-        raise
     finally:
         t1 = now()
         if pushed:

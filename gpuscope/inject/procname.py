@@ -13,12 +13,58 @@ def set_process_name(name):
         return False
 
 
+# (module, function) of a multiprocessing child's target -> its role
+TARGET_ROLES = {
+    ("multiprocessing.pool", "worker"): "pool worker",
+    ("concurrent.futures.process", "_process_worker"): "executor worker",
+    ("joblib.externals.loky.process_executor", "_process_worker"): "loky worker",
+    ("loky.process_executor", "_process_worker"): "loky worker",
+    ("multiprocessing.managers", "_run_server"): "manager",
+    ("torch.utils.data._utils.worker", "_worker_loop"): "DataLoader worker",
+}
+# roles of processes that run a pool's tasks: a later, generic "pool worker" does not replace them
+WORKER_ROLES = ("pool worker", "executor worker", "loky worker", "DataLoader worker")
+
+
+def child_role(proc):
+    """(role, index, extra identity) of a starting multiprocessing child, from its Process object."""
+    target = getattr(proc, "_target", None)
+    module = getattr(target, "__module__", "") or ""
+    fname = getattr(target, "__name__", "") or ""
+    role = TARGET_ROLES.get((module, fname))
+    if role is None:  # by name alone, as before: a wrapped or vendored copy
+        role = {"worker": "pool worker", "_process_worker": "loky worker" if "loky" in module
+                else "executor worker", "_run_server": "manager"}.get(fname, "process child")
+    name = getattr(proc, "name", "") or ""
+    index = name.rsplit("-", 1)[-1] if "-" in name else None
+    index = index if index and index.isdigit() else None
+    extra = {"target": fname or None}
+    if role == "DataLoader worker":
+        worker_id = _argument(target, proc, "worker_id")
+        if isinstance(worker_id, int):
+            index = str(worker_id)
+            extra["worker_id"] = worker_id
+    return role, index, extra
+
+
+def _argument(target, proc, name):
+    """The value the child's target gets for parameter ``name`` (None if it cannot be bound)."""
+    try:
+        import inspect
+
+        bound = inspect.signature(target).bind_partial(*getattr(proc, "_args", ()), **getattr(proc, "_kwargs", {}))
+        return bound.arguments.get(name)
+    except (TypeError, ValueError):
+        return None
+
+
 def short_role(role, rank=None, index=None):
-    """A compact, recognisable name: gs:main, gs:rank0, gs:pool3, gs:r1.pool2, gs:fksrv ..."""
+    """A compact, recognisable name: gs:main, gs:rank0, gs:pool3, gs:r1.pool2, gs:dl0, gs:fksrv ..."""
     base = {
         "main": "main", "pool worker": "pool", "process child": "proc", "forkserver": "fksrv",
         "resource tracker": "track", "torchrun agent": "agent", "fork child": "fork",
-        "spawn child": "spawn", "subprocess": "sub", "manager": "mgr",
+        "spawn child": "spawn", "subprocess": "sub", "manager": "mgr", "executor worker": "exec",
+        "loky worker": "loky", "DataLoader worker": "dl",
     }.get(role, "rank" if role.startswith("rank") else "py")
     if role.startswith("rank") and rank is not None:
         return "gs:rank%s" % rank

@@ -28,6 +28,10 @@ def _rss(p: ProcessRow) -> str:
     return "-" if p.peak_rss_bytes is None else _sampled(f"{p.peak_rss_bytes / 2**20:.0f} MiB", p.rss_source)
 
 
+def _role(p: ProcessRow) -> str:
+    return p.role if p.worker_id is None else f"{p.role} #{p.worker_id}"
+
+
 def _exit(p: ProcessRow) -> str:
     return p.exit_signal or _cell(p.exit_code)
 
@@ -44,7 +48,7 @@ def format_table(result: Any) -> str:
     outcome = {"stopped": "was stopped", "exited": "exited", "failed": "failed", "error": "failed"}[result.status]
     lines = [f"gpuscope: run {result.run_id} {outcome} ({result.exit.describe()}) after {duration:.2f} s",
              f"gpuscope: folder {result.run_dir}"]
-    header = (f"  {'PID':>7}  {'ROLE':<18} {'METHOD':<10} {'RANK':>4} {'LIFETIME':>9} {'EXIT':>5} "
+    header = (f"  {'PID':>7}  {'ROLE':<20} {'METHOD':<10} {'RANK':>4} {'LIFETIME':>9} {'EXIT':>5} "
               f"{'CPU':>7} {'PEAK RSS':>9} {'RANGES':>7}  TOP RANGES")
     lines.append(header)
     rows = [as_row(p) for p in result.processes]
@@ -53,7 +57,7 @@ def format_table(result: Any) -> str:
         top = ", ".join(f"{t.name} ×{t.count} {_ms(t.total_ns)}" for t in p.top_ranges[:2])
         if not p.injected:
             top = _not_injected(p.name or "?")
-        lines.append(f"  {p.pid:>7}  {p.role[:18]:<18} {_cell(p.start_method)[:10]:<10} "
+        lines.append(f"  {p.pid:>7}  {_role(p)[:20]:<20} {_cell(p.start_method)[:10]:<10} "
                      f"{_cell(p.rank):>4} {life:>9} {_exit(p):>5} {_cpu(p):>7} {_rss(p):>9} "
                      f"{p.ranges:>7}  {top}")
     if any("sampled" in (p.cpu_source, p.rss_source) for p in rows):

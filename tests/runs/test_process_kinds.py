@@ -27,8 +27,9 @@ def test_process_manager_executor_subprocess(run_env):
     assert {"mydom:in_child", "gpuscope:work"} <= set(child["range_names"])
     assert child["exit_code"] == 0 and child["clean_exit"]
     assert roles["manager"][0]["name"].startswith("gs:mgr")
-    executor_workers = [p for p in roles["pool worker"] if "gpuscope:square" in p["range_names"]]
-    assert executor_workers, roles["pool worker"]
+    executor_workers = [p for p in roles["executor worker"] if "gpuscope:square" in p["range_names"]]
+    assert executor_workers, roles["executor worker"]
+    assert all(p["name"].startswith("gs:exec") for p in roles["executor worker"])
     sub = roles["subprocess"][0]
     assert sub["range_names"] == ["in_subprocess"]
     assert b"sub ok" in proc.stdout and b"squares [0, 1, 4, 9]" in proc.stdout
