@@ -165,8 +165,19 @@ def _install(role):
     importhook.when_imported("concurrent.futures.process", mpwrap.patch_executor)
     importhook.when_imported("nvtx", nvtxwrap.install)
     if annotate_patterns.PATTERNS:
-        importhook.when_imported_matching(annotate_patterns.wants, annotate_patterns.apply)
+        _install_annotate(role, atexit)
     _start_torchmem()
+
+
+def _install_annotate(role, atexit):
+    """--annotate: modules imported later, those already imported, the script's own functions."""
+    from . import maintrace
+
+    importhook.when_imported_matching(annotate_patterns.wants, annotate_patterns.apply)
+    annotate_patterns.apply_to_imported()
+    if role == "main" or role.startswith("rank "):
+        maintrace.start()
+    atexit.register(annotate_patterns.report_missed)  # runs before _at_exit (last in, first out)
 
 
 def _start_torchmem():

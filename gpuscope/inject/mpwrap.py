@@ -17,6 +17,7 @@ import os
 import sys
 
 from .eventlog import STATE, safe
+from .frames import hide_frames
 from .procname import WORKER_ROLES, child_role, set_process_name, short_role
 from . import annotate_patterns
 
@@ -43,7 +44,11 @@ def patch_context(context_module):
         return
 
     def set_start_method(self, method, force=False):
-        result = original(self, method, force)
+        try:
+            result = original(self, method, force)
+        except BaseException as exc:
+            hide_frames(exc)
+            raise
         try:
             if STATE.info.get("role") == "main" and method is not None:
                 STATE.update(start_method=method, start_method_explicit=method)
@@ -78,7 +83,11 @@ def patch_process(process_module):
 
     def start_(self, *args, **kwargs):
         annotate_patterns.apply_to_main()
-        return start(self, *args, **kwargs)
+        try:
+            return start(self, *args, **kwargs)
+        except BaseException as exc:
+            hide_frames(exc)
+            raise
 
     base.start = _disguise(start_, start)
 
@@ -136,7 +145,11 @@ def _run_task(func, name):
         from .nvtxwrap import call_in_range
 
         # flush per task: a pool may terminate its idle workers, keep the log whole per task
-        return call_in_range("task", name, func, args, kwargs, flush=True)
+        try:
+            return call_in_range("task", name, func, args, kwargs, flush=True)
+        except BaseException as exc:
+            hide_frames(exc)
+            raise
     return task
 
 
@@ -166,7 +179,11 @@ def patch_pool(pool_module):
             inqueue.get = _wrap_pool_get(inqueue.get)
         except Exception as exc:
             STATE.error("pool worker", exc)
-        return original(inqueue, outqueue, *args, **kwargs)
+        try:
+            return original(inqueue, outqueue, *args, **kwargs)
+        except BaseException as exc:
+            hide_frames(exc)
+            raise
 
     pool_module.worker = _disguise(worker, original)
     _patch_pool_creation(pool_module)
@@ -178,7 +195,11 @@ def _patch_pool_creation(pool_module):
 
     def __init__(self, *args, **kwargs):
         annotate_patterns.apply_to_main()
-        return original(self, *args, **kwargs)
+        try:
+            return original(self, *args, **kwargs)
+        except BaseException as exc:
+            hide_frames(exc)
+            raise
 
     pool_module.Pool.__init__ = _disguise(__init__, original)
 
@@ -254,7 +275,11 @@ def patch_executor(cf_module):
             call_queue.get = wrapped_get
         except Exception as exc:
             STATE.error("executor worker", exc)
-        return original(call_queue, result_queue, *args, **kwargs)
+        try:
+            return original(call_queue, result_queue, *args, **kwargs)
+        except BaseException as exc:
+            hide_frames(exc)
+            raise
 
     cf_module._process_worker = _disguise(_process_worker, original)
     executor = cf_module.ProcessPoolExecutor
@@ -262,24 +287,37 @@ def patch_executor(cf_module):
 
     def __init__(self, *args, **kwargs):
         annotate_patterns.apply_to_main()
-        return init(self, *args, **kwargs)
+        try:
+            return init(self, *args, **kwargs)
+        except BaseException as exc:
+            hide_frames(exc)
+            raise
 
     executor.__init__ = _disguise(__init__, init)
 
 
 @safe("patching multiprocessing.spawn")
 def patch_spawn(spawn_module):
-    """In a spawn child, the script is re-imported as __mp_main__: apply --annotate to it."""
-    original = getattr(spawn_module, "_fixup_main_from_path", None)
-    if original is None or getattr(original, "__wrapped__", None) is not None:
+    """In a spawn child the script (or ``-m`` module) is re-imported as __mp_main__: apply
+    --annotate to it before the process object (and its target) is unpickled."""
+    if not annotate_patterns.PATTERNS:
         return
+    for name in ("_fixup_main_from_path", "_fixup_main_from_name"):
+        original = getattr(spawn_module, name, None)
+        if original is not None and getattr(original, "__wrapped__", None) is None:
+            setattr(spawn_module, name, _disguise(_after_fixup(original), original))
 
-    def _fixup_main_from_path(*args, **kwargs):
-        result = original(*args, **kwargs)
+
+def _after_fixup(original):
+    def fixup(*args, **kwargs):
+        try:
+            result = original(*args, **kwargs)
+        except BaseException as exc:
+            hide_frames(exc)
+            raise
         annotate_patterns.apply_to_main()
         return result
-
-    spawn_module._fixup_main_from_path = _disguise(_fixup_main_from_path, original)
+    return fixup
 
 
 def fork_start_method():

@@ -15,6 +15,7 @@ import functools
 import sys
 
 from .eventlog import STATE, native_tid, now, safe
+from .frames import hide_frames
 
 _orig = {}
 
@@ -142,6 +143,9 @@ class annotate:
             t0 = clock()
             try:
                 return func(*args, **kwargs)
+            except BaseException as exc:
+                hide_frames(exc)
+                raise
             finally:
                 t1 = clock()
                 reg.pop(reg.handle)
@@ -317,6 +321,9 @@ def call_in_range(kind, name, func, args, kwargs, flush=False):
     t0 = now()
     try:
         return func(*args, **kwargs)
+    except BaseException as exc:
+        hide_frames(exc)
+        raise
     finally:
         t1 = now()
         if pushed:
