@@ -17,13 +17,17 @@ Each mode runs in its own interpreter (``--inner``) so its CPU time (getrusage, 
 is the sampler's alone; the main thread only sleeps. nvitop modes need a Python with nvitop
 (``--nvitop-python``, e.g. a throwaway venv: ``python -m venv /tmp/nv && /tmp/nv/bin/pip install nvitop``).
 
-    python benchmarks/bench_sampler.py [--seconds 10] [--nvitop-python /tmp/nvitop-venv/bin/python]
+    python benchmarks/bench_sampler.py [--seconds 10] [--rounds 5] [--nvitop-python /tmp/nvitop-venv/bin/python]
+
+With ``--rounds N`` the modes run N times in alternation (mode A, B, C, A, B, C, ...) and the
+table gives each mode's median % of one core with the spread (min-max) over the rounds.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import os
 import resource
 import signal
@@ -171,11 +175,19 @@ def run_inner(python: str, mode: str, root: int, seconds: float) -> dict:
     return json.loads(out.stdout)
 
 
+def _runnable(mode: str, nvitop_python: str) -> bool:
+    if mode.startswith("nvitop") and not Path(nvitop_python).exists():
+        print(f"{mode:<15} skipped: no {nvitop_python}")
+        return False
+    return True
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--nvitop-python", default="/tmp/nvitop-venv/bin/python")
     ap.add_argument("--modes", default="idle-loop,gpuscope,gpuscope-tree,gpuscope-uss,psutil-naive,nvitop-host,nvitop-rmc")
+    ap.add_argument("--rounds", type=int, default=1, help="alternated rounds of all modes")
     ap.add_argument("--inner")
     ap.add_argument("--root", type=int)
     args = ap.parse_args()
@@ -197,19 +209,27 @@ def main() -> int:
         time.sleep(0.5)
         print(f"# {os.cpu_count()} CPUs, python {sys.version.split()[0]}, {args.seconds:.0f} s per mode, "
               f"10 Hz, tree of 64 processes, load average {os.getloadavg()[0]:.2f}")
+        modes = [m for m in args.modes.split(",") if _runnable(m, args.nvitop_python)]
         print(f"{'mode':<15} {'procs':>5} {'ticks':>5} {'CPU s/s':>8} {'% core':>7} {'ms/tick':>8} {'hot ms':>7}")
-        for mode in args.modes.split(","):
-            python = args.nvitop_python if mode.startswith("nvitop") else sys.executable
-            if mode.startswith("nvitop") and not Path(python).exists():
-                print(f"{mode:<15} skipped: no {python}")
-                continue
-            r = run_inner(python, mode, tree.pid, args.seconds)
-            if "error" in r:
-                print(f"{mode:<15} failed: {r['error']}")
-                continue
-            rate = r["cpu"] / r["wall"]
-            print(f"{mode:<15} {r['procs']:>5} {r['ticks']:>5} {rate:>8.4f} {100 * rate:>6.2f}% "
-                  f"{1000 * r['cpu'] / max(r['ticks'], 1):>8.2f} {r.get('hot_ms', float('nan')):>7.2f}", flush=True)
+        rates: dict[str, list[float]] = {m: [] for m in modes}
+        for rnd in range(args.rounds):
+            for mode in modes:
+                python = args.nvitop_python if mode.startswith("nvitop") else sys.executable
+                r = run_inner(python, mode, tree.pid, args.seconds)
+                if "error" in r:
+                    print(f"{mode:<15} failed: {r['error']}")
+                    continue
+                rate = r["cpu"] / r["wall"]
+                rates[mode].append(100 * rate)
+                print(f"{mode:<15} {r['procs']:>5} {r['ticks']:>5} {rate:>8.4f} {100 * rate:>6.2f}% "
+                      f"{1000 * r['cpu'] / max(r['ticks'], 1):>8.2f} {r.get('hot_ms', float('nan')):>7.2f}"
+                      + (f"  (round {rnd + 1})" if args.rounds > 1 else ""), flush=True)
+        if args.rounds > 1:
+            print(f"# median % of one core over {args.rounds} alternated rounds (min-max); "
+                  f"load average now {os.getloadavg()[0]:.2f}")
+            for mode, vals in rates.items():
+                if vals:
+                    print(f"{mode:<15} {statistics.median(vals):6.2f}%  ({min(vals):.2f}-{max(vals):.2f})")
     finally:
         os.killpg(tree.pid, signal.SIGKILL)
         tree.wait()

@@ -16,11 +16,11 @@ import sqlite3
 import time
 from typing import Any
 
-from gpuscope.cleanup import model as m
+import gpuscope.cleanup.model as m
 from gpuscope.cleanup.evidence import human_bytes, human_s
-from gpuscope.cleanup.snapshot import ProcInfo, read_process
 from gpuscope.cleanup.safety import Gone, Policy, Refused, check_process, same_process
 from gpuscope.cleanup.shm_actions import unlink_segment
+from gpuscope.cleanup.snapshot import ProcInfo, read_process
 from gpuscope.store import cleanup_log as store_actions
 
 KILL_WAIT_S = 5.0      # how long to wait for SIGKILL to take effect
@@ -104,9 +104,10 @@ def final_state(ident: m.ProcIdentity, wait_s: float = REAP_WAIT_S) -> str:
         time.sleep(0.05)
 
 
-def _freed(proc: ProcInfo, evidence: dict[str, Any] | None) -> dict[str, int]:
+def _freed(proc: ProcInfo, evidence: m.Evidence | None) -> dict[str, int]:
     freed = {"rss_bytes": proc.rss}
-    gpu = (evidence or {}).get("gpu_memory_bytes")
+    gpu = evidence.gpu_memory_bytes if isinstance(evidence, (m.ProcessEvidence, m.GpuGhostEvidence)) \
+        else None
     if gpu:
         freed["gpu_memory_bytes"] = int(gpu)
     return freed
@@ -137,7 +138,7 @@ def _stop(h: _Handle, action: str, grace_s: float) -> tuple[str, float]:
 
 
 def stop_process(ident: m.ProcIdentity, policy: Policy, action: str = m.TERMINATE,
-                 evidence: dict[str, Any] | None = None) -> m.ActionResult:
+                 evidence: m.Evidence | None = None) -> m.ActionResult:
     """Terminate (SIGTERM, grace, SIGKILL) or kill (SIGKILL) one process."""
     try:
         h = _Handle(ident, policy)
@@ -253,7 +254,7 @@ def record(conn: sqlite3.Connection | None, res: m.ActionResult, run_id: str | N
 
 def act(identity: m.ProcIdentity | m.ShmIdentity, *, action: str | None = None,
         policy: Policy | None = None, conn: sqlite3.Connection | None = None,
-        evidence: dict[str, Any] | None = None, run_id: str | None = None,
+        evidence: m.Evidence | None = None, run_id: str | None = None,
         shm_dir: str = "/dev/shm") -> m.ActionResult:
     """Do ``action`` on a listed target (None: unlink a segment, signal a zombie's parent,
     terminate anything else) and log it."""
@@ -285,4 +286,4 @@ def perform(suspect: m.Suspect, action: str | None = None, *, policy: Policy | N
     if action is not None and suspect.actions and action not in suspect.actions:
         raise ValueError(f"{action} is not an action for {suspect.key} (offers {suspect.actions})")
     return act(suspect.identity, action=action, policy=policy, conn=conn,
-               evidence=suspect.evidence, run_id=suspect.evidence.get("run_id"), shm_dir=shm_dir)
+               evidence=suspect.evidence, run_id=suspect.run_id, shm_dir=shm_dir)

@@ -6,11 +6,13 @@ import argparse
 import sqlite3
 from typing import Any, Callable
 
-from gpuscope.cleanup import (Policy, ProcIdentity, Scanner, act, identify,
-                              identify_segment)
-from gpuscope.cleanup import model as m
+import gpuscope.cleanup.model as m
+from gpuscope.cleanup.actions import act, identify, record
+from gpuscope.cleanup.model import ProcIdentity
 from gpuscope.cleanup.render import render_results
-from gpuscope.cleanup.safety import listing_refusal, static_refusal
+from gpuscope.cleanup.safety import Policy, listing_refusal, static_refusal
+from gpuscope.cleanup.scanner import Scanner
+from gpuscope.cleanup.shm_actions import identify_segment
 from gpuscope.cleanup.snapshot import read_process
 
 
@@ -81,8 +83,6 @@ def act_on_targets(args: argparse.Namespace, conn: sqlite3.Connection,
 
 
 def _do(args, conn, policy, targets, shm_targets) -> list[m.ActionResult]:
-    from gpuscope.cleanup.actions import record
-
     results = []
     for pid, ident, suspect, _ in targets:
         if ident is None:
@@ -91,7 +91,7 @@ def _do(args, conn, policy, targets, shm_targets) -> list[m.ActionResult]:
         else:
             res = act(ident, action=m.KILL if args.force and not _zombie(pid) else None,
                       policy=policy, conn=conn, evidence=suspect.evidence if suspect else None,
-                      run_id=suspect.evidence.get("run_id") if suspect else None)
+                      run_id=suspect.run_id if suspect else None)
         results.append(res)
     for name, ident, _ in shm_targets:
         if ident is None:

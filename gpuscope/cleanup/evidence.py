@@ -1,12 +1,12 @@
-"""Evidence dictionaries for suspects: the numbers a user needs to decide (JSON-ready)."""
+"""Evidence for suspects: the numbers a user needs to decide (typed; ``to_dict()`` for JSON)."""
 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from gpuscope.cleanup.gpu_holders import GpuHolding
-from gpuscope.cleanup.snapshot import ProcInfo, ProcTable, last_ran_s_ago
+from gpuscope.cleanup.model import ProcessEvidence
+from gpuscope.cleanup.snapshot import ProcInfo, ProcTable, last_ran_s_ago, user_name
 
 
 def short_cmd(proc: ProcInfo, width: int = 90) -> str:
@@ -19,33 +19,20 @@ def _round(value: float | None, nd: int = 1) -> float | None:
 
 
 def process_evidence(proc: ProcInfo, table: ProcTable, cpu_share: float | None,
-                     hold: GpuHolding | None, now: float | None = None) -> dict[str, Any]:
+                     hold: GpuHolding | None, now: float | None = None) -> ProcessEvidence:
     """pid, user, command, age, state, CPU, memory, GPU memory, last activity, parent."""
     now = time.time() if now is None else now
     parent = table.get(proc.ppid)
     last_ran = None if proc.is_zombie else last_ran_s_ago(proc.pid)
-    return {
-        "pid": proc.pid,
-        "ppid": proc.ppid,
-        "parent": f"{parent.name} (pid {parent.pid})" if parent else None,
-        "user": proc.user,
-        "uid": proc.uid,
-        "name": proc.name,
-        "cmdline": proc.cmd,
-        "create_time": proc.create_time,
-        "age_s": _round(now - proc.create_time),
-        "state": proc.status,
-        "session": proc.sid,
-        "threads": proc.num_threads,
-        "cpu_percent": _round(None if cpu_share is None else cpu_share * 100.0),
-        "cpu_time_s": _round(proc.cpu_time, 2),
-        "rss_bytes": proc.rss,
-        "gpu_memory_bytes": hold.memory if hold else None,
-        "gpu_devices": list(hold.devices) if hold else [],
-        "last_ran_s_ago": _round(last_ran),
-        "last_activity": _activity_text(last_ran, proc),
-        "run_id": None,
-    }
+    return ProcessEvidence(
+        pid=proc.pid, ppid=proc.ppid, parent=f"{parent.name} (pid {parent.pid})" if parent else None,
+        user=user_name(proc.uid), uid=proc.uid, name=proc.name, cmdline=proc.cmd,
+        create_time=proc.create_time, age_s=_round(now - proc.create_time), state=proc.status,
+        session=proc.sid, threads=proc.threads,
+        cpu_percent=_round(None if cpu_share is None else cpu_share * 100.0),
+        cpu_time_s=round(proc.cpu_time, 2), rss_bytes=proc.rss,
+        gpu_memory_bytes=hold.memory if hold else None, gpu_devices=list(hold.devices) if hold else [],
+        last_ran_s_ago=_round(last_ran), last_activity=_activity_text(last_ran, proc))
 
 
 def _activity_text(last_ran: float | None, proc: ProcInfo) -> str:

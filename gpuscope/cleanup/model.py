@@ -1,12 +1,12 @@
-"""Data types of the cleanup API: identities, reasons, suspects, scan and action results.
+"""Data types of the cleanup API: identities, reasons, evidence, suspects, scan and action results.
 
-Everything here is plain data with a ``to_dict()`` for ``--json`` and the app's table.
+Everything here is plain data (stdlib only) with a ``to_dict()`` for ``--json`` and the app's table.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Iterator, Union
 
 # Reason codes (stable strings: the app may filter or colour by them).
 IDLE_GPU = "idle-gpu-holder"
@@ -71,6 +71,84 @@ class Reason:
         return {"code": self.code, "text": self.text}
 
 
+class _Fields:
+    """Read access by field name for displays that list every field (``items()``, ``get``)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]
+
+    def items(self) -> Iterator[tuple[str, Any]]:
+        return ((f.name, getattr(self, f.name)) for f in fields(self))  # type: ignore[arg-type]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return getattr(self, key)
+        except AttributeError:
+            raise KeyError(key) from None
+
+
+@dataclass
+class ProcessEvidence(_Fields):
+    """What a user needs to judge a live process or a zombie (numbers, not prose)."""
+
+    pid: int
+    ppid: int
+    parent: str | None               # "name (pid N)" of its parent, when it exists
+    user: str
+    uid: int | None
+    name: str
+    cmdline: str
+    create_time: float
+    age_s: float | None
+    state: str                       # sleeping, running, zombie, ...
+    session: int
+    threads: int
+    cpu_percent: float | None        # between the last two observations
+    cpu_time_s: float
+    rss_bytes: int
+    gpu_memory_bytes: int | None
+    gpu_devices: list[int]
+    last_ran_s_ago: float | None
+    last_activity: str
+    run_id: str | None = None        # the finished gpuscope run it came from
+    run_status: str | None = None
+    parent_cmdline: str | None = None    # zombies: who should reap it
+    zombie_seen_s: float | None = None   # zombies: how long it has been seen unreaped
+
+
+@dataclass
+class ShmEvidence(_Fields):
+    """A /dev/shm segment no live process uses."""
+
+    name: str
+    path: str
+    owner: str
+    uid: int
+    size_bytes: int
+    allocated_bytes: int             # what it holds in RAM
+    modified_s_ago: float
+    accessed_s_ago: float
+    creator: str | None              # who usually makes such names
+    dev: int
+    ino: int
+    resource_trackers: list[int] = field(default_factory=list)  # live trackers that may unlink it
+
+
+@dataclass
+class GpuGhostEvidence(_Fields):
+    """GPU memory NVML accounts to a pid that is not a GPU user here."""
+
+    pid: int
+    gpu_memory_bytes: int
+    gpu_devices: list[int]
+
+
+Evidence = Union[ProcessEvidence, ShmEvidence, GpuGhostEvidence]
+
+
 @dataclass
 class Suspect:
     """One row of the cleanup list: a process, a zombie, a shm segment or orphaned GPU memory.
@@ -84,7 +162,7 @@ class Suspect:
     kind: str
     title: str
     reasons: list[Reason] = field(default_factory=list)
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: Evidence | None = None
     identity: ProcIdentity | ShmIdentity | None = None
     actions: list[str] = field(default_factory=list)
     blocked: str | None = None
@@ -98,6 +176,11 @@ class Suspect:
     def pid(self) -> int | None:
         return self.identity.pid if isinstance(self.identity, ProcIdentity) else None
 
+    @property
+    def run_id(self) -> str | None:
+        """The finished run a process came from (None for other kinds)."""
+        return self.evidence.run_id if isinstance(self.evidence, ProcessEvidence) else None
+
     def add_reason(self, code: str, text: str) -> None:
         if all(r.code != code for r in self.reasons):
             self.reasons.append(Reason(code, text))
@@ -108,7 +191,7 @@ class Suspect:
             "kind": self.kind,
             "title": self.title,
             "reasons": [r.to_dict() for r in self.reasons],
-            "evidence": dict(self.evidence),
+            "evidence": self.evidence.to_dict() if self.evidence is not None else {},
             "identity": self.identity.to_dict() if self.identity else None,
             "actions": list(self.actions),
             "blocked": self.blocked,

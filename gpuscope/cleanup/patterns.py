@@ -1,9 +1,11 @@
-"""Recognising processes by command line: multiprocessing and torch workers, inits, nsys agents."""
+"""Recognising processes by command line: multiprocessing and torch workers, inits, shm creators.
+
+(nsys agents and their sessions: :mod:`gpuscope.processes` and :mod:`gpuscope.nsys.agents`.)
+"""
 
 from __future__ import annotations
 
 import os
-import re
 
 from gpuscope.cleanup.snapshot import ProcInfo, ProcTable
 
@@ -29,7 +31,7 @@ def worker_kind(proc: ProcInfo) -> str | None:
         return "multiprocessing forkserver (or a child it forked)"
     if proc.name == "pt_data_worker":
         return "PyTorch DataLoader worker"
-    env = proc.environ()
+    env = proc.environ
     if "TORCHELASTIC_RUN_ID" in env and "LOCAL_RANK" in env and not is_torchrun_agent(proc):
         return "torchrun worker"
     return None
@@ -79,44 +81,6 @@ def _python_ancestor(proc: ProcInfo, table: ProcTable) -> bool:
         seen.add(cur.pid)
         cur = table.get(cur.ppid)
     return False
-
-
-_SESSION_RE = re.compile(r"--session-name[= ](\S+)")
-_PROFILE_SESSION_RE = re.compile(r"^profile-(?:.*-)?(\d+)$")
-
-
-def nsys_agent_session(proc: ProcInfo) -> str | None:
-    """The session name of an Nsight Systems agent (``nsys --start-agent --session-name=…``)."""
-    if "--start-agent" not in proc.cmdline:
-        return None
-    if not proc.cmdline or "nsys" not in os.path.basename(proc.cmdline[0]):
-        return None
-    match = _SESSION_RE.search(" ".join(proc.cmdline))
-    return match.group(1) if match else ""
-
-
-def stale_agent_reason(agent: ProcInfo, table: ProcTable) -> str | None:
-    """Why an nsys agent is stale, or None when its session may be alive.
-
-    ``nsys profile`` names its session ``profile-<app>-<pid of nsys profile>`` (2022.4) or
-    ``profile-<pid>`` (2023.4, 2024.2): the agent is stale
-    when that process is gone (or the pid now belongs to a process started after the agent).
-    Sessions started with ``nsys launch``/``start`` have other names and legitimately outlive
-    their command, so they are never called stale.
-    """
-    session = nsys_agent_session(agent)
-    if session is None:
-        return None
-    match = _PROFILE_SESSION_RE.match(session)
-    if not match:
-        return None
-    front_pid = int(match.group(1))
-    front = table.get(front_pid)
-    if front is not None and not front.is_zombie and front.create_time <= agent.create_time + 1 \
-            and any("nsys" in os.path.basename(a) for a in front.cmdline[:1]):
-        return None
-    return (f"Nsight Systems agent of session {session}, whose `nsys profile` (pid {front_pid}) "
-            "is gone")
 
 
 def shm_creator(name: str) -> str | None:

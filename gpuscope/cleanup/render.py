@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuscope.cleanup import model as m
+import gpuscope.cleanup.model as m
 from gpuscope.cleanup.evidence import human_bytes, human_s
 
 _HEADINGS = {
@@ -13,34 +13,35 @@ _HEADINGS = {
 }
 
 
-def _process_lines(s: m.Suspect) -> list[str]:
-    ev = s.evidence
-    gpu = f", GPU {human_bytes(ev['gpu_memory_bytes'])}" if ev.get("gpu_memory_bytes") else ""
-    cpu = f"{ev['cpu_percent']:.0f} %" if ev.get("cpu_percent") is not None else "?"
+def _process_lines(ev: m.ProcessEvidence) -> list[str]:
+    gpu = f", GPU {human_bytes(ev.gpu_memory_bytes)}" if ev.gpu_memory_bytes else ""
+    cpu = f"{ev.cpu_percent:.0f} %" if ev.cpu_percent is not None else "?"
     lines = [
-        f"  pid {ev['pid']}  user {ev['user']}  state {ev['state']}  age {human_s(ev['age_s'] or 0)}"
-        f"  CPU {cpu}  RSS {human_bytes(ev['rss_bytes'])}{gpu}",
-        f"    {ev['cmdline']}",
-        f"    parent: {ev.get('parent') or ev.get('ppid')}; {ev.get('last_activity') or ''}",
+        f"  pid {ev.pid}  user {ev.user}  state {ev.state}  age {human_s(ev.age_s or 0)}"
+        f"  CPU {cpu}  RSS {human_bytes(ev.rss_bytes)}{gpu}",
+        f"    {ev.cmdline}",
+        f"    parent: {ev.parent or ev.ppid}; {ev.last_activity}",
     ]
-    if ev.get("run_id"):
-        lines.append(f"    run: {ev['run_id']} ({ev.get('run_status')})")
+    if ev.run_id:
+        lines.append(f"    run: {ev.run_id} ({ev.run_status})")
     return lines
 
 
-def _shm_lines(s: m.Suspect) -> list[str]:
-    ev = s.evidence
-    return [f"  {ev['path']}  owner {ev['owner']}  size {human_bytes(ev['size_bytes'])}"
-            f"  in RAM {human_bytes(ev['allocated_bytes'])}  modified {human_s(ev['modified_s_ago'])} ago"]
+def _shm_lines(ev: m.ShmEvidence) -> list[str]:
+    return [f"  {ev.path}  owner {ev.owner}  size {human_bytes(ev.size_bytes)}"
+            f"  in RAM {human_bytes(ev.allocated_bytes)}  modified {human_s(ev.modified_s_ago)} ago"]
 
 
 def _suspect_lines(s: m.Suspect) -> list[str]:
-    if s.kind == m.KIND_SHM:
-        lines = _shm_lines(s)
-    elif s.kind == m.KIND_GPU_GHOST:
-        lines = [f"  {s.title}: {human_bytes(s.evidence.get('gpu_memory_bytes'))}"]
+    ev = s.evidence
+    if isinstance(ev, m.ShmEvidence):
+        lines = _shm_lines(ev)
+    elif isinstance(ev, m.GpuGhostEvidence):
+        lines = [f"  {s.title}: {human_bytes(ev.gpu_memory_bytes)}"]
+    elif isinstance(ev, m.ProcessEvidence):
+        lines = _process_lines(ev)
     else:
-        lines = _process_lines(s)
+        lines = [f"  {s.title}"]
     lines += [f"    why: {r.text} [{r.code}]" for r in s.reasons]
     if s.actions:
         lines.append(f"    can: {', '.join(s.actions)}" + (f"  (blocked: {s.blocked})" if s.blocked else ""))

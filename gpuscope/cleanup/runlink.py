@@ -1,8 +1,10 @@
 """Linking live processes to gpuscope runs in the store.
 
-A live process belongs to a finished run when (a) a ``run_processes`` row of that run has its
-pid and create time (``info_json["create_time"]``; without it, a start time inside the run), or
-(b) its environment carries ``GPUSCOPE_RUN_ID`` of that run (escaped children the table missed).
+A live process belongs to a finished run for one of the reasons of
+:class:`gpuscope.processes.Reason`: ``recorded`` (a ``run_processes`` row of that run has its pid
+and create time, ``info_json["create_time"]``; without it, a start time inside the run), ``env``
+(its environment carries ``GPUSCOPE_RUN_ID`` of that run: escaped children the table missed), or
+``parent`` (its parent is a linked process and it started after it).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 
 from gpuscope.cleanup.evidence import human_s
 from gpuscope.cleanup.snapshot import ProcInfo, ProcTable
+from gpuscope.processes import RUN_ID_VAR, Reason
 from gpuscope.store.runs import FINAL_STATUSES
 
 CREATE_TIME_TOLERANCE_S = 0.01
@@ -24,8 +27,9 @@ class RunLink:
     run_id: str
     status: str
     ended_ns: int | None
-    how: str            # "run table (pid + create time)" | "run table (pid + start time)" | "GPUSCOPE_RUN_ID"
+    how: str            # the reason in words, e.g. "run table (pid + create time)"
     role: str | None = None
+    reason: Reason = Reason.RECORDED
 
     def text(self, now: float | None = None) -> str:
         now = time.time() if now is None else now
@@ -88,9 +92,27 @@ def link_runs(conn: sqlite3.Connection, table: ProcTable) -> dict[int, RunLink]:
     for proc in table:
         if proc.pid in links or proc.is_kernel_thread:
             continue
-        run_id = proc.environ().get("GPUSCOPE_RUN_ID")
+        run_id = proc.environ.get(RUN_ID_VAR)
         run = runs.get(run_id) if run_id else None
         if run is not None and run["status"] in FINAL_STATUSES:
             links[proc.pid] = RunLink(run["id"], run["status"], run["ended_ns"],
-                                      "GPUSCOPE_RUN_ID in its environment")
+                                      "GPUSCOPE_RUN_ID in its environment", reason=Reason.ENV)
+    _link_children(table, links)
     return links
+
+
+def _link_children(table: ProcTable, links: dict[int, RunLink]) -> None:
+    """Children of linked processes belong to the same run (the ``parent`` rule)."""
+    changed = True
+    while changed:
+        changed = False
+        for proc in table:
+            parent = links.get(proc.ppid)
+            if proc.pid in links or parent is None or proc.is_kernel_thread:
+                continue
+            if proc.start_ticks < table.procs[proc.ppid].start_ticks:
+                continue
+            links[proc.pid] = RunLink(parent.run_id, parent.status, parent.ended_ns,
+                                      f"its parent (pid {proc.ppid}) is of that run",
+                                      reason=Reason.PARENT)
+            changed = True

@@ -12,15 +12,14 @@ import sqlite3
 import time
 from typing import Any
 
-from gpuscope.cleanup import model as m
+import gpuscope.cleanup.model as m
 from gpuscope.cleanup.evidence import process_evidence, short_cmd
 from gpuscope.cleanup.gpu_holders import (GpuHolding, IdleTracker, gpu_holdings, holdings_from,
-                                  open_gpu_backend)
-from gpuscope.cleanup.snapshot import ProcInfo, ProcTable, ancestors, nvidia_files_open
+                                          open_gpu_backend)
 from gpuscope.cleanup.runlink import link_runs
 from gpuscope.cleanup.safety import Policy, listing_refusal
-from gpuscope.cleanup.suspects import (add_gpu_ghosts, add_shm_suspects, nsys_module_agents,
-                                       process_reasons, zombie_suspect)
+from gpuscope.cleanup.snapshot import ProcInfo, ProcTable, ancestors, nvidia_files_open
+from gpuscope.cleanup.suspects import add_gpu_ghosts, add_shm_suspects, process_reasons, zombie_suspect
 
 
 class Scanner:
@@ -137,7 +136,6 @@ class Scanner:
         skip = {os.getpid(), *ancestors(os.getpid())}
         links = link_runs(self.conn, table) if self.conn is not None else {}
         idle = {v.pid: v for v in self.tracker.idle(table.at)}
-        agents = nsys_module_agents()
         suspects: dict[str, m.Suspect] = {}
         notes: list[str] = []
         for proc in table:
@@ -148,7 +146,7 @@ class Scanner:
                     continue
                 s = zombie_suspect(self, proc, table, now)
             else:
-                s = self._process_suspect(proc, table, now, links, idle, agents)
+                s = self._process_suspect(proc, table, now, links, idle)
             if s is not None:
                 if proc.pid in links and proc.is_zombie:
                     s.add_reason(m.RUN_LEFTOVER, links[proc.pid].text(now))
@@ -160,20 +158,20 @@ class Scanner:
                             table.at - (self._first_at or table.at))
 
     def _process_suspect(self, proc: ProcInfo, table: ProcTable, now: float, links: dict,
-                         idle: dict, agents: set[int]) -> m.Suspect | None:
+                         idle: dict) -> m.Suspect | None:
         hold = self.holdings.get(proc.pid)
         if hold is not None and self.verify_gpu_pids and nvidia_files_open(proc.pid) is False:
             hold = None   # NVML's pid is another namespace's process (see add_gpu_ghosts)
         verdict = idle.get(proc.pid) if hold is not None else None
         if verdict is not None and verdict.create_time != proc.create_time:
             verdict = None
-        reasons = process_reasons(self, proc, table, now, links.get(proc.pid), verdict, agents)
+        reasons = process_reasons(self, proc, table, now, links.get(proc.pid), verdict)
         if not reasons:
             return None
         ev = process_evidence(proc, table, self.cpu_share(proc), hold, now)
         link = links.get(proc.pid)
         if link is not None:
-            ev.update(run_id=link.run_id, run_status=link.status)
+            ev.run_id, ev.run_status = link.run_id, link.status
         return m.Suspect(
             key=f"pid:{proc.pid}", kind=m.KIND_PROCESS,
             title=f"{proc.name} (pid {proc.pid}): {short_cmd(proc)}", reasons=reasons, evidence=ev,
@@ -191,7 +189,7 @@ class Scanner:
             notes.append(f"idle GPU holders need {self.tracker.window_s:g} s of observation; "
                          f"observed {self._cur.at - self._first_at:.1f} s so far")
         init_zombies = [s for s in suspects.values() if s.kind == m.KIND_ZOMBIE
-                        and s.evidence.get("ppid") == 1]
+                        and isinstance(s.evidence, m.ProcessEvidence) and s.evidence.ppid == 1]
         if init_zombies:
             init = table.get(1)
             name = init.name if init else "init"

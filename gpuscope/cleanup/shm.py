@@ -12,8 +12,10 @@ import stat
 import time
 from dataclasses import dataclass
 
+from gpuscope.cleanup.model import ShmEvidence
 from gpuscope.cleanup.patterns import shm_creator
 from gpuscope.cleanup.snapshot import user_name
+from gpuscope.processes import all_pids
 
 SHM_DIR = "/dev/shm"
 
@@ -67,10 +69,6 @@ def list_segments(shm_dir: str = SHM_DIR) -> tuple[list[ShmSegment], int]:
     return segments, skipped
 
 
-def _pids() -> list[int]:
-    return [int(d) for d in os.listdir("/proc") if d.isdigit()]
-
-
 def _maps_usage(pid: int, users: dict[tuple[int, int], list[int]], devs: set[int]) -> bool:
     try:
         with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as fh:
@@ -112,7 +110,7 @@ def scan_usage(devs: set[int]) -> ShmUsage:
     """Every live process's mappings and open files on the filesystems in ``devs``."""
     users: dict[tuple[int, int], list[int]] = {}
     unreadable: list[int] = []
-    for pid in _pids():
+    for pid in all_pids():
         if not _maps_usage(pid, users, devs):
             if os.path.exists(f"/proc/{pid}"):
                 unreadable.append(pid)
@@ -132,10 +130,9 @@ def leaked_segments(shm_dir: str = SHM_DIR, min_age_s: float = 10.0,
     return leaked, usage, skipped
 
 
-def segment_evidence(seg: ShmSegment, now: float) -> dict:
-    return {
-        "name": seg.name, "path": seg.path, "owner": seg.owner, "uid": seg.uid,
-        "size_bytes": seg.size, "allocated_bytes": seg.allocated,
-        "modified_s_ago": round(now - seg.mtime, 1), "accessed_s_ago": round(now - seg.atime, 1),
-        "creator": shm_creator(seg.name), "dev": seg.dev, "ino": seg.ino,
-    }
+def segment_evidence(seg: ShmSegment, now: float) -> ShmEvidence:
+    return ShmEvidence(
+        name=seg.name, path=seg.path, owner=seg.owner, uid=seg.uid, size_bytes=seg.size,
+        allocated_bytes=seg.allocated, modified_s_ago=round(now - seg.mtime, 1),
+        accessed_s_ago=round(now - seg.atime, 1), creator=shm_creator(seg.name), dev=seg.dev,
+        ino=seg.ino)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import stat
 
-from gpuscope.cleanup import model as m
+import gpuscope.cleanup.model as m
 from gpuscope.cleanup.evidence import human_bytes
-from gpuscope.cleanup.snapshot import read_process
 from gpuscope.cleanup.safety import Policy, owner_refusal
 from gpuscope.cleanup.shm import scan_usage
+from gpuscope.cleanup.snapshot import read_process
 
 
 def identify_segment(name: str, shm_dir: str = "/dev/shm") -> m.ShmIdentity | None:

@@ -1,7 +1,9 @@
-"""A snapshot of the machine's processes, read through psutil and /proc.
+"""A snapshot of the machine's processes for cleanup, read from /proc through
+:mod:`gpuscope.processes` (the one process reader; no psutil).
 
-Only what cleanup needs: identity (pid + create time), owner, command line, state, memory,
-CPU time, session, and on demand the environment, open /dev/nvidia* files and "last ran".
+Each process is a :class:`gpuscope.processes.ProcInfo` (identity = pid + create time; command
+line, environment and owner read on first use); here are the table of all of them at one moment
+and what only cleanup asks: user names, open /dev/nvidia* files and "last ran".
 """
 
 from __future__ import annotations
@@ -9,105 +11,23 @@ from __future__ import annotations
 import os
 import pwd
 import time
-from dataclasses import dataclass, field
+from typing import Iterator
 
-import psutil
+from gpuscope.processes import ProcInfo, ancestors, read, snapshot
 
-_ATTRS = ["pid", "ppid", "name", "cmdline", "uids", "create_time", "status", "memory_info",
-          "cpu_times", "num_threads"]
+__all__ = ["ProcInfo", "ProcTable", "ancestors", "last_ran_s_ago", "nvidia_files_open",
+           "read_process", "user_name"]
 
-
-@dataclass
-class ProcInfo:
-    pid: int
-    ppid: int
-    name: str
-    cmdline: list[str]
-    uid: int
-    create_time: float
-    status: str
-    rss: int
-    cpu_time: float
-    num_threads: int
-    sid: int | None = None
-    _env: dict[str, str] | None = field(default=None, repr=False)
-    _env_read: bool = field(default=False, repr=False)
-
-    @property
-    def cmd(self) -> str:
-        """The command line as one string (the name in brackets when it has none)."""
-        return " ".join(self.cmdline) if self.cmdline else f"[{self.name}]"
-
-    @property
-    def user(self) -> str:
-        return user_name(self.uid)
-
-    @property
-    def is_zombie(self) -> bool:
-        return self.status == psutil.STATUS_ZOMBIE
-
-    @property
-    def is_kernel_thread(self) -> bool:
-        return self.pid == 2 or self.ppid == 2
-
-    def environ(self) -> dict[str, str]:
-        """The process environment from /proc (empty when not permitted or gone)."""
-        if not self._env_read:
-            self._env_read = True
-            self._env = read_environ(self.pid)
-        return self._env or {}
+read_process = read
 
 
-def user_name(uid: int) -> str:
+def user_name(uid: int | None) -> str:
+    if uid is None:
+        return "?"
     try:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
         return str(uid)
-
-
-def read_environ(pid: int) -> dict[str, str]:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return {}
-    env: dict[str, str] = {}
-    for item in raw.split(b"\0"):
-        key, sep, value = item.partition(b"=")
-        if sep:
-            env[key.decode(errors="replace")] = value.decode(errors="replace")
-    return env
-
-
-def _from_psutil(info: dict) -> ProcInfo | None:
-    if info.get("create_time") is None or info.get("uids") is None:
-        return None
-    mem = info.get("memory_info")
-    cpu = info.get("cpu_times")
-    try:
-        sid = os.getsid(info["pid"])
-    except OSError:
-        sid = None
-    return ProcInfo(
-        pid=info["pid"], ppid=info.get("ppid") or 0, name=info.get("name") or "",
-        cmdline=list(info.get("cmdline") or []), uid=info["uids"].real,
-        create_time=float(info["create_time"]), status=info.get("status") or "?",
-        rss=int(mem.rss) if mem else 0,
-        cpu_time=float(cpu.user + cpu.system) if cpu else 0.0,
-        num_threads=int(info.get("num_threads") or 0), sid=sid,
-    )
-
-
-def read_process(pid: int) -> ProcInfo | None:
-    """One process now, or None when it does not exist."""
-    try:
-        proc = psutil.Process(pid)
-        info = proc.as_dict(attrs=_ATTRS)
-    except (psutil.NoSuchProcess, psutil.ZombieProcess, ValueError):
-        return None
-    except psutil.AccessDenied:
-        return None
-    return _from_psutil(info)
 
 
 class ProcTable:
@@ -119,39 +39,16 @@ class ProcTable:
 
     @classmethod
     def take(cls) -> "ProcTable":
-        procs: dict[int, ProcInfo] = {}
-        for p in psutil.process_iter(_ATTRS, ad_value=None):
-            info = _from_psutil(p.info)
-            if info is not None:
-                procs[info.pid] = info
-        return cls(procs, time.monotonic())
+        return cls(snapshot(), time.monotonic())
 
     def get(self, pid: int) -> ProcInfo | None:
         return self.procs.get(pid)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[ProcInfo]:
         return iter(self.procs.values())
 
     def children(self, pid: int) -> list[ProcInfo]:
         return [p for p in self.procs.values() if p.ppid == pid]
-
-
-def ancestors(pid: int) -> list[int]:
-    """Ancestors of ``pid`` read now from /proc, nearest first (ends with 1 or 0)."""
-    out: list[int] = []
-    seen = {pid}
-    cur = pid
-    while True:
-        try:
-            ppid = psutil.Process(cur).ppid()
-        except (psutil.Error, ValueError):
-            break
-        if ppid <= 0 or ppid in seen:
-            break
-        out.append(ppid)
-        seen.add(ppid)
-        cur = ppid
-    return out
 
 
 def last_ran_s_ago(pid: int) -> float | None:

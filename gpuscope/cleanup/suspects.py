@@ -5,29 +5,18 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from gpuscope.cleanup import model as m
+import gpuscope.cleanup.model as m
 from gpuscope.cleanup.evidence import human_bytes, human_s, process_evidence, short_cmd
 from gpuscope.cleanup.gpu_holders import IdleVerdict
-from gpuscope.cleanup.patterns import REAPING_INITS, reparented, stale_agent_reason, worker_kind
-from gpuscope.cleanup.snapshot import ProcInfo, ProcTable, nvidia_files_open
+from gpuscope.cleanup.patterns import REAPING_INITS, reparented, worker_kind
 from gpuscope.cleanup.runlink import RunLink
 from gpuscope.cleanup.safety import listing_refusal, owner_refusal
 from gpuscope.cleanup.shm import leaked_segments, segment_evidence
+from gpuscope.cleanup.snapshot import ProcInfo, ProcTable, nvidia_files_open
+from gpuscope.nsys.agents import stale_reason
 
 if TYPE_CHECKING:
     from gpuscope.cleanup.scanner import Scanner
-
-
-def nsys_module_agents() -> set[int]:
-    """Stale agents as found by gpuscope.nsys (when that module provides the finder)."""
-    try:
-        from gpuscope.nsys.record import find_stale_agents
-    except ImportError:
-        return set()
-    try:
-        return set(find_stale_agents())
-    except Exception:  # noqa: BLE001 - our own detection still runs
-        return set()
 
 
 def _idle_text(v: IdleVerdict) -> str:
@@ -39,8 +28,7 @@ def _idle_text(v: IdleVerdict) -> str:
 
 
 def process_reasons(scanner: "Scanner", proc: ProcInfo, table: ProcTable, now: float,
-                    link: RunLink | None, verdict: IdleVerdict | None,
-                    agents: set[int]) -> list[m.Reason]:
+                    link: RunLink | None, verdict: IdleVerdict | None) -> list[m.Reason]:
     """Every reason a live (non-zombie) process is suspected."""
     reasons = []
     if verdict is not None:
@@ -51,9 +39,7 @@ def process_reasons(scanner: "Scanner", proc: ProcInfo, table: ProcTable, now: f
     why = _orphan_why(proc, table) if kind else None
     if kind and why:
         reasons.append(m.Reason(m.ORPHAN_WORKER, f"orphaned {kind}: {why}"))
-    stale = stale_agent_reason(proc, table)
-    if stale is None and proc.pid in agents:
-        stale = "Nsight Systems agent whose profiling session is gone"
+    stale = stale_reason(proc, table.procs)
     if stale:
         share = scanner.cpu_share(proc)
         if share is not None:
@@ -84,13 +70,13 @@ def zombie_suspect(scanner: "Scanner", proc: ProcInfo, table: ProcTable, now: fl
     parent = table.get(proc.ppid)
     pname = parent.name if parent else "?"
     ev = process_evidence(proc, table, None, None, now)
-    ev["parent_cmdline"] = parent.cmd if parent else None
-    ev["zombie_seen_s"] = round(scanner.zombie_seen_s(proc), 1)
+    ev.parent_cmdline = parent.cmd if parent else None
+    ev.zombie_seen_s = round(scanner.zombie_seen_s(proc), 1)
     s = m.Suspect(key=f"pid:{proc.pid}", kind=m.KIND_ZOMBIE,
                   title=f"zombie {proc.name} (pid {proc.pid}), parent {pname} (pid {proc.ppid})",
                   evidence=ev, identity=m.ProcIdentity(proc.pid, proc.create_time))
     if proc.ppid == 1:
-        seen = ev["zombie_seen_s"]
+        seen = ev.zombie_seen_s
         s.add_reason(m.ZOMBIE, f"zombie (exited, never reaped); its parent is PID 1 ({pname}), "
                                f"which does not reap adopted children"
                                + (f" (still unreaped after {seen:g} s)" if seen > 0 else ""))
@@ -127,8 +113,7 @@ def add_gpu_ghosts(scanner: "Scanner", table: ProcTable, suspects: dict[str, m.S
             continue
         suspects[f"gpu:{pid}"] = m.Suspect(
             key=f"gpu:{pid}", kind=m.KIND_GPU_GHOST, title=f"GPU memory of pid {pid}",
-            reasons=[reason], evidence={"pid": pid, "gpu_memory_bytes": hold.memory,
-                                        "gpu_devices": list(hold.devices)},
+            reasons=[reason], evidence=m.GpuGhostEvidence(pid, hold.memory, list(hold.devices)),
             blocked="no process here to signal",
             advice=("NVML reports pids of the host's PID namespace: in a container run gpuscope with "
                     "--pid=host, or find the holder on the host with `fuser -v /dev/nvidia*`. If the "
@@ -143,12 +128,12 @@ def add_shm_suspects(scanner: "Scanner", table: ProcTable, suspects: dict[str, m
                 and "multiprocessing.resource_tracker import main" in " ".join(p.cmdline)]
     for seg in leaked:
         ev = segment_evidence(seg, now)
-        text = (f"{ev['creator'] or 'shared memory segment'}: {human_bytes(seg.allocated)} in RAM "
+        text = (f"{ev.creator or 'shared memory segment'}: {human_bytes(seg.allocated)} in RAM "
                 f"(size {human_bytes(seg.size)}), owned by {seg.owner}, not mapped or open by any "
                 f"process, last modified {human_s(now - seg.mtime)} ago")
         mine = [p.pid for p in trackers if p.uid == seg.uid]
         if seg.name.startswith("psm_") and mine:
-            ev["resource_trackers"] = mine
+            ev.resource_trackers = mine
             text += f" (a live multiprocessing resource tracker, pid {mine[0]}, may still unlink it)"
         suspects[f"shm:{seg.name}"] = m.Suspect(
             key=f"shm:{seg.name}", kind=m.KIND_SHM, title=f"/dev/shm/{seg.name}",

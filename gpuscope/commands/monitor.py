@@ -137,9 +137,9 @@ def _follow_store(args: argparse.Namespace, printer: _Printer) -> int:
 
 
 def _root_gone(info: dict[str, Any] | None) -> bool:
-    from gpuscope.telemetry import procfs
+    from gpuscope.processes import read
 
-    return bool(info and info.get("root_pid")) and procfs.read_stat(int(info["root_pid"])) is None  # type: ignore[index]
+    return bool(info and info.get("root_pid")) and read(int(info["root_pid"])) is None  # type: ignore[index]
 
 
 def _stored_ticks(conn: Any, info: dict[str, Any], since: int) -> list[dict[str, Any]]:

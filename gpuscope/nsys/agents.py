@@ -3,22 +3,24 @@
 ``nsys profile`` starts a daemonised agent (``nsys --start-agent --session-name=…``) that is
 re-parented to PID 1 at once and lives in its own session, and the profiled program runs in yet
 another session under ``nsys-launcher``. So a kill of nsys's process group reaches neither: this
-module finds all of them through /proc (psutil). Zombies count as gone: PID 1 does not reap on
-every machine (containers without an init), and a zombie holds no resources but its pid.
+module finds all of them through /proc (:mod:`gpuscope.processes`, which also parses the agents'
+session names). Zombies count as gone: PID 1 does not reap on every machine (containers without an
+init), and a zombie holds no resources but its pid.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import signal
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
-import psutil
+from gpuscope.processes import CLK_TCK, ProcInfo, alive, nsys_agent, read, snapshot
 
-_SESSION_PID = re.compile(r"-(\d+)$")
+__all__ = ["Agent", "agent_of", "agents", "alive", "find_stale_agents", "profile_processes",
+           "remove_unused_shm", "shm_files", "stale_reason", "still_nsys", "temp_reports",
+           "terminate", "tree"]
 
 
 @dataclass(frozen=True)
@@ -31,80 +33,72 @@ class Agent:
     exe: str
 
 
-def alive(pid: int) -> bool:
-    """True when ``pid`` exists and is not a zombie."""
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
+def agent_of(cmdline: list[str] | tuple[str, ...]) -> tuple[str, int | None] | None:
+    """(session name, profile pid) when ``cmdline`` is an nsys agent's, else None (the parsing
+    is :func:`gpuscope.processes.nsys_agent`)."""
+    name = nsys_agent(cmdline) if cmdline else None
+    return (name.session, name.profile_pid) if name else None
 
 
-def _cmdline(proc: psutil.Process) -> list[str]:
-    try:
-        return proc.cmdline()
-    except (psutil.Error, OSError):
-        return []
-
-
-def agent_of(cmdline: list[str]) -> tuple[str, int | None] | None:
-    """(session name, profile pid) when ``cmdline`` is an nsys agent's, else None.
-
-    Seen forms: ``--session-name=profile-python-8421`` (2022.4), ``--session-name=profile-12898``
-    (2023.4), ``--session-name profile-12969`` (2024.2); the trailing number is the pid of the
-    ``nsys profile`` process.
-    """
-    if "--start-agent" not in cmdline or not cmdline or not os.path.basename(cmdline[0]).startswith("nsys"):
-        return None
-    name = ""
-    for i, arg in enumerate(cmdline):
-        if arg.startswith("--session-name="):
-            name = arg.split("=", 1)[1]
-        elif arg == "--session-name" and i + 1 < len(cmdline):
-            name = cmdline[i + 1]
-    m = _SESSION_PID.search(name)
-    return name, int(m.group(1)) if m else None
-
-
-def agents() -> list[Agent]:
-    """Every live nsys agent on this machine that we may see."""
+def agents(procs: Mapping[int, ProcInfo] | None = None) -> list[Agent]:
+    """Every live nsys agent on this machine that we may see (in ``procs``, default: now)."""
     found = []
-    for proc in psutil.process_iter():
-        cmd = _cmdline(proc)
-        info = agent_of(cmd) if cmd else None
-        if info and alive(proc.pid):
-            found.append(Agent(proc.pid, info[0], info[1], cmd[0]))
+    for p in (snapshot() if procs is None else procs).values():
+        if p.is_zombie or p.is_kernel_thread:
+            continue
+        name = nsys_agent(p.cmdline) if p.cmdline else None
+        if name is not None:
+            found.append(Agent(p.pid, name.session, name.profile_pid, p.cmdline[0]))
     return found
+
+
+def _is_nsys(p: ProcInfo) -> bool:
+    return bool(p.cmdline) and os.path.basename(p.cmdline[0]) == "nsys"
 
 
 def still_nsys(pid: int) -> bool:
     """False when ``pid`` now belongs to another program (the nsys that had it was reaped and the
     number reused); True for a live nsys, a zombie, or a pid no process has."""
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return True
-        cmd = proc.cmdline()
-    except psutil.NoSuchProcess:
+    p = read(pid)
+    if p is None or p.is_zombie:
         return True
-    except psutil.Error:
-        return False
-    return bool(cmd) and os.path.basename(cmd[0]) == "nsys"
+    return _is_nsys(p)
 
 
-def find_stale_agents() -> list[int]:
-    """Pids of nsys agents whose ``nsys profile`` process is gone (or a zombie)."""
-    return [a.pid for a in agents() if a.profile_pid is None or not alive(a.profile_pid)]
+def stale_reason(agent: ProcInfo, procs: Mapping[int, ProcInfo] | None = None) -> str | None:
+    """Why an nsys agent is stale, or None when it is not an agent or its session may be alive.
+
+    ``nsys profile`` names its session ``profile-<app>-<pid of nsys profile>`` (2022.4) or
+    ``profile-<pid>`` (2023.4, 2024.2): the agent is stale when that process is gone, a zombie,
+    or the pid now belongs to another program or to a process started after the agent. Sessions
+    of ``nsys launch``/``start`` have other names and legitimately outlive their command, so
+    they are never called stale. ``procs``: a snapshot to look the profile process up in.
+    """
+    name = nsys_agent(agent.cmdline) if agent.cmdline else None
+    if name is None or name.profile_pid is None:
+        return None
+    front = procs.get(name.profile_pid) if procs is not None else read(name.profile_pid)
+    if front is not None and not front.is_zombie and front.start_ticks <= agent.start_ticks + CLK_TCK \
+            and _is_nsys(front):
+        return None
+    return (f"Nsight Systems agent of session {name.session}, whose `nsys profile` "
+            f"(pid {name.profile_pid}) is gone")
+
+
+def find_stale_agents(procs: Mapping[int, ProcInfo] | None = None) -> list[int]:
+    """Pids of nsys agents whose ``nsys profile`` process is gone (see :func:`stale_reason`)."""
+    procs = snapshot() if procs is None else procs
+    return [a.pid for a in agents(procs) if stale_reason(procs[a.pid], procs)]
 
 
 def profile_processes(output: str) -> list[int]:
     """Live ``nsys profile`` processes whose command line writes to ``output`` (their ``-o`` value)."""
     pids = []
-    for proc in psutil.process_iter():
-        cmd = _cmdline(proc)
+    for p in snapshot().values():
+        cmd = p.cmdline if not p.is_zombie and not p.is_kernel_thread else ()
         if len(cmd) > 2 and os.path.basename(cmd[0]) == "nsys" and "profile" in cmd and output in cmd:
-            if alive(proc.pid):
-                pids.append(proc.pid)
-    return pids
+            pids.append(p.pid)
+    return sorted(pids)
 
 
 def tree(roots: list[int] | set[int]) -> set[int]:
@@ -115,36 +109,30 @@ def tree(roots: list[int] | set[int]) -> set[int]:
     what it left is found because its pid is still their session / group id.
     """
     roots = set(roots)
-    everything = _all_ids()
+    procs = snapshot()
+    everything = {pid: (p.sid, p.pgid) for pid, p in procs.items()}
     pids = {p for p in roots if p in everything}
     pids |= {p for p, (sid, pgid) in everything.items() if sid in roots or pgid in roots}
-    pids |= _descendants(pids)
+    pids |= _descendants(pids, procs)
     own_sid = os.getsid(0)
     sids = {everything[p][0] for p in pids if p in everything} - {own_sid}
     pids |= {p for p, (sid, _) in everything.items() if sid in sids}
-    pids |= _descendants(pids)
+    pids |= _descendants(pids, procs)
     pids.discard(os.getpid())
     return pids
 
 
-def _all_ids() -> dict[int, tuple[int, int]]:
-    """pid -> (session id, process group id) for every process."""
-    ids = {}
-    for pid in psutil.pids():
-        try:
-            ids[pid] = (os.getsid(pid), os.getpgid(pid))
-        except OSError:
-            continue
-    return ids
-
-
-def _descendants(pids: set[int]) -> set[int]:
-    out = set()
-    for pid in pids:
-        try:
-            out.update(c.pid for c in psutil.Process(pid).children(recursive=True))
-        except psutil.Error:
-            continue
+def _descendants(pids: set[int], procs: Mapping[int, ProcInfo]) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for p in procs.values():
+        children.setdefault(p.ppid, []).append(p.pid)
+    out: set[int] = set()
+    todo = list(pids)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
     return out
 
 
@@ -175,12 +163,25 @@ def temp_reports(pids: set[int]) -> set[str]:
     """The ``/tmp/nsys-report-*.qdstrm`` files that ``pids`` hold open (left behind by a kill)."""
     paths = set()
     for pid in pids:
-        try:
-            files = psutil.Process(pid).open_files()
-        except psutil.Error:
-            continue
-        paths.update(f.path for f in files if os.path.basename(f.path).startswith("nsys-report-"))
+        paths.update(f for f in _open_files(pid) if os.path.basename(f).startswith("nsys-report-"))
     return paths
+
+
+def _open_files(pid: int) -> list[str]:
+    """Paths of the regular files ``pid`` holds open (empty when not permitted or gone)."""
+    out = []
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return []
+    for fd in fds:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("/") and os.path.isfile(link):
+            out.append(link)
+    return out
 
 
 def shm_files(pids: set[int]) -> set[str]:
@@ -220,9 +221,9 @@ def remove_unused_shm(paths: set[str]) -> list[str]:
     if not paths:
         return []
     used: set[str] = set()
-    for pid in psutil.pids():
-        if alive(pid):
-            used |= _shm_refs(pid) & paths
+    for p in snapshot().values():
+        if not p.is_zombie:
+            used |= _shm_refs(p.pid) & paths
     removed = []
     for path in sorted(paths - used):
         try:

@@ -108,13 +108,10 @@ def insert_run(conn: sqlite3.Connection, *, run_id: str, spec: dict[str, Any], r
 
 def _start_ticks(pid: int) -> int | None:
     """A live process's start time in clock ticks after boot (None if gone or a zombie)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-        fields = data[data.rfind(b")") + 2:].split()
-        return None if fields[0] in (b"Z", b"X") else int(fields[19])
-    except (OSError, ValueError, IndexError):
-        return None
+    from gpuscope.processes import read
+
+    info = read(pid)
+    return None if info is None or info.is_zombie else info.start_ticks
 
 
 def mark_abandoned(conn: sqlite3.Connection) -> list[str]:

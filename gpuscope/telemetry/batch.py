@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from gpuscope.telemetry.gpu import DeviceSample, GpuProcessSample
 
-__all__ = ["DeviceSample", "GpuProcessSample", "HostSample", "ProcSample", "ProcInfo", "SampleBatch"]
+__all__ = ["DeviceSample", "GpuProcessSample", "HostSample", "ProcSample", "SampleBatch", "StartedProc"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +41,9 @@ class ProcSample:
 
 
 @dataclass(frozen=True, slots=True)
-class ProcInfo:
-    """A process seen for the first time: what does not change every tick."""
+class StartedProc:
+    """A process seen for the first time: what does not change every tick (the process itself,
+    as /proc shows it, is :class:`gpuscope.processes.ProcInfo`)."""
 
     pid: int
     ppid: int
@@ -50,7 +51,7 @@ class ProcInfo:
     cmdline: tuple[str, ...]
     create_time: float               # seconds since the epoch (as psutil)
     first_seen_ns: int               # monotonic ns
-    via: str                         # why it belongs to the tree: root | parent | session | pgrp | env
+    via: str                         # why it belongs to the run: a gpuscope.processes.Reason value
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,6 @@ class SampleBatch:
     processes: tuple[ProcSample, ...]
     devices: tuple[DeviceSample, ...]
     gpu_processes: tuple[GpuProcessSample, ...]
-    started: tuple[ProcInfo, ...] = ()
+    started: tuple[StartedProc, ...] = ()
     ended: tuple[int, ...] = ()
     notes: tuple[str, ...] = ()

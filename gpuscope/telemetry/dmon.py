@@ -11,7 +11,8 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from gpuscope.telemetry import metrics, procfs
+from gpuscope import processes
+from gpuscope.telemetry import metrics
 from gpuscope.telemetry.batch import SampleBatch
 
 MIB = 1 << 20
@@ -42,11 +43,11 @@ def _gpu_only_processes(batch: SampleBatch, names: dict[int, str]) -> list[dict[
     for g in batch.gpu_processes:
         d = out.get(g.pid)
         if d is None:
-            st = procfs.read_stat(g.pid)
-            name = names.get(g.pid) or (st.name if st else "?")
+            st = processes.read(g.pid)
+            name = names.get(g.pid) or (st.comm if st else "?")
             d = out[g.pid] = {"pid": g.pid, "ppid": st.ppid if st else None, "name": name,
                               "state": st.state if st else "?", "cpu": None,
-                              "rss": st.rss_pages * procfs.PAGE_SIZE if st else None, "uss": None,
+                              "rss": st.rss if st else None, "uss": None,
                               "threads": st.threads if st else None, "gpu_mem": None, "sm_util": None}
         if g.used_memory_bytes is not None:
             d["gpu_mem"] = (d["gpu_mem"] or 0) + g.used_memory_bytes

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import psutil
 
-from gpuscope.telemetry import procfs
+from gpuscope.processes import read_bytes
 from gpuscope.telemetry.batch import HostSample
 
 _MEMINFO_KEYS = (b"MemTotal:", b"MemAvailable:", b"SwapTotal:", b"SwapFree:")
@@ -19,7 +19,7 @@ _MEMINFO_KEYS = (b"MemTotal:", b"MemAvailable:", b"SwapTotal:", b"SwapFree:")
 def memory() -> tuple[int, int, int, int]:
     """(mem_used, mem_total, swap_used, swap_total) in bytes; used = total - available."""
     found: dict[bytes, int] = {}
-    for line in (procfs._read("/proc/meminfo", 65536) or b"").split(b"\n"):
+    for line in (read_bytes("/proc/meminfo", 65536) or b"").split(b"\n"):
         key = line[:line.find(b":") + 1]
         if key in _MEMINFO_KEYS:
             found[key] = int(line.split()[1]) * 1024

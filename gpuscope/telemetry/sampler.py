@@ -177,17 +177,15 @@ class RunSampler(Sampler):
     """The sampler of one run: its process tree, GPUs, host, and optionally the run store.
 
     ``store`` is a path of the store (its own connection is opened), ``True`` for the default
-    store, or an open ``sqlite3.Connection`` used only from the sampler thread. ``env_marker``
-    (default ``GPUSCOPE_RUN_ID=<run_id>`` when ``run_id`` is given) finds escaped descendants.
+    store, or an open ``sqlite3.Connection`` used only from the sampler thread. ``run_id`` also
+    finds escaped descendants by the ``GPUSCOPE_RUN_ID=<run_id>`` in their environment.
     """
 
     def __init__(self, root_pid: int, interval_s: float = DEFAULT_INTERVAL_S, *,
                  gpu: GpuBackend | None = None, store: Any = None, run_id: str | None = None,
-                 env_marker: str | None = None, uss_interval_s: float | None = None,
+                 uss_interval_s: float | None = None,
                  host: bool = True, flush_s: float = 1.0) -> None:
-        if env_marker is None and run_id is not None:
-            env_marker = f"GPUSCOPE_RUN_ID={run_id}"
-        tree = ProcessTree(root_pid, env_marker=env_marker, uss_interval_s=uss_interval_s)
+        tree = ProcessTree(root_pid, run_id=run_id, uss_interval_s=uss_interval_s)
         super().__init__(interval_s, tree=tree, gpu=gpu, host=host, name=f"gpuscope-sampler-{root_pid}")
         self.root_pid = root_pid
         self.run_id = run_id

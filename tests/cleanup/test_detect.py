@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import shutil
+import subprocess
 import sys
 import time
 import uuid
@@ -15,6 +17,7 @@ from multiprocessing import shared_memory
 import psutil
 import pytest
 
+from gpuscope import processes
 from gpuscope.cleanup import Policy, Scanner, act, identify, perform
 from gpuscope.cleanup import model as m
 from gpuscope.store import runs
@@ -188,18 +191,45 @@ def test_terminate_on_a_zombie_explains_instead(reaper):
     assert res.result == "refused" and "signal its parent instead" in res.message
 
 
-def test_zombies_of_pid_1_get_advice_not_signals():
-    """Uses a zombie already adopted by PID 1 on this machine, if any (tests make none)."""
-    zombies = [p for p in psutil.process_iter(["ppid", "status"])
-               if p.info["ppid"] == 1 and p.info["status"] == psutil.STATUS_ZOMBIE]
-    if not zombies:
-        pytest.skip("no zombie of PID 1 on this machine right now")
-    pid = zombies[0].pid
-    s = _scan().by_pid(pid)
-    assert s is not None and s.kind == m.KIND_ZOMBIE and s.actions == []
-    assert "--init" in s.advice and s.blocked
-    res = act(identify(pid))
-    assert res.result == "advice" and "--init" in res.message
+PID1_ZOMBIE = r"""
+import json, os, time
+import gpuscope.cleanup.model as m
+from gpuscope.cleanup import Scanner, act, identify
+child = os.fork()
+if child == 0:
+    os._exit(0)
+while open(f"/proc/{child}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+    time.sleep(0.01)
+with Scanner(use_gpu=False, shm_min_age_s=1e9) as scanner:
+    scanner.observe()
+    time.sleep(0.05)
+    result = scanner.scan()
+s = result.by_pid(child)
+res = act(identify(child))
+print(json.dumps({"me": os.getpid(), "zombie": child, "suspect": s and s.to_dict(),
+                  "notes": result.notes, "act": res.to_dict()}))
+"""
+
+
+def test_zombies_of_pid_1_get_advice_not_signals(run_env):
+    """A real zombie of a PID 1 that does not reap: made in a new PID namespace, where this
+    script is PID 1 and never reaps its exited child (the namespace ends with it)."""
+    if shutil.which("unshare") is None:
+        pytest.fail("util-linux `unshare` is needed to make a PID namespace")
+    res = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", PID1_ZOMBIE],
+                         env=run_env, capture_output=True, text=True, timeout=120)
+    if res.returncode != 0 and "Operation not permitted" in res.stderr:
+        pytest.skip(f"cannot create a PID namespace here (needs CAP_SYS_ADMIN): {res.stderr.strip()}")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["me"] == 1
+    s = out["suspect"]
+    assert s is not None and s["kind"] == m.KIND_ZOMBIE and s["actions"] == []
+    assert s["evidence"]["ppid"] == 1 and s["evidence"]["state"] == "zombie"
+    assert "its parent is PID 1 (" in s["reasons"][0]["text"] and "does not reap" in s["reasons"][0]["text"]
+    assert "--init" in s["advice"] and s["blocked"].startswith("no action can remove it")
+    assert any("has not reaped 1 zombie(s) it adopted" in n for n in out["notes"])
+    assert out["act"]["result"] == "advice" and "--init" in out["act"]["message"]
 
 
 def test_terminate_escalates_to_sigkill_after_grace(reaper):
@@ -215,9 +245,24 @@ def test_terminate_escalates_to_sigkill_after_grace(reaper):
 
 def test_listing_json_round_trips(reaper, store):
     run_id = make_finished_run(store)
-    reaper("sleeper", env={"GPUSCOPE_RUN_ID": run_id})
-    data = json.loads(json.dumps(_scan(store).to_dict()))
-    assert {"suspects", "notes", "gpu_checked", "gpu_skip_reason", "observed_s"} <= set(data)
+    pid = reaper("sleeper", env={"GPUSCOPE_RUN_ID": run_id})["pid"]
+    result = _scan(store)
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["gpu_checked"] is False and data["gpu_skip_reason"] and data["observed_s"] >= 0
+    assert data["notes"] == result.notes
+    row = [s for s in data["suspects"] if s["key"] == f"pid:{pid}"]
+    assert len(row) == 1, [s["key"] for s in data["suspects"]]
+    s, now = row[0], processes.read(pid)
+    assert s["kind"] == "process" and s["actions"] == ["terminate", "kill"] and s["blocked"] is None
+    assert [r["code"] for r in s["reasons"]] == ["run-leftover"] and run_id in s["reasons"][0]["text"]
+    assert s["identity"] == {"pid": pid, "create_time": now.create_time}
+    ev = s["evidence"]
+    assert ev["pid"] == pid and ev["ppid"] == reaper.pid and ev["run_id"] == run_id
+    assert ev["run_status"] == "stopped" and ev["state"] == "sleeping" and ev["uid"] == os.getuid()
+    assert "time.sleep(600)" in ev["cmdline"] and ev["session"] == now.sid and ev["threads"] == 1
+    assert ev["rss_bytes"] > 1 << 20 and ev["gpu_memory_bytes"] is None and ev["gpu_devices"] == []
+    assert ev["parent"] == f"{processes.read(reaper.pid).comm} (pid {reaper.pid})"
+    assert ev == result.by_pid(pid).evidence.to_dict()
 
 
 def test_zombie_of_pid_1_listing_gives_advice_not_actions():
@@ -229,8 +274,8 @@ def test_zombie_of_pid_1_listing_gives_advice_not_actions():
     scanner = Scanner(use_gpu=False)
     scanner.observe()
     init = read_process(1)
-    ghost = ProcInfo(pid=4_000_001, ppid=1, name="nsys", cmdline=[], uid=0, create_time=1.0,
-                     status=psutil.STATUS_ZOMBIE, rss=0, cpu_time=0.0, num_threads=1)
+    ghost = ProcInfo(pid=4_000_001, ppid=1, pgid=4_000_001, sid=4_000_001, state="Z", comm="nsys",
+                     cpu_ticks=0, threads=1, start_ticks=1, rss_pages=0)
     table = ProcTable({1: init, ghost.pid: ghost}, time.monotonic())
     s = zombie_suspect(scanner, ghost, table, time.time())
     assert s.actions == [] and s.kind == m.KIND_ZOMBIE
