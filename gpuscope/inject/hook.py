@@ -3,7 +3,7 @@
 import os
 import sys
 
-from . import annotate_patterns, importhook, mpwrap, nvtxwrap
+from . import annotate_patterns, exitstatus, importhook, mpwrap, nvtxwrap
 from .eventlog import STATE, python_version
 from .procname import env_rank, name_python_threads, set_process_name, short_role
 
@@ -101,6 +101,7 @@ def _after_fork_in_child():
     try:
         parent = dict(STATE.info)
         STATE.forget_parent()
+        exitstatus.forget()
         nvtxwrap.after_fork_in_child()
         method = mpwrap.fork_start_method()
         header = _header("fork child", method, True)
@@ -119,7 +120,7 @@ _os_exit = os._exit
 def _exit_now(code):
     """``os._exit`` skips atexit: record the end and flush this process's log first."""
     try:
-        STATE.exit(code)
+        STATE.exit(code, "os._exit")
     except Exception:
         pass
     _os_exit(code)
@@ -127,7 +128,7 @@ def _exit_now(code):
 
 def _at_exit():
     try:
-        STATE.exit()
+        STATE.exit(*exitstatus.status_at_exit())
     except Exception:
         pass
 
@@ -148,6 +149,7 @@ def _install(role):
     import atexit
 
     atexit.register(_at_exit)
+    exitstatus.install()
     _exit_now.__doc__ = _os_exit.__doc__
     os._exit = _exit_now  # fork children (multiprocessing's and the user's own) end through it
     os.register_at_fork(after_in_child=_after_fork_in_child)
