@@ -85,8 +85,48 @@ def test_follows_a_running_runs_stored_samples(run_env, gpuscope_home):
     ticks = [x for x in lines if x["type"] == "sample"]
     assert [x["note"] for x in lines if x["type"] == "note"] == ["no NVIDIA GPU / driver (test)"]
     assert len(ticks) >= 15
-    assert all(t["processes"][0]["pid"] == child.pid for t in ticks if t["processes"])
+    listed = [t for t in ticks if t["processes"]]
+    assert len(listed) >= 5, "no tick listed the followed process"
+    assert all([p["pid"] for p in t["processes"]] == [child.pid] for t in listed)
     assert ticks == sorted(ticks, key=lambda t: t["t_ns"])
     # a finished run replays and exits
     again = monitor(run_env, "--run", "r-live", "--json")
     assert again.returncode == 0 and len(again.stdout.splitlines()) == len(lines)
+
+
+def test_gpu_lines_come_from_nvml(monkeypatch, capsys):
+    """The GPU and per-process GPU lines of `gpuscope monitor --pid`, driven by the fake NVML
+    (tests/fakes/fake_nvml.py: no GPU here) through the command's own code path."""
+    import argparse
+
+    from gpuscope.commands import monitor as cmd
+    from gpuscope.telemetry import sampler as sampler_mod
+    from gpuscope.telemetry.gpu import NvmlBackend
+    from tests.fakes.fake_nvml import FakeGpu, FakeNvml
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        nv = FakeNvml([FakeGpu(processes={child.pid: 3 << 30}, sm_util={child.pid: 37}),
+                       FakeGpu(name="Fake A100", uuid="GPU-fake-1", util_gpu=90, mem_used=5 << 30,
+                               processes={4_000_000: 1 << 30})])      # not in the tree: not shown
+        monkeypatch.setattr(sampler_mod, "open_backend", lambda: NvmlBackend(nv))
+        parser = argparse.ArgumentParser()
+        cmd.add_arguments(parser)
+        assert cmd.run(parser.parse_args(["--pid", str(child.pid), "--interval", "0.1",
+                                          "--duration", "1.5"])) == 0
+    finally:
+        child.kill()
+        child.wait()
+    out = capsys.readouterr().out.splitlines()
+    gpu0 = [line.split() for line in out if line.split()[1:3] == ["gpu", "0"]]
+    gpu1 = [line.split() for line in out if line.split()[1:3] == ["gpu", "1"]]
+    assert gpu0 and gpu1 and len(gpu0) == len(gpu1)
+    # sm%, mem%, fbMiB, totMiB, tempC, pwrW, sclkMHz
+    assert gpu0[-1][3:] == ["40.0", "20.0", "2048", "81920", "55", "150", "1980"]
+    assert gpu1[-1][3:6] == ["90.0", "20.0", "5120"]
+    header = next(line for line in out if line.startswith("#time    proc")).split()
+    procs = [line.split() for line in out if line.split()[1:3] == ["proc", str(child.pid)]]
+    assert procs, out[:5]
+    row = dict(zip(header[1:], procs[-1][1:]))
+    assert row["fbMiB"] == "3072" and row["sm%"] == "37.0"
+    assert not any(line.split()[1:3] == ["proc", "4000000"] for line in out)

@@ -82,14 +82,22 @@ def test_fork_child_initializing_cuda_reports_itself(tmp_path):
             torchmem.start(emit, 0.02)                 # as the run engine does in fork children
             torch.cuda.MEM[0].update(allocated=5, reserved=10, max_allocated=5)
             torch.cuda.current_device()                # a Python-side first CUDA use
-            time.sleep(0.2)
+            mine = f'{{"pid": {os.getpid()}, "torch_mem"'
+            deadline = time.monotonic() + 60           # until its reporter thread has emitted
+            while time.monotonic() < deadline and not any(l.startswith(mine) for l in open(OUT.name)):
+                time.sleep(0.02)
             OUT.flush()
             os._exit(0)
         os.waitpid(pid, 0)
         assert threads() == ["MainThread"], threads()
+        emit({"child": pid})
     """, tmp_path, fake_torch=True)
-    assert emitted and {e["pid"] for e in emitted} != {os.getpid()}
-    assert emitted[0]["torch_mem"] == {"0": {"allocated": 5, "reserved": 10, "max_allocated": 5}}
+    child = [e for e in emitted if "child" in e]
+    assert len(child) == 1, emitted
+    parent, child_pid = child[0]["pid"], child[0]["child"]
+    mem = [e for e in emitted if "torch_mem" in e]
+    assert mem and {e["pid"] for e in mem} == {child_pid} and child_pid != parent   # the child, only
+    assert mem[0]["torch_mem"] == {"0": {"allocated": 5, "reserved": 10, "max_allocated": 5}}
 
 
 def test_no_torch_at_all_costs_no_thread(tmp_path):
