@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 
 def timed(argv: list[str], env: dict[str, str]) -> float:
     t0 = time.perf_counter()
-    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(argv, env=env, check=True, cwd=tempfile.gettempdir(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - t0
 
 

@@ -80,7 +80,6 @@ def _write(stream_name: str, chunk: bytes) -> None:
 def run(args: argparse.Namespace) -> int:
     from gpuscope.runs.status import RunStatus
     from gpuscope.runs.supervisor import Run
-    from gpuscope.runs.table import format_table
 
     def progress(message: str) -> None:
         if not args.quiet:
@@ -108,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
     if not args.quiet:
+        from gpuscope.runs.table import format_table
+
         print(format_table(result), file=sys.stderr, flush=True)
     if args.json:
         sys.stdout.write(json.dumps(result.to_json()) + "\n")

@@ -30,8 +30,6 @@ from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext, ov
 from gpuscope.runs.recorders import default_recorders
 from gpuscope.runs.status import ExitStatus, RunStatus
 from gpuscope.spec import RunSpec
-from gpuscope.store import db
-from gpuscope.store import runs as store_runs
 
 Progress = Callable[[str], None]
 STOP_GRACE_S = 2.5
@@ -118,7 +116,7 @@ class Run:
         """Start the program first; then record the run and start the recorders while it runs."""
         command = build_command(self.spec, self.run_id, self.run_dir)
         launch = Launch(self.spec, self.run_id, self.run_dir, list(command.argv), dict(command.env), command.cwd,
-                        notes=self.notes, versions=_versions(self.spec), progress=self.progress,
+                        notes=self.notes, progress=self.progress,
                         stop_requested=self._stop_requested)
         for recorder in self.recorders:
             try:
@@ -130,7 +128,12 @@ class Run:
                 self._note_failure(recorder, "prepare", exc)
         self._proc = self._spawn(launch)
         self.started_ns = time.time_ns()
+        # From here on the program runs: gpuscope's own imports and store work cost it nothing.
+        launch.versions = {**_versions(self.spec), **launch.versions}
         self._write_spec(launch)
+        from gpuscope.store import db
+        from gpuscope.store import runs as store_runs
+
         with db.connect(self._store_path) as conn:
             store_runs.insert_run(conn, run_id=self.run_id, spec=self.spec.to_dict(),
                                   run_dir=str(self.run_dir), versions=launch.versions)
@@ -190,6 +193,9 @@ class Run:
                           notes=self.notes, launched=False, progress=self.progress)
         self._each("finish", outcome)
         status = RunStatus.STOPPED if self._stop_requested.is_set() else RunStatus.ERROR
+        from gpuscope.store import db
+        from gpuscope.store import runs as store_runs
+
         with db.connect(self._store_path) as conn:
             store_runs.insert_run(conn, run_id=self.run_id, spec=self.spec.to_dict(),
                                   run_dir=str(self.run_dir), versions=_versions(self.spec))
@@ -333,6 +339,9 @@ class Run:
     def _record(self, result: RunResult) -> None:
         summary = result.to_json()
         (self.run_dir / layout.SUMMARY).write_text(json.dumps(summary, indent=2))
+        from gpuscope.store import db
+        from gpuscope.store import runs as store_runs
+
         with db.connect(self._store_path) as conn:
             store_runs.finish_run(conn, self.run_id, status=result.status.value, ended_ns=result.ended_ns,
                                   exit_code=result.exit.code, signal=result.exit.signal,

@@ -129,3 +129,119 @@ def test_stop_while_waiting_for_the_nsys_lock(nsys_env, monkeypatch):
     assert any("another nsys recording" in m for m in messages)
     with db.connect() as conn:
         assert store_runs.get_run(conn, run.run_id).status == "stopped"
+
+
+# -- stopping a recording (issue 15.1 and 15.7) ------------------------------------------------------
+
+def _start_long_recording(env):
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-m", "gpuscope", "run", "--json", "--nsys", "--nsys-trace", "nvtx",
+                             "--start-method", "spawn", script("long_nvtx_pool.py")], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _until_round(proc, n):
+    while True:
+        line = proc.stdout.readline()
+        assert line, "the program ended before it was stopped"
+        if line.startswith(f"round {n}".encode()):
+            return
+
+
+def _nothing_of_the_run_left(run_dir):
+    """No nsys, agent, importer or program process that names the run folder is alive."""
+    import psutil
+
+    left = []
+    for p in psutil.process_iter(["pid", "cmdline", "environ"]):
+        try:
+            text = " ".join(p.info["cmdline"] or []) + " ".join((p.info["environ"] or {}).values())
+        except (TypeError, psutil.Error):
+            continue
+        if str(run_dir) in text and p.status() != psutil.STATUS_ZOMBIE:
+            left.append((p.pid, p.info["cmdline"]))
+    return left
+
+
+def test_stop_keeps_the_nsys_report(nsys_env):
+    """Ctrl-C after a few rounds: the program ends, nsys writes its report, gpuscope imports and
+    exports it; the ranges recorded until then are in it."""
+    import signal
+
+    proc = _start_long_recording(nsys_env)
+    _until_round(proc, 3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err.decode()[-3000:]
+    result = json.loads(out.rstrip(b"\n").rsplit(b"\n", 1)[-1])
+    assert result["status"] == "stopped"
+    assert result["nsys"]["ok"], (result["nsys"], err.decode()[-3000:])
+    assert os.path.exists(result["nsys"]["sqlite_path"])
+    report = gpuscope("report", "--json", result["run_dir"], env=nsys_env, timeout=300)
+    assert report.returncode == 0, report.stderr.decode()
+    counted = sum(p["nvtx_ranges"] for p in json.loads(report.stdout)["processes"])
+    assert counted >= 4, counted  # at least the 'round' ranges of rounds 0-3, in nsys's own data
+    assert not _nothing_of_the_run_left(result["run_dir"])
+
+
+def test_second_stop_abandons_the_report_and_says_so(nsys_env):
+    import signal
+    import time
+
+    proc = _start_long_recording(nsys_env)
+    _until_round(proc, 2)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err.decode()[-3000:]
+    result = json.loads(out.rstrip(b"\n").rsplit(b"\n", 1)[-1])
+    assert result["status"] == "stopped"
+    assert "abandoned" in (result["error"] or ""), result
+    assert any("abandoned" in n for n in result["notes"])
+    assert not _nothing_of_the_run_left(result["run_dir"])
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_interrupt_during_the_import_keeps_the_recording(nsys_env, sig):
+    """gpuscope is signalled while QdstrmImporter runs: the importer is ended, nothing is left
+    running, the run is stopped and report.qdstrm is kept."""
+    import signal
+    import threading
+    import time
+
+    import psutil
+
+    proc = _start_long_recording(nsys_env)
+    _until_round(proc, 1)
+    seen = {}
+
+    def watch():
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            for p in psutil.process_iter(["pid", "name", "cmdline"]):
+                if "QdstrmImporter" in (p.info["name"] or "") and any(
+                        "long_nvtx" not in a and a.endswith("report.qdstrm") for a in p.info["cmdline"] or []):
+                    if psutil.Process(p.pid).ppid() != proc.pid:
+                        continue
+                    seen["importer"] = p.pid
+                    proc.send_signal(getattr(signal, sig))
+                    return
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    proc.send_signal(signal.SIGINT)  # first stop: the program ends, nsys writes the report
+    out, err = proc.communicate(timeout=300)
+    watcher.join()
+    assert "importer" in seen, err.decode()[-3000:]
+    assert proc.returncode == 130, err.decode()[-3000:]
+    result = json.loads(out.rstrip(b"\n").rsplit(b"\n", 1)[-1])
+    assert result["status"] == "stopped"
+    assert not result["nsys"]["ok"] and "stopped during the nsys import step" in result["nsys"]["reason"]
+    assert "kept report.qdstrm" in result["nsys"]["reason"]
+    assert os.path.exists(os.path.join(result["run_dir"], "report.qdstrm"))
+    assert not psutil.pid_exists(seen["importer"]) or psutil.Process(seen["importer"]).status() == "zombie"
+    assert not _nothing_of_the_run_left(result["run_dir"])
