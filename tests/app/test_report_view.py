@@ -16,8 +16,8 @@ from gpuscope.app import workers
 from gpuscope.app.qt_report_view import QtReportView
 from gpuscope.app.qt_timeline import GUTTER
 from gpuscope.trace import timeline as T
-from tests.app.timeline_support import (gpuscope_report_json, gpuscope_run, nsys_available, nsys_run,
-                                        save_shot, write_workload)
+from tests.app.timeline_support import (MAIN_NVTX, WORKLOAD_NVTX, gpuscope_report_json, gpuscope_run,
+                                        nsys_available, nsys_run, nsys_stats_nvtx, save_shot, write_workload)
 
 pytestmark = pytest.mark.gui
 LOAD_MS = 60_000
@@ -50,6 +50,11 @@ def _by_name(table, key: str = "Count") -> dict[str, str]:
     return dict(zip(names, table.column_values(key)))
 
 
+def shown_nvtx_counts(view: QtReportView) -> dict[str, int]:
+    """The NVTX tab's {name: count}, read back from the table the user sees."""
+    return {n: int(c.replace(",", "")) for n, c in _by_name(view.summary.tables["nvtx"]).items()}
+
+
 def assert_tables_match_cli(view: QtReportView, cli: dict) -> None:
     """Every summary the CLI prints is a tab with the same rows, numbers and formatting."""
     keys = [k for k in ("nvtx", "kernel", "cuda_api", "memop", "osrt") if cli.get(f"{k}_summary")]
@@ -78,8 +83,12 @@ def test_run_loads_off_thread_and_summary_matches_gpuscope_report(qtbot, view, s
     assert len(ranged) == 3
     cli = gpuscope_report_json(spawn_run["run_dir"])
     assert_tables_match_cli(view, cli)
+    assert shown_nvtx_counts(view) == WORKLOAD_NVTX                  # what the script did, counted from its text
+    procs = view.summary.tables["processes"]
+    ranges = dict(zip(procs.column_values("PID", Qt.UserRole), procs.column_values("gpuscope ranges", Qt.UserRole)))
+    main = next(p["pid"] for p in spawn_run["processes"] if p["role"] == "main")
+    assert ranges[main] == sum(MAIN_NVTX.values()) and sum(ranges.values()) == sum(WORKLOAD_NVTX.values())
     nvtx = view.summary.tables["nvtx"]
-    assert _by_name(nvtx)["step"] == "6" and _by_name(nvtx)["forward"] == "6"
     # numeric sort on raw values: Count ascending is ascending numbers, not text
     nvtx.view.sortByColumn(2, Qt.AscendingOrder)
     raw = nvtx.column_values("Count", Qt.UserRole)
@@ -175,6 +184,9 @@ def test_nsys_fork_run_banner_explains_missed_child_and_offers_fix(qtbot, view, 
     gs_lanes = {ln.pid for b in lay.processes for ln in b.lanes if ln.source == T.SOURCE_GPUSCOPE}
     assert gs_lanes == {p.pid for p in missing}
     assert_tables_match_cli(view, gpuscope_report_json(run["run_dir"]))
+    assert shown_nvtx_counts(view) == WORKLOAD_NVTX      # nsys's main + gpuscope's records of the missed children
+    seen_by_nsys = nsys_stats_nvtx(Path(run["run_dir"]) / "report.nsys-rep")
+    assert {k: seen_by_nsys.get(k) for k in MAIN_NVTX} == MAIN_NVTX, seen_by_nsys
     # gpuscope's own records are hatched: a bar of one colour shows two colours
     tl = view.timeline.timeline
     gs = np.flatnonzero(tl.ranges.source == T.SOURCE_GPUSCOPE)
@@ -236,7 +248,7 @@ def test_show_report_reads_a_lazy_timeline_off_the_gui_thread(qtbot, view, spawn
 @needs_nsys
 @pytest.mark.timeout(300)
 def test_kernels_of_a_real_export_get_stream_lanes_and_tables_match_cli(qtbot, view, tmp_path):
-    from tests.app.timeline_support import add_kernels, full_export
+    from tests.app.timeline_support import KERNEL_NAMES, add_kernels, full_export
 
     run = nsys_run(write_workload(tmp_path), home=tmp_path / "home")
     main = next(p["pid"] for p in run["processes"] if p["role"] == "main")
@@ -258,6 +270,9 @@ def test_kernels_of_a_real_export_get_stream_lanes_and_tables_match_cli(qtbot, v
     api = next(ln for ln in block.lanes if ln.kind == "cuda_api")
     assert api.tid == main and len(api.rows) == 1 and len(api.rows[0].ref) == 60
     assert_tables_match_cli(view, gpuscope_report_json(str(full)))
+    assert shown_nvtx_counts(view) == WORKLOAD_NVTX == nsys_stats_nvtx(Path(run["run_dir"]) / "report.nsys-rep")
+    kernels = {n: int(c.replace(",", "")) for n, c in _by_name(view.summary.tables["kernel"]).items()}
+    assert kernels == {name: 20 for name in KERNEL_NAMES}              # add_kernels: 60 kernels, 3 names in turn
     assert {"kernel", "memop"} <= set(view.summary.tables)
     k = int(np.argmax(report.timeline.kernels.end_ns - report.timeline.kernels.start_ns))
     view.timeline.set_view(float(report.timeline.kernels.start_ns[k]) - 1e6,

@@ -6,12 +6,22 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from apphelpers import fill, make_window, run_processes, table_counts, wait_report
 from PySide6.QtCore import Qt
 
+from tests.app.timeline_support import nsys_stats_nvtx
+
 pytestmark = pytest.mark.gui
+
+
+def pool_spawn_counts(seconds: float) -> dict[str, int]:
+    """The NVTX ranges scripts/pool_spawn.py makes for argv ``seconds``, counted from its text:
+    ``setup`` once, ``work`` per task (wrapped by gpuscope's task range), max(2, int(s/0.25)*2) tasks."""
+    tasks = max(2, int(seconds / 0.25) * 2)
+    return {"setup": 1, "work": tasks, "gpuscope:work": tasks}
 
 
 def test_spawn_run_plots_tree_and_report_match_cli(qtbot, run_env, gpuscope_home):
@@ -48,8 +58,8 @@ def test_spawn_run_plots_tree_and_report_match_cli(qtbot, run_env, gpuscope_home
     assert cli.returncode == 0, cli.stderr
     cli_counts = {r["name"]: r["count"] for r in json.loads(cli.stdout)["nvtx_summary"]}
     app_counts = {r.name: r.count for r in report.summaries["nvtx"]}
-    assert app_counts == cli_counts and cli_counts
-    assert "task 0 done" in w.console.plain_text()
+    assert app_counts == cli_counts == pool_spawn_counts(2)
+    assert "task 15 done" in w.console.plain_text()
     if hasattr(w.report_view, "show_report"):   # the report view (timeline + summary tables) shows them
         assert cli_counts in table_counts(w.report_view), table_counts(w.report_view)
         layout = w.report_view.timeline.layout_model
@@ -149,5 +159,7 @@ def test_nsys_run_through_the_window_matches_cli(qtbot, run_env, gpuscope_home):
                          env=run_env, capture_output=True, timeout=120)
     assert cli.returncode == 0, cli.stderr
     cli_counts = {r["name"]: r["count"] for r in json.loads(cli.stdout)["nvtx_summary"]}
-    assert cli_counts and cli_counts in table_counts(w.report_view)
+    assert cli_counts == pool_spawn_counts(0.5) and cli_counts in table_counts(w.report_view)
+    rep = Path(w.last_result.run_dir) / "report.nsys-rep"
+    assert nsys_stats_nvtx(rep) == pool_spawn_counts(0.5)     # Nsight Systems' own count agrees
     assert run_processes(gpuscope_home) == []

@@ -31,6 +31,7 @@ TAG = f"gpuscope-nsys-read-{uuid.uuid4().hex[:12]}"
 VERSIONS = ("2022.4", "2023.4", "2024.2")
 MARKER = "gpuscope-nsys.json"
 from gpuscope.nsys.lock import LOCK_PATH as LOCK  # noqa: E402 - shared by everything that runs `nsys profile`
+from tests.flaky import known_flake, note_retry  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -122,8 +123,13 @@ def kill_tagged() -> int:
     return n
 
 
-def run_nsys(cmd: list, timeout: float = 180, env: dict | None = None, cwd: Path | None = None) -> str:
-    """Run an nsys step in its own session; kill the session on timeout; return stdout+stderr."""
+class NsysFlake(AssertionError):
+    """An nsys step failed in a way nsys fails on its own (tests/flaky.py): worth one more try."""
+
+
+def run_nsys(cmd: list, timeout: float = 300, env: dict | None = None, cwd: Path | None = None) -> str:
+    """Run an nsys step in its own session; kill the session on timeout; return stdout+stderr.
+    A hang or a known nsys failure raises NsysFlake, any other failure AssertionError."""
     full = dict(os.environ, **(env or {}))
     full[TAG] = "1"
     proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -134,9 +140,11 @@ def run_nsys(cmd: list, timeout: float = 180, env: dict | None = None, cwd: Path
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         kill_tagged()
-        raise AssertionError(f"timed out after {timeout}s: {' '.join(map(str, cmd[:3]))}")
+        raise NsysFlake(f"{Path(str(cmd[0])).name} {cmd[1]} hung: still running after {timeout:.0f} s")
     if proc.returncode != 0:
-        raise AssertionError(f"exit {proc.returncode}: {' '.join(map(str, cmd))}\n{out[-2000:]}")
+        known = known_flake(out)
+        what = f"exit {proc.returncode}: {' '.join(map(str, cmd))}\n{out[-2000:]}"
+        raise NsysFlake(f"{known}; {what}") if known else AssertionError(what)
     return out
 
 
@@ -144,26 +152,26 @@ def record(inst: Install, out_dir: Path, name: str, script_args: list[str], *, t
            nsys_args: list[str] = (), env: dict | None = None, program: list | None = None) -> Path:
     """Profile ``pool_script.py`` (or ``program``) under ``inst``; return the SQLite export's path.
 
-    Up to three attempts, each under a machine-wide lock (``LOCK``): the 2024.2 importer fails now
-    and then ("AnalysisFailed") on a good .qdstrm, and two nsys sessions profiling at the same time
-    on one machine were seen to mix up their data (an export holding another session's strings
-    and "No NVTX events collected"). An attempt counts only if the export has NVTX ranges.
+    Each attempt holds the machine-wide lock (``LOCK``): two nsys sessions profiling at once were
+    seen to mix their data. Up to three attempts, but only a step that failed the way nsys fails
+    on its own (a hang, or a failure tests/flaky.py knows) is run again, and each retry is reported
+    (tests/flaky.py). Anything else fails at once; so does an export without NVTX ranges.
     """
     import fcntl
 
-    problem = ""
-    for _ in range(3):
+    for attempt in range(1, 4):
         with open(LOCK, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 sqlite = _record_once(inst, out_dir, name, script_args, trace, nsys_args, env, program)
-            except AssertionError as exc:
-                problem = str(exc)
+            except NsysFlake as exc:
+                if attempt == 3:
+                    raise AssertionError(f"no recording after 3 attempts, nsys failing each time: {exc}") from exc
+                note_retry(f"nsys {inst.key} recording '{name}' (attempt {attempt})", str(exc).split("\n")[0])
                 continue
-        if _has_ranges(sqlite):
-            return sqlite
-        problem = f"{sqlite} has no NVTX ranges"
-    raise AssertionError(f"no usable recording after 3 attempts: {problem}")
+        assert _has_ranges(sqlite), f"{sqlite} has no NVTX ranges"
+        return sqlite
+    raise AssertionError("unreachable")
 
 
 def _has_ranges(sqlite: Path) -> bool:

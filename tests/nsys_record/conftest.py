@@ -33,8 +33,10 @@ def newest(provisioned) -> locate.NsysInstall:
 @pytest.fixture(autouse=True)
 def _one_recording_at_a_time(request):
     """Hold gpuscope's machine-wide nsys lock during each test that records; not around the doctor
-    tests, whose `gpuscope doctor` subprocess takes the lock itself."""
-    if request.node.get_closest_marker("nsys") is None or request.module.__name__.endswith("test_doctor"):
+    tests, whose `gpuscope doctor` subprocess takes the lock itself, nor the locate tests, which
+    record nothing."""
+    if request.node.get_closest_marker("nsys") is None or request.module.__name__.endswith(("test_doctor",
+                                                                                          "test_locate")):
         yield
         return
     with nsys_machine_lock():

@@ -15,6 +15,7 @@ import pytest
 from gpuscope.nsys import agents as procs, locate, record
 from gpuscope.nsys.lock import NsysLock
 from gpuscope.spec import NsysOptions, RunSpec
+from tests.flaky import known_flake, note_retry
 
 VERSIONS = ("2022.4", "2023.4", "2024.2")
 NVTX_SCRIPT = """\
@@ -78,10 +79,10 @@ def launch(session: record.NsysSession, cwd: Path) -> subprocess.Popen:
 
 
 def record_script(inst: locate.NsysInstall, tmp: Path, source: str, start_method: str = "spawn",
-                  python: str | None = None, timeout_s: float = 60.0, tries: int = 2, **nsys):
-    """Record ``source`` under ``inst``; returns (session, NsysResult, app output). A hung nsys
-    (seen about 1 in 5 on a loaded machine) is killed and the recording retried once; so is a
-    recording where nsys's injection did not take (no NVTX and no OS runtime events at all)."""
+                  python: str | None = None, timeout_s: float = 180.0, tries: int = 2, **nsys):
+    """Record ``source`` under ``inst``; returns (session, NsysResult, app output). Only an nsys
+    that hangs (still running after ``timeout_s``) is killed and the recording made again, reported
+    through tests/flaky.py; whatever the recording gives otherwise is the result the test checks."""
     script = tmp / "script.py"
     script.write_text(source)
     spec = make_spec(script, start_method, python, **nsys)
@@ -90,7 +91,7 @@ def record_script(inst: locate.NsysInstall, tmp: Path, source: str, start_method
 
 
 def _record(inst: locate.NsysInstall, tmp: Path, spec: RunSpec, timeout_s: float, tries: int):
-    for attempt in range(tries):
+    for attempt in range(1, tries + 1):
         run_dir = tmp / f"run{attempt}"
         run_dir.mkdir()
         session = record.prepare(spec, run_dir, [spec.python, spec.script], dict(os.environ), install=inst)
@@ -100,13 +101,24 @@ def _record(inst: locate.NsysInstall, tmp: Path, spec: RunSpec, timeout_s: float
         except subprocess.TimeoutExpired:
             session.kill(grace_s=0.5)
             proc.wait()
+            if attempt < tries:
+                note_retry(f"nsys {inst.version} profile (attempt {attempt})", f"hung: still running after "
+                           f"{timeout_s:.0f} s")
             continue
-        result = session.finish(timeout_s=60)
-        if any(f.code == "nothing-recorded" for f in result.findings) and attempt + 1 < tries:
-            print(f"nsys {inst.version} recorded nothing (flaky injection); recording again")
+        result = session.finish(timeout_s=120)
+        output = (run_dir / "output.log").read_text(errors="replace")
+        unusable = not result.ok or any(f.code == "nothing-recorded" for f in result.findings)
+        flake = known_flake(output + _tool_logs(run_dir)) if unusable else None
+        if flake and attempt < tries:
+            note_retry(f"nsys {inst.version} recording (attempt {attempt})", flake)
             continue
-        return session, result, (run_dir / "output.log").read_text(errors="replace")
-    pytest.fail(f"nsys {inst.version} hung or recorded nothing {tries} times in a row")
+        return session, result, output
+    pytest.fail(f"nsys {inst.version} hung {tries} times in a row (each still running after {timeout_s:.0f} s)")
+
+
+def _tool_logs(run_dir: Path) -> str:
+    """What the import and export steps printed (gpuscope keeps it in nsys-<step>.log)."""
+    return "".join(p.read_text(errors="replace") for p in sorted(run_dir.glob("nsys-*.log")))
 
 
 def nvtx_rows(sqlite_path: Path) -> list[tuple[int, int, str | None]]:

@@ -56,3 +56,16 @@ def test_doctor_without_nsys_fails_with_advice(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "✗ nsys: Nsight Systems (nsys) not found; install it or run scripts/provision_nsys.py" in out
     assert "    → run scripts/provision_nsys.py or set GPUSCOPE_NSYS" in out
+
+
+def test_doctor_finds_nsys_through_path(provisioned, tmp_path, run_env):
+    """No GPUSCOPE_NSYS, no cache: `gpuscope doctor` finds the build whose usr/bin is on PATH."""
+    from tests.nsys_record.test_locate import path_env
+
+    inst = provisioned[min(provisioned, key=lambda k: provisioned[k].version_tuple)]
+    env = dict(path_env(inst, cache=str(tmp_path / "empty-cache")), GPUSCOPE_HOME=run_env["GPUSCOPE_HOME"])
+    proc = _doctor(["--json", "--no-probe"], env)
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert checks["nsys"]["ok"], checks
+    assert checks["nsys"]["detail"] == f"{inst.version} at {inst.nsys} [PATH] (used for runs)"
+    assert checks[f"importer {inst.release}"]["ok"] and str(inst.importer) in checks[f"importer {inst.release}"]["detail"]

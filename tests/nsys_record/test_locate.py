@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -69,3 +72,47 @@ def test_bad_gpuscope_nsys_and_unknown_version_are_user_errors(provisioned, tmp_
     monkeypatch.delenv("GPUSCOPE_NSYS")
     with pytest.raises(UserError, match=r"^Nsight Systems 2099.1 not found \(found: .*2\d\d\d\.\d"):
         locate.find_nsys("2099.1")
+
+
+# -- nsys found through PATH, for real: a subprocess whose PATH holds a provisioned build's usr/bin ------
+
+def path_env(inst: locate.NsysInstall, cache: str | None = None) -> dict[str, str]:
+    """This environment with ``inst``'s ``usr/bin`` (Debian's ``nsys`` link) first on PATH and no
+    GPUSCOPE_NSYS; with ``cache``, GPUSCOPE_CACHE too (an empty one hides the provisioned builds)."""
+    root = str(inst.nsys)[: -len(locate.DEBIAN_TARGET + "/nsys")]
+    env = {k: v for k, v in os.environ.items() if k != "GPUSCOPE_NSYS"}
+    env["PATH"] = f"{root}/usr/bin:{env.get('PATH', '/usr/bin:/bin')}"
+    if cache is not None:
+        env["GPUSCOPE_CACHE"] = cache
+    return env
+
+
+FIND = ("import json; from gpuscope.nsys import locate; i = locate.find_nsys(); "
+        "print(json.dumps({'source': i.source, 'nsys': str(i.nsys), 'version': i.version, "
+        "'importer': str(i.importer), 'ld': i.env.get('LD_LIBRARY_PATH'), "
+        "'all': [[j.source, j.version] for j in locate.list_installs()]}))")
+
+
+def _find_in_subprocess(env: dict[str, str]) -> dict:
+    proc = subprocess.run([sys.executable, "-c", FIND], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_nsys_on_path_comes_before_the_provisioned_cache(provisioned):
+    """The oldest build on PATH wins over the newer ones in the cache, found through the usr/bin link."""
+    inst = provisioned[min(provisioned, key=lambda k: provisioned[k].version_tuple)]
+    assert os.path.islink(str(inst.nsys)[: -len(locate.DEBIAN_TARGET + "/nsys")] + "/usr/bin/nsys")
+    found = _find_in_subprocess(path_env(inst))
+    assert (found["source"], found["nsys"], found["version"]) == ("PATH", str(inst.nsys), inst.version)
+    assert found["importer"] == str(inst.importer) and found["ld"] == inst.env["LD_LIBRARY_PATH"]
+    assert found["all"][0] == ["PATH", inst.version]
+    assert sorted(v for s, v in found["all"] if s == "cache") == sorted(
+        i.version for i in provisioned.values() if i.nsys != inst.nsys)     # the same build is listed once
+
+
+def test_nsys_on_path_alone_is_enough(provisioned, tmp_path):
+    inst = provisioned[max(provisioned, key=lambda k: provisioned[k].version_tuple)]
+    found = _find_in_subprocess(path_env(inst, cache=str(tmp_path / "empty-cache")))
+    assert (found["source"], found["nsys"], found["version"]) == ("PATH", str(inst.nsys), inst.version)
+    assert [s for s, _ in found["all"]].count("cache") == 0

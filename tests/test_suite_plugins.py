@@ -1,7 +1,8 @@
-"""tests/ci_skips.py: under CI=true a skip fails unless it is on the allow-list; elsewhere skips stay.
+"""The suite's own plugins, each in a real pytest run in a subprocess on a small tree.
 
-A real pytest runs in a subprocess on a small tree whose node ids mirror the suite's, so the real
-allow-list is what decides.
+tests/ci_skips.py: under CI=true a skip fails unless it is on the allow-list; elsewhere skips stay
+(the tree's node ids mirror the suite's, so the real allow-list decides). tests/flaky.py: every
+retry of an nsys step shows in the output.
 """
 
 from __future__ import annotations
@@ -53,13 +54,13 @@ def _tree(tmp: Path) -> Path:
     return tmp
 
 
-def _pytest(tmp: Path, ci: bool) -> tuple[dict[str, int], str]:
+def _pytest(tmp: Path, ci: bool, plugin: str = "tests.ci_skips") -> tuple[dict[str, int], str]:
     env = {k: v for k, v in os.environ.items() if k != "CI"}
     env.update(PYTHONPATH=str(ROOT), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     if ci:
         env["CI"] = "true"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-c", str(tmp / "pytest.ini"), "--rootdir", str(tmp),
-                           "-p", "tests.ci_skips", "-p", "no:cacheprovider", "--continue-on-collection-errors", "-rA",
+                           "-p", plugin, "-p", "no:cacheprovider", "--continue-on-collection-errors", "-rA",
                            str(tmp / "tests")],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     last = proc.stdout.strip().splitlines()[-1]
@@ -82,3 +83,23 @@ def test_without_ci_skips_stay_skips(tmp_path):
     counts, out = _pytest(_tree(tmp_path), ci=False)
     assert counts == {"passed": 1, "skipped": 4}, out
     assert "allow-list" not in out
+
+
+RETRYING = """\
+from tests.flaky import known_flake, note_retry
+
+def test_a_recording_retried_once():
+    why = known_flake("...Agent launcher failed.")
+    note_retry("nsys 2022.4 profile (attempt 1)", why)
+    assert why == "nsys could not start its agent ('Agent launcher failed')"
+"""
+
+
+def test_every_retry_is_in_the_output(tmp_path):
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_retrying.py").write_text(RETRYING)
+    counts, out = _pytest(tmp_path, ci=False, plugin="tests.flaky")
+    assert counts == {"passed": 1, "warning": 1}, out
+    assert "NsysRetry: nsys 2022.4 profile (attempt 1): nsys could not start its agent" in out, out
+    assert "nsys steps retried: 1" in out and "running it again" in out, out
