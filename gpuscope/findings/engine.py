@@ -74,7 +74,13 @@ def root_signal(summary: dict[str, Any], roles: dict[int, str]) -> list[Finding]
 
 
 def left_running(summary: dict[str, Any]) -> list[Finding]:
-    pids = tuple(sorted(int(p) for p in summary.get("left_running") or ()))
+    """Processes alive after the run ended by itself that are still alive now (a resource tracker
+    finishing its clean-up a moment later is no finding)."""
+    from gpuscope.runs.procscan import alive, has_run_tag
+
+    run_id = str(summary.get("run_id", ""))
+    pids = tuple(sorted(int(p) for p in summary.get("left_running") or () if alive(int(p))
+                        and has_run_tag(int(p), run_id)))
     if not pids:
         return []
     return [Finding("left-running", f"{len(pids)} process(es) of the run were still running after it ended",

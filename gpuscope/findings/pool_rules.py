@@ -7,8 +7,9 @@ Workers are grouped by parent (one pool per parent at a time, in practice). Per 
   suggest ``chunksize`` so that one chunk's work is >= 4x the measured overhead.
 - ``load-imbalance``: busy time (sum of task time) max/min > 1.5 across workers that ran tasks,
   with >= 0.5 s of work in all; or the pool waited > 25 % of its span for one straggler.
-- ``startup-dominated``: from process start to first task is > 50 % of the workers' lifetimes,
-  on average > 0.25 s per worker.
+- ``startup-dominated``: spawn / forkserver workers (a fork worker's start costs next to nothing:
+  a slow one is its initializer) spent > 50 % of their lifetimes before their first task, on
+  average > 0.5 s each.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ MIN_TASKS = 200
 IMBALANCE = 1.5
 MIN_WORK_S = 0.5
 STARTUP_SHARE = 0.5
-STARTUP_MIN_S = 0.25
+STARTUP_MIN_S = 0.5
 
 
 @dataclass
@@ -52,12 +53,15 @@ def workers(events: list[ProcessEvents]) -> dict[int, list[Worker]]:
         task_ids = [nid for nid, n in pe.names.items() if n.kind == "task"]
         if not task_ids:
             continue
-        sel = pe.ranges[np.isin(pe.ranges["nid"], task_ids)]
+        nid = pe.ranges["nid"]
+        sel = pe.ranges if len(task_ids) == len(pe.names) else pe.ranges[np.isin(nid, task_ids)]
         if not len(sel):
             continue
         end = pe.end_ns if pe.end_ns is not None else int(pe.ranges["t1"].max())
+        # contiguous columns: arithmetic on a record array's strided fields is several times slower
         groups.setdefault(int(pe.ppid or 0), []).append(Worker(
-            pe.pid, int(pe.ppid or 0), pe.start_method, sel["t0"], sel["t1"], pe.start_ns, end))
+            pe.pid, int(pe.ppid or 0), pe.start_method, np.ascontiguousarray(sel["t0"]),
+            np.ascontiguousarray(sel["t1"]), pe.start_ns, end))
     return groups
 
 
@@ -114,7 +118,8 @@ def load_imbalance(group: list[Worker]) -> Finding | None:
 
 
 def startup_dominated(group: list[Worker]) -> Finding | None:
-    if len(group) < 2:
+    method = group[0].start_method or "default"
+    if len(group) < 2 or method not in ("spawn", "forkserver"):
         return None
     startup = [max(0, int(w.t0.min()) - w.start_ns) / 1e9 for w in group]
     life = [max(1, w.end_ns - w.start_ns) / 1e9 for w in group]
@@ -122,7 +127,6 @@ def startup_dominated(group: list[Worker]) -> Finding | None:
     mean = sum(startup) / len(startup)
     if share <= STARTUP_SHARE or mean <= STARTUP_MIN_S:
         return None
-    method = group[0].start_method or "default"
     pids = tuple(sorted(w.pid for w in group))
     action = SetStartMethod("forkserver") if method == "spawn" else None
     return Finding(
@@ -138,8 +142,9 @@ def startup_dominated(group: list[Worker]) -> Finding | None:
 def pool_findings(events: list[ProcessEvents]) -> list[Finding]:
     out = []
     for _, group in sorted(workers(events).items()):
-        for rule in (tasks_too_small, load_imbalance, startup_dominated):
-            f = rule(group)
+        small = tasks_too_small(group)
+        # With tasks too small, "busy" is mostly overhead and who got them is chance: one finding, one fix.
+        for f in (small, None if small else load_imbalance(group), startup_dominated(group)):
             if f is not None:
                 out.append(f)
     return out

@@ -28,7 +28,8 @@ class LiveRun:
     findings: list[Finding]                       # as reported live, in order
     final: list[Finding]                          # after finish
     seen_at: dict[str, float] = field(default_factory=dict)   # code -> seconds after start
-    during: dict = field(default_factory=dict)    # what the `until` callback returned
+    during: object = None                         # what the `during` callback returned
+    first_stderr_s: float | None = None           # first stderr bytes, seconds after start
 
 
 def run_live(script: str | Path, *, start_method: str = "default", timeout_s: float = 60.0,
@@ -50,7 +51,14 @@ def run_live(script: str | Path, *, start_method: str = "default", timeout_s: fl
 
     rec = FindingsRecorder(on_finding, stuck_after_s=stuck_after_s)
     spec = RunSpec(script=str(script), args=args, start_method=start_method, sample_interval_s=0.1)
-    run = Run(spec, output=[rec.on_output])
+    first_stderr: dict[str, float] = {}
+
+    def on_output(stream: str, chunk: bytes) -> None:
+        if stream == "stderr":
+            first_stderr.setdefault("t", time.monotonic() - t0)
+        rec.on_output(stream, chunk)
+
+    run = Run(spec, output=[on_output])
     run.start()
     t0 = time.monotonic()
     ctx = RunContext(spec, run.run_id, run.run_dir, run.pid, run.started_ns, run._stop_requested)
@@ -71,4 +79,4 @@ def run_live(script: str | Path, *, start_method: str = "default", timeout_s: fl
     outcome = Outcome(exit=result.exit, stopped=result.status == "stopped", ended_ns=result.ended_ns)
     rec.finish(outcome)
     return LiveRun(run.run_id, run.run_dir, result, found, outcome.extra["findings"], seen_at,
-                   out.get("during") or {})
+                   out.get("during") or {}, first_stderr.get("t"))

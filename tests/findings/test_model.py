@@ -1,0 +1,97 @@
+"""Typed findings and structured fixes: JSON round-trips, merging, and what "Apply fix" changes."""
+
+from __future__ import annotations
+
+import json
+
+from gpuscope.app.launch_checks import fix_changes
+from gpuscope.findings.fixes import describe, fix_for_text, launch_changes
+from gpuscope.findings.model import (CleanupPids, CleanupShm, Finding, SetNsysForkTracing, SetStartMethod, Severity,
+                                     StopRun, evidence, fix_from_dict, merge)
+from gpuscope.nsys import diagnostics as D
+from gpuscope.trace import coverage as C
+
+
+def _finding(**kw) -> Finding:
+    base = dict(code="fork-with-threads", title="forked with threads", fix="use spawn", severity="warning",
+                pids=(12, 3), evidence=evidence({"forks": 2}, ["thread t1"], [12]), action=SetStartMethod("spawn"),
+                first_seen_ns=1_700_000_000_000_000_000)
+    base.update(kw)
+    return Finding(**base)
+
+
+def test_json_round_trip_keeps_every_typed_part():
+    for action in (SetStartMethod("forkserver"), SetNsysForkTracing(False), CleanupPids((5, 6)),
+                   CleanupShm(("/psm_1",)), StopRun(), None):
+        f = _finding(action=action)
+        data = json.loads(json.dumps(f.to_dict()))
+        assert Finding.from_dict(data) == f
+        assert Finding(**data) == f                    # the nsys report cache rebuilds them this way
+        assert isinstance(Finding(**data).severity, Severity) and Finding(**data).action == action
+
+
+def test_severity_compares_as_text_and_orders():
+    f = _finding(severity="error")
+    assert f.severity == "error" and f.severity is Severity.ERROR
+    assert Severity.ERROR.rank > Severity.WARNING.rank > Severity.INFO.rank
+
+
+def test_old_diagnostics_dicts_and_names_still_read():
+    old = {"code": "nvtx-incompatible", "message": "m", "advice": "a", "severity": "error", "pids": [7]}
+    f = Finding.from_dict(old)
+    assert (f.title, f.fix, f.message, f.advice, f.pids) == ("m", "a", "m", "a", (7,))
+
+
+def test_unknown_fix_kind_from_a_newer_gpuscope_is_no_action():
+    assert fix_from_dict({"kind": "teleport"}) is None
+    assert fix_from_dict(None) is None
+
+
+def test_merge_keeps_first_seen_and_puts_errors_first():
+    early = _finding(first_seen_ns=10, evidence=evidence({"forks": 1}, ["early"], [12]))
+    later = _finding(first_seen_ns=50, evidence=evidence({"forks": 3}, [], [12]))
+    err = _finding(code="died-by-signal", severity="error", first_seen_ns=99)
+    out = merge([early, later, err])
+    assert [f.code for f in out] == ["died-by-signal", "fork-with-threads"]
+    assert out[1].first_seen_ns == 10 and out[1].evidence.number("forks") == 3   # recomputed numbers win
+    assert out[1].evidence.excerpts == ("early",)                                # excerpts are kept
+
+
+def test_apply_fix_uses_the_structured_action():
+    assert fix_changes(SetStartMethod("forkserver")) == {"start_method": "forkserver"}
+    assert fix_changes(SetNsysForkTracing(True)) == {"nsys": "on", "nsys_fork": "on"}
+    assert fix_changes(CleanupPids((1,))) == {} and fix_changes(StopRun()) == {} and fix_changes(None) == {}
+    assert launch_changes(SetNsysForkTracing(False)) == {"nsys_fork": "off"}
+    assert describe(SetStartMethod("spawn")) == "start method → spawn"
+
+
+def test_gpuscope_fix_texts_map_by_identity_not_by_words():
+    # FIX_FLUSH names neither spawn nor the flag; FIX_FORK_HANDLES mentions "--nsys" but means spawn.
+    assert fix_for_text(C.FIX_FORK) == (True, SetNsysForkTracing(True))
+    assert fix_changes(C.FIX_FORK_HANDLES) == {"start_method": "spawn"}
+    assert fix_changes(C.FIX_FLUSH) == {} and fix_changes(C.FIX_NVTX) == {}
+    assert fix_changes(D.ADVICE_DISCARDED) == {"nsys": "on", "nsys_fork": "on"}
+    assert fix_for_text("reworded advice that names spawn") == (False, None)
+
+
+def test_nsys_diagnostics_are_findings_with_actions(tmp_path):
+    import sqlite3
+    from contextlib import closing
+
+    path = tmp_path / "e.sqlite"
+    text = "3 NVTX annotations were discarded because they contained at least one invalid string handle."
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT)")
+        conn.execute("CREATE TABLE DIAGNOSTIC_EVENT(text TEXT, globalPid INT)")
+        conn.executemany("INSERT INTO DIAGNOSTIC_EVENT VALUES (?, ?)",
+                         [(text, -1), ("No NVTX events collected. Does the process use NVTX?", 2 << 24)])
+        conn.execute("CREATE TABLE NVTX_EVENTS(eventType INT, globalTid INT)")
+        conn.execute("INSERT INTO NVTX_EVENTS VALUES (59, ?)", ((1 << 24) + 1,))
+        conn.execute("CREATE TABLE OSRT_API(start INT)")
+        conn.commit()
+    found = {f.code: f for f in D.diagnose(path)}
+    assert isinstance(found["nvtx-discarded-handles"], Finding) and found["nvtx-discarded-handles"].source == "nsys"
+    assert found["nvtx-discarded-handles"].action == SetNsysForkTracing(True)
+    assert found["nvtx-discarded-handles"].evidence.number("annotations discarded") == 3
+    assert found["nvtx-none-collected"].pids == (2,)
+    assert fix_changes(found["nvtx-none-collected"].action) == {"nsys": "on", "nsys_fork": "on"}
