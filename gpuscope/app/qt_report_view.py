@@ -1,7 +1,9 @@
 """QtReportView: a report's timeline, summary tables, coverage banner and range details.
 
 ``open_file(path)`` / ``show_run(run_dir)`` load with :func:`gpuscope.nsys.report.load_report` on
-a worker thread (:mod:`gpuscope.app.workers`) behind a progress bar with a Cancel button;
+a worker thread (:mod:`gpuscope.app.workers`) behind a progress bar with a Cancel button. The load
+is progressive: the summary tables, banner and title appear as soon as the summaries are read
+(``sigSummary``), the timeline fills in when its ranges are read and laid out (``sigLoaded``).
 ``show_report(report)`` shows a report loaded elsewhere (its timeline lanes are still laid out off
 the GUI thread). Errors arrive as one line on :attr:`QtReportView.sigError` and in the status line.
 """
@@ -116,7 +118,8 @@ class QtReportView(QWidget):
     """Timeline on top, summary tables and the selected range's details below."""
 
     sigError = Signal(str)
-    sigLoaded = Signal(object)       # the Report now shown
+    sigSummary = Signal(object)      # a Report's summaries are shown; its timeline is still loading
+    sigLoaded = Signal(object)       # the Report now shown, timeline included
     sigRangeSelected = Signal(dict)
     sigFixRequested = Signal(str)    # the banner's "Apply fix to next run" (the launch panel may take it)
 
@@ -194,25 +197,37 @@ class QtReportView(QWidget):
 
     def show_report(self, report) -> None:
         """Show an already loaded report. Small timelines are laid out at once; above
-        ``SYNC_LAYOUT_ITEMS`` items the lanes are built on a worker thread (``sigLoaded`` says when)."""
+        ``SYNC_LAYOUT_ITEMS`` items (or not read yet) the summaries show first and the lanes are
+        built on a worker thread (``sigLoaded`` says when)."""
         tl = _timeline_in_memory(report)
         if tl is not None and len(tl.ranges) + len(tl.kernels) + len(tl.memops) + len(tl.marks) <= SYNC_LAYOUT_ITEMS:
             if self._task is not None:
                 self._task.cancel()
             self._loaded((report, L.build_layout(tl)))
             return
-        self._start(lambda task: (report, L.build_layout(report.timeline)), "Laying out the timeline…")
+        self._start(lambda task: self._lay_out(task, report), "Laying out the timeline…")
 
-    @staticmethod
-    def _load(task: workers.Task, path: Path):
+    @classmethod
+    def _load(cls, task: workers.Task, path: Path):
         from gpuscope.nsys.report import load_report
 
         task.progress(f"Reading {path.name}…")
         report = load_report(path, cancel=task.cancel_event)  # Cancel also stops a running nsys export
         if task.cancelled:
             return None
-        task.progress(f"Laying out {len(report.timeline.ranges):,} ranges…")
-        return report, L.build_layout(report.timeline)
+        return cls._lay_out(task, report)
+
+    @staticmethod
+    def _lay_out(task: workers.Task, report):
+        """Summaries to the GUI now, then read (if not yet) and lay out the timeline."""
+        task.partial(report)
+        if _timeline_in_memory(report) is None:
+            task.progress("Reading the timeline…")
+        tl = report.timeline
+        if task.cancelled:
+            return None
+        task.progress(f"Laying out {len(tl.ranges):,} ranges…")
+        return report, L.build_layout(tl)
 
     def _start(self, fn, label: str) -> None:
         if self._task is not None:
@@ -221,7 +236,26 @@ class QtReportView(QWidget):
         self.busy_row.show()
         self.status.setText("")
         self._task = workers.submit(fn, on_done=self._loaded, on_error=self._failed,
-                                    on_progress=self.busy_label.setText, label="loading report")
+                                    on_progress=self.busy_label.setText, on_partial=self._summary_ready,
+                                    label="loading report")
+
+    def _summary_ready(self, report) -> None:
+        """First paint of a report: tables, banner and title while its timeline is still read."""
+        if self._task is None:
+            return
+        self.report = report
+        self.timeline.set_layout(None)
+        self._show_tables(report, "timeline loading…")
+        self.sigSummary.emit(report)
+
+    def _show_tables(self, report, ranges: str) -> None:
+        self.summary.show_report(report)
+        self.banner.show_report(report)
+        self.details.clear()
+        version = f"nsys {report.nsys_version}" if report.nsys_version else "gpuscope event logs"
+        self.title.setText(f"<b>{html.escape(str(report.path))}</b> — {html.escape(version)}, "
+                           f"{ranges}, {len(report.processes)} processes")
+        self._set_status(" ".join(f"Note: {n}" for n in report.notes))
 
     def cancel(self) -> None:
         """Stop waiting for the load in progress; the view stays as it was."""
@@ -238,17 +272,16 @@ class QtReportView(QWidget):
         if result is None:
             return
         report, layout = result
+        summary_shown = report is self.report and "timeline loading…" in self.title.text()
         self.report = report
         self.timeline.set_layout(layout)
         self._fit_split()
-        self.summary.show_report(report)
-        self.banner.show_report(report)
-        self.details.clear()
-        version = f"nsys {report.nsys_version}" if report.nsys_version else "gpuscope event logs"
-        self.title.setText(f"<b>{html.escape(str(report.path))}</b> — {html.escape(version)}, "
-                           f"{len(report.timeline.ranges):,} ranges, {len(report.timeline.kernels):,} kernels, "
-                           f"{len(report.processes)} processes")
-        self._set_status(" ".join(f"Note: {n}" for n in report.notes))
+        tl = report.timeline
+        counts = f"{len(tl.ranges):,} ranges, {len(tl.kernels):,} kernels"
+        if summary_shown:   # progressive load: the tables are up, only the title changes
+            self.title.setText(self.title.text().replace("timeline loading…", counts))
+        else:
+            self._show_tables(report, counts)
         self.sigLoaded.emit(report)
 
     def _fit_split(self) -> None:

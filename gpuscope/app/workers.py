@@ -2,8 +2,9 @@
 
 ``submit(fn, on_done=..., on_error=...)`` runs ``fn(task)`` on a pool thread; ``task.cancelled``
 tells a long step to give up, ``task.progress(text)`` reports a line. Results and errors come
-back on the GUI thread through :func:`gpuscope.app.bridge.to_gui`. A cancelled task's result is
-dropped. Errors never surface as tracebacks: a :class:`~gpuscope.errors.UserError` gives its
+back on the GUI thread through :func:`gpuscope.app.bridge.to_gui`; ``task.partial(value)`` hands
+an early result (a report's summaries before its timeline) to ``on_partial``. A cancelled task's
+result is dropped. Errors never surface as tracebacks: a :class:`~gpuscope.errors.UserError` gives its
 one line, anything else a line that names the log file holding the traceback.
 """
 
@@ -37,11 +38,12 @@ class Task(QRunnable):
 
     def __init__(self, fn: Callable[["Task"], Any], on_done: Callable[[Any], None] | None,
                  on_error: Callable[[str], None] | None, label: str,
-                 on_progress: Callable[[str], None] | None = None) -> None:
+                 on_progress: Callable[[str], None] | None = None,
+                 on_partial: Callable[[Any], None] | None = None) -> None:
         super().__init__()
         self.setAutoDelete(False)
         self.fn, self.on_done, self.on_error, self.label = fn, on_done, on_error, label
-        self.on_progress = on_progress
+        self.on_progress, self.on_partial = on_progress, on_partial
         self._cancel = threading.Event()
         self.finished = threading.Event()
 
@@ -60,6 +62,10 @@ class Task(QRunnable):
     def progress(self, text: str) -> None:
         if self.on_progress is not None and not self.cancelled:
             bridge.to_gui(self.on_progress, text)
+
+    def partial(self, value: Any) -> None:
+        """Hand an early result to ``on_partial`` on the GUI thread (the task goes on)."""
+        self._finish(self.on_partial, value)
 
     def run(self) -> None:  # noqa: D102 - QRunnable entry point, on a pool thread
         try:
@@ -82,9 +88,10 @@ class Task(QRunnable):
 
 def submit(fn: Callable[[Task], Any], *, on_done: Callable[[Any], None] | None = None,
            on_error: Callable[[str], None] | None = None, label: str = "working",
-           on_progress: Callable[[str], None] | None = None) -> Task:
+           on_progress: Callable[[str], None] | None = None,
+           on_partial: Callable[[Any], None] | None = None) -> Task:
     """Start ``fn(task)`` on the pool and return the task (for cancel)."""
-    task = Task(fn, on_done, on_error, label, on_progress)
+    task = Task(fn, on_done, on_error, label, on_progress, on_partial)
     with _active_lock:
         _active.add(task)
     pool().start(task)
