@@ -68,3 +68,46 @@ def test_row_dict_round_trip_keeps_the_json_keys():
     out = row.to_dict()
     assert old_keys <= out.keys() and {"cpu_source", "rss_source", "exit_source"} <= out.keys()
     assert ProcessRow.from_dict(out) == row and "legacy_key" not in out
+
+
+@pytest.mark.torch
+@pytest.mark.timeout(600)   # two ranks importing torch: minutes when the shared machine is loaded
+def test_torchrun_ranks_have_exit_codes_and_exact_usage(run_env):
+    pytest.importorskip("torch")
+    proc = gpuscope("run", "--json", "--launcher", "torchrun", "--nproc", "2", script("ddp_gloo.py"),
+                    env=run_env, timeout=580)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    rows = {r.role: r for r in (ProcessRow.from_dict(p) for p in summary(proc)["processes"])}
+    for rank in (0, 1):
+        r = rows[f"rank {rank}"]
+        assert (r.exit_code, r.exit_source, r.exit_how) == (0, "process", "end"), r
+        assert r.cpu_source == "exact" and r.cpu_seconds > 0.05 and r.peak_rss_bytes > 50 * MIB, r
+    assert rows["torchrun agent"].exit_code == 0
+
+
+def test_table_marks_sampled_figures():
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from gpuscope.runs.process_rows import add_sampled
+    from gpuscope.runs.status import ExitStatus
+    from gpuscope.runs.table import format_table
+
+    exact = ProcessRow(pid=10, role="DataLoader worker", worker_id=1, cpu_seconds=0.25, cpu_source="exact",
+                       peak_rss_bytes=20 * MIB, rss_source="exact", exit_code=0)
+    rows = [exact]
+    seen = {10: {"cpu_seconds": 9.0, "peak_rss_bytes": 99 * MIB, "peak_gpu_mem_bytes": None},
+            11: {"ppid": 1, "name": "nsys", "cpu_seconds": 1.5, "peak_rss_bytes": 30 * MIB, "peak_gpu_mem_bytes": None},
+            12: {"ppid": 1, "name": "cc1", "cpu_seconds": 0.1, "peak_rss_bytes": 0, "peak_gpu_mem_bytes": None}}
+    add_sampled(rows, seen)
+    assert (exact.cpu_seconds, exact.peak_rss_bytes) == (0.25, 20 * MIB)     # exact figures win
+    nsys, zombie = rows[1], rows[2]
+    assert (nsys.cpu_source, nsys.rss_source, nsys.peak_rss_bytes) == ("sampled", "sampled", 30 * MIB)
+    assert zombie.peak_rss_bytes is None and zombie.rss_source is None       # a zero RSS is no sample
+    result = SimpleNamespace(run_id="r", run_dir=Path("/x"), status="exited", exit=ExitStatus(0, None),
+                             started_ns=0, ended_ns=10**9, processes=rows, left_running=[], escaped=[], error=None)
+    lines = format_table(result).splitlines()
+    line = next(ln for ln in lines if ln.split()[0] == "10")
+    assert "DataLoader worker #1" in line and "0.25 s" in line and "~" not in line
+    assert "~1.50 s" in next(ln for ln in lines if ln.split()[0] == "11")
+    assert any(ln.strip().startswith("(~ sampled") for ln in lines)
