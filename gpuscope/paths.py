@@ -1,12 +1,17 @@
 """Where gpuscope keeps its files: the data directory, run folders, caches.
 
-``GPUSCOPE_HOME`` overrides the platform data directory (tests and CI use it).
+``GPUSCOPE_HOME`` overrides the platform data directory (tests and CI use it). Run data is
+private: the data directory is 0700, and the first use in each process tightens what is in it
+(folders 0700, files 0600), so runs recorded by older versions or with a loose umask are closed too.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
+
+_tightened: set[str] = set()
 
 
 def data_dir() -> Path:
@@ -18,13 +23,35 @@ def data_dir() -> Path:
         import platformdirs
 
         path = Path(platformdirs.user_data_dir("gpuscope", appauthor=False))
-    path.mkdir(parents=True, exist_ok=True)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if str(path) not in _tightened:
+        _tightened.add(str(path))
+        make_private(path)
     return path
+
+
+def make_private(top: str | os.PathLike[str]) -> int:
+    """Folders 0700 and files 0600 under ``top`` (itself included) that this user owns; returns how
+    many were changed. Symbolic links are not followed."""
+    changed = 0
+    uid = os.getuid()
+    for root, dirs, files in os.walk(top):
+        for name, want in [(root, 0o700)] + [(os.path.join(root, f), 0o600) for f in files]:
+            try:
+                st = os.lstat(name)
+                if st.st_uid != uid or stat.S_ISLNK(st.st_mode):
+                    continue
+                if stat.S_IMODE(st.st_mode) & 0o077:
+                    os.chmod(name, stat.S_IMODE(st.st_mode) & want)
+                    changed += 1
+            except OSError:
+                continue
+    return changed
 
 
 def runs_dir() -> Path:
     path = data_dir() / "runs"
-    path.mkdir(parents=True, exist_ok=True)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
     return path
 
 

@@ -190,6 +190,10 @@ class StoreConnection:
     def close(self) -> None:
         self._conn.close()
 
+    def __getattr__(self, name: str) -> Any:
+        # the rest of sqlite3.Connection (total_changes, create_function, ...), without recovery
+        return getattr(self.__dict__["_conn"], name)
+
     def __enter__(self) -> "StoreConnection":
         return self
 

@@ -147,6 +147,16 @@ def finish_run(conn: sqlite3.Connection, run_id: str, *, status: str | RunStatus
         (RunStatus(status).value, ended_ns, exit_code, signal, error,
          json.dumps(summary) if summary is not None else None, run_id),
     )
+    _make_folder_private(conn, run_id)
+
+
+def _make_folder_private(conn: sqlite3.Connection, run_id: str) -> None:
+    """The run's files were written with the user's umask (often 0644): make them 0600 now."""
+    from gpuscope.paths import make_private
+
+    r = conn.execute("SELECT run_dir FROM runs WHERE id=?", (run_id,)).fetchone()
+    if r is not None and r["run_dir"] and os.path.isdir(r["run_dir"]):
+        make_private(r["run_dir"])
 
 
 def replace_processes(conn: sqlite3.Connection, run_id: str, procs: Iterable[dict[str, Any]]) -> None:
