@@ -77,7 +77,28 @@ def collect(args: argparse.Namespace) -> list[Check]:
         if not args.no_probe:
             checks.append(check_recording(inst, args.python, args.timeout))
     checks.append(check_nvml())
+    checks.append(check_store())
     return checks
+
+
+def check_store() -> Check:
+    """The run store reads as a healthy SQLite file, and the data folder is private."""
+    import stat
+
+    from gpuscope import paths
+    from gpuscope.store import recovery
+
+    store = paths.store_path()
+    problem = recovery.check(store)
+    if problem is not None:
+        return Check("store", False, f"{store} is damaged: {problem}",
+                     "run `gpuscope history`: it moves the file aside and rebuilds the store from the run folders")
+    mode = stat.S_IMODE(paths.data_dir().stat().st_mode)
+    if mode & 0o077:
+        return Check("store", False, f"{paths.data_dir()} is readable by others ({oct(mode)})",
+                     f"chmod -R go-rwx {paths.data_dir()}")
+    size = store.stat().st_size if store.exists() else 0
+    return Check("store", True, f"{store} reads whole ({size // 1024} KiB), data folder private")
 
 
 def check_python() -> Check:
