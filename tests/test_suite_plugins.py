@@ -62,7 +62,7 @@ def _pytest(tmp: Path, ci: bool, plugin: str = "tests.ci_skips") -> tuple[dict[s
     proc = subprocess.run([sys.executable, "-m", "pytest", "-c", str(tmp / "pytest.ini"), "--rootdir", str(tmp),
                            "-p", plugin, "-p", "no:cacheprovider", "--continue-on-collection-errors", "-rA",
                            str(tmp / "tests")],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     last = proc.stdout.strip().splitlines()[-1]
     counts = {word: int(n) for n, word in re.findall(r"(\d+) (\w+)", last)}
     return counts, proc.stdout
