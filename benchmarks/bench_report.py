@@ -2,14 +2,16 @@
 """Benchmark `gpuscope report` against `nsys stats` on a real recording with many NVTX ranges.
 
     .venv/bin/python benchmarks/bench_report.py [--version 2024.2] [--ranges-per-process 140000]
-                                                [--repeats 5] [--keep DIR]
+                                                [--repeats 5] [--keep DIR] [--sqlite X.sqlite]
 
 1. Records tests/nsys_read/scripts/pool_script.py (spawn Pool(2) + parent, each doing N push/pop
    pairs; `--trace=nvtx`) under the provisioned nsys, and exports it to SQLite.
+   ``--sqlite X.sqlite`` skips this and uses an export made before (with ``--version``'s nsys).
 2. Times whole processes on that file, alternating: `python -m gpuscope report --json X.sqlite`
-   with ``--no-cache`` (cold: parse the SQLite file) and without (the parsed-report cache, filled by
-   the warm-up run) vs `nsys stats --report nvtx_sum X.sqlite` (same file, same nsys version);
-   prints wall and CPU medians (CPU = user+sys of the process tree; fairer on a loaded machine).
+   on a first open (``GPUSCOPE_CACHE`` set to a new empty folder for every run: no parse cache),
+   and opened again (a cache filled by reading the timeline once) vs `nsys stats --report
+   nvtx_sum X.sqlite` (same file, same nsys version); prints wall and CPU medians and their spread
+   (CPU = user+sys of the process tree; fairer on a loaded machine) and the ratios to nsys stats.
 3. Times the in-process Timeline load (best of 3) and measures bytes per range (column nbytes and
    tracemalloc peak of a load).
 """
@@ -20,6 +22,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -37,11 +40,13 @@ from nsysrec import find_installs, kill_tagged, record  # noqa: E402
 from gpuscope.nsys import reader  # noqa: E402
 
 
-def timed(cmd: list[str]) -> tuple[float, float]:
+def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
     """(wall s, CPU s of the child and its descendants) of one whole-process run."""
+    if env is not None:
+        env = dict(os.environ, **env)
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600)
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600, env=env)
     elapsed = time.perf_counter() - t0
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -79,10 +84,40 @@ def main() -> int:
     ap.add_argument("--ranges-per-process", type=int, default=140_000)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--keep", help="folder for the recording (default: a temp folder)")
+    ap.add_argument("--sqlite", help="use this export instead of recording one")
     args = ap.parse_args()
     inst = find_installs().get(args.version)
     if inst is None:
         raise SystemExit(f"nsys {args.version} not provisioned (scripts/provision_nsys.py)")
+    sqlite = Path(args.sqlite) if args.sqlite else _record(inst, args)
+    caches = Path(tempfile.mkdtemp(prefix="bench_report_cache_"))
+    warm_cache = caches / "warm"
+    subprocess.run([sys.executable, "-c", "import sys; from gpuscope.nsys.report import load_report; "
+                    "load_report(sys.argv[1]).timeline", str(sqlite)],
+                   env=dict(os.environ, GPUSCOPE_CACHE=str(warm_cache)), check=True)   # fills the cache
+    ours_cmd = [sys.executable, "-m", "gpuscope", "report", "--json", str(sqlite)]
+    theirs_cmd = [str(inst.nsys), "stats", "--report", inst.report_name("nvtx_sum"), "--format", "csv",
+                  "--output", "-", str(sqlite)]
+    fresh = iter(range(10**6))
+    cmds = {"gpuscope_first_open": (ours_cmd, lambda: {"GPUSCOPE_CACHE": str(caches / f"c{next(fresh)}")}),
+            "gpuscope_cached": (ours_cmd, lambda: {"GPUSCOPE_CACHE": str(warm_cache)}),
+            "nsys_stats": (theirs_cmd, lambda: None)}
+    for cmd, env in cmds.values():
+        timed(cmd, env())           # warm the page cache and both interpreters
+    runs: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
+    for _ in range(args.repeats):   # alternate A/B/C
+        for name, (cmd, env) in cmds.items():
+            runs[name].append(timed(cmd, env()))
+    result = {"nsys": inst.version, "file": str(sqlite), "file_mb": round(sqlite.stat().st_size / 2**20, 1),
+              "load_average": [round(x, 2) for x in os.getloadavg()]}
+    result.update(_ratios(runs))
+    result.update(load_figures(sqlite))
+    shutil.rmtree(caches, ignore_errors=True)
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+def _record(inst, args) -> Path:
     folder = Path(args.keep or tempfile.mkdtemp(prefix="bench_report_"))
     try:
         t0 = time.perf_counter()
@@ -90,29 +125,23 @@ def main() -> int:
         print(f"recorded + exported in {time.perf_counter() - t0:.1f} s: {sqlite}", flush=True)
     finally:
         kill_tagged()
-    ours_cmd = [sys.executable, "-m", "gpuscope", "report", "--json", str(sqlite)]
-    theirs_cmd = [str(inst.nsys), "stats", "--report", inst.report_name("nvtx_sum"), "--format", "csv",
-                  "--output", "-", str(sqlite)]
-    cmds = {"gpuscope_cold": ours_cmd + ["--no-cache"], "gpuscope_cached": ours_cmd, "nsys_stats": theirs_cmd}
-    for cmd in cmds.values():
-        timed(cmd)                  # warm the page cache, both interpreters and gpuscope's report cache
-    runs: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
-    for _ in range(args.repeats):   # alternate A/B/C
-        for name, cmd in cmds.items():
-            runs[name].append(timed(cmd))
-    med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in runs.items()}
-    result = {"nsys": inst.version, "file": str(sqlite), "file_mb": round(sqlite.stat().st_size / 2**20, 1),
-              "load_average": [round(x, 2) for x in os.getloadavg()],
-              "wall_s": {k: [round(w, 3) for w, _ in v] for k, v in runs.items()},
-              "median_wall_s": {k: round(v[0], 3) for k, v in med.items()},
-              "median_cpu_s": {k: round(v[1], 3) for k, v in med.items()},
-              "speedup_wall_cold": round(med["nsys_stats"][0] / med["gpuscope_cold"][0], 2),
-              "speedup_wall_cached": round(med["nsys_stats"][0] / med["gpuscope_cached"][0], 2),
-              "speedup_cpu_cold": round(med["nsys_stats"][1] / med["gpuscope_cold"][1], 2),
-              "speedup_cpu_cached": round(med["nsys_stats"][1] / med["gpuscope_cached"][1], 2)}
-    result.update(load_figures(sqlite))
-    print(json.dumps(result, indent=1))
-    return 0
+    return sqlite
+
+
+def _ratios(runs: dict[str, list[tuple[float, float]]]) -> dict:
+    """Medians, spreads (min..max) and ratios to nsys stats, wall and CPU (< 1: gpuscope faster)."""
+    out: dict = {"wall_s": {k: [round(w, 3) for w, _ in v] for k, v in runs.items()},
+                 "cpu_s": {k: [round(c, 3) for _, c in v] for k, v in runs.items()}}
+    for kind, i in (("wall", 0), ("cpu", 1)):
+        med = {k: statistics.median(x[i] for x in v) for k, v in runs.items()}
+        out[f"median_{kind}_s"] = {k: round(m, 3) for k, m in med.items()}
+        for k in runs:
+            if k != "nsys_stats":
+                out[f"ratio_{kind}_{k}"] = round(med[k] / med["nsys_stats"], 2)
+        # per-round ratios: how much the alternated pairs disagree
+        pairs = [a[i] / b[i] for a, b in zip(runs["gpuscope_first_open"], runs["nsys_stats"])]
+        out[f"ratio_{kind}_first_open_per_round"] = [round(x, 2) for x in pairs]
+    return out
 
 
 if __name__ == "__main__":
