@@ -21,7 +21,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true",
                    help="print {run_id, taken_ns, live, processes: [{pid, role, threads: [{name, frames: "
                         "[{function, file, line}]}]}]} (frames most recent call first)")
-    p.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for the dumps (default 3)")
+    p.add_argument("--timeout", type=float, default=5.0,
+                   help="seconds to wait for the dumps (default 5; a loaded machine may need more)")
 
 
 def _text(run_id: str, live: bool, procs: list) -> str:

@@ -69,11 +69,15 @@ class OutputScanner:
         hit.count += 1
         if hit.first_ns is None:
             hit.first_ns = now_ns()
-            hit.excerpt = [line.rstrip() for line in excerpt if line.strip()][-8:]
+            lines = [line.rstrip() for line in excerpt if line.strip()]
+            where = _user_frame_lines(lines)
+            hit.excerpt = where + [line for line in lines[-6:] if line not in where]
 
     def _line(self, line: str) -> None:
         self.lines += 1
-        self._recent = (self._recent + [line])[-12:]
+        self._recent.append(line)
+        if len(self._recent) > 80:            # a spawn child's traceback is ~40 lines long
+            del self._recent[:-60]
         if BOOTSTRAP in line:
             self._hit("missing-main-guard", self._recent)
         elif _ABRUPT in line or "A process in the process pool was terminated abruptly" in line:
@@ -106,11 +110,23 @@ def _names(text: str | None) -> set[str]:
     return {str(v) for v in value} if isinstance(value, (set, list, tuple)) else set()
 
 
+_MACHINERY = ("/multiprocessing/", "<frozen", "<string>", "/gpuscope/inject/", "/runpy.py", "/concurrent/")
+
+
+def _user_frame_lines(lines: list[str]) -> list[str]:
+    """The traceback's first frame in the user's code, with its source line (or [])."""
+    for i, line in enumerate(lines):
+        m = _FILE_LINE.match(line)
+        if m and not any(s in m.group(1) for s in _MACHINERY):
+            return lines[i:i + 2]
+    return []
+
+
 def script_location(excerpt: list[str]) -> str | None:
     """The first ``File "...", line N`` of a traceback excerpt that is not the standard library."""
     for line in excerpt:
         m = _FILE_LINE.match(line)
-        if m and "/multiprocessing/" not in m.group(1) and "<frozen" not in m.group(1):
+        if m and not any(s in m.group(1) for s in _MACHINERY):
             return f"{m.group(1)}:{m.group(2)}"
     return None
 

@@ -162,7 +162,7 @@ class FindingsRecorder(BaseRecorder):
             try:
                 from gpuscope.findings import stacks
 
-                procs = stacks.dump_processes(self.run_dir, stacks.roles_of(self.run_dir, pids))
+                procs = stacks.dump_processes(self.run_dir, stacks.roles_of(self.run_dir, pids), timeout_s=10.0)
                 stacks.save_latest(self.run_dir, procs)
                 lines = stacks.group(procs)
             except Exception as exc:  # noqa: BLE001 - the finding matters more than its stacks

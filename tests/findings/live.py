@@ -1,8 +1,5 @@
-"""Drive a FindingsRecorder with a real run: the supervisor's Run, its sampler and its output pumps.
-
-Until ``Run(spec, recorders=[...])`` exists, this calls the recorder's lifecycle the way the
-supervisor will: output listener, sampler listener, then program_ended and finish.
-"""
+"""Run a script under the supervisor's real ``Run(spec, recorders=[FindingsRecorder])`` and watch
+the findings as they come (stop the run when a condition holds)."""
 
 from __future__ import annotations
 
@@ -14,7 +11,6 @@ from typing import Callable
 
 from gpuscope.findings.model import Finding
 from gpuscope.findings.recorder import FindingsRecorder
-from gpuscope.runs.recorder import Outcome, RunContext
 from gpuscope.spec import RunSpec
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
@@ -53,30 +49,22 @@ def run_live(script: str | Path, *, start_method: str = "default", timeout_s: fl
     spec = RunSpec(script=str(script), args=args, start_method=start_method, sample_interval_s=0.1)
     first_stderr: dict[str, float] = {}
 
-    def on_output(stream: str, chunk: bytes) -> None:
+    def note_stderr(stream: str, _chunk: bytes) -> None:
         if stream == "stderr":
             first_stderr.setdefault("t", time.monotonic() - t0)
-        rec.on_output(stream, chunk)
 
-    run = Run(spec, output=[on_output])
+    run = Run(spec, output=[note_stderr], recorders=[rec])   # the supervisor sequences the recorder
     run.start()
     t0 = time.monotonic()
-    ctx = RunContext(spec, run.run_id, run.run_dir, run.pid, run.started_ns, run._stop_requested)
-    rec.started(ctx)
-    run.sampler.add_listener(rec.on_batch)
-    out = {}
+    out: dict = {}
     done = threading.Event()
     threading.Thread(target=lambda: (out.setdefault("result", run.wait()), done.set()), daemon=True).start()
     while not done.wait(0.1):
         if event.is_set() or time.monotonic() - t0 > timeout_s:
-            extra = during(run) if during is not None and event.is_set() else None
-            out["during"] = extra
+            out["during"] = during(run) if during is not None and event.is_set() else None
             run.stop()
             break
-    done.wait(60)
+    done.wait(120)
     result = out["result"]
-    rec.program_ended(ctx)
-    outcome = Outcome(exit=result.exit, stopped=result.status == "stopped", ended_ns=result.ended_ns)
-    rec.finish(outcome)
-    return LiveRun(run.run_id, run.run_dir, result, found, outcome.extra["findings"], seen_at,
+    return LiveRun(run.run_id, run.run_dir, result, found, rec.findings(), seen_at,
                    out.get("during") or {}, first_stderr.get("t"))

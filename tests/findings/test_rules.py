@@ -72,7 +72,7 @@ def test_tasks_too_small_suggests_a_chunksize_from_the_measurements(run_env):
 def test_load_imbalance_on_one_long_chunk(run_env):
     _, found = _run(SCRIPTS / "imbalance.py", env=run_env)
     f = _codes(found)["load-imbalance"]
-    assert f.evidence.number("ratio") > 3 and f.evidence.number("busy max s") >= 1.0
+    assert f.evidence.number("ratio") > 1.5 and f.evidence.number("busy max s") >= 1.0
     assert len(f.pids) == 2
 
 
