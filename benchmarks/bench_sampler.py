@@ -202,6 +202,7 @@ def main() -> int:
             res = inner_nvitop(args.root, args.seconds, args.inner)
         print(json.dumps(res))
         return 0
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))   # a killed benchmark kills its tree
     tree = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
