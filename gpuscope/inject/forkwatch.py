@@ -11,6 +11,7 @@ Standard library only; never raises into the program; changes no result of the c
 """
 
 import os
+import time
 
 _SEEN = {"forks": 0, "exits": {}}
 _MAX_EXITS = 256
@@ -32,7 +33,7 @@ def _before_fork():
             return
         _SEEN["forks"] += 1
         _state().update(fork_threads={
-            "t_wall_ns": __import__("time").time_ns(),
+            "t_wall_ns": time.time_ns(),
             "forking_thread": current.name,
             "threads": [{"name": t.name, "daemon": bool(t.daemon), "target": _target(t)} for t in others][:32],
             "forks": _SEEN["forks"],

@@ -5,6 +5,9 @@ C code holding the GIL (a deadlocked lock, a blocking read). The signal is ``SIG
 (``GPUSCOPE_STACKS_SIGNAL`` overrides the number); glibc and common libraries use the low
 real-time signals, nothing in the standard library uses this one.
 
+``chain=False``: ours is registered only over the default disposition, and chaining to the default
+action of a real-time signal would end the process after the dump.
+
 A program's own choice wins: if the signal is not at its default disposition when the process
 starts (an inherited ``SIG_IGN``), nothing is registered; a program that installs its own handler
 later replaces ours (``gpuscope stacks`` then reports the process as not dumpable: it reads
