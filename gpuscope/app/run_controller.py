@@ -1,8 +1,8 @@
 """Start, watch and stop one run from the GUI, with its blocking parts on a worker thread.
 
-``start(spec)`` builds a :class:`gpuscope.runs.supervisor.Run` on a pool thread, starts it,
-subscribes the bridge to its output and to its telemetry sampler (``run.sampler``; if the Run
-has none, one is started here), then blocks in ``Run.wait``. Signals arrive on the GUI thread.
+``start(spec)`` builds a :class:`gpuscope.runs.supervisor.Run` on a pool thread with the bridge
+as an output listener and as a recorder of telemetry batches, starts it, then blocks in
+``Run.wait``. Signals arrive on the GUI thread.
 ``stop()`` may be called at any time, even while the run is still starting.
 """
 
@@ -10,16 +10,33 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
 from gpuscope.app import bridge, workers
 from gpuscope.app.bridge import RunBridge
+from gpuscope.runs.recorder import BaseRecorder
 from gpuscope.runs.status import ExitStatus
 from gpuscope.spec import RunSpec
 
+if TYPE_CHECKING:
+    from gpuscope.runs.supervisor import Run, RunResult
+    from gpuscope.telemetry.batch import SampleBatch
+
 IDLE, STARTING, RUNNING, STOPPING = "idle", "starting", "running", "stopping"
+
+
+class _BatchesToGui(BaseRecorder):
+    """The app's recorder: each telemetry batch goes to the bridge (drained by the GUI's timer)."""
+
+    name = "app"
+
+    def __init__(self, run_bridge: RunBridge) -> None:
+        self._bridge = run_bridge
+
+    def on_batch(self, batch: "SampleBatch") -> None:
+        self._bridge.on_batch(batch)
 
 
 class RunController(QObject):
@@ -34,7 +51,7 @@ class RunController(QObject):
         super().__init__(parent)
         self.bridge = run_bridge
         self.state = IDLE
-        self.run: Any = None
+        self.run: Run | None = None
         self.gpu_reason: str | None = None
         self.started_at = 0.0
         self.ended_at = 0.0
@@ -66,46 +83,27 @@ class RunController(QObject):
         self.task = workers.submit(lambda task: self._work(spec), on_done=self._ended,
                                    on_error=self._failed, label="run")
 
-    def _work(self, spec: RunSpec) -> Any:
+    def _work(self, spec: RunSpec) -> "RunResult":
         from gpuscope.runs.supervisor import Run
 
-        run = Run(spec, output=[self.bridge.on_output], progress=self.bridge.on_progress)
+        run = Run(spec, output=[self.bridge.on_output], progress=self.bridge.on_progress,
+                  recorders=[_BatchesToGui(self.bridge)])
         run.start()
-        own_sampler = self._attach_sampler(run)
+        gpu = run.sampler.gpu if run.sampler is not None else None
+        self.gpu_reason = None if gpu is None or gpu.available else (gpu.reason or "no NVIDIA GPU")
         with self._lock:
             self.run = run
             stop_now = self._stop_wanted
         bridge.to_gui(self._started, run)
         if stop_now:
             run.stop()
-        try:
-            return run.wait()
-        finally:
-            if own_sampler is not None:
-                own_sampler.stop()
+        return run.wait()
 
-    def _attach_sampler(self, run: Any) -> Any:
-        """Listen to the Run's sampler; start one if this Run does not have its own."""
-        sampler = getattr(run, "sampler", None)
-        own = None
-        if sampler is None:
-            from gpuscope.telemetry.sampler import RunSampler
-
-            try:
-                sampler = own = RunSampler(run.pid, run.spec.sample_interval_s, store=True, run_id=run.run_id)
-            except ProcessLookupError:  # the program already ended: nothing to sample
-                return None
-        sampler.add_listener(self.bridge.on_batch)
-        self.gpu_reason = None if sampler.gpu.available else (sampler.gpu.reason or "no NVIDIA GPU")
-        if own is not None:
-            own.start()
-        return own
-
-    def _started(self, run: Any) -> None:
+    def _started(self, run: "Run") -> None:
         self._set_state(STOPPING if self._stop_wanted else RUNNING)
         self.sigStarted.emit(run)
 
-    def _ended(self, result: Any) -> None:
+    def _ended(self, result: "RunResult") -> None:
         self.ended_at = time.monotonic()
         self._set_state(IDLE)
         self.sigEnded.emit(result)
@@ -137,7 +135,7 @@ def probe_gpu() -> str | None:
         backend.close()
 
 
-def describe_result(result: Any) -> str:
+def describe_result(result: "RunResult") -> str:
     """One status line for a finished run."""
     exit_status: ExitStatus = result.exit
     secs = (result.ended_ns - result.started_ns) / 1e9
