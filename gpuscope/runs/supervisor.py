@@ -144,6 +144,10 @@ class Run:
         self._each("started", self._ctx)
         # The summary needs numpy (~0.1 s to import): load it while the program runs, not after.
         threading.Thread(target=_preload_summary, name="gpuscope-preload", daemon=True).start()
+        if self._stop_requested.is_set() and self._stop_thread is None:  # Stop came while it started
+            self._stop_thread = threading.Thread(target=self._escalate, args=(STOP_GRACE_S,),
+                                                 name="gpuscope-stop", daemon=True)
+            self._stop_thread.start()
         return self
 
     def _spawn(self, launch: Launch) -> subprocess.Popen[bytes]:
