@@ -15,8 +15,6 @@ What each pattern matched goes to the event log (``I`` lines, key ``annotate``);
 matched nothing in a process gets ``annotate_missed`` with the closest names the hook saw there.
 """
 
-import fnmatch
-import functools
 import os
 import sys as _sys
 import types
@@ -45,10 +43,14 @@ _matched = {}        # "module:qualname" -> set of labels wrapped in this proces
 _seen_modules = {}   # "module:qualname" -> names of modules the module part matched
 
 
+if PATTERNS:  # only with --annotate (fnmatch pulls in re); before the import hook can ask
+    from fnmatch import fnmatchcase as _fnmatch
+
+
 def _module_matches(pattern, module_name):
     if module_name in MAIN_NAMES:
         return pattern in MAIN_NAMES or (bool(_SCRIPT_MODULE) and pattern == _SCRIPT_MODULE)
-    return fnmatch.fnmatchcase(module_name, pattern)
+    return _fnmatch(module_name, pattern)
 
 
 def wants(module_name):
@@ -78,7 +80,9 @@ def _wrap(func, label, owner=None, attr=None):
             impl.hide_frames(exc)
             raise
 
-    functools.update_wrapper(wrapper, func)
+    from functools import update_wrapper
+
+    update_wrapper(wrapper, func)
     if owner is not None:  # an inherited method, now set on ``owner``: pickled as owner.attr
         wrapper.__qualname__ = "%s.%s" % (owner.__qualname__, attr)
         wrapper.__module__ = owner.__module__
@@ -106,13 +110,13 @@ def _candidates(module, qualname_patterns):
                 if func is not None:
                     yield func.__qualname__, value, mattr, mvalue, False
             for cls_pat, meth_pat in class_patterns:
-                if fnmatch.fnmatchcase(value.__qualname__, cls_pat):
+                if _fnmatch(value.__qualname__, cls_pat):
                     yield from _inherited(value, meth_pat, own)
 
 
 def _inherited(cls, meth_pat, own):
     for attr in dir(cls):
-        if attr in own or not fnmatch.fnmatchcase(attr, meth_pat):
+        if attr in own or not _fnmatch(attr, meth_pat):
             continue
         for base in cls.__mro__[1:]:
             raw = vars(base).get(attr)
@@ -142,7 +146,7 @@ def apply(module):
             _seen_modules.setdefault("%s:%s" % (m, q), set()).add(module.__name__)
         count, grew = 0, False
         for label, owner, attr, value, inherited in list(_candidates(module, [q for _, q in chosen])):
-            hits = ["%s:%s" % (m, q) for m, q in chosen if fnmatch.fnmatchcase(label, q)]
+            hits = ["%s:%s" % (m, q) for m, q in chosen if _fnmatch(label, q)]
             if not hits:
                 continue
             _set_wrapped(owner, attr, value, label, inherited)

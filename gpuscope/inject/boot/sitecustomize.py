@@ -1,23 +1,102 @@
 # gpuscope startup hook. This folder is put first on PYTHONPATH for the processes of a gpuscope run.
-# It loads gpuscope's injection package by file path (the interpreter may be another virtualenv
-# without gpuscope), then runs the next `sitecustomize` on sys.path so that one is not disabled.
+# It loads gpuscope's injection package by file path under the name `_gpuscope_inject` (the
+# interpreter may be another virtualenv without gpuscope), then runs the next `sitecustomize` on
+# sys.path so that one is not disabled.
+#
+# Start-up cost (docs/INJECTION.md): no importlib.util/abc here; the package's compiled code is
+# kept in gpuscope's own cache (one file per module and Python version, checked against the
+# source's mtime and size), so PYTHONDONTWRITEBYTECODE does not make every process compile it.
+import marshal as _marshal
 import os as _os
 import sys as _sys
+
+_PKG = "_gpuscope_inject"
+
+
+def _cache_dir():
+    base = _os.environ.get("GPUSCOPE_INJECT_CACHE")
+    if base:
+        return base
+    root = _os.environ.get("XDG_CACHE_HOME") or _os.path.join(_os.path.expanduser("~"), ".cache")
+    return _os.path.join(root, "gpuscope", "inject-pyc")
+
+
+def _key(text):
+    """A short stable hash (FNV-1a) of the package folder: two checkouts never share files."""
+    h = 0xcbf29ce484222325
+    for ch in text.encode("utf-8", "surrogateescape"):
+        h = ((h ^ ch) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return "%016x" % h
+
+
+class _Loader:
+    """Execute one module of the package from gpuscope's code cache (compiling on a miss)."""
+
+    def __init__(self, path, cache):
+        self.path = path
+        self.cache = cache
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        exec(self._code(), module.__dict__)
+
+    def _code(self):
+        st = _os.stat(self.path)
+        magic = _sys.modules["_frozen_importlib_external"].MAGIC_NUMBER
+        header = magic + st.st_mtime_ns.to_bytes(8, "little") + st.st_size.to_bytes(8, "little")
+        try:
+            with open(self.cache, "rb") as fh:
+                data = fh.read()
+            if data[:20] == header:
+                return _marshal.loads(data[20:])
+        except (OSError, ValueError, EOFError, TypeError):
+            pass
+        with open(self.path, "rb") as fh:
+            code = compile(fh.read(), self.path, "exec", dont_inherit=True)
+        try:
+            _os.makedirs(_os.path.dirname(self.cache), exist_ok=True)
+            tmp = "%s.%d.tmp" % (self.cache, _os.getpid())
+            with open(tmp, "wb") as fh:
+                fh.write(header + _marshal.dumps(code))
+            _os.replace(tmp, self.cache)
+        except OSError:
+            pass  # a read-only home: compile each time, as Python would
+        return code
+
+
+class _Finder:
+    """Finds ``_gpuscope_inject`` and its modules (last on sys.meta_path; no other names)."""
+
+    def __init__(self, pkg_dir):
+        self.pkg_dir = pkg_dir
+        self.cache = _os.path.join(_cache_dir(), _key(pkg_dir))
+
+    def find_spec(self, name, path=None, target=None):
+        if name != _PKG and not name.startswith(_PKG + "."):
+            return None
+        is_pkg = name == _PKG
+        stem = "__init__" if is_pkg else name[len(_PKG) + 1:]
+        if "." in stem:
+            return None
+        source = _os.path.join(self.pkg_dir, stem + ".py")
+        if not _os.path.isfile(source):
+            return None
+        cache = _os.path.join(self.cache, "%s.%s.pyc" % (stem, _sys.implementation.cache_tag))
+        spec = _sys.modules["_frozen_importlib"].ModuleSpec(
+            name, _Loader(source, cache), origin=source, is_package=is_pkg)
+        spec.has_location = True
+        if is_pkg:
+            spec.submodule_search_locations = []  # only this finder resolves the submodules
+        return spec
 
 
 def _gpuscope_boot():
     here = _os.path.dirname(_os.path.abspath(__file__))
     if _os.environ.get("GPUSCOPE_RUN_DIR"):
         try:
-            import importlib.util
-
-            pkg_dir = _os.path.dirname(here)
-            spec = importlib.util.spec_from_file_location(
-                "_gpuscope_inject", _os.path.join(pkg_dir, "__init__.py"),
-                submodule_search_locations=[pkg_dir])
-            module = importlib.util.module_from_spec(spec)
-            _sys.modules["_gpuscope_inject"] = module
-            spec.loader.exec_module(module)
+            _sys.meta_path.append(_Finder(_os.path.dirname(here)))
             from _gpuscope_inject import hook
 
             hook.activate()
@@ -38,14 +117,11 @@ def _gpuscope_boot():
 
 def _gpuscope_chain(here):
     """Execute the next sitecustomize on sys.path (a user's or the distribution's)."""
-    import importlib.machinery
-    import importlib.util
-
-    spec = importlib.machinery.PathFinder.find_spec(
+    spec = _sys.modules["_frozen_importlib_external"].PathFinder.find_spec(
         "sitecustomize", [p for p in _sys.path if _os.path.abspath(p or ".") != here])
     if spec is None or spec.origin is None or _os.path.dirname(_os.path.abspath(spec.origin)) == here:
         return
-    module = importlib.util.module_from_spec(spec)
+    module = _sys.modules["_frozen_importlib"].module_from_spec(spec)
     _sys.modules["sitecustomize"] = module
     spec.loader.exec_module(module)  # its errors surface exactly as Python would report them
 
