@@ -17,7 +17,7 @@ def _suspect(listing: dict, key: str) -> dict:
     return found[0]
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(300)   # a whole CLI round trip; slow on a saturated machine
 def test_list_then_clean_sleeper_zombie_and_segment(reaper, store, run_env, leaked_shm):
     run_id = make_finished_run(store)
     sleeper = reaper("sleeper", env={"GPUSCOPE_RUN_ID": run_id})["pid"]
