@@ -27,8 +27,9 @@ def test_fork_deadlock_fork_with_threads_then_no_progress_then_stacks(capsys):
     stacks_json: dict = {}
 
     def take_stacks(run):                      # while the run is still stuck: the command as a user runs it
-        stacks_json.update(call_json(capsys, "stacks", "--latest"))
-        stacks_json["text"] = call(capsys, "stacks", run.run_id)[1]
+        # --timeout 20: on the shared 2-core machine (load ~40) a stuck process may wait seconds for a CPU
+        stacks_json.update(call_json(capsys, "stacks", "--latest", "--timeout", "20"))
+        stacks_json["text"] = call(capsys, "stacks", run.run_id, "--timeout", "20")[1]
 
     live = run_live(DEADLOCK, timeout_s=240, until=_has("no-progress"), during=take_stacks)
     codes = [f.code for f in live.findings]
