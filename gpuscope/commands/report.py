@@ -26,6 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--perfetto", metavar="OUT.json", help="also write a Perfetto/Chrome trace")
     parser.add_argument("--run", metavar="RUN_ID", help="a gpuscope run (id or unique prefix) from the store")
     parser.add_argument("--no-cache", action="store_true", help="do not use or write the parsed-report cache")
+    parser.add_argument("--redact", metavar="OUT.sqlite", help="write a shareable copy of the .sqlite export "
+                        "without the program's environment (see docs/STORE.md) and exit")
 
 
 def _run_dir(run_id: str) -> Path:
@@ -56,7 +58,20 @@ def resolve(args: argparse.Namespace) -> tuple[Path, Path | None]:
     return p, None
 
 
+def _redact(args: argparse.Namespace) -> int:
+    """``--redact OUT``: the export without the environment (gpuscope.nsys.redact)."""
+    from gpuscope.nsys import redact
+
+    target, _ = resolve(args)
+    src = redact.export_for(target)
+    removed = redact.redact_export(src, Path(args.redact))
+    print(f"wrote {args.redact}: {src} without the program's environment ({removed} row(s) removed)")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.redact:
+        return _redact(args)
     from gpuscope.nsys.report import load_report
 
     target, run_dir = resolve(args)

@@ -1,0 +1,100 @@
+"""A shareable copy of an nsys SQLite export, without the program's environment.
+
+nsys keeps the whole environment of the profiled program (tokens and keys included) in two
+tables of its export: ``TARGET_INFO_SYSTEM_ENV`` (row ``DeviceEnvironment``: ``NAME=value;...``)
+and ``META_DATA_CAPTURE`` (rows ``PROCESS_n:ENVIRONMENT_VARIABLE``, one per variable); copies of
+it also reach the string table ``StringIds`` (NUL-separated ``NAME=value`` blocks). The copy drops
+those rows, replaces every ``StringIds`` string that holds one of the environment's ``NAME=value``
+pairs by ``[environment redacted]``, and VACUUMs the file, so no deleted text is left in free pages. A
+``.nsys-rep`` is a binary format only nsys writes: it cannot be redacted in place; share the
+redacted ``.sqlite`` instead (the viewers of gpuscope and ``nsys stats`` read it).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+from gpuscope.errors import UserError
+
+# (table, WHERE clause of the rows that hold the environment)
+ENV_ROWS = (
+    ("TARGET_INFO_SYSTEM_ENV", "name = 'DeviceEnvironment'"),
+    ("META_DATA_CAPTURE", "name LIKE '%:ENVIRONMENT_VARIABLE' OR name = 'ENVIRONMENT_VARIABLE'"),
+)
+
+
+def redact_export(src: Path, out: Path) -> int:
+    """Write ``out``: ``src`` (an nsys .sqlite export) without the environment; returns rows removed."""
+    if out.exists() and out.resolve() == src.resolve():
+        raise UserError("--redact needs a new file name: the original is kept as it is")
+    try:
+        with closing(sqlite3.connect(f"file:{src}?mode=ro", uri=True)) as conn:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if "TARGET_INFO_SYSTEM_ENV" not in tables and "META_DATA_CAPTURE" not in tables:
+                raise UserError(f"{src}: not an nsys export (no TARGET_INFO_SYSTEM_ENV or META_DATA_CAPTURE)")
+            out.unlink(missing_ok=True)
+            with closing(sqlite3.connect(str(out))) as dst:
+                conn.backup(dst)
+    except sqlite3.DatabaseError as exc:
+        raise UserError(f"{src}: cannot read it as an nsys export: {exc}") from None
+    return _strip(out, tables)
+
+
+REDACTED = "[environment redacted]"
+
+
+def _pairs(conn: sqlite3.Connection, tables: set[str]) -> set[str]:
+    """The environment's ``NAME=value`` pairs, as nsys recorded them."""
+    pairs: set[str] = set()
+    if "TARGET_INFO_SYSTEM_ENV" in tables:
+        for (value,) in conn.execute(f"SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE {ENV_ROWS[0][1]}"):
+            pairs.update(p for p in str(value or "").split(";") if "=" in p)
+    if "META_DATA_CAPTURE" in tables:
+        for (value,) in conn.execute(f"SELECT value FROM META_DATA_CAPTURE WHERE {ENV_ROWS[1][1]}"):
+            name, _, val = str(value or "").partition("=")
+            pairs.add(f"{name}={val[1:-1] if val.startswith(chr(34)) and val.endswith(chr(34)) else val}")
+    return {p for p in pairs if len(p) > 3}
+
+
+def _strip_strings(conn: sqlite3.Connection, pairs: set[str]) -> int:
+    """Replace the strings that carry environment pairs; returns how many."""
+    hits = []
+    for sid, value in conn.execute("SELECT id, value FROM StringIds"):
+        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value or "")
+        if "=" in text and any(part in pairs for part in text.replace("\0", "\n").replace(";", "\n").split("\n")):
+            hits.append(sid)
+    conn.executemany("UPDATE StringIds SET value=? WHERE id=?", [(REDACTED, sid) for sid in hits])
+    return len(hits)
+
+
+def _strip(out: Path, tables: set[str]) -> int:
+    removed = 0
+    with closing(sqlite3.connect(str(out), isolation_level=None)) as conn:
+        conn.execute("BEGIN")
+        pairs = _pairs(conn, tables)
+        if "StringIds" in tables and pairs:
+            removed += _strip_strings(conn, pairs)
+        for table, where in ENV_ROWS:
+            if table in tables:
+                removed += conn.execute(f"DELETE FROM {table} WHERE {where}").rowcount
+        conn.execute("COMMIT")
+        conn.execute("VACUUM")
+    out.chmod(0o600)
+    return removed
+
+
+def export_for(target: Path) -> Path:
+    """The .sqlite export to redact for a report path or run folder (a .nsys-rep's sibling export)."""
+    if target.is_dir():
+        target = target / "report.sqlite"
+    if target.suffix == ".nsys-rep":
+        sibling = target.with_suffix(".sqlite")
+        if sibling.exists():
+            return sibling
+        raise UserError(f"{target}: a .nsys-rep cannot be redacted (nsys's binary format); export it first "
+                        f"(nsys export --type sqlite {target}, or `gpuscope report {target}`) and redact the .sqlite")
+    if not target.exists():
+        raise UserError(f"{target}: no such file (a run recorded under nsys has report.sqlite in its folder)")
+    return target
