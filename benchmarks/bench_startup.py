@@ -1,0 +1,98 @@
+"""Per-process injection cost at interpreter start, with and without gpuscope, in one run.
+
+Two measures, alternated round by round (median and spread over the rounds):
+
+* ``python -c pass``: wall time of a whole interpreter start, plain and with gpuscope's hook
+  (``PYTHONPATH`` = the boot folder, ``GPUSCOPE_RUN_DIR`` set), and the hook's own share from
+  ``-X importtime`` (the cumulative time of ``sitecustomize``);
+* spawn child start-up: ``Process(target=noop).start(); join()`` under spawn, timed inside a
+  parent that runs plain or injected.
+
+PYTHONDONTWRITEBYTECODE is honoured as set in the environment (run it both ways).
+
+    .venv/bin/python benchmarks/bench_startup.py [--python PY] [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BOOT = ROOT / "gpuscope" / "inject" / "boot"
+SPAWN = ("import multiprocessing as mp, time\n"
+         "def noop(): pass\n"
+         "if __name__ == '__main__':\n"
+         "    ctx = mp.get_context('spawn'); t = time.perf_counter()\n"
+         "    for _ in range(3):\n"
+         "        p = ctx.Process(target=noop); p.start(); p.join()\n"
+         "    print((time.perf_counter() - t) / 3)\n")
+
+
+def _env(injected: bool, run_dir: str, boot: Path = BOOT) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUSCOPE_") and k != "PYTHONPATH"}
+    if injected:
+        env.update(PYTHONPATH=str(boot), GPUSCOPE_RUN_DIR=run_dir)
+    return env
+
+
+def _start(python: str, env: dict[str, str]) -> float:
+    t = time.perf_counter()
+    subprocess.run([python, "-c", "pass"], env=env, check=True)
+    return time.perf_counter() - t
+
+
+def _hook_share(python: str, env: dict[str, str]) -> float:
+    err = subprocess.run([python, "-X", "importtime", "-c", "pass"], env=env, capture_output=True,
+                         text=True, check=True).stderr
+    for line in err.splitlines():
+        if line.rstrip().endswith("| sitecustomize"):
+            return int(line.split("|")[1]) / 1e6
+    return 0.0
+
+
+def _spawn(python: str, env: dict[str, str], script: str) -> float:
+    out = subprocess.run([python, script], env=env, capture_output=True, text=True, check=True).stdout
+    return float(out.strip().splitlines()[-1])
+
+
+def _fmt(values: list[float]) -> str:
+    return f"median {statistics.median(values) * 1e3:7.2f} ms  (min {min(values) * 1e3:.2f}, max {max(values) * 1e3:.2f})"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--boot", default=str(BOOT), help="another copy's boot folder (e.g. an older commit's)")
+    args = ap.parse_args()
+    res: dict[str, list[float]] = {k: [] for k in ("plain", "gpuscope", "hook", "spawn plain", "spawn gpuscope")}
+    with tempfile.TemporaryDirectory() as tmp:
+        script = os.path.join(tmp, "spawn_bench.py")
+        Path(script).write_text(SPAWN)
+        plain, injected = _env(False, tmp), _env(True, tmp, Path(args.boot))
+        _start(args.python, injected)  # fill gpuscope's code cache once
+        for _ in range(args.rounds):
+            res["plain"].append(_start(args.python, plain))
+            res["gpuscope"].append(_start(args.python, injected))
+            res["hook"].append(_hook_share(args.python, injected))
+            res["spawn plain"].append(_spawn(args.python, plain, script))
+            res["spawn gpuscope"].append(_spawn(args.python, injected, script))
+    print(f"python {args.python}; PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}; "
+          f"{args.rounds} alternated rounds; load average {os.getloadavg()[0]:.1f}")
+    for key, values in res.items():
+        print(f"  {key:<15} {_fmt(values)}")
+    extra = [g - p for g, p in zip(res["gpuscope"], res["plain"])]
+    spawn_extra = [g - p for g, p in zip(res["spawn gpuscope"], res["spawn plain"])]
+    print(f"  start, gpuscope - plain:       {_fmt(extra)}")
+    print(f"  spawn child, gpuscope - plain: {_fmt(spawn_extra)}")
+
+
+if __name__ == "__main__":
+    main()
