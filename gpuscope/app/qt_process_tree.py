@@ -33,7 +33,7 @@ TOOL_GREY = "#8a8a8a"
 
 
 def group_cells(name: str, count: int, cpu: float, rss: int) -> list[str]:
-    return ["", name, "", f"{count} process{'es' if count != 1 else ''}", f"{cpu:.0f}", mib(rss), "", "total"]
+    return ["", name, "", "", f"{cpu:.0f}", mib(rss), "", f"total of {count} process{'es' if count != 1 else ''}"]
 
 
 class QtProcessTree(QTreeWidget):
