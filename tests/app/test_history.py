@@ -38,8 +38,10 @@ def test_history_lists_runs_and_reopens_one(qtbot):
 
 
 def test_history_error_is_a_message(qtbot, gpuscope_home):
+    """A store that cannot be opened at all (a folder in its place: a damaged file is recovered,
+    see tests/store/test_recovery.py) is one line in the window, never a traceback."""
     w = make_window(qtbot)
-    (gpuscope_home / "gpuscope.sqlite").write_bytes(b"this is not a database" * 100)
+    (gpuscope_home / "gpuscope.sqlite").mkdir()
     with qtbot.waitSignal(w.sigErrorShown, timeout=20_000) as blocker:
         w.history.refresh()
     assert blocker.args[0].startswith("cannot read the run store") and "\n" not in blocker.args[0]
