@@ -85,9 +85,12 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"gpuscope: {message}", file=sys.stderr, flush=True)
 
+    from gpuscope.findings.recorder import FindingsRecorder
+
     cap = None if args.output_cap_mb is None else int(max(args.output_cap_mb, 0) * 1024 * 1024)
+    findings = FindingsRecorder(on_finding=lambda f: progress(f"finding: {f.line()}"))
     run_ = Run(spec_from_args(args), output=[_write], progress=progress, stdin=None,
-               live_output=_is_terminal(1), output_cap_bytes=cap)
+               live_output=_is_terminal(1), output_cap_bytes=cap, recorders=[findings])
     interrupted = {"n": 0}
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -110,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
         from gpuscope.runs.table import format_table
 
         print(format_table(result), file=sys.stderr, flush=True)
+        for finding in result.findings:
+            print(f"gpuscope: {finding.line()}\n    fix: {finding.fix}", file=sys.stderr, flush=True)
     if args.json:
         sys.stdout.write(json.dumps(result.to_json()) + "\n")
         sys.stdout.flush()

@@ -49,6 +49,7 @@ class RunResult:
     notes: list[str] = field(default_factory=list)
     error: str | None = None
     nsys: Any = None
+    findings: list[Any] = field(default_factory=list)   # gpuscope.findings.model.Finding
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +65,7 @@ class RunResult:
             "notes": self.notes,
             "error": self.error,
             "nsys": self.nsys.to_dict() if self.nsys is not None else None,
+            "findings": [f.to_dict() for f in self.findings],
         }
 
 
@@ -327,7 +329,7 @@ class Run:
         result = RunResult(run_id=self.run_id, run_dir=self.run_dir, status=status, exit=exit_status,
                            started_ns=self.started_ns, ended_ns=ended_ns, processes=outcome.processes,
                            left_running=left, escaped=escaped, notes=list(self.notes), error=outcome.error,
-                           nsys=outcome.extra.get("nsys"))
+                           nsys=outcome.extra.get("nsys"), findings=list(outcome.extra.get("findings", [])))
         self._record(result)
         return result
 
