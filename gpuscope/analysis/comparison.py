@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuscope.runs.records import as_row
+from gpuscope.trace.process_row import as_row
 from gpuscope.trace.events import ProcessEvents, read_run_events
 
 

@@ -1,4 +1,4 @@
-"""The one place where work on other threads reaches the GUI thread (STYLE practice 4).
+"""The one place where work on other threads reaches the GUI thread.
 
 * ``to_gui(fn, *args)`` posts a call to the GUI thread through a queued ``Signal(object)``;
   workers (:mod:`gpuscope.app.workers`) deliver their results this way.

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gpuscope.findings.model import Fix
+    from gpuscope.finding import Fix
 
 _PATTERNS = (
     ("CUDA", re.compile(r"^\s*(import|from)\s+(torch|cupy|jax|numba\.cuda|pycuda|tensorflow|cuda)\b|\.cuda\(|"
@@ -61,7 +61,7 @@ def default_python() -> str:
 def fix_changes(fix: "Fix | str | None") -> dict[str, str]:
     """Launch-panel changes for a fix (the Report tab's and the findings strip's "Apply fix to next run").
 
-    A structured :class:`~gpuscope.findings.model.Fix` decides alone. A plain string is looked up
+    A structured :class:`~gpuscope.finding.Fix` decides alone. A plain string is looked up
     among the fix texts gpuscope writes (by identity with their constants, so rewording one keeps
     its action); only text gpuscope does not know (typed by a person) falls back to naming the
     option: nsys's fork tracing if mentioned (keeps the start method), else spawn. ``{}`` when

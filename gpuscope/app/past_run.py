@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuscope.runs import layout
+from gpuscope import rundir as layout
 
 TAIL_BYTES = 4 << 20
 

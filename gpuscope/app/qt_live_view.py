@@ -1,7 +1,7 @@
 """Live plots: GPU utilization and memory (per device and per process), CPU % and RSS per process.
 
 The refresh timer of the main window calls :meth:`QtLiveView.refresh` about ten times a second.
-A refresh makes one ``setData`` per curve, and only when the model changed (STYLE practice 5).
+A refresh makes one ``setData`` per curve, and only when the model changed.
 Long series are reduced to a min/max envelope of about two points per pixel before ``setData``
 (:func:`gpuscope.app.plot_buffers.envelope`, the same idea as pyqtgraph's ``peak`` downsampling but
 done once per refresh instead of once per paint), the y range is set from the data drawn, and

@@ -17,7 +17,7 @@ from PySide6.QtCore import QObject, Signal
 from gpuscope.app import bridge, workers
 from gpuscope.app.bridge import RunBridge
 from gpuscope.runs.recorder import BaseRecorder
-from gpuscope.runs.status import ExitStatus
+from gpuscope.status import ExitStatus
 from gpuscope.spec import RunSpec
 
 if TYPE_CHECKING:

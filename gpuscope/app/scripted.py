@@ -8,7 +8,6 @@ status (0 when it exited cleanly, 1 otherwise, 2 when the options were refused).
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
 from typing import Any

@@ -9,7 +9,6 @@ import sys
 
 from gpuscope.errors import UserError
 
-HELP = "find and clean up leftover processes and shared memory"
 DESCRIPTION = (
     "List processes that hold GPU memory while idle, outlive their gpuscope run, or are orphaned "
     "multiprocessing/torch workers; zombies; stale Nsight Systems agents; leaked /dev/shm "

@@ -9,7 +9,6 @@ from typing import Any
 
 from gpuscope.errors import UserError
 
-HELP = "compare two runs side by side"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -14,7 +14,6 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass
 
-HELP = "check Nsight Systems, nvtx and NVML on this machine"
 DESCRIPTION = ("Check which Nsight Systems builds are installed, whether their importer runs, whether the "
                "nvtx package records under them (a real one-line profile), and whether NVML sees a GPU. "
                "Exit code 1 when an essential check fails.")

@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 
-HELP = "what went wrong in a run: findings with evidence and fixes"
 DESCRIPTION = (
     "List the findings of a run (by id, unique prefix, or --latest): the rules run again on the run "
     "folder (event logs, stderr, exit statuses, nsys diagnostics) and the findings seen live while it "

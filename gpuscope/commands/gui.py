@@ -12,7 +12,6 @@ import argparse
 
 from gpuscope.spec import LAUNCHERS, START_METHODS
 
-HELP = "open the desktop app (the default)"
 DESCRIPTION = ("Open the gpuscope window. With --run SCRIPT, run it at once; with --screenshot, save "
                "a picture of the window when the run and its report are done (for docs and CI).")
 SHOT_TABS = ("launch", "live", "processes", "console", "timeline", "report", "history", "cleanup")

@@ -8,7 +8,6 @@ import time
 
 from gpuscope.errors import UserError
 
-HELP = "list, delete and prune past runs"
 DESCRIPTION = ("List past runs with the disk space each takes, show one, or remove runs: --delete RUN..., "
                "--prune --keep N (keep the N newest), --older-than DAYS. Removing a run deletes its folder "
                "(output, event logs, nsys report) and its rows in the store; a running run is never removed.")

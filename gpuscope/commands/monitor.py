@@ -18,7 +18,6 @@ from typing import Any
 
 from gpuscope.errors import UserError
 
-HELP = "print live GPU, process and host telemetry"
 HEADER_EVERY = 20   # ticks between repeated text headers, as dmon does
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from gpuscope.errors import UserError
 
-HELP = "read an Nsight Systems report or a gpuscope run"
 DESCRIPTION = (
     "Print per-process NVTX coverage and the summaries `nsys stats` would print (nvtx_sum, "
     "cuda_gpu_kern_sum, cuda_api_sum, cuda_gpu_mem_time_sum, osrt_sum) for a .nsys-rep, a .sqlite "

@@ -12,7 +12,6 @@ from typing import Any
 from gpuscope.errors import UserError
 from gpuscope.spec import LAUNCHERS, START_METHODS, NsysOptions, RunSpec
 
-HELP = "run a script in a managed, annotated process tree"
 DESCRIPTION = (
     "Run SCRIPT under gpuscope: its own session, the chosen multiprocessing start method, NVTX "
     "ranges recorded in every Python process, and a per-process summary at the end. The script's "
@@ -78,7 +77,7 @@ def _write(stream_name: str, chunk: bytes) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuscope.runs.status import RunStatus
+    from gpuscope.status import RunStatus
     from gpuscope.runs.supervisor import Run
 
     def progress(message: str) -> None:

@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 
-HELP = "the Python stacks of every process of a running (or stuck) run"
 DESCRIPTION = (
     "Ask every live process of a run for the stacks of all its threads (gpuscope's hook dumps them on "
     "a real-time signal, SIGRTMAX-2, even when the process is stuck in C holding the GIL) and print them "

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscope.findings import pool_rules, process_rules
-from gpuscope.findings.model import CleanupPids, Finding, Severity, evidence, merge
+from gpuscope.finding import CleanupPids, Finding, Severity, evidence, merge
 from gpuscope.findings.output_rules import OutputScanner
 
 FINDINGS_FILE = "findings.json"

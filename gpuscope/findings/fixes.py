@@ -1,13 +1,13 @@
 """What a structured fix changes in the next run's launch fields, and the fixes of known fix texts.
 
-The launch panel's "Apply fix" takes a :class:`~gpuscope.findings.model.Fix`; fix texts that
+The launch panel's "Apply fix" takes a :class:`~gpuscope.finding.Fix`; fix texts that
 other parts still pass as plain strings (the report view's coverage banner) are looked up here by
 identity with the constants that produce them, so rewording a text keeps its action.
 """
 
 from __future__ import annotations
 
-from gpuscope.findings.model import (CleanupPids, CleanupShm, Fix, SetNsysForkTracing, SetStartMethod,
+from gpuscope.finding import (CleanupPids, CleanupShm, Fix, SetNsysForkTracing, SetStartMethod,
                                      StopRun)
 
 

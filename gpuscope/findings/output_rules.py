@@ -20,7 +20,7 @@ import re
 import signal
 from dataclasses import dataclass, field
 
-from gpuscope.findings.model import CleanupShm, Finding, SetStartMethod, Severity, StopRun, evidence, now_ns
+from gpuscope.finding import CleanupShm, Finding, SetStartMethod, Severity, StopRun, evidence, now_ns
 
 BOOTSTRAP = "has finished its bootstrapping phase"
 _LEAKED = re.compile(r"There appear to be (\d+) leaked (shared_memory|semaphore|folder) objects? to clean up at "

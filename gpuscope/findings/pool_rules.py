@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuscope.findings.model import Finding, SetStartMethod, Severity, evidence
+from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
 from gpuscope.trace.events import ProcessEvents
 
 MIN_TASKS = 200

@@ -13,7 +13,7 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuscope.findings.model import Finding, SetStartMethod, Severity, evidence
+from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
 
 KEYS = (b'"fork_threads"', b'"child_exits"')
 # Threads of multiprocessing's own machinery: forking beside them is the pool's business, not the user's.

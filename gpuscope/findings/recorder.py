@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from gpuscope.findings import engine, process_rules
-from gpuscope.findings.model import Finding, Severity, StopRun, evidence, merge, now_ns
+from gpuscope.finding import Finding, Severity, StopRun, evidence, merge, now_ns
 from gpuscope.findings.output_rules import OutputScanner
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext
 

@@ -6,7 +6,7 @@ the process sees the same calls, and records the range in the event log whether 
 is attached.
 
 Fork children: string handles and domains registered before a fork are invalid in the child, and
-nsys discards events that use them (NSYS.md). So an ``annotate`` object remembers the pid it
+nsys discards events that use them (docs/RUN-ENGINE.md). So an ``annotate`` object remembers the pid it
 registered in and registers again (a fresh original ``annotate``) the first time it is used in a
 new process, and ``get_domain``'s cache is cleared in every fork child.
 """

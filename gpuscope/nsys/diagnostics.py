@@ -5,14 +5,14 @@ nsys writes its own diagnostics into the export: as ``DIAGNOSTIC_EVENT`` rows wi
 ``NVTX_EVENTS`` event types per process, and turns known problems into user-facing findings:
 
 - ``nvtx-incompatible``: the ``nvtx`` package (0.2.12+) uses NVTX payload extension compat id 260,
-  which nsys up to 2024.2 rejects, so it records no ranges at all (docs/NSYS-SCHEMA.md §5.3);
+  which nsys up to 2024.2 rejects, so it records no ranges at all (docs/NSYS-RECORDING.md);
 - ``nvtx-domain-only``: processes with only domain create/destroy rows (types 75/76) and no NVTX
   event anywhere in the report, the same symptom when nsys left no message;
 - ``nvtx-discarded-handles``: events using string handles registered before a fork were dropped;
 - ``nvtx-none-collected``: nsys says a process collected no NVTX events;
 - ``nothing-recorded``: not even OS runtime events: nsys's injection did not take (flaky nsys).
 
-They are :class:`gpuscope.findings.model.Finding` objects (``source="nsys"``), the one format of
+They are :class:`gpuscope.finding.Finding` objects (``source="nsys"``), the one format of
 every finding gpuscope makes; the fork ones carry a structured fix for "Apply fix".
 """
 
@@ -24,7 +24,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuscope.findings.model import Finding, SetNsysForkTracing, SetStartMethod, evidence
+from gpuscope.finding import Finding, SetNsysForkTracing, evidence
 
 __all__ = ["Finding", "diagnose", "nvtx_pair_note", "product_version"]
 

@@ -9,7 +9,7 @@ Search order (first hit wins for :func:`find_nsys`):
 4. the cache filled by ``scripts/provision_nsys.py`` (``<cache>/nsys/<version>/``), newest first.
 
 Every hit is resolved to the real binary under ``target-linux-x64/``: the ``bin/nsys`` links and
-wrapper scripts were seen to hang a profile (docs/NSYS.md).
+wrapper scripts were seen to hang a profile (docs/NSYS-RECORDING.md).
 """
 
 from __future__ import annotations

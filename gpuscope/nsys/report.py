@@ -113,7 +113,7 @@ def _parse(p: Path, p_sqlite: Path, conn: sqlite3.Connection, info: ExportInfo, 
     quick = read_summary_data(conn, info)
     if quick is None:
         return _parse_full(p, p_sqlite, conn, info, use_cache)
-    extra = {"summaries": quick.summaries, "processes": quick.processes, "findings": _diagnose(conn, quick.notes)}
+    extra = {"summaries": quick.summaries, "processes": quick.processes, "findings": _diagnose(conn)}
     rep = _report(p, p_sqlite, info, extra, quick.notes)
 
     def load() -> T.Timeline:
@@ -134,7 +134,7 @@ def _parse_full(p: Path, p_sqlite: Path, conn: sqlite3.Connection, info: ExportI
 
     tl = read_timeline(conn, info)
     extra = {"summaries": summary.all_summaries(tl, naming=info.naming, generation=info.stats_generation),
-             "processes": summary.process_table(tl), "findings": _diagnose(conn, tl.notes)}
+             "processes": summary.process_table(tl), "findings": _diagnose(conn)}
     _store(p_sqlite, tl, extra, use_cache)
     rep = _report(p, p_sqlite, info, extra, tl.notes)
     rep.loaded = tl
@@ -220,10 +220,7 @@ def _findings_from(rows: list[dict]) -> list:
     return [Finding(**{**r, "pids": tuple(r.get("pids", ()))}) for r in rows]
 
 
-def _diagnose(conn: sqlite3.Connection, notes: list[str]) -> list:
-    try:
-        from gpuscope.nsys.diagnostics import diagnose
-    except ImportError:
-        notes.append("nsys diagnostics unavailable (gpuscope.nsys.diagnostics missing)")
-        return []
+def _diagnose(conn: sqlite3.Connection) -> list:
+    from gpuscope.nsys.diagnostics import diagnose
+
     return list(diagnose(conn))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuscope.errors import UserError
-from gpuscope.runs import layout
+from gpuscope import rundir as layout
 from gpuscope.spec import RunSpec
 
 
@@ -36,7 +36,6 @@ def build_command(spec: RunSpec, run_id: str, run_dir: Path, base_env: dict[str,
         env["GPUSCOPE_SCRIPT"] = spec.script
         env.pop("GPUSCOPE_MODULE", None)
     env["GPUSCOPE_START_METHOD"] = spec.start_method
-    env["GPUSCOPE_LAUNCHER"] = spec.launcher
     env["GPUSCOPE_TORCHMEM_INTERVAL"] = str(max(spec.sample_interval_s, 0.1))
     if spec.annotate:
         env["GPUSCOPE_ANNOTATE"] = "\n".join(spec.annotate)

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 if TYPE_CHECKING:
     from gpuscope.runs.procscan import ProcInfo
-    from gpuscope.runs.status import ExitStatus
+    from gpuscope.status import ExitStatus
     from gpuscope.spec import RunSpec
     from gpuscope.telemetry.batch import SampleBatch
 

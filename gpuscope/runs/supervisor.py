@@ -23,12 +23,13 @@ from typing import Any, Callable, Sequence
 
 from gpuscope import __version__
 from gpuscope.errors import UserError
-from gpuscope.runs import layout, procscan
+from gpuscope import rundir as layout
+from gpuscope.runs import procscan
 from gpuscope.runs.launcher import build_command
 from gpuscope.runs.output import OutputListener, OutputPump, open_output
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext, overrides
 from gpuscope.runs.recorders import default_recorders
-from gpuscope.runs.status import ExitStatus, RunStatus
+from gpuscope.status import ExitStatus, RunStatus
 from gpuscope.spec import RunSpec
 
 Progress = Callable[[str], None]
@@ -49,7 +50,7 @@ class RunResult:
     notes: list[str] = field(default_factory=list)
     error: str | None = None
     nsys: Any = None
-    findings: list[Any] = field(default_factory=list)   # gpuscope.findings.model.Finding
+    findings: list[Any] = field(default_factory=list)   # gpuscope.finding.Finding
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -365,7 +366,7 @@ def _status(outcome: Outcome, exit_status: ExitStatus, stopped: bool) -> RunStat
 
 
 def _preload_summary() -> None:
-    import gpuscope.runs.process_rows  # noqa: F401
+    import gpuscope.trace.process_rows  # noqa: F401
 
 
 def _versions(spec: RunSpec) -> dict[str, Any]:

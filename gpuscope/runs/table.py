@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuscope.runs.records import ProcessRow, as_row
+from gpuscope.trace.process_row import ProcessRow, as_row
 
 
 def _ms(ns: int) -> str:

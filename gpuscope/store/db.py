@@ -12,58 +12,15 @@ the new store; when another process has rebuilt it, the connection follows the n
 
 from __future__ import annotations
 
-import importlib
-import os
 import sqlite3
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from gpuscope import paths
-from gpuscope.store import recovery
+from gpuscope.store import recovery, schema
 
-# Modules that own tables. Order matters only for foreign keys (runs first).
-SCHEMA_MODULES = (
-    "gpuscope.store.runs",
-    "gpuscope.store.samples",
-    "gpuscope.store.cleanup_log",
-)
-BUSY_TIMEOUT_S = 60.0
-
-_applied: set[tuple[str, int | None]] = set()
-
-
-def raw_connect(db_path: Path) -> sqlite3.Connection:
-    """A plain sqlite3 connection to the store at ``db_path``, its tables created (0600 file)."""
-    db_path.parent.mkdir(parents=True, exist_ok=True)
-    if not db_path.exists():
-        os.close(os.open(db_path, os.O_WRONLY | os.O_CREAT, 0o600))
-    conn = sqlite3.connect(str(db_path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
-    try:
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA foreign_keys=ON")
-        key = (str(db_path.resolve()), recovery.inode(db_path))
-        if key not in _applied:
-            for name in SCHEMA_MODULES:
-                module = importlib.import_module(name)
-                ddl = getattr(module, "DDL", "")
-                if ddl:
-                    conn.executescript(ddl)
-                _add_columns(conn, getattr(module, "ADDED_COLUMNS", ()))
-            _applied.add(key)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _add_columns(conn: sqlite3.Connection, added: tuple[tuple[str, str, str], ...]) -> None:
-    """Columns added after a table was first released: ALTER an older store in place."""
-    for table, column, decl in added:
-        have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
-        if column not in have:
-            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+BUSY_TIMEOUT_S = schema.BUSY_TIMEOUT_S
+raw_connect = schema.raw_connect
 
 
 def connect(path: str | Path | None = None) -> "StoreConnection":

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpuscope.runs import layout
-from gpuscope.runs.status import RunStatus
+from gpuscope import rundir as layout
+from gpuscope.status import RunStatus
 
 log = logging.getLogger("gpuscope.store")
 
@@ -31,9 +31,9 @@ NO_SUMMARY = "no summary.json: gpuscope stopped before the run ended (found when
 def rebuild(path: Path, damaged: Path | None = None) -> tuple[int, list[str]]:
     """Create a new store at ``path`` (absent); returns (runs in it, tables salvaged from ``damaged``)."""
     from gpuscope import paths
-    from gpuscope.store import db
+    from gpuscope.store import schema
 
-    conn = db.raw_connect(path)
+    conn = schema.raw_connect(path)
     try:
         salvaged = salvage(conn, damaged) if damaged is not None else []
         runs = 0
@@ -140,7 +140,7 @@ def _processes_from_events(folder: Path) -> list[dict[str, Any]]:
     if not (folder / layout.EVENTS).is_dir():
         return []
     try:
-        from gpuscope.runs.process_rows import collect_processes
+        from gpuscope.trace.process_rows import collect_processes
 
         return [p for p in collect_processes(folder) if isinstance(p, dict) and "pid" in p]
     except Exception as exc:  # noqa: BLE001 - a half-written log must not stop the rebuild

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from gpuscope import paths
 from gpuscope.errors import UserError
-from gpuscope.runs.status import RunStatus
+from gpuscope.status import RunStatus
 from gpuscope.store import runs as store_runs
 from gpuscope.store import samples
 

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from gpuscope.runs.status import RunStatus
+from gpuscope.status import RunStatus
 
 DDL = """
 CREATE TABLE IF NOT EXISTS runs (

@@ -1,7 +1,7 @@
 """Every telemetry metric, declared once: key, label, unit and description.
 
 The CLI headers, the JSON field names, the store columns and (later) the app's axis labels all
-come from this table (STYLE practice 8). A sample dataclass has one attribute per metric key of
+come from this table. A sample dataclass has one attribute per metric key of
 its kind, so code can walk the table instead of naming fields again.
 """
 

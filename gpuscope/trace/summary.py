@@ -1,6 +1,6 @@
 """Summaries of a :class:`Timeline` that equal ``nsys stats`` (nvtx_sum, cuda_gpu_kern_sum, …).
 
-The definitions follow NVIDIA's report scripts (docs: NSYS-SCHEMA.md §2):
+The definitions follow NVIDIA's report scripts (docs/NSYS-REPORTS.md, "Summaries"):
 total = integer sum, avg = sum / n, median = middle value (mean of the two middle values for even
 n), sample standard deviation (0 for n = 1), all rounded like SQLite's ``round(x, 1)`` (half away
 from zero on the decimal value), Time (%) over all rows of the report, rows ordered by total.

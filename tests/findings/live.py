@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from gpuscope.findings.model import Finding
+from gpuscope.finding import Finding
 from gpuscope.findings.recorder import FindingsRecorder
 from gpuscope.spec import RunSpec
 

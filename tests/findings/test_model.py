@@ -6,7 +6,7 @@ import json
 
 from gpuscope.app.launch_checks import fix_changes
 from gpuscope.findings.fixes import describe, fix_for_text, launch_changes
-from gpuscope.findings.model import (CleanupPids, CleanupShm, Finding, SetNsysForkTracing, SetStartMethod, Severity,
+from gpuscope.finding import (CleanupPids, CleanupShm, Finding, SetNsysForkTracing, SetStartMethod, Severity,
                                      StopRun, evidence, fix_from_dict, merge)
 from gpuscope.nsys import diagnostics as D
 from gpuscope.trace import coverage as C

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuscope.runs.records import ProcessRow
+from gpuscope.trace.process_row import ProcessRow
 from tests.runs.helpers import gpuscope, script, summary
 
 MIB = 1 << 20
@@ -89,8 +89,8 @@ def test_table_marks_sampled_figures():
     from pathlib import Path
     from types import SimpleNamespace
 
-    from gpuscope.runs.process_rows import add_sampled
-    from gpuscope.runs.status import ExitStatus
+    from gpuscope.trace.process_rows import add_sampled
+    from gpuscope.status import ExitStatus
     from gpuscope.runs.table import format_table
 
     exact = ProcessRow(pid=10, role="DataLoader worker", worker_id=1, cpu_seconds=0.25, cpu_source="exact",

@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-from gpuscope.runs import layout
+from gpuscope import rundir as layout
 from gpuscope.runs.supervisor import Run
 from gpuscope.spec import RunSpec
 from tests.runs.helpers import env_without, gpuscope, script, summary

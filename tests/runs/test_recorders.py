@@ -8,7 +8,7 @@ import pytest
 
 from gpuscope.errors import UserError
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext
-from gpuscope.runs.status import RunStatus
+from gpuscope.status import RunStatus
 from gpuscope.runs.supervisor import Run
 from gpuscope.spec import RunSpec
 from gpuscope.store import db

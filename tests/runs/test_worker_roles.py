@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuscope.runs.records import ProcessRow
+from gpuscope.trace.process_row import ProcessRow
 from tests.runs.helpers import gpuscope, script, summary
 
 

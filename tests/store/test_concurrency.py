@@ -9,13 +9,13 @@ import time
 from collections import Counter
 from contextlib import closing
 
-from gpuscope.runs import layout
+from gpuscope import rundir as layout
 from tests.store.util import PY, history, write_script
 
 # Each process imports, says it is ready, waits for the go file, then takes a run id (reserving its folder).
 RESERVE = textwrap.dedent("""
     import os, sys, time
-    from gpuscope.runs import layout
+    from gpuscope import rundir as layout
     gate = sys.argv[1]
     open(os.path.join(gate, f"ready-{os.getpid()}"), "w").close()
     while not os.path.exists(os.path.join(gate, "go")):

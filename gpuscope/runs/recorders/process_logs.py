@@ -24,6 +24,6 @@ class EventLogRecorder(BaseRecorder):
     def finish(self, outcome: Outcome) -> None:
         if not outcome.launched or self._run_dir is None:
             return
-        from gpuscope.runs.process_rows import collect_processes
+        from gpuscope.trace.process_rows import collect_processes
 
         outcome.processes[:] = collect_processes(self._run_dir, self._root_role, outcome.exit.code)

@@ -39,7 +39,7 @@ class TelemetryRecorder(BaseRecorder):
     def finish(self, outcome: Outcome) -> None:
         if self.sampler is None:
             return
-        from gpuscope.runs.process_rows import merge_telemetry
+        from gpuscope.trace.process_rows import merge_telemetry
 
         self.sampler.stop()  # idempotent: stopped already when the program ended
         merge_telemetry(outcome.processes, self.sampler.process_summary())

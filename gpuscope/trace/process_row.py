@@ -1,6 +1,6 @@
 """Typed records of a finished run: one ``ProcessRow`` per process (its JSON form: ``to_dict``).
 
-A row is built once, in :mod:`gpuscope.runs.process_rows`, from the process's event log and the
+A row is built once, in :mod:`gpuscope.trace.process_rows`, from the process's event log and the
 sampler's figures. ``to_dict()`` is what ``gpuscope run --json``, ``summary.json`` and the store
 hold; ``from_dict()`` reads that back (older summaries lack the newer keys: they read as None).
 

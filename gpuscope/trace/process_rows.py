@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpuscope.runs.records import NOT_INJECTED, ProcessRow, TopRange
-from gpuscope.runs.status import signal_name
+from gpuscope.trace.process_row import NOT_INJECTED, ProcessRow, TopRange
+from gpuscope.status import signal_name
 from gpuscope.trace.events import ProcessEvents, read_run_events
 
 INFO_KEYS = ("argv", "nvtx", "forked", "parent_role", "local_rank", "start_method_explicit", "executable",

@@ -1,0 +1,66 @@
+"""The store's schema: a plain SQLite connection with every table family's tables created.
+
+Each table family lives in its own module with a ``DDL`` string (and ``ADDED_COLUMNS`` for columns
+added after its first release); :func:`raw_connect` applies them once per file. Used by
+:mod:`gpuscope.store.db` and by the rebuild of a damaged store.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sqlite3
+from pathlib import Path
+
+BUSY_TIMEOUT_S = 60.0
+
+# Modules that own tables. Order matters only for foreign keys (runs first).
+SCHEMA_MODULES = (
+    "gpuscope.store.runs",
+    "gpuscope.store.samples",
+    "gpuscope.store.cleanup_log",
+)
+
+_applied: set[tuple[str, int | None]] = set()
+
+
+def raw_connect(db_path: Path) -> sqlite3.Connection:
+    """A plain sqlite3 connection to the store at ``db_path``, its tables created (0600 file)."""
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    if not db_path.exists():
+        os.close(os.open(db_path, os.O_WRONLY | os.O_CREAT, 0o600))
+    conn = sqlite3.connect(str(db_path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        key = (str(db_path.resolve()), _inode(db_path))
+        if key not in _applied:
+            for name in SCHEMA_MODULES:
+                module = importlib.import_module(name)
+                ddl = getattr(module, "DDL", "")
+                if ddl:
+                    conn.executescript(ddl)
+                _add_columns(conn, getattr(module, "ADDED_COLUMNS", ()))
+            _applied.add(key)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _add_columns(conn: sqlite3.Connection, added: tuple[tuple[str, str, str], ...]) -> None:
+    """Columns added after a table was first released: ALTER an older store in place."""
+    for table, column, decl in added:
+        have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in have:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
