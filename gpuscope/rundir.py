@@ -58,7 +58,7 @@ def create_run_dir(run_id: str) -> Path:
 
 def boot_dir() -> str:
     """The folder put first on PYTHONPATH: holds gpuscope's sitecustomize."""
-    here = Path(__file__).resolve().parent.parent / "inject" / "boot"
+    here = Path(__file__).resolve().parent / "inject" / "boot"
     return str(here)
 
 

@@ -77,7 +77,21 @@ def sleeper(env: dict, code: str = "import time; time.sleep(600)") -> dict:
     pid = int(os.read(r, 64))
     os.close(r)
     os.waitpid(child, 0)
+    _wait_asleep(pid)
     return {"pid": pid}
+
+
+def _wait_asleep(pid: int, timeout_s: float = 30.0) -> None:
+    """Until the new interpreter has started and sleeps (state S), so a scan sees a settled process."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "S":
+                    return
+        except OSError:
+            return
+        time.sleep(0.02)
 
 
 def zombie(reap: bool) -> dict:

@@ -1,0 +1,25 @@
+"""The folder put first on a run's PYTHONPATH is the one that holds gpuscope's sitecustomize
+(a moved module once pointed it at a folder that does not exist, and no process was injected)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from gpuscope import rundir
+
+
+def test_boot_folder_holds_the_hook():
+    boot = rundir.boot_dir()
+    assert os.path.isfile(os.path.join(boot, "sitecustomize.py")), boot
+    assert rundir.pythonpath_with_boot("/a:/b").split(os.pathsep) == [boot, "/a", "/b"]
+
+
+def test_a_python_started_with_the_boot_folder_loads_the_hook(tmp_path):
+    env = dict(os.environ, PYTHONPATH=rundir.pythonpath_with_boot(None), GPUSCOPE_RUN_DIR=str(tmp_path))
+    env.pop("GPUSCOPE_RUN_ID", None)
+    code = "import sys; print('_gpuscope_inject.hook' in sys.modules, sys.path[0] != " + repr(rundir.boot_dir()) + ")"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["True", "True"], out.stderr[-2000:]
+    assert not (tmp_path / "inject-errors.log").exists(), (tmp_path / "inject-errors.log").read_text()
