@@ -58,25 +58,11 @@ def default_python() -> str:
     return sys.executable
 
 
-def fix_changes(fix: "Fix | str | None") -> dict[str, str]:
-    """Launch-panel changes for a fix (the Report tab's and the findings strip's "Apply fix to next run").
+def fix_changes(fix: "Fix | None") -> dict[str, str]:
+    """Launch-panel changes for a structured fix (the Report tab's and the findings' "Apply fix to
+    next run"); ``{}`` when the fix needs a human (a version pin, a code change). Text is never
+    read: fix texts gpuscope writes are turned into a :class:`~gpuscope.finding.Fix` where they
+    are made (:func:`gpuscope.findings.fixes.fix_for_text`), so rewording one keeps its action."""
+    from gpuscope.findings.fixes import launch_changes
 
-    A structured :class:`~gpuscope.finding.Fix` decides alone. A plain string is looked up
-    among the fix texts gpuscope writes (by identity with their constants, so rewording one keeps
-    its action); only text gpuscope does not know (typed by a person) falls back to naming the
-    option: nsys's fork tracing if mentioned (keeps the start method), else spawn. ``{}`` when
-    the fix needs a human (a version pin, a code change).
-    """
-    from gpuscope.findings.fixes import fix_for_text, launch_changes
-
-    if fix is None or not isinstance(fix, str):
-        return launch_changes(fix)
-    known, action = fix_for_text(fix)
-    if known:
-        return launch_changes(action)
-    text = fix.lower()
-    if "--trace-fork-before-exec" in text:
-        return {"nsys": "on", "nsys_fork": "on"}
-    if "spawn" in text:
-        return {"start_method": "spawn"}
-    return {}
+    return launch_changes(fix)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
+    from gpuscope.finding import Fix
     from gpuscope.app.past_run import PastRun
     from gpuscope.app.qt_cleanup import QtCleanup
     from gpuscope.app.qt_report_view import QtReportView
@@ -337,7 +338,7 @@ class MainWindow(QMainWindow):
             self._report_pending = None
             self.sigReportLoaded.emit(report)
 
-    def apply_fix(self, fix: str) -> None:
+    def apply_fix(self, fix: "Fix | None") -> None:
         """The Report tab's "Apply fix to next run": set the launch panel, show the Run tab."""
         self.show_status(self.panel.apply_fix(fix))
         self.tabs.setCurrentIndex(0)

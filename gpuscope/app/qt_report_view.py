@@ -23,6 +23,8 @@ from gpuscope.app import timeline_lod as L
 from gpuscope.app import timeline_text as TT
 from gpuscope.app.qt_summary import QtSummaryTables
 from gpuscope.app.qt_timeline import QtTimeline
+from gpuscope.finding import Fix
+from gpuscope.findings.fixes import fix_for_text, launch_changes
 
 REPORT_FILTER = "Nsight Systems reports (*.nsys-rep *.sqlite);;All files (*)"
 SYNC_LAYOUT_ITEMS = 200_000   # about 30 ms of layout: below it show_report lays out on the GUI thread
@@ -78,7 +80,7 @@ def _timeline_in_memory(report):
 class CoverageBanner(QFrame):
     """A yellow strip that explains missed processes and offers the fix (copy, or ask the app)."""
 
-    sigFixRequested = Signal(str)
+    sigFixRequested = Signal(object)   # the gpuscope.finding.Fix of the first fix text
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -90,7 +92,7 @@ class CoverageBanner(QFrame):
         self.copy_button = QPushButton("Copy fix", self)
         self.apply_button = QPushButton("Apply fix to next run", self)
         self.copy_button.clicked.connect(self._copy)
-        self.apply_button.clicked.connect(lambda: self.fixes and self.sigFixRequested.emit(self.fixes[0]))
+        self.apply_button.clicked.connect(lambda: self.action is not None and self.sigFixRequested.emit(self.action))
         buttons = QVBoxLayout()
         buttons.addWidget(self.copy_button)
         buttons.addWidget(self.apply_button)
@@ -100,13 +102,15 @@ class CoverageBanner(QFrame):
         lay.addWidget(self.text, 1)
         lay.addLayout(buttons)
         self.fixes: list[str] = []
+        self.action: Fix | None = None    # what "Apply fix" changes: the first fix's, when it has one
         self.hide()
 
     def show_report(self, report) -> None:
         text, self.fixes = banner_text(report) if report is not None else ("", [])
+        self.action = fix_for_text(self.fixes[0])[1] if self.fixes else None
         self.text.setText(text)
         self.copy_button.setEnabled(bool(self.fixes))
-        self.apply_button.setEnabled(bool(self.fixes))
+        self.apply_button.setEnabled(bool(launch_changes(self.action)))
         self.setVisible(bool(text))
 
     def _copy(self) -> None:
@@ -121,7 +125,7 @@ class QtReportView(QWidget):
     sigSummary = Signal(object)      # a Report's summaries are shown; its timeline is still loading
     sigLoaded = Signal(object)       # the Report now shown, timeline included
     sigRangeSelected = Signal(dict)
-    sigFixRequested = Signal(str)    # the banner's "Apply fix to next run" (the launch panel may take it)
+    sigFixRequested = Signal(object)  # a gpuscope.finding.Fix: the banner's "Apply fix to next run"
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)

@@ -13,6 +13,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from gpuscope.app import workers
+from gpuscope.finding import SetNsysForkTracing
 from gpuscope.app.qt_report_view import QtReportView
 from gpuscope.app.qt_timeline import GUTTER
 from gpuscope.trace import timeline as T
@@ -178,7 +179,7 @@ def test_nsys_fork_run_banner_explains_missed_child_and_offers_fix(qtbot, view, 
     assert "--start-method spawn" in text and view.banner.fixes
     with qtbot.waitSignal(view.sigFixRequested, timeout=1000) as sig:
         qtbot.mouseClick(view.banner.apply_button, Qt.LeftButton)
-    assert "spawn" in sig.args[0]
+    assert sig.args[0] == SetNsysForkTracing(True)      # keeps the start method; records fork children
     lay = view.timeline.layout_model
     assert lay.mixed_sources
     gs_lanes = {ln.pid for b in lay.processes for ln in b.lanes if ln.source == T.SOURCE_GPUSCOPE}

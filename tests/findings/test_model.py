@@ -68,9 +68,9 @@ def test_apply_fix_uses_the_structured_action():
 def test_gpuscope_fix_texts_map_by_identity_not_by_words():
     # FIX_FLUSH names neither spawn nor the flag; FIX_FORK_HANDLES mentions "--nsys" but means spawn.
     assert fix_for_text(C.FIX_FORK) == (True, SetNsysForkTracing(True))
-    assert fix_changes(C.FIX_FORK_HANDLES) == {"start_method": "spawn"}
-    assert fix_changes(C.FIX_FLUSH) == {} and fix_changes(C.FIX_NVTX) == {}
-    assert fix_changes(D.ADVICE_DISCARDED) == {"nsys": "on", "nsys_fork": "on"}
+    assert fix_changes(fix_for_text(C.FIX_FORK_HANDLES)[1]) == {"start_method": "spawn"}
+    assert fix_changes(fix_for_text(C.FIX_FLUSH)[1]) == {} and fix_changes(fix_for_text(C.FIX_NVTX)[1]) == {}
+    assert fix_changes(fix_for_text(D.ADVICE_DISCARDED)[1]) == {"nsys": "on", "nsys_fork": "on"}
     assert fix_for_text("reworded advice that names spawn") == (False, None)
 
 
