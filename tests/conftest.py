@@ -19,6 +19,32 @@ def pytest_configure(config):
     for plugin in (ci_skips, flaky):
         if not config.pluginmanager.is_registered(plugin):
             config.pluginmanager.register(plugin, plugin.__name__)
+    _compile_gpuscope()
+
+
+def _compile_gpuscope() -> None:
+    """Byte-compile gpuscope once, as installing a wheel would. The editable install is source
+    only, and with PYTHONDONTWRITEBYTECODE=1 (common on CI and shared machines) each of the
+    suite's hundreds of `python -m gpuscope` processes would compile it again (~0.5-1 s each on
+    a slow machine). Reading the cache is allowed under that setting; only writing is not."""
+    import compileall
+
+    compileall.compile_dir(str(ROOT / "gpuscope"), quiet=2)
+
+
+# Folders whose tests share session-scoped recordings (real nsys, minutes each): one xdist worker
+# runs all of a folder's tests, so each recording is made once. Elsewhere a file is the unit.
+_SHARED_FOLDERS = ("nsys_read", "nsys_record")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``-n N --dist loadgroup``, the README's test command) tests of one file
+    (or of one folder above) run on one worker: module fixtures are made once, and tests that
+    wait on real processes overlap with tests that compute."""
+    for item in items:
+        rel = Path(str(item.fspath)).resolve().relative_to(ROOT / "tests")
+        group = rel.parts[0] if rel.parts[0] in _SHARED_FOLDERS else rel.as_posix()
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(autouse=True)

@@ -12,6 +12,7 @@ import pytest
 from apphelpers import fill, make_window, run_processes, table_counts, wait_report
 from PySide6.QtCore import Qt
 
+from tests import requires
 from tests.app.timeline_support import nsys_stats_nvtx
 
 pytestmark = pytest.mark.gui
@@ -117,7 +118,7 @@ def test_bad_script_is_one_line_error_and_no_run(qtbot, tmp_path):
 
 @pytest.mark.torch
 def test_torchrun_ranks_in_the_process_tree(qtbot, gpuscope_home):
-    pytest.importorskip("torch")
+    requires.torch()
     w = make_window(qtbot)
     fill(w, "ddp_tiny.py", "", "default")
     w.panel.launcher.setCurrentText("torchrun")

@@ -28,12 +28,19 @@ def _installs() -> dict[str, str]:
 INSTALLS = _installs()
 
 
-def _agent_of(front: int) -> int | None:
-    for p in psutil.process_iter(["cmdline"]):
+def _agent_of(front: int, reaper: int) -> int | None:
+    """The daemonised agent of ``front``'s session: re-parented to the subreaper. `nsys
+    --start-agent` first runs as a short-lived child that forks the daemon and exits."""
+    for p in psutil.process_iter(["cmdline", "ppid"]):
         cmd = p.info["cmdline"] or []
-        if "--start-agent" in cmd and any(a.endswith(f"-{front}") for a in cmd):
+        if "--start-agent" in cmd and any(a.endswith(f"-{front}") for a in cmd) and p.info["ppid"] == reaper:
             return p.pid
     return None
+
+
+def _agents_now() -> list[tuple[int, int, list[str]]]:
+    return [(p.pid, p.info["ppid"], p.info["cmdline"]) for p in psutil.process_iter(["cmdline", "ppid"])
+            if "--start-agent" in (p.info["cmdline"] or [])]
 
 
 NSYS_SHM = ("sem.nsys_sem_", "sem.NSys-process_waiter-", "quadd-agent-instance-")
@@ -99,7 +106,7 @@ def test_agent_of_a_killed_nsys_profile_is_stale(reaper, tmp_path, version):
 
 
 def _stale_agent_case(reaper, front: int, version: str, used: set[str]) -> None:
-    agent = wait_for(lambda: _agent_of(front), timeout=40, step=0.2)
+    agent = wait_for(lambda: _agent_of(front, reaper.pid), timeout=40, step=0.2)
     assert agent, f"nsys {version} started no agent"
     assert wait_for(lambda: any(p.name() == "sleep" for p in
                                 psutil.Process(reaper.pid).children(recursive=True)), timeout=20)
@@ -112,7 +119,7 @@ def _stale_agent_case(reaper, front: int, version: str, used: set[str]) -> None:
     scanner = Scanner(use_gpu=False, shm_min_age_s=1e9)
     scanner.sample(0.5, interval=0.25)
     s = scanner.scan().by_pid(agent)
-    assert s is not None and m.STALE_NSYS_AGENT in s.codes
+    assert s is not None and m.STALE_NSYS_AGENT in s.codes, (agent, state_of(agent), _agents_now())
     text = s.reasons[s.codes.index(m.STALE_NSYS_AGENT)].text
     assert f"whose `nsys profile` (pid {front}) is gone" in text and "% of a core" in text
     res = perform(s, policy=Policy(grace_s=2))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpuscope.trace.process_row import ProcessRow
+from tests import requires
 from tests.runs.helpers import gpuscope, script, summary
 
 MIB = 1 << 20
@@ -73,7 +74,7 @@ def test_row_dict_round_trip_keeps_the_json_keys():
 @pytest.mark.torch
 @pytest.mark.timeout(600)   # two ranks importing torch: minutes when the shared machine is loaded
 def test_torchrun_ranks_have_exit_codes_and_exact_usage(run_env):
-    pytest.importorskip("torch")
+    requires.torch()
     proc = gpuscope("run", "--json", "--launcher", "torchrun", "--nproc", "2", script("ddp_gloo.py"),
                     env=run_env, timeout=580)
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]

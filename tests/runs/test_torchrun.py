@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests import requires
 from tests.runs.helpers import gpuscope, script, summary
 
-torch = pytest.importorskip("torch")
+requires.torch()
 
 
 @pytest.mark.torch

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpuscope.trace.process_row import ProcessRow
+from tests import requires
 from tests.runs.helpers import gpuscope, script, summary
 
 
@@ -17,7 +18,7 @@ def _run(run_env, *kinds: str) -> tuple[list[ProcessRow], str]:
 @pytest.mark.torch
 @pytest.mark.timeout(600)   # importing torch takes minutes when the shared machine is loaded
 def test_dataloader_and_executor_workers(run_env):
-    pytest.importorskip("torch")
+    requires.torch()
     rows, out = _run(run_env, "dataloader", "executor")
     assert "dataloader sum 496.0" in out and "executor [0, 1, 4, 9, 16, 25]" in out
     loaders = sorted((r for r in rows if r.role == "DataLoader worker"), key=lambda r: r.worker_id)
@@ -31,7 +32,7 @@ def test_dataloader_and_executor_workers(run_env):
 
 
 def test_loky_workers(run_env):
-    pytest.importorskip("joblib")   # not in the test extras yet: see docs/PROCESS-ROWS.md
+    pytest.importorskip("joblib")   # in the test extras: a skip fails under CI=true
     rows, out = _run(run_env, "loky")
     assert "loky [0, 1, 4, 9, 16, 25]" in out
     loky = [r for r in rows if r.role == "loky worker"]

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from gpuscope.telemetry.torch_memory import parse_torch_mem, read_torch_mem
+from tests import requires
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_TORCH = ROOT / "tests" / "fakes" / "faketorch"
@@ -112,7 +113,7 @@ def test_no_torch_at_all_costs_no_thread(tmp_path):
 
 @pytest.mark.torch
 def test_real_cpu_torch_gets_no_thread_and_its_cuda_error_is_unchanged(tmp_path):
-    pytest.importorskip("torch")
+    requires.torch()
     emitted = run("""
         torchmem.start(emit, 0.02)
         import torch

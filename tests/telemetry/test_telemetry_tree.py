@@ -14,6 +14,7 @@ import pytest
 
 from gpuscope.telemetry.gpu import NoGpuBackend
 from gpuscope.telemetry.sampler import RunSampler
+from tests import requires
 
 def no_gpu() -> NoGpuBackend:
     return NoGpuBackend("no NVIDIA GPU / driver (test)")
@@ -200,7 +201,7 @@ time.sleep(3)
 
 @pytest.mark.torch
 def test_torchrun_agent_and_workers_are_in_the_tree(tmp_path):
-    pytest.importorskip("torch")
+    requires.torch()
     script = tmp_path / "worker.py"
     script.write_text(TORCHRUN_WORKER)
     root = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
