@@ -13,9 +13,14 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, Q
 from gpuscope.app.launch_checks import default_python, fix_changes, fork_warning
 from gpuscope.app.settings import get_json, push_recent, set_json
 from gpuscope.errors import UserError
+from gpuscope.finding import Fix
+from gpuscope.findings.fixes import describe
 from gpuscope.spec import LAUNCHERS, START_METHOD_HELP, START_METHODS, NsysOptions, RunSpec
 
 NSYS_TRACES = ("nvtx", "osrt", "cuda", "cublas", "cudnn")
+TARGET_KINDS = (("script", "Script"), ("module", "Module (-m)"))
+SCRIPT_HINT = "script.py: browse, drop a file, or pick a recent one"
+MODULE_HINT = "package.module: run as python -m, from the working dir"
 FORK_CHOICES = (("auto", None, "auto: on for fork runs"), ("on", True, "always"), ("off", False, "never"))
 
 
@@ -61,9 +66,13 @@ class QtLaunchPanel(QWidget):
 
     # -- building -------------------------------------------------------------------------------
     def _build(self) -> None:
+        self.kind = _narrow(QComboBox(), 12)
+        for key, text in TARGET_KINDS:
+            self.kind.addItem(text, key)
+        self.kind.setToolTip("Run a script file, or a module as `python -m package.module`")
         self.script = _narrow(QComboBox(editable=True), 20)
         self.script.setToolTip("The Python script to run (drop a file here, or pick a recent one)")
-        self.script.lineEdit().setPlaceholderText("script.py: browse, drop a file, or pick a recent one")
+        self.script.lineEdit().setPlaceholderText(SCRIPT_HINT)
         self.browse_script = QPushButton("Browse…")
         self.args = QLineEdit(placeholderText="arguments for the script (shell quoting)")
         self.cwd = QLineEdit(placeholderText="(the script's folder)")
@@ -92,7 +101,9 @@ class QtLaunchPanel(QWidget):
         self.stop_button.setToolTip("SIGINT to the whole tree, then SIGTERM, then SIGKILL; again = kill now")
         form = QFormLayout()
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
-        form.addRow("Script", _row(self.script, self.browse_script))
+        self.target_label = QLabel("Script")
+        form.addRow("Run", self.kind)
+        form.addRow(self.target_label, _row(self.script, self.browse_script))
         form.addRow("Arguments", self.args)
         form.addRow("Working dir", _row(self.cwd, self.browse_cwd))
         form.addRow("Interpreter", _row(self.python, self.browse_python))
@@ -122,6 +133,7 @@ class QtLaunchPanel(QWidget):
 
     def _connect(self) -> None:
         self.browse_script.clicked.connect(self._pick_script)
+        self.kind.currentIndexChanged.connect(self._kind_changed)
         self.browse_cwd.clicked.connect(self._pick_cwd)
         self.browse_python.clicked.connect(self._pick_python)
         self.method.currentIndexChanged.connect(self._update_method_help)
@@ -164,7 +176,24 @@ class QtLaunchPanel(QWidget):
                 event.acceptProposedAction()
                 return
 
+    @property
+    def is_module(self) -> bool:
+        return self.kind.currentData() == "module"
+
+    def _kind_changed(self) -> None:
+        module = self.is_module
+        self.script.lineEdit().setPlaceholderText(MODULE_HINT if module else SCRIPT_HINT)
+        self.browse_script.setEnabled(not module)
+        self.target_label.setText("Module" if module else "Script")
+        self.cwd.setPlaceholderText("(where the module is importable from)" if module else "(the script's folder)")
+        self._update_method_help()
+
+    def set_module(self, name: str) -> None:
+        self.kind.setCurrentIndex(self.kind.findData("module"))
+        self.script.setCurrentText(name)
+
     def set_script(self, path: str) -> None:
+        self.kind.setCurrentIndex(self.kind.findData("script"))
         self.script.setCurrentText(path)
         self.script.setToolTip(path)
         self._update_method_help()
@@ -173,7 +202,8 @@ class QtLaunchPanel(QWidget):
     def _update_method_help(self) -> None:
         method = self.method.currentData() or "default"
         self.method_help.setText(START_METHOD_HELP[method])
-        warning = fork_warning(self._script_path(), method) if self.script.currentText().strip() else None
+        warning = (fork_warning(self._script_path(), method)
+                   if self.script.currentText().strip() and not self.is_module else None)
         self.fork_warning.setText(f"⚠ {warning}" if warning else "")
         self.fork_warning.setVisible(bool(warning))
 
@@ -190,20 +220,24 @@ class QtLaunchPanel(QWidget):
 
     def spec(self) -> RunSpec:
         """The RunSpec the fields describe, validated (UserError with one line if not)."""
-        script = self.script.currentText().strip()
-        if not script:
-            raise UserError("choose a script to run")
+        target = self.script.currentText().strip()
+        if not target:
+            raise UserError("choose a module to run" if self.is_module else "choose a script to run")
         try:
             args = tuple(shlex.split(self.args.text()))
         except ValueError as exc:
             raise UserError(f"arguments: {exc}") from None
-        cwd = self.cwd.text().strip() or str(Path(self._script_path()).parent)
+        if self.is_module:
+            cwd = self.cwd.text().strip() or str(Path.cwd())
+        else:
+            cwd = self.cwd.text().strip() or str(Path(self._script_path()).parent)
         annotate = tuple(a.strip() for a in self.annotate.text().split(",") if a.strip())
         fork = dict((k, v) for k, v, _ in FORK_CHOICES)[self.fork.currentData()]
         nsys = NsysOptions(enabled=self.nsys.isChecked(),
                            trace=tuple(t for t, box in self.traces.items() if box.isChecked()),
                            trace_fork=fork)
-        return RunSpec(script=script, args=args, cwd=cwd, python=self.python.text().strip() or default_python(),
+        script, module = ("", target) if self.is_module else (target, None)
+        return RunSpec(script=script, module=module, args=args, cwd=cwd, python=self.python.text().strip() or default_python(),
                        start_method=self.method.currentData(), launcher=self.launcher.currentText(),
                        nproc=self.nproc.value(), annotate=annotate, nsys=nsys).validated()
 
@@ -215,8 +249,8 @@ class QtLaunchPanel(QWidget):
             return
         self.sigRun.emit(spec)
 
-    def apply_fix(self, fix: str) -> str:
-        """Apply a report's fix to the fields; returns what changed (one line, for the status bar)."""
+    def apply_fix(self, fix: "Fix | None") -> str:
+        """Apply a structured fix to the fields; returns what changed (one line, for the status bar)."""
         changes = fix_changes(fix)
         if "start_method" in changes:
             self.method.setCurrentIndex(self.method.findData(changes["start_method"]))
@@ -225,7 +259,7 @@ class QtLaunchPanel(QWidget):
         if "nsys_fork" in changes:
             self.fork.setCurrentIndex(self.fork.findData(changes["nsys_fork"]))
         if not changes:
-            return f"no automatic change for this fix; do it by hand: {fix}"
+            return f"no automatic change for this fix; do it by hand: {describe(fix) or 'see the report'}"
         return "next run: " + ", ".join(f"{k.replace('_', ' ')} = {v}" for k, v in changes.items())
 
     # -- settings -------------------------------------------------------------------------------
@@ -234,6 +268,7 @@ class QtLaunchPanel(QWidget):
         recent = get_json(s, "launch/recent", [])
         self.script.clear()
         self.script.addItems(recent)
+        self.kind.setCurrentIndex(max(0, self.kind.findData(d.get("kind", "script"))))
         self.script.setCurrentText(d.get("script", recent[0] if recent else ""))
         self.args.setText(d.get("args", ""))
         self.cwd.setText(d.get("cwd", ""))
@@ -251,7 +286,7 @@ class QtLaunchPanel(QWidget):
     def save(self, s: QSettings, ran: bool = False) -> None:
         script = self.script.currentText().strip()
         set_json(s, "launch/fields", {
-            "script": script, "args": self.args.text(), "cwd": self.cwd.text(), "python": self.python.text(),
+            "kind": self.kind.currentData(), "script": script, "args": self.args.text(), "cwd": self.cwd.text(), "python": self.python.text(),
             "start_method": self.method.currentData(), "launcher": self.launcher.currentText(),
             "nproc": self.nproc.value(), "annotate": self.annotate.text(), "nsys": self.nsys.isChecked(),
             "nsys_trace": [t for t, b in self.traces.items() if b.isChecked()],

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
-from apphelpers import make_window, script
+from apphelpers import make_window, script, wait_report
 
 from gpuscope.app.launch_checks import fork_warning, gpu_features
+from gpuscope.app.settings import open_settings
 from gpuscope.errors import UserError
+from gpuscope.finding import SetStartMethod
+from gpuscope.findings.fixes import fix_for_text
 from gpuscope.spec import START_METHOD_HELP
+from gpuscope.trace import coverage as C
 
 pytestmark = pytest.mark.gui
 
@@ -100,11 +105,42 @@ def test_apply_a_report_fix_to_the_next_run(qtbot):
     w = make_window(qtbot)
     p = w.panel
     p.method.setCurrentIndex(p.method.findData("fork"))
-    w.apply_fix("if these are fork children, record with --trace-fork-before-exec=true and re-register NVTX "
-                "strings in the child (gpuscope does both for fork runs) or use spawn")
+    w.apply_fix(fix_for_text(C.FIX_FORK)[1])           # the banner's first fix of a fork run
     assert p.nsys.isChecked() and p.fork.currentData() == "on" and p.method.currentData() == "fork"
     assert "nsys fork = on" in w.state_label.text() and w.tabs.currentIndex() == 0
-    w.apply_fix("use the spawn start method")
+    w.apply_fix(SetStartMethod("spawn"))
     assert p.method.currentData() == "spawn"
-    w.apply_fix("pip install 'nvtx<0.2.12'")
+    w.apply_fix(fix_for_text(C.FIX_NVTX)[1])            # a version pin: nothing to set
     assert "by hand" in w.state_label.text()
+
+
+def test_module_run_from_the_panel(qtbot, gpuscope_home):
+    """Run a module (python -m) from the panel: the spec carries it, the run has its roles."""
+    w = make_window(qtbot)
+    p = w.panel
+    pkg_root = Path(__file__).resolve().parents[1] / "runs" / "scripts"
+    p.set_module("modpkg.pooljob")
+    assert not p.browse_script.isEnabled() and "python -m" in p.script.lineEdit().placeholderText()
+    p.cwd.setText(str(pkg_root))
+    p.args.setText("a")
+    p.method.setCurrentIndex(p.method.findData("spawn"))
+    spec = p.spec()
+    assert spec.module == "modpkg.pooljob" and spec.script == "-m modpkg.pooljob" and spec.args == ("a",)
+    with qtbot.waitSignal(w.controller.sigEnded, timeout=120_000) as ended:
+        p.run_button.click()
+    result = ended.args[0]
+    assert result.status == "exited", result
+    roles = sorted(r["role"] for r in result.processes if r["ranges"])
+    assert roles == ["main", "pool worker", "pool worker"], result.processes
+    w.tick()
+    assert "results 2 module modpkg.pooljob args ['a']" in w.console.plain_text()
+    wait_report(qtbot, w)
+    s = open_settings()                           # the kind is remembered between sessions
+    p.save(s)
+    q = type(p)()
+    qtbot.addWidget(q)
+    q.load(s)
+    assert q.is_module and q.script.currentText() == "modpkg.pooljob"
+    p.script.setCurrentText("")
+    with pytest.raises(UserError, match="choose a module"):
+        p.spec()
