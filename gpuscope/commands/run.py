@@ -104,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
         run_.start()
         for note in run_.notes:
             progress(note)
+        shown = len(run_.notes)
         result = run_.wait()
     finally:
         signal.signal(signal.SIGINT, old_int)
@@ -112,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
         from gpuscope.runs.table import format_table
 
         print(format_table(result), file=sys.stderr, flush=True)
+        for note in result.notes[shown:]:      # what the recorders found at the end (--annotate, nsys)
+            print(f"gpuscope: {note}", file=sys.stderr, flush=True)
         for finding in result.findings:
             print(f"gpuscope: {finding.line()}\n    fix: {finding.fix}", file=sys.stderr, flush=True)
     if args.json:

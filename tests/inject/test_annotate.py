@@ -48,3 +48,8 @@ def test_plain_script_patterns(run_env):
                and "json:dumps" in n for n in notes), notes
     assert any(n.startswith("warning: --annotate jsn:dumps matched nothing; did you mean json:dumps")
                for n in notes), notes
+    # the user sees them: after the table on stderr, and in the JSON's notes
+    err = proc.stderr.decode()
+    for note in notes:
+        assert f"gpuscope: {note}" in err, (note, err[-3000:])
+        assert note in summary(proc)["notes"]

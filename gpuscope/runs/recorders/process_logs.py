@@ -16,10 +16,12 @@ class EventLogRecorder(BaseRecorder):
     def __init__(self) -> None:
         self._root_role = "main"
         self._run_dir: Path | None = None
+        self._annotate: tuple[str, ...] = ()
 
     def prepare(self, launch: Launch) -> None:
         self._root_role = "torchrun agent" if launch.spec.launcher == "torchrun" else "main"
         self._run_dir = launch.run_dir
+        self._annotate = tuple(launch.spec.annotate)
 
     def finish(self, outcome: Outcome) -> None:
         if not outcome.launched or self._run_dir is None:
@@ -27,3 +29,7 @@ class EventLogRecorder(BaseRecorder):
         from gpuscope.trace.process_rows import collect_processes
 
         outcome.processes[:] = collect_processes(self._run_dir, self._root_role, outcome.exit.code)
+        if self._annotate:   # per pattern: what it matched, the calls recorded, or a suggestion
+            from gpuscope.runs.annotate_notes import annotate_notes
+
+            outcome.notes.extend(annotate_notes(self._run_dir, self._annotate))
