@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -76,8 +77,26 @@ def collect(args: argparse.Namespace) -> list[Check]:
         if not args.no_probe:
             checks.append(check_recording(inst, args.python, args.timeout))
     checks.append(check_nvml())
+    checks.append(check_qt_platform())
     checks.append(check_store())
     return checks
+
+
+def check_qt_platform() -> Check:
+    """Whether the desktop app's Qt platform plugin can load (the CLI works either way)."""
+    from gpuscope.app import qtcheck
+
+    if not qtcheck.xcb_wanted():
+        return Check("desktop app", True, f"Qt platform {os.environ.get('QT_QPA_PLATFORM')!r} (xcb not used)")
+    plugin = qtcheck.xcb_plugin()
+    if plugin is None:
+        return Check("desktop app", False, "PySide6 (or its xcb plugin) is not installed",
+                     "pip install 'PySide6-Essentials<6.12'")
+    problem = qtcheck.xcb_problem(plugin)
+    if problem:
+        detail, _, advice = problem.partition("; ")
+        return Check("desktop app", False, detail, advice)
+    return Check("desktop app", True, f"Qt's xcb plugin has all its libraries ({plugin.name})")
 
 
 def check_store() -> Check:
