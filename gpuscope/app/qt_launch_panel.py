@@ -52,7 +52,7 @@ def _row(*widgets: QWidget) -> QWidget:
 class QtLaunchPanel(QWidget):
     """Emits ``sigRun(spec)`` with a validated RunSpec, ``sigStop()``, ``sigError(text)``."""
 
-    sigRun = Signal(object)
+    sigRun = Signal(object)      # a validated gpuscope.spec.RunSpec
     sigStop = Signal()
     sigError = Signal(str)
 

@@ -80,7 +80,7 @@ def _timeline_in_memory(report):
 class CoverageBanner(QFrame):
     """A yellow strip that explains missed processes and offers the fix (copy, or ask the app)."""
 
-    sigFixRequested = Signal(object)   # the gpuscope.finding.Fix of the first fix text
+    sigFixRequested = Signal(object)   # a gpuscope.finding.Fix (PySide6 signals take no dataclass types)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
