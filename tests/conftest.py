@@ -33,7 +33,8 @@ def _compile_gpuscope() -> None:
 
 
 # Folders whose tests share session-scoped recordings (real nsys, minutes each): one xdist worker
-# runs all of a folder's tests, so each recording is made once. Elsewhere a file is the unit.
+# runs all of a folder's tests, so each recording is made once. Every test marked nsys joins one
+# group too (nsys recordings take a machine-wide lock). Elsewhere a file is the unit.
 _SHARED_FOLDERS = ("nsys_read", "nsys_record")
 
 
@@ -41,10 +42,18 @@ def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``-n N --dist loadgroup``, the README's test command) tests of one file
     (or of one folder above) run on one worker: module fixtures are made once, and tests that
     wait on real processes overlap with tests that compute."""
+    groups: dict[str, str] = {}
     for item in items:
         rel = Path(str(item.fspath)).resolve().relative_to(ROOT / "tests")
         group = rel.parts[0] if rel.parts[0] in _SHARED_FOLDERS else rel.as_posix()
+        if item.get_closest_marker("nsys"):
+            group = "nsys"   # one worker records, in turn: no test waits on another's machine-wide lock
+        groups[item.nodeid] = group
         item.add_marker(pytest.mark.xdist_group(group))
+    # Groups with real nsys recordings or torch first: their tests take minutes and nsys ones queue
+    # on one machine-wide lock, so started first they overlap with everything else.
+    heavy = {groups[i.nodeid] for i in items if i.get_closest_marker("nsys") or i.get_closest_marker("torch")}
+    items.sort(key=lambda i: groups[i.nodeid] not in heavy)
 
 
 @pytest.fixture(autouse=True)

@@ -14,6 +14,7 @@ from gpuscope.cleanup import Policy, Scanner, perform
 from gpuscope.cleanup import model as m
 from gpuscope.paths import cache_dir
 from tests.cleanup.util import state_of, wait_for
+from tests.nsys_versions import VERSIONS
 
 NSYS_REL = "usr/lib/x86_64-linux-gnu/nsight-systems/target-linux-x64/nsys"
 
@@ -25,7 +26,7 @@ def _installs() -> dict[str, str]:
     return found
 
 
-INSTALLS = _installs()
+INSTALLS = {k: v for k, v in _installs().items() if k in VERSIONS}   # tests/nsys_versions.py
 
 
 def _agent_of(front: int, reaper: int) -> int | None:

@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "scripts" / "pool_script.py"
 PYTHON = sys.executable
 TAG = f"gpuscope-nsys-read-{uuid.uuid4().hex[:12]}"
-VERSIONS = ("2022.4", "2023.4", "2024.2")
+from tests.nsys_versions import VERSIONS  # noqa: E402 - oldest and newest unless GPUSCOPE_TEST_ALL_NSYS=1
 MARKER = "gpuscope-nsys.json"
 from gpuscope.nsys.lock import LOCK_PATH as LOCK  # noqa: E402 - shared by everything that runs `nsys profile`
 from tests.flaky import known_flake, note_retry  # noqa: E402
