@@ -49,12 +49,12 @@ def test_annotate_class_method_with_glob(run_env, tmp_path):
 THREADS_AND_FORK = """
 import os, threading, time
 import nvtx
-def f():
-    time.sleep(0.3)
-t = threading.Thread(target=f, name="loader")
+done = threading.Event()
+t = threading.Thread(target=done.wait, name="loader")   # alive until its name is read
 t.start()
 time.sleep(0.1)
 print(open(f"/proc/self/task/{t.native_id}/comm").read().strip())
+done.set()
 t.join()
 pid = os.fork()
 if pid == 0:
