@@ -163,7 +163,7 @@ def check_recording(inst, python: str, timeout_s: float) -> Check:
     name = f"record {inst.release}"
     res = probe(inst, python, timeout_s=timeout_s)
     steps = ", ".join(f"{n} {s:.1f} s" for n, s in res.steps)
-    retried = f"; nsys hung once and was retried" if res.attempts > 1 else ""
+    retried = "; nsys hung once and was retried" if res.attempts > 1 else ""
     if res.ok:
         return Check(name, True, f"NVTX from Python records under nsys {inst.version}: {res.detail} "
                                  f"({steps}{retried})", essential=True)
