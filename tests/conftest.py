@@ -19,7 +19,8 @@ def pytest_configure(config):
     for plugin in (ci_skips, flaky):
         if not config.pluginmanager.is_registered(plugin):
             config.pluginmanager.register(plugin, plugin.__name__)
-    _compile_gpuscope()
+    if not hasattr(config, "workerinput"):   # the controller (or a plain run), not each xdist worker
+        _compile_gpuscope()
 
 
 def _compile_gpuscope() -> None:

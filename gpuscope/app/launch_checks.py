@@ -13,10 +13,6 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from gpuscope.finding import Fix
 
 _PATTERNS = (
     ("CUDA", re.compile(r"^\s*(import|from)\s+(torch|cupy|jax|numba\.cuda|pycuda|tensorflow|cuda)\b|\.cuda\(|"
@@ -57,12 +53,3 @@ def default_python() -> str:
         return shutil.which("python3") or shutil.which("python") or "python3"
     return sys.executable
 
-
-def fix_changes(fix: "Fix | None") -> dict[str, str]:
-    """Launch-panel changes for a structured fix (the Report tab's and the findings' "Apply fix to
-    next run"); ``{}`` when the fix needs a human (a version pin, a code change). Text is never
-    read: fix texts gpuscope writes are turned into a :class:`~gpuscope.finding.Fix` where they
-    are made (:func:`gpuscope.findings.fixes.fix_for_text`), so rewording one keeps its action."""
-    from gpuscope.findings.fixes import launch_changes
-
-    return launch_changes(fix)

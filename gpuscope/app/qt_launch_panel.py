@@ -10,11 +10,11 @@ from PySide6.QtCore import QSettings, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QGridLayout, QGroupBox,
                                QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
-from gpuscope.app.launch_checks import default_python, fix_changes, fork_warning
+from gpuscope.app.launch_checks import default_python, fork_warning
 from gpuscope.app.settings import get_json, push_recent, set_json
 from gpuscope.errors import UserError
 from gpuscope.finding import Fix
-from gpuscope.findings.fixes import describe
+from gpuscope.findings.fixes import describe, launch_changes
 from gpuscope.spec import LAUNCHERS, START_METHOD_HELP, START_METHODS, NsysOptions, RunSpec
 
 NSYS_TRACES = ("nvtx", "osrt", "cuda", "cublas", "cudnn")
@@ -237,8 +237,8 @@ class QtLaunchPanel(QWidget):
                            trace=tuple(t for t, box in self.traces.items() if box.isChecked()),
                            trace_fork=fork)
         script, module = ("", target) if self.is_module else (target, None)
-        return RunSpec(script=script, module=module, args=args, cwd=cwd, python=self.python.text().strip() or default_python(),
-                       start_method=self.method.currentData(), launcher=self.launcher.currentText(),
+        return RunSpec(script=script, module=module, args=args, cwd=cwd,
+                       python=self.python.text().strip() or default_python(), start_method=self.method.currentData(), launcher=self.launcher.currentText(),
                        nproc=self.nproc.value(), annotate=annotate, nsys=nsys).validated()
 
     def _on_run(self) -> None:
@@ -251,7 +251,7 @@ class QtLaunchPanel(QWidget):
 
     def apply_fix(self, fix: "Fix | None") -> str:
         """Apply a structured fix to the fields; returns what changed (one line, for the status bar)."""
-        changes = fix_changes(fix)
+        changes = launch_changes(fix)
         if "start_method" in changes:
             self.method.setCurrentIndex(self.method.findData(changes["start_method"]))
         if changes.get("nsys") == "on":
@@ -286,7 +286,8 @@ class QtLaunchPanel(QWidget):
     def save(self, s: QSettings, ran: bool = False) -> None:
         script = self.script.currentText().strip()
         set_json(s, "launch/fields", {
-            "kind": self.kind.currentData(), "script": script, "args": self.args.text(), "cwd": self.cwd.text(), "python": self.python.text(),
+            "kind": self.kind.currentData(), "script": script, "args": self.args.text(), "cwd": self.cwd.text(),
+            "python": self.python.text(),
             "start_method": self.method.currentData(), "launcher": self.launcher.currentText(),
             "nproc": self.nproc.value(), "annotate": self.annotate.text(), "nsys": self.nsys.isChecked(),
             "nsys_trace": [t for t, b in self.traces.items() if b.isChecked()],

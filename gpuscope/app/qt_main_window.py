@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
-    from gpuscope.finding import Fix
     from gpuscope.app.past_run import PastRun
     from gpuscope.app.qt_cleanup import QtCleanup
     from gpuscope.app.qt_report_view import QtReportView
+    from gpuscope.finding import Fix
     from gpuscope.nsys.report import Report
     from gpuscope.runs.supervisor import Run, RunResult
     from gpuscope.spec import RunSpec

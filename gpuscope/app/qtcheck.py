@@ -118,7 +118,12 @@ def xcb_problem(plugin: Path | None = None, env: "dict[str, str] | None" = None)
         if plugin is None:
             return None
     missing = missing_libraries(plugin)
-    if not missing:
-        return None
-    return (f"Qt's xcb platform plugin cannot load: missing {', '.join(missing)}; "
-            f"{install_line(missing)}; without a screen, set QT_QPA_PLATFORM=offscreen")
+    return f"{xcb_detail(missing)}; {xcb_advice(missing)}" if missing else None
+
+
+def xcb_detail(missing: list[str]) -> str:
+    return f"Qt's xcb platform plugin cannot load: missing {', '.join(missing)}"
+
+
+def xcb_advice(missing: list[str]) -> str:
+    return f"{install_line(missing)}; without a screen, set QT_QPA_PLATFORM=offscreen"

@@ -92,10 +92,9 @@ def check_qt_platform() -> Check:
     if plugin is None:
         return Check("desktop app", False, "PySide6 (or its xcb plugin) is not installed",
                      "pip install 'PySide6-Essentials<6.12'")
-    problem = qtcheck.xcb_problem(plugin)
-    if problem:
-        detail, _, advice = problem.partition("; ")
-        return Check("desktop app", False, detail, advice)
+    missing = qtcheck.missing_libraries(plugin)
+    if missing:
+        return Check("desktop app", False, qtcheck.xcb_detail(missing), qtcheck.xcb_advice(missing))
     return Check("desktop app", True, f"Qt's xcb plugin has all its libraries ({plugin.name})")
 
 

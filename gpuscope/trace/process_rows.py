@@ -77,9 +77,11 @@ def _not_injected_row(pid: int, t: dict[str, Any]) -> ProcessRow:
 
 
 def build_rows(run_dir: Path, root_role: str = "main", root_exit: int | None = None,
-               seen: dict[int, dict[str, Any]] | None = None) -> list[ProcessRow]:
-    """Every process of a run: the logged ones (in start order), then the ones only the sampler saw."""
-    rows = [row_from_events(pe) for pe in read_run_events(run_dir)]
+               seen: dict[int, dict[str, Any]] | None = None,
+               events: list[ProcessEvents] | None = None) -> list[ProcessRow]:
+    """Every process of a run: the logged ones (in start order), then the ones only the sampler saw.
+    ``events``: the run's event logs when the caller has read them already."""
+    rows = [row_from_events(pe) for pe in (read_run_events(run_dir) if events is None else events)]
     _apply_root_exit(rows, root_role, root_exit)
     if seen is not None:
         add_sampled(rows, seen)
@@ -97,9 +99,10 @@ def add_sampled(rows: list[ProcessRow], seen: dict[int, dict[str, Any]]) -> None
 
 
 # -- the dict form, for callers that still pass JSON rows (runs/supervisor.py) ---------------------
-def collect_processes(run_dir: Path, root_role: str = "main", root_exit: int | None = None) -> list[dict[str, Any]]:
+def collect_processes(run_dir: Path, root_role: str = "main", root_exit: int | None = None,
+                      events: list[ProcessEvents] | None = None) -> list[dict[str, Any]]:
     """Rows for every logged process, as dicts (``ProcessRow.to_dict``)."""
-    return [row.to_dict() for row in build_rows(run_dir, root_role, root_exit)]
+    return [row.to_dict() for row in build_rows(run_dir, root_role, root_exit, events=events)]
 
 
 def merge_telemetry(rows: list[dict[str, Any]], seen: dict[int, dict[str, Any]]) -> None:

@@ -61,6 +61,11 @@ def test_missing_libraries_are_named_with_their_packages(plugin_missing_two, mon
     with pytest.raises(UserError) as err:
         qtcheck.check_qt()
     assert str(err.value) == line
+    # gpuscope doctor says the same, as a failed (non-essential) check with the install line
+    from gpuscope.commands.doctor import check_qt_platform
+
+    check = check_qt_platform()
+    assert not check.ok and not check.essential and f"{check.detail}; {check.advice}" == line
 
 
 def test_xcb_is_checked_only_when_qt_will_use_it():

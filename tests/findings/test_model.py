@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-from gpuscope.app.launch_checks import fix_changes
 from gpuscope.findings.fixes import describe, fix_for_text, launch_changes
 from gpuscope.finding import (CleanupPids, CleanupShm, Finding, SetNsysForkTracing, SetStartMethod, Severity,
                                      StopRun, evidence, fix_from_dict, merge)
@@ -58,9 +57,9 @@ def test_merge_keeps_first_seen_and_puts_errors_first():
 
 
 def test_apply_fix_uses_the_structured_action():
-    assert fix_changes(SetStartMethod("forkserver")) == {"start_method": "forkserver"}
-    assert fix_changes(SetNsysForkTracing(True)) == {"nsys": "on", "nsys_fork": "on"}
-    assert fix_changes(CleanupPids((1,))) == {} and fix_changes(StopRun()) == {} and fix_changes(None) == {}
+    assert launch_changes(SetStartMethod("forkserver")) == {"start_method": "forkserver"}
+    assert launch_changes(SetNsysForkTracing(True)) == {"nsys": "on", "nsys_fork": "on"}
+    assert launch_changes(CleanupPids((1,))) == {} and launch_changes(StopRun()) == {} and launch_changes(None) == {}
     assert launch_changes(SetNsysForkTracing(False)) == {"nsys_fork": "off"}
     assert describe(SetStartMethod("spawn")) == "start method → spawn"
 
@@ -68,9 +67,9 @@ def test_apply_fix_uses_the_structured_action():
 def test_gpuscope_fix_texts_map_by_identity_not_by_words():
     # FIX_FLUSH names neither spawn nor the flag; FIX_FORK_HANDLES mentions "--nsys" but means spawn.
     assert fix_for_text(C.FIX_FORK) == (True, SetNsysForkTracing(True))
-    assert fix_changes(fix_for_text(C.FIX_FORK_HANDLES)[1]) == {"start_method": "spawn"}
-    assert fix_changes(fix_for_text(C.FIX_FLUSH)[1]) == {} and fix_changes(fix_for_text(C.FIX_NVTX)[1]) == {}
-    assert fix_changes(fix_for_text(D.ADVICE_DISCARDED)[1]) == {"nsys": "on", "nsys_fork": "on"}
+    assert launch_changes(fix_for_text(C.FIX_FORK_HANDLES)[1]) == {"start_method": "spawn"}
+    assert launch_changes(fix_for_text(C.FIX_FLUSH)[1]) == {} and launch_changes(fix_for_text(C.FIX_NVTX)[1]) == {}
+    assert launch_changes(fix_for_text(D.ADVICE_DISCARDED)[1]) == {"nsys": "on", "nsys_fork": "on"}
     assert fix_for_text("reworded advice that names spawn") == (False, None)
 
 
@@ -94,4 +93,4 @@ def test_nsys_diagnostics_are_findings_with_actions(tmp_path):
     assert found["nvtx-discarded-handles"].action == SetNsysForkTracing(True)
     assert found["nvtx-discarded-handles"].evidence.number("annotations discarded") == 3
     assert found["nvtx-none-collected"].pids == (2,)
-    assert fix_changes(found["nvtx-none-collected"].action) == {"nsys": "on", "nsys_fork": "on"}
+    assert launch_changes(found["nvtx-none-collected"].action) == {"nsys": "on", "nsys_fork": "on"}

@@ -26,10 +26,12 @@ class EventLogRecorder(BaseRecorder):
     def finish(self, outcome: Outcome) -> None:
         if not outcome.launched or self._run_dir is None:
             return
+        from gpuscope.trace.events import read_run_events
         from gpuscope.trace.process_rows import collect_processes
 
-        outcome.processes[:] = collect_processes(self._run_dir, self._root_role, outcome.exit.code)
+        events = read_run_events(self._run_dir)          # read once: the rows and the annotate notes
+        outcome.processes[:] = collect_processes(self._run_dir, self._root_role, outcome.exit.code, events)
         if self._annotate:   # per pattern: what it matched, the calls recorded, or a suggestion
             from gpuscope.runs.annotate_notes import annotate_notes
 
-            outcome.notes.extend(annotate_notes(self._run_dir, self._annotate))
+            outcome.notes.extend(annotate_notes(self._run_dir, self._annotate, events))
