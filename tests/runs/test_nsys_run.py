@@ -13,24 +13,37 @@ import os
 import pytest
 
 from gpuscope.nsys import locate
+from tests.nsys_versions import BEHAVIOUR, VERSIONS
 from tests.runs.helpers import gpuscope, script, summary
 
 pytestmark = pytest.mark.nsys
 
 
 INSTALLS = locate.provisioned_installs()
-# The oldest and the newest provisioned builds: the fork behaviour differs most between them.
-CHOSEN = sorted(INSTALLS, key=lambda r: INSTALLS[r].version_tuple)
-CHOSEN = sorted({CHOSEN[0], CHOSEN[-1]}) if CHOSEN else ["missing"]
 
 
-@pytest.fixture(params=CHOSEN)
-def nsys_env(request, run_env):
-    if request.param == "missing":
+def _chosen(releases) -> list[str]:
+    return [r for r in releases if r in INSTALLS] or ["missing"]
+
+
+def _env(release: str, run_env: dict) -> dict:
+    if release == "missing":
         if os.environ.get("CI") == "true":
             pytest.fail("Nsight Systems is not provisioned (scripts/provision_nsys.py)")
         pytest.skip("Nsight Systems is not provisioned (run scripts/provision_nsys.py)")
-    return dict(run_env, GPUSCOPE_NSYS=str(INSTALLS[request.param].nsys))
+    return dict(run_env, GPUSCOPE_NSYS=str(INSTALLS[release].nsys))
+
+
+# Stop, interrupt and spawn runs: the newest release (tests/nsys_versions.py BEHAVIOUR).
+@pytest.fixture(params=_chosen(BEHAVIOUR))
+def nsys_env(request, run_env):
+    return _env(request.param, run_env)
+
+
+# Fork runs: the oldest and the newest release, whose fork behaviour differs most.
+@pytest.fixture(params=_chosen(VERSIONS))
+def fork_env(request, run_env):
+    return _env(request.param, run_env)
 
 
 def _record(env, method, *extra):
@@ -54,7 +67,8 @@ def test_spawn_three_processes_in_nsys(nsys_env):
     assert report["coverage"]["processes_missing"] == 0
 
 
-def test_fork_without_support_loses_workers_and_is_flagged(nsys_env):
+def test_fork_without_support_loses_workers_and_is_flagged(fork_env):
+    nsys_env = fork_env
     result, report = _record(nsys_env, "fork", "--nsys-fork", "off")
     ranged = _nsys_pids_with_ranges(report)
     main = next(p["pid"] for p in result["processes"] if p["role"] == "main")
@@ -67,7 +81,8 @@ def test_fork_without_support_loses_workers_and_is_flagged(nsys_env):
         {p["pid"] for p in result["processes"] if p["ranges"]}
 
 
-def test_fork_with_support_three_processes_in_nsys(nsys_env):
+def test_fork_with_support_three_processes_in_nsys(fork_env):
+    nsys_env = fork_env
     result, report = _record(nsys_env, "fork")
     assert "--trace-fork-before-exec=true" in json.dumps(result) or result["notes"]
     assert len(_nsys_pids_with_ranges(report)) == 3, report["processes"]
