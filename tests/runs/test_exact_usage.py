@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from gpuscope.trace.process_row import ProcessRow
-from tests import requires
 from tests.runs.helpers import gpuscope, script, summary
 
 MIB = 1 << 20
@@ -69,21 +68,6 @@ def test_row_dict_round_trip_keeps_the_json_keys():
     out = row.to_dict()
     assert old_keys <= out.keys() and {"cpu_source", "rss_source", "exit_source"} <= out.keys()
     assert ProcessRow.from_dict(out) == row and "legacy_key" not in out
-
-
-@pytest.mark.torch
-@pytest.mark.timeout(600)   # two ranks importing torch: minutes when the shared machine is loaded
-def test_torchrun_ranks_have_exit_codes_and_exact_usage(run_env):
-    requires.torch()
-    proc = gpuscope("run", "--json", "--launcher", "torchrun", "--nproc", "2", script("ddp_gloo.py"),
-                    env=run_env, timeout=580)
-    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    rows = {r.role: r for r in (ProcessRow.from_dict(p) for p in summary(proc)["processes"])}
-    for rank in (0, 1):
-        r = rows[f"rank {rank}"]
-        assert (r.exit_code, r.exit_source, r.exit_how) == (0, "process", "end"), r
-        assert r.cpu_source == "exact" and r.cpu_seconds > 0.05 and r.peak_rss_bytes > 50 * MIB, r
-    assert rows["torchrun agent"].exit_code == 0
 
 
 def test_table_marks_sampled_figures():

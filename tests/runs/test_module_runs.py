@@ -1,8 +1,7 @@
-"""`gpuscope run -m MODULE`: the module's process is `main`, pools and torchrun work as for scripts."""
+"""`gpuscope run -m MODULE`: the module's process is `main`; pools work as for scripts (torchrun -m: test_torchrun.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
@@ -72,27 +71,3 @@ def test_missing_module_is_a_recorded_failed_run(run_env):
     result = summary(proc)
     assert result["status"] == "failed" and result["exit_code"] == 1
     assert [p["role"] for p in result["processes"] if p["role"] == "main"] == ["main"]
-
-
-@pytest.mark.torch
-@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
-def test_torchrun_module_with_inherited_annotate(run_env):
-    pattern = "torch.optim.adamw:AdamW.step"  # AdamW inherits step() from Adam in current torch
-    proc = gpuscope("run", "--json", "--launcher", "torchrun", "--nproc", "2", "--cwd", str(SCRIPTS),
-                    "--annotate", pattern, "-m", "modpkg.ddp", env=run_env, timeout=280)
-    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    out = proc.stdout.decode()
-    assert "rank 0 of 2 module modpkg.ddp" in out and "rank 1 of 2 module modpkg.ddp" in out
-    result = summary(proc)
-    by_role = {p["role"]: p for p in result["processes"]}
-    assert "torchrun agent" in by_role
-    for rank in (0, 1):
-        p = by_role[f"rank {rank}"]
-        assert p["info"]["argv"][-2:] == ["-m", "modpkg.ddp"]
-        assert "gpuscope:AdamW.step" in p["range_names"], p
-        assert dict((n, c) for n, c, _ in [(t["name"], t["count"], 0) for t in p["top_ranges"]]).get(
-            "gpuscope:AdamW.step") == 3
-    from gpuscope.runs.annotate_notes import annotate_notes
-
-    assert annotate_notes(result["run_dir"], [pattern]) == [
-        f"--annotate {pattern}: 1 function (AdamW.step), 6 calls recorded in 2 processes"]
