@@ -90,6 +90,7 @@ def _sample_live(args: argparse.Namespace, printer: _Printer) -> int:
     ticks: queue.Queue = queue.Queue()
     sampler.add_listener(ticks.put)
     end = None if args.duration is None else time.monotonic() + args.duration
+    missed = 0
     sampler.start()
     try:
         while end is None or time.monotonic() < end:
@@ -99,7 +100,11 @@ def _sample_live(args: argparse.Namespace, printer: _Printer) -> int:
                 continue
             for note in batch.notes:
                 printer.note(note)
-            printer.tick(dmon.batch_dict(batch))
+            tick = dmon.batch_dict(batch)
+            # grid points the sampler skipped since the last tick, because a tick overran (or the
+            # machine did not run it in time): a late sample is never doubled up to catch up
+            tick["missed"], missed = sampler.missed - missed, sampler.missed
+            printer.tick(tick)
     finally:
         sampler.stop(final_sample=False)
     return 0

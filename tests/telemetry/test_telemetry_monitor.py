@@ -26,9 +26,15 @@ def test_json_host_samples_at_the_cadence_and_one_no_gpu_note(run_env):
     notes = [x for x in lines if x["type"] == "note"]
     ticks = [x for x in lines if x["type"] == "sample"]
     assert len(notes) == 1 and notes[0]["note"].startswith("no NVIDIA GPU / driver")
-    assert 17 <= len(ticks) <= 22, len(ticks)
+    # Samples sit on a 100 ms grid; a grid point the machine did not run in time is counted in
+    # `missed`, never made up with a burst. Where no point was missed, the count is the cadence.
+    grid = len(ticks) + sum(t["missed"] for t in ticks)
+    assert len(ticks) >= 2 and grid <= 22, (len(ticks), grid)
     gaps = [b["t_ns"] - a["t_ns"] for a, b in zip(ticks, ticks[1:])]
-    assert abs(sum(gaps) / len(gaps) - 100e6) < 10e6
+    assert min(gaps) > 50e6, gaps                       # no catch-up burst after a late tick
+    if grid == len(ticks):
+        assert 17 <= len(ticks), len(ticks)
+        assert abs(sum(gaps) / len(gaps) - 100e6) < 10e6
     assert all(t["host"]["mem_total"] > 0 for t in ticks) and ticks[-1]["host"]["cpu"] is not None
     assert all(t["gpus"] == [] for t in ticks)
 
