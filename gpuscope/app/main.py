@@ -13,7 +13,7 @@ from gpuscope.errors import UserError
 T_IMPORT = time.monotonic()
 
 
-def _check_display(args: argparse.Namespace) -> None:
+def check_display(args: argparse.Namespace) -> None:
     """Scripted screenshots work without a display (offscreen); an interactive window needs one."""
     if os.environ.get("QT_QPA_PLATFORM") or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
         return
@@ -45,7 +45,7 @@ def make_app():  # noqa: ANN201 - returns the QApplication
 
 def run_app(args: argparse.Namespace) -> int:
     """``gpuscope gui``: returns the exit code."""
-    _check_display(args)
+    check_display(args)
     app = make_app()
     from gpuscope.app import bridge
     from gpuscope.app.error_sink import install_hooks

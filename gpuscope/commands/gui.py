@@ -44,9 +44,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gpuscope.app.main import check_display, run_app
     from gpuscope.app.qtcheck import check_qt
 
+    check_display(args)  # first: a scripted run without a display goes offscreen and needs no xcb
     check_qt()  # before anything imports Qt widgets
-    from gpuscope.app.main import run_app
 
     return run_app(args)
