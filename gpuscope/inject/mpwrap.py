@@ -237,6 +237,11 @@ def _under_nsys():
 
 
 def _flush_on_sigterm(signum, _frame):
+    if STATE.exited:
+        # The worker is already ending on its own (its task loop returned and the pool's
+        # terminate() caught it on the way out): ending it here would drop the exit record
+        # being written. Its own exit goes on, through C exit() as well.
+        return
     STATE.exit(128 + signum)
     _exit_through_libc(128 + signum)
 
