@@ -359,7 +359,9 @@ class RunScope:
         changed = True
         while changed and pending:
             changed = False
-            for pid, p in list(pending.items()):
+            # oldest first: a parent is judged before its children, so a child of a member is
+            # in by the parent rule whatever order /proc listed them in
+            for pid, p in sorted(pending.items(), key=lambda item: item[1].start_ticks):
                 why = self.cheap_reason(p, members)
                 if why:
                     members[pid] = why
