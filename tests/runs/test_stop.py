@@ -94,11 +94,20 @@ def test_run_of_a_killed_gpuscope_is_marked_abandoned(run_env, tmp_path):
     cli = subprocess.Popen([sys.executable, "-m", "gpuscope", "run", str(path)], env=run_env,
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert cli.stdout is not None and cli.stdout.readline() == b"up\n"
+
+    def listed():
+        out = subprocess.run([sys.executable, "-m", "gpuscope", "history", "--json"], env=run_env,
+                             capture_output=True, check=True).stdout
+        return json.loads(out)
+
+    # gpuscope writes the run's row just after the program started (the program does not wait
+    # on the store): "mid-run" is once the row is there
+    deadline = time.monotonic() + 60
+    while not listed() and time.monotonic() < deadline:
+        time.sleep(0.05)
     cli.kill()
     cli.wait()
-    history = subprocess.run([sys.executable, "-m", "gpuscope", "history", "--json"], env=run_env,
-                             capture_output=True, check=True)
-    row = json.loads(history.stdout)[0]
+    row = listed()[0]
     assert row["status"] == "error" and "gpuscope stopped before the run ended" in row["error"]
     listing = subprocess.run([sys.executable, "-m", "gpuscope", "cleanup", "--json", "--idle-window", "0"],
                              env=run_env, capture_output=True)
