@@ -286,6 +286,11 @@ def attach_run(report, run_dir: Path) -> None:
     missed = {p.pid for p in cov.processes if p.status == "missing"}
     if missed:
         add_process_events(report.timeline, logs, missed)
+        # the NVTX summary covers the run: nsys's ranges plus gpuscope's records of the processes
+        # nsys missed (without a run folder it stays equal to `nsys stats`)
+        report.summaries["nvtx"] = summary.nvtx_summary(report.timeline, report.naming, source=None)
+        report.notes.append(f"the NVTX summary includes gpuscope's own records of {len(missed)} "
+                            f"process(es) nsys did not record")
     else:  # still name the processes from the logs
         for pe in logs:
             _add_process(report.timeline, pe)

@@ -145,10 +145,10 @@ def full_names(strings: T.StringTable, d: T.Domains, pid: np.ndarray, domain_id:
     return final, inv.reshape(-1), weight
 
 
-def nvtx_summary(tl: T.Timeline, naming: str = "plain", source: int = T.SOURCE_NSYS) -> list[SummaryRow]:
-    """``nsys stats --report nvtx_sum`` (2022.4: ``nvtxsum``) of the ranges of ``source``."""
+def nvtx_summary(tl: T.Timeline, naming: str = "plain", source: int | None = T.SOURCE_NSYS) -> list[SummaryRow]:
+    """``nsys stats --report nvtx_sum`` (2022.4: ``nvtxsum``) of the ranges of ``source`` (None: all)."""
     r = tl.ranges
-    sel = np.flatnonzero(r.source == source)
+    sel = np.arange(len(r.source)) if source is None else np.flatnonzero(r.source == source)
     return nvtx_summary_of(tl.strings, tl.domains, r.pid[sel], r.domain_id[sel], r.name_id[sel],
                            r.style[sel], r.end_ns[sel] - r.start_ns[sel], naming)
 
