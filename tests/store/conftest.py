@@ -16,7 +16,10 @@ from tests.store.util import QUICK, gpuscope, write_script
 def two_runs_template(tmp_path_factory, run_env_module) -> Path:
     home = Path(run_env_module["GPUSCOPE_HOME"])
     work = tmp_path_factory.mktemp("scripts")
-    script = write_script(work, "quick.py", QUICK)
+    # QUICK, then half a second more: the 10 Hz sampler stores a few process samples of each run
+    # (a run that ends within milliseconds on a fast machine leaves none, and the store tests
+    # need some in every table)
+    script = write_script(work, "quick.py", QUICK + "import time; time.sleep(0.5)\n")
     for arg in ("first", "second"):
         res = gpuscope(run_env_module, "run", str(script), arg)
         assert res.returncode == 0, res.stdout + res.stderr
