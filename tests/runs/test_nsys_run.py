@@ -131,7 +131,7 @@ def test_stop_while_waiting_for_the_nsys_lock(nsys_env, monkeypatch):
 
     monkeypatch.setenv("GPUSCOPE_NSYS", nsys_env["GPUSCOPE_NSYS"])
     held = NsysLock()
-    assert held.acquire(5)
+    assert held.acquire(240)   # another recording on this machine (a test elsewhere) goes first
     try:
         run = Run(RunSpec(script=script("pool_nvtx.py"), nsys=NsysOptions(enabled=True, trace=("nvtx",))))
         messages = []
