@@ -18,6 +18,7 @@ import os
 import sys
 import termios
 import threading
+from collections import deque
 from typing import Callable
 
 OutputListener = Callable[[str, bytes], None]  # (stream name "stdout"/"stderr", chunk)
@@ -70,13 +71,17 @@ def _raw_output(fd: int) -> None:
 
 
 class CappedLog:
-    """A log file that keeps the first ``cap // 2`` bytes, then the last ``cap - cap // 2``."""
+    """A log file that keeps the first ``cap // 2`` bytes, then the last ``cap - cap // 2``.
+
+    The tail is a queue of the chunks as read (no copy per chunk); whole chunks fall off its front
+    once the rest still holds the tail, and only the last chunk's cut is copied, at close."""
 
     def __init__(self, path: str, cap_bytes: int | None):
         self._fh = open(path, "wb", buffering=0)
         self._head_left = cap_bytes // 2 if cap_bytes else -1
         self._tail_cap = (cap_bytes - cap_bytes // 2) if cap_bytes else 0
-        self._tail = bytearray()
+        self._tail: deque[bytes] = deque()
+        self._tail_bytes = 0
         self.total = 0
         self.dropped = 0
 
@@ -91,23 +96,24 @@ class CappedLog:
             self._head_left -= len(head)
             chunk = chunk[len(head):]
         if chunk:
-            self._tail += chunk
-            if len(self._tail) > 2 * self._tail_cap:
-                self._trim()
-
-    def _trim(self) -> None:
-        extra = len(self._tail) - self._tail_cap
-        if extra > 0:
-            self.dropped += extra
-            del self._tail[:extra]
+            self._tail.append(chunk)
+            self._tail_bytes += len(chunk)
+            while self._tail_bytes - len(self._tail[0]) >= self._tail_cap:
+                first = self._tail.popleft()
+                self._tail_bytes -= len(first)
+                self.dropped += len(first)
 
     def close(self) -> None:
-        self._trim()
+        extra = self._tail_bytes - self._tail_cap
+        if extra > 0:                       # the cut falls inside the first chunk kept
+            self.dropped += extra
+            self._tail[0] = self._tail[0][extra:]
         if self.dropped:
             self._fh.write(f"\n[gpuscope: {self.dropped} bytes of output dropped here; the saved output keeps "
                            f"the first and last {self._tail_cap / 2**20:.3g} MB ({CAP_ENV}, or "
                            f"gpuscope run --output-cap-mb, changes the cap)]\n".encode())
-        self._fh.write(bytes(self._tail))
+        for chunk in self._tail:
+            self._fh.write(chunk)
         self._fh.close()
 
 

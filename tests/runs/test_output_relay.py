@@ -83,7 +83,9 @@ def test_unwatched_stdout_is_a_pipe(tmp_path):
 
 
 def test_two_torchrun_ranks_print_whole_lines(tmp_path):
-    """Plain print() in two ranks at once: line-buffered on the pty, so no line is cut by another."""
+    """Two ranks writing lines at once: each rank's stdout is a terminal (the pty), and a line
+    written in one write() is never cut by the other rank's (torchrun's own `python -u` makes a
+    plain print() two writes, with or without gpuscope)."""
     chunks: list[bytes] = []
     spec = RunSpec(script=script("rank_lines.py"), launcher="torchrun", nproc=2)
     result = Run(spec, output=[lambda n, d: chunks.append(d) if n == "stdout" else None]).start().wait()
