@@ -50,11 +50,16 @@ def open_output(live: bool) -> tuple[int, int]:
             _raw_output(slave)
             return slave, master
     read, write = os.pipe()
+    widen_pipe(write)  # fewer wake-ups for programs that print a lot
+    return write, read
+
+
+def widen_pipe(fd: int) -> None:
+    """Ask for a ``PIPE_SIZE`` pipe buffer (Linux; capped by /proc/sys/fs/pipe-max-size)."""
     try:
-        fcntl.fcntl(write, _F_SETPIPE_SZ, PIPE_SIZE)  # fewer wake-ups for programs that print a lot
+        fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_SIZE)
     except OSError:
         pass
-    return write, read
 
 
 def _raw_output(fd: int) -> None:
