@@ -39,6 +39,7 @@ def _compile_gpuscope() -> None:
 _SHARED_FOLDERS = ("nsys_read", "nsys_record")
 
 
+@pytest.hookimpl(tryfirst=True)   # before pytest-xdist's own hook, which reads the groups
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``-n N --dist loadgroup``, the README's test command) tests of one file
     (or of one folder above) run on one worker: module fixtures are made once, and tests that
