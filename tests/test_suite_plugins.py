@@ -112,6 +112,6 @@ def test_xdist_groups_reach_the_scheduler(request):
     the node id pytest-xdist schedules by. With pytest 9.2 it was not (pytest keeps node ids where
     pytest-xdist 3.8 cannot add the group), every group was silently ignored, and nsys tests ran
     side by side on their machine-wide lock; the test extras pin pytest below 9.2."""
-    if not hasattr(request.config, "workerinput") or request.config.getvalue("dist") != "loadgroup":
+    if not hasattr(request.config, "workerinput") or not request.config.getoption("loadgroup", False):
         pytest.skip("runs under pytest-xdist with --dist loadgroup (the README's test command)")
     assert request.node.nodeid.endswith("@test_suite_plugins.py"), request.node.nodeid
