@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 BUSY_TIMEOUT_S = 60.0
@@ -32,7 +33,7 @@ def raw_connect(db_path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(str(db_path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
     try:
         conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA journal_mode=WAL")
+        _use_wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         key = (str(db_path.resolve()), _inode(db_path))
@@ -48,6 +49,22 @@ def raw_connect(db_path: Path) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Switch the store to WAL once (the mode is kept in the file). The switch needs the database to
+    itself, and SQLite answers "database is locked" at once, without its busy wait, when several
+    processes open a new store together (eight samplers starting at the same moment): wait here."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _add_columns(conn: sqlite3.Connection, added: tuple[tuple[str, str, str], ...]) -> None:

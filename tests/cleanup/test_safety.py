@@ -116,6 +116,7 @@ def test_without_pidfds_the_identity_is_rechecked_before_each_kill(reaper, monke
 
     monkeypatch.setattr(actions.os, "pidfd_open", no_pidfd)
     pid = reaper("spawn", argv=["sleep", "600"], setsid=True)["pid"]
+    assert wait_for(lambda: state_of(pid) == "S")       # asleep in sleep(1), past its exec
     ident = identify(pid)
     stale = stop_process(ProcIdentity(pid, ident.create_time + 1), Policy())
     assert stale.result == "refused" and state_of(pid) == "S"
