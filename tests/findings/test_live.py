@@ -61,16 +61,32 @@ def test_fork_deadlock_fork_with_threads_then_no_progress_then_stacks(capsys):
     assert {"fork-with-threads", "no-progress"} <= {f["code"] for f in after["findings"]}
 
 
+def _until_text(path, text: bytes, times: int, timeout_s: float = 60.0) -> int:
+    """Wait until ``text`` is in the file ``times`` times (or the time is up); return the count."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        count = path.read_bytes().count(text) if path.exists() else 0
+        if count >= times or time.monotonic() > deadline:
+            return count
+        time.sleep(0.05)
+
+
 def test_missing_main_guard_within_10_s_of_the_first_failure(capsys):
     live = run_live(SCRIPTS / "no_guard.py", start_method="spawn", timeout_s=180,
                     until=lambda found: any(f.code == "missing-main-guard" and f.evidence.number("failed starts") >= 1
-                                            for f in found))
+                                            for f in found),
+                    # before Stop: let a second failed start reach stderr (the pool restarts its
+                    # workers forever), so the final count shows the rule keeps counting
+                    during=lambda run: _until_text(run.run_dir / "stderr.log", b"bootstrapping phase", 2))
     guard = next(f for f in live.findings if f.code == "missing-main-guard")
     assert guard.severity == "error" and isinstance(guard.action, StopRun)
     assert "no_guard.py" in guard.title and "bootstrapping phase" in "\n".join(guard.evidence.excerpts)
     # seen as soon as the first child's traceback reached stderr
     assert live.first_stderr_s is not None and live.seen_at["missing-main-guard"] - live.first_stderr_s < 10
     assert live.result.status == "stopped"
+    assert live.during >= 2, "the pool did not restart its failing workers within 60 s"
     final = next(f for f in live.final if f.code == "missing-main-guard")
     assert final.evidence.number("failed starts") >= 2                    # the pool kept restarting them
     assert final.first_seen_ns == guard.first_seen_ns
