@@ -4,7 +4,7 @@
 tells a long step to give up, ``task.progress(text)`` reports a line. Results and errors come
 back on the GUI thread through :func:`gpuscope.app.bridge.to_gui`; ``task.partial(value)`` hands
 an early result (a report's summaries before its timeline) to ``on_partial``. A cancelled task's
-result is dropped. Errors never surface as tracebacks: a :class:`~gpuscope.errors.UserError` gives its
+result is dropped, also when it was already on its way to the GUI thread when Cancel came. Errors never surface as tracebacks: a :class:`~gpuscope.errors.UserError` gives its
 one line, anything else a line that names the log file holding the traceback.
 """
 
@@ -60,8 +60,7 @@ class Task(QRunnable):
         self._cancel.set()
 
     def progress(self, text: str) -> None:
-        if self.on_progress is not None and not self.cancelled:
-            bridge.to_gui(self.on_progress, text)
+        self._finish(self.on_progress, text)
 
     def partial(self, value: Any) -> None:
         """Hand an early result to ``on_partial`` on the GUI thread (the task goes on)."""
@@ -83,7 +82,12 @@ class Task(QRunnable):
 
     def _finish(self, callback: Callable[[Any], None] | None, value: Any) -> None:
         if callback is not None and not self.cancelled:
-            bridge.to_gui(callback, value)
+            bridge.to_gui(self._deliver, callback, value)
+
+    def _deliver(self, callback: Callable[[Any], None], value: Any) -> None:
+        """On the GUI thread: a Cancel that came after the value was sent, before it arrived, wins."""
+        if not self.cancelled:
+            callback(value)
 
 
 def submit(fn: Callable[[Task], Any], *, on_done: Callable[[Any], None] | None = None,
