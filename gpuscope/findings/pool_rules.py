@@ -9,7 +9,7 @@ Workers are grouped by parent (one pool per parent at a time, in practice). Per 
   with >= 0.5 s of work in all; or the pool waited > 25 % of its span for one straggler.
 - ``startup-dominated``: spawn / forkserver workers (a fork worker's start costs next to nothing:
   a slow one is its initializer) spent > 50 % of their lifetimes before their first task, on
-  average > 0.5 s each.
+  average > 0.5 s each; a worker that ran no task at all counts with its whole life.
 """
 
 from __future__ import annotations
@@ -65,6 +65,22 @@ def workers(events: list[ProcessEvents]) -> dict[int, list[Worker]]:
     return groups
 
 
+def idle_workers(events: list[ProcessEvents]) -> dict[int, list[Worker]]:
+    """Pool workers that ran no task and have ended, grouped by parent pid (a spawn worker still
+    starting when the other workers had done every task is one)."""
+    groups: dict[int, list[Worker]] = {}
+    empty = np.zeros(0, np.int64)
+    for pe in events:
+        if pe.role != "pool worker" or pe.end_ns is None or pe.start_ns is None:
+            continue
+        task_ids = {nid for nid, n in pe.names.items() if n.kind == "task"}
+        if len(pe.ranges) and task_ids and np.isin(pe.ranges["nid"], list(task_ids)).any():
+            continue
+        groups.setdefault(int(pe.ppid or 0), []).append(
+            Worker(pe.pid, int(pe.ppid or 0), pe.start_method, empty, empty, pe.start_ns, pe.end_ns))
+    return groups
+
+
 def tasks_too_small(group: list[Worker]) -> Finding | None:
     n = sum(len(w.t0) for w in group)
     if n < MIN_TASKS:
@@ -117,11 +133,14 @@ def load_imbalance(group: list[Worker]) -> Finding | None:
                  pids))
 
 
-def startup_dominated(group: list[Worker]) -> Finding | None:
+def startup_dominated(group: list[Worker], idle: list[Worker] = ()) -> Finding | None:
+    """``group``: workers that ran tasks; ``idle``: their siblings that ran none (all their life
+    was start-up: the others had done the work before they were ready)."""
     method = group[0].start_method or "default"
+    group = [*group, *(w for w in idle if w.start_method == group[0].start_method)]
     if len(group) < 2 or method not in ("spawn", "forkserver"):
         return None
-    startup = [max(0, int(w.t0.min()) - w.start_ns) / 1e9 for w in group]
+    startup = [max(0, (int(w.t0.min()) if len(w.t0) else w.end_ns) - w.start_ns) / 1e9 for w in group]
     life = [max(1, w.end_ns - w.start_ns) / 1e9 for w in group]
     share = sum(startup) / sum(life)
     mean = sum(startup) / len(startup)
@@ -135,16 +154,18 @@ def startup_dominated(group: list[Worker]) -> Finding | None:
         f"their first task, start method {method})",
         "keep one pool for the whole program instead of one per step; with spawn, move heavy imports out of "
         "the module the workers re-import, or use forkserver with set_forkserver_preload", Severity.WARNING, pids,
-        evidence({"workers": len(group), "mean start-up s": round(mean, 3), "start-up share": round(share, 3)},
+        evidence({"workers": len(group), "workers without a task": sum(1 for w in group if not len(w.t0)),
+                  "mean start-up s": round(mean, 3), "start-up share": round(share, 3)},
                  (), pids), action)
 
 
 def pool_findings(events: list[ProcessEvents]) -> list[Finding]:
     out = []
-    for _, group in sorted(workers(events).items()):
+    idle = idle_workers(events)
+    for parent, group in sorted(workers(events).items()):
         small = tasks_too_small(group)
         # With tasks too small, "busy" is mostly overhead and who got them is chance: one finding, one fix.
-        for f in (small, None if small else load_imbalance(group), startup_dominated(group)):
+        for f in (small, None if small else load_imbalance(group), startup_dominated(group, idle.get(parent, []))):
             if f is not None:
                 out.append(f)
     return out
