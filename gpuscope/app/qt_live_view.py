@@ -22,6 +22,7 @@ import numpy as np
 
 from gpuscope.app.live_model import LiveModel
 from gpuscope.app.plot_buffers import envelope
+from gpuscope.app.qt_notes_banner import NotesBanner
 from gpuscope.telemetry import metrics
 
 WINDOWS = (("last 30 s", 30.0), ("last 1 min", 60.0), ("last 5 min", 300.0), ("whole run", None))
@@ -165,8 +166,10 @@ class QtLiveView(QWidget):
             (left if name in GPU_PLOTS else right).addWidget(stack)
         grid.addLayout(left)
         grid.addLayout(right)
+        self.notes = NotesBanner(self)     # --annotate results, after the run
         lay = QVBoxLayout(self)
         lay.addLayout(bar)
+        lay.addWidget(self.notes)
         lay.addLayout(grid, 1)
 
     # -- state ----------------------------------------------------------------------------------
@@ -177,6 +180,7 @@ class QtLiveView(QWidget):
         for p in self.plots.values():
             p.clear()
         self.title.setText(title)
+        self.notes.clear()
         self.set_gpu_reason(reason)
         self._drawn_version = -1
         self.refresh()

@@ -247,6 +247,7 @@ class MainWindow(QMainWindow):
         self.console.append_text(f"gpuscope: {line}")
         (self.show_error if result.status == "error" else self.show_status)(line)
         self.live.set_elapsed(self.controller.elapsed(), result.status)
+        self.live.notes.show_notes(result.notes)
         self.history.refresh()
         self.load_report(result.run_dir, switch=False, quiet=True)
 

@@ -7,12 +7,14 @@ no extra clock read), at the end of each pool task, and at exit. A SIGKILL loses
 of a complete buffer; a reader drops a final partial line).
 """
 
-import json
 import os
 import sys
 import threading
 import time
 from array import array
+# Bound at import, before --annotate may wrap json.dumps: gpuscope's own log lines never count as
+# the user's calls of it.
+from json import dumps as _dumps
 
 from . import exitstatus
 
@@ -82,7 +84,7 @@ class State:
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
         self.fd = os.open(stem + ".log", flags, 0o644)
         self.rfd = os.open(stem + ".ranges", flags, 0o644)
-        self._write("H\t%s\n" % json.dumps(header, default=str))
+        self._write("H\t%s\n" % _dumps(header, default=str))
         self.next_flush = mono + FLUSH_NS
 
     def forget_parent(self):
@@ -157,13 +159,13 @@ class State:
     def update(self, **info):
         """Record a change of identity/state (role, name, ...): an I line, written at once."""
         self.info.update(info)
-        self.buf.append("I\t%d\t%s\n" % (now(), json.dumps(info, default=str)))
+        self.buf.append("I\t%d\t%s\n" % (now(), _dumps(info, default=str)))
         self.flush()
 
     def emit(self, info):
         """For periodic reporters (torch memory): an I line, on disk within FLUSH_NS."""
         t = now()
-        self.buf.append("I\t%d\t%s\n" % (t, json.dumps(info, default=str)))
+        self.buf.append("I\t%d\t%s\n" % (t, _dumps(info, default=str)))
         if t > self.next_flush:
             self.flush()
 
@@ -191,7 +193,7 @@ class State:
             record.update(exitstatus.usage())
         except Exception:
             pass
-        self.buf.append("X\t%d\t%s\n" % (now(), json.dumps(record)))
+        self.buf.append("X\t%d\t%s\n" % (now(), _dumps(record)))
         self.flush()
 
 
