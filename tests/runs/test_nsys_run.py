@@ -148,12 +148,12 @@ def test_stop_while_waiting_for_the_nsys_lock(nsys_env, monkeypatch):
 
 # -- stopping a recording (issue 15.1 and 15.7) ------------------------------------------------------
 
-def _start_long_recording(env):
+def _start_long_recording(env, program="long_nvtx_pool.py"):
     import subprocess
     import sys
 
     return subprocess.Popen([sys.executable, "-m", "gpuscope", "run", "--json", "--nsys", "--nsys-trace", "nvtx",
-                             "--start-method", "spawn", script("long_nvtx_pool.py")], env=env,
+                             "--start-method", "spawn", script(program)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -205,7 +205,8 @@ def test_second_stop_abandons_the_report_and_says_so(nsys_env):
     import signal
     import time
 
-    proc = _start_long_recording(nsys_env)
+    # a program that takes 2 s to stop after SIGINT: the second Stop comes while it still runs
+    proc = _start_long_recording(nsys_env, "slow_to_stop.py")
     _until_round(proc, 2)
     proc.send_signal(signal.SIGINT)
     time.sleep(0.5)

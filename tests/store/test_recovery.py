@@ -91,6 +91,18 @@ def _start_gated(run_env, tmp_path) -> tuple[subprocess.Popen, Path]:
     return proc, gate
 
 
+def _until_listed(run_env, run_ids: set[str], timeout_s: float = 60.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        res = gpuscope(run_env, "history", "--json")
+        if res.returncode == 0 and run_ids <= {r["id"] for r in json.loads(res.stdout)}:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{run_ids} not in the store after {timeout_s:.0f} s")
+
+
 def _finish_gated(proc: subprocess.Popen, gate: Path) -> tuple[str, str]:
     (gate / "go").touch()
     try:
@@ -110,6 +122,7 @@ def test_damage_found_mid_run(two_runs, run_env, tmp_path, finder):
     proc, gate = _start_gated(run_env, tmp_path)
     try:
         running = _ids(two_runs) - ids
+        _until_listed(run_env, running)   # its row and spec.json come just after the program starts
         damage_bytes(store_of(two_runs), 0, 4096)
         if finder == "another gpuscope":
             res = gpuscope(run_env, "history", "--json")
