@@ -356,12 +356,15 @@ class RunScope:
 
     def _adopt_cheap(self, pending: dict[int, ProcInfo], members: dict[int, Reason],
                      added: list[int]) -> None:
+        # oldest first: a parent is judged before its children, so a child of a member is in by
+        # the parent rule whatever order /proc listed them in
+        order = sorted(pending.items(), key=lambda item: item[1].start_ticks)
         changed = True
         while changed and pending:
             changed = False
-            # oldest first: a parent is judged before its children, so a child of a member is
-            # in by the parent rule whatever order /proc listed them in
-            for pid, p in sorted(pending.items(), key=lambda item: item[1].start_ticks):
+            for pid, p in order:
+                if pid not in pending:
+                    continue
                 why = self.cheap_reason(p, members)
                 if why:
                     members[pid] = why

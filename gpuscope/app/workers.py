@@ -4,8 +4,9 @@
 tells a long step to give up, ``task.progress(text)`` reports a line. Results and errors come
 back on the GUI thread through :func:`gpuscope.app.bridge.to_gui`; ``task.partial(value)`` hands
 an early result (a report's summaries before its timeline) to ``on_partial``. A cancelled task's
-result is dropped, also when it was already on its way to the GUI thread when Cancel came. Errors never surface as tracebacks: a :class:`~gpuscope.errors.UserError` gives its
-one line, anything else a line that names the log file holding the traceback.
+result is dropped, also one already on its way to the GUI thread when Cancel came. Errors never
+surface as tracebacks: a :class:`~gpuscope.errors.UserError` gives its one line, anything else a
+line that names the log file holding the traceback.
 """
 
 from __future__ import annotations

@@ -76,20 +76,6 @@ def _write(stream_name: str, chunk: bytes) -> None:
         pass
 
 
-def _widen_pipe(fd: int) -> None:
-    """When our stdout is a pipe, give it 1 MB (the program's own pipe into gpuscope has as much):
-    the relay then writes each chunk it read in one go instead of waiting on a 64 KB pipe."""
-    import stat
-
-    from gpuscope.runs.output import widen_pipe
-
-    try:
-        if stat.S_ISFIFO(os.fstat(fd).st_mode):
-            widen_pipe(fd)
-    except OSError:
-        pass
-
-
 def run(args: argparse.Namespace) -> int:
     from gpuscope.status import RunStatus
     from gpuscope.runs.supervisor import Run
@@ -102,7 +88,9 @@ def run(args: argparse.Namespace) -> int:
 
     cap = None if args.output_cap_mb is None else int(max(args.output_cap_mb, 0) * 1024 * 1024)
     findings = FindingsRecorder(on_finding=lambda f: progress(f"finding: {f.line()}"))
-    _widen_pipe(1)
+    from gpuscope.runs.output import widen_pipe
+
+    widen_pipe(1)   # our stdout, when it is a pipe: 1 MiB, so each chunk relayed goes on in one write
     run_ = Run(spec_from_args(args), output=[_write], progress=progress, stdin=None,
                live_output=_is_terminal(1), output_cap_bytes=cap, recorders=[findings])
     interrupted = {"n": 0}

@@ -45,39 +45,28 @@ class Worker:
 
 
 def workers(events: list[ProcessEvents]) -> dict[int, list[Worker]]:
-    """Pool workers with at least one task, grouped by parent pid."""
-    groups: dict[int, list[Worker]] = {}
-    for pe in events:
-        if pe.role != "pool worker" or not len(pe.ranges):
-            continue
-        task_ids = [nid for nid, n in pe.names.items() if n.kind == "task"]
-        if not task_ids:
-            continue
-        nid = pe.ranges["nid"]
-        sel = pe.ranges if len(task_ids) == len(pe.names) else pe.ranges[np.isin(nid, task_ids)]
-        if not len(sel):
-            continue
-        end = pe.end_ns if pe.end_ns is not None else int(pe.ranges["t1"].max())
-        # contiguous columns: arithmetic on a record array's strided fields is several times slower
-        groups.setdefault(int(pe.ppid or 0), []).append(Worker(
-            pe.pid, int(pe.ppid or 0), pe.start_method, np.ascontiguousarray(sel["t0"]),
-            np.ascontiguousarray(sel["t1"]), pe.start_ns, end))
-    return groups
-
-
-def idle_workers(events: list[ProcessEvents]) -> dict[int, list[Worker]]:
-    """Pool workers that ran no task and have ended, grouped by parent pid (a spawn worker still
-    starting when the other workers had done every task is one)."""
+    """Pool workers grouped by parent pid: those that ran tasks, and those that ended without one
+    (empty ``t0``/``t1``: a spawn worker still starting when its siblings had done every task)."""
     groups: dict[int, list[Worker]] = {}
     empty = np.zeros(0, np.int64)
     for pe in events:
-        if pe.role != "pool worker" or pe.end_ns is None or pe.start_ns is None:
+        if pe.role != "pool worker":
             continue
-        task_ids = {nid for nid, n in pe.names.items() if n.kind == "task"}
-        if len(pe.ranges) and task_ids and np.isin(pe.ranges["nid"], list(task_ids)).any():
+        task_ids = [nid for nid, n in pe.names.items() if n.kind == "task"]
+        if not task_ids or not len(pe.ranges):
+            sel = pe.ranges[:0]
+        else:   # every range a task (the usual case) needs no selection
+            sel = pe.ranges if len(task_ids) == len(pe.names) else pe.ranges[np.isin(pe.ranges["nid"], task_ids)]
+        if len(sel):
+            end = pe.end_ns if pe.end_ns is not None else int(pe.ranges["t1"].max())
+            # contiguous columns: arithmetic on a record array's strided fields is several times slower
+            t0, t1 = np.ascontiguousarray(sel["t0"]), np.ascontiguousarray(sel["t1"])
+        elif pe.end_ns is not None:
+            end, t0, t1 = pe.end_ns, empty, empty
+        else:
             continue
         groups.setdefault(int(pe.ppid or 0), []).append(
-            Worker(pe.pid, int(pe.ppid or 0), pe.start_method, empty, empty, pe.start_ns, pe.end_ns))
+            Worker(pe.pid, int(pe.ppid or 0), pe.start_method, t0, t1, pe.start_ns, end))
     return groups
 
 
@@ -133,11 +122,10 @@ def load_imbalance(group: list[Worker]) -> Finding | None:
                  pids))
 
 
-def startup_dominated(group: list[Worker], idle: list[Worker] = ()) -> Finding | None:
-    """``group``: workers that ran tasks; ``idle``: their siblings that ran none (all their life
-    was start-up: the others had done the work before they were ready)."""
+def startup_dominated(group: list[Worker]) -> Finding | None:
+    """``group``: the pool's workers, those that ran no task included (all their life was start-up:
+    the others had done the work before they were ready)."""
     method = group[0].start_method or "default"
-    group = [*group, *(w for w in idle if w.start_method == group[0].start_method)]
     if len(group) < 2 or method not in ("spawn", "forkserver"):
         return None
     startup = [max(0, (int(w.t0.min()) if len(w.t0) else w.end_ns) - w.start_ns) / 1e9 for w in group]
@@ -161,11 +149,13 @@ def startup_dominated(group: list[Worker], idle: list[Worker] = ()) -> Finding |
 
 def pool_findings(events: list[ProcessEvents]) -> list[Finding]:
     out = []
-    idle = idle_workers(events)
-    for parent, group in sorted(workers(events).items()):
-        small = tasks_too_small(group)
+    for _, group in sorted(workers(events).items()):
+        busy = [w for w in group if len(w.t0)]
+        if not busy:
+            continue
+        small = tasks_too_small(busy)
         # With tasks too small, "busy" is mostly overhead and who got them is chance: one finding, one fix.
-        for f in (small, None if small else load_imbalance(group), startup_dominated(group, idle.get(parent, []))):
+        for f in (small, None if small else load_imbalance(busy), startup_dominated(group)):
             if f is not None:
                 out.append(f)
     return out

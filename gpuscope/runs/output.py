@@ -55,7 +55,8 @@ def open_output(live: bool) -> tuple[int, int]:
 
 
 def widen_pipe(fd: int) -> None:
-    """Ask for a ``PIPE_SIZE`` pipe buffer (Linux; capped by /proc/sys/fs/pipe-max-size)."""
+    """Ask for a ``PIPE_SIZE`` pipe buffer (Linux; capped by /proc/sys/fs/pipe-max-size). Anything
+    but a pipe (a terminal, a file) refuses, and is left as it is."""
     try:
         fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_SIZE)
     except OSError:
