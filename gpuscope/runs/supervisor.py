@@ -314,6 +314,8 @@ class Run:
             if not pump.join(timeout=1.0):
                 self.notes.append(f"a process that outlived the run still holds its {pump.name}; "
                                   "its later output is still saved in the run folder")
+            elif pump.name == "stderr" and self._proc.stderr is not None:
+                self._proc.stderr.close()   # read to its end by the pump (stdout's fd the pump closes)
         self._each("program_ended", self._ctx)
         exit_status = ExitStatus.from_returncode(returncode)
         left = [] if self._stop_requested.is_set() else self._settle()
