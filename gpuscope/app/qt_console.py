@@ -6,6 +6,10 @@ last ``max_lines`` lines (``QPlainTextEdit.setMaximumBlockCount``). One tick ins
 line costs ~40 µs once the document is full (Qt trims a block per new line), so 500 lines keep a
 tick near 20 ms even when a script prints 100k lines a second, and the window stays responsive.
 The full output is always in the run folder's stdout.log/stderr.log.
+
+Lines stay whole: a stream's unfinished line (``print`` writes its arguments one by one when
+output is unbuffered) waits for its end, at most one tick, so that another stream's line or a note
+of gpuscope's is not inserted in the middle of it; a note always starts on a line of its own.
 """
 
 from __future__ import annotations
@@ -59,6 +63,9 @@ class QtConsole(QWidget):
     def clear(self) -> None:
         self.text.clear()
         self._decoders = {s: codecs.getincrementaldecoder("utf-8")("replace") for s in ("stdout", "stderr")}
+        self._partial = {"stdout": "", "stderr": ""}   # a line without its end yet, per stream
+        self._held = {"stdout": False, "stderr": False}  # ... already held over one tick
+        self._line_start = True
         self.lines_seen = 0
         self.lines_skipped = 0
 
@@ -69,16 +76,32 @@ class QtConsole(QWidget):
             pieces.append(("gpuscope", f"[gpuscope: {dropped_bytes:,} bytes of output not shown here; "
                                        "all of it is in the run folder's stdout.log/stderr.log]\n"))
         for stream, chunk in chunks:
-            text = self._decoders[stream].decode(chunk)
-            if text:
-                if pieces and pieces[-1][0] == stream:
-                    pieces[-1] = (stream, pieces[-1][1] + text)
-                else:
-                    pieces.append((stream, text))
+            text = self._partial[stream] + self._decoders[stream].decode(chunk)
+            end = text.rfind("\n") + 1
+            self._partial[stream] = text[end:]
+            if end:
+                self._held[stream] = False
+                _add(pieces, stream, text[:end])
+        for stream, rest in self._partial.items():
+            if rest and self._held[stream]:   # no line end for a whole tick (a prompt, a progress bar)
+                _add(pieces, stream, rest)
+                self._partial[stream] = ""
+            self._held[stream] = bool(self._partial[stream])
         self._insert(self._tail(pieces))
 
+    def flush(self) -> None:
+        """Show every unfinished line now (the run has ended)."""
+        pieces: list[tuple[str, str]] = []
+        for stream, rest in self._partial.items():
+            if rest:
+                _add(pieces, stream, rest)
+            self._partial[stream], self._held[stream] = "", False
+        self._insert(pieces)
+
     def append_text(self, text: str, stream: str = "gpuscope") -> None:
-        self._insert([(stream, text if text.endswith("\n") else text + "\n")])
+        self.flush()
+        text = text if text.endswith("\n") else text + "\n"
+        self._insert([(stream, text if self._line_start else "\n" + text)])
 
     def _tail(self, pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """The last ``per_tick`` lines of a tick's pieces, after a note of how many were skipped."""
@@ -114,6 +137,7 @@ class QtConsole(QWidget):
         for stream, text in pieces:
             cursor.insertText(text, self._formats[stream])
         cursor.endEditBlock()
+        self._line_start = pieces[-1][1].endswith("\n")
         if self.follow.isChecked():
             bar.setValue(bar.maximum())
 
@@ -145,6 +169,14 @@ class QtConsole(QWidget):
             self.find_next(backward=True)
             return
         super().keyPressEvent(event)
+
+
+def _add(pieces: list[tuple[str, str]], stream: str, text: str) -> None:
+    """Append ``text`` of ``stream``, joining it to the last piece when that is the same stream's."""
+    if pieces and pieces[-1][0] == stream:
+        pieces[-1] = (stream, pieces[-1][1] + text)
+    else:
+        pieces.append((stream, text))
 
 
 def _nth_newline_from_end(text: str, n: int) -> int:

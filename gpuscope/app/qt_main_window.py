@@ -375,6 +375,7 @@ class MainWindow(QMainWindow):
         for stream, cut in past.truncated.items():
             self.console.append_text(f"gpuscope: the first {cut:,} bytes of {stream} are only in the log file")
         self.console.append_chunks(past.output)
+        self.console.flush()
         self.tabs.setCurrentIndex(0)
         self.live.refresh()
         self.tree.refresh()

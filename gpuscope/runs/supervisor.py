@@ -310,12 +310,7 @@ class Run:
         ended_ns = time.time_ns()
         if self._stop_thread is not None:
             self._stop_thread.join()
-        for pump in self._pumps:
-            if not pump.join(timeout=1.0):
-                self.notes.append(f"a process that outlived the run still holds its {pump.name}; "
-                                  "its later output is still saved in the run folder")
-            elif pump.name == "stderr" and self._proc.stderr is not None:
-                self._proc.stderr.close()   # read to its end by the pump (stdout's fd the pump closes)
+        self._join_pumps()
         self._each("program_ended", self._ctx)
         exit_status = ExitStatus.from_returncode(returncode)
         left = [] if self._stop_requested.is_set() else self._settle()
@@ -335,6 +330,27 @@ class Run:
                            nsys=outcome.extra.get("nsys"), findings=list(outcome.extra.get("findings", [])))
         self._record(result)
         return result
+
+    def _join_pumps(self, quiet_s: float = 1.0, cap_s: float = 5.0) -> None:
+        """Read the output to its end before the run is reported ended.
+
+        A child of the run that is still exiting (multiprocessing's resource tracker, a pool worker
+        being reaped) holds the pipes open: wait for it (up to ``cap_s``). Once no process of the run
+        is left, a pipe still open after ``quiet_s`` is held by one that escaped the run; its later
+        output still goes to the run folder, and a note says so.
+        """
+        assert self._proc is not None
+        start = time.monotonic()
+        for pump in self._pumps:
+            while not pump.join(timeout=0.05):
+                waited = time.monotonic() - start
+                if waited > cap_s or (waited > quiet_s and not self._tree()):
+                    self.notes.append(f"a process that outlived the run still holds its {pump.name}; "
+                                      "its later output is still saved in the run folder")
+                    break
+            else:
+                if pump.name == "stderr" and self._proc.stderr is not None:
+                    self._proc.stderr.close()   # read to its end by the pump (stdout's fd the pump closes)
 
     def _settle(self, timeout_s: float = 1.5) -> list[int]:
         """Processes still alive after the run ended by itself (given a moment to exit)."""

@@ -3,9 +3,9 @@
 The store is an index: every run also lives in its folder (``spec.json`` written at start,
 ``summary.json`` at the end, the event logs). When SQLite reports the file as damaged ("database
 disk image is malformed", "file is not a database"), :func:`recover` moves the file (and its
-``-wal``/``-shm``) aside as ``gpuscope.sqlite.damaged-<time>``, creates a new store, copies over
-every table SQLite can still read from the damaged copy, and then fills the runs from their
-folders (:mod:`gpuscope.store.rebuild`). One process does it at a time (a lock file); the others
+``-wal``/``-shm``) aside as ``gpuscope.sqlite.damaged-<time>`` and puts a new store in its place:
+built beside it first, from every table SQLite can still read from the damaged file and then the
+runs from their folders (:mod:`gpuscope.store.rebuild`). One process does it at a time (a lock file); the others
 notice the new file and reopen it.
 """
 
@@ -108,28 +108,48 @@ def recover(path: Path, *, seen_inode: int | None, problem: str) -> Recovery | N
         found = check(path)
         if found is None:
             return None
-        moved = quarantine(path)
-        runs, salvaged = rebuild.rebuild(path, moved)
+        fresh = path.with_name(path.name + ".rebuilding")
+        _remove(fresh)  # left by a recovery that was killed half-way
+        runs, salvaged = rebuild.rebuild(fresh, path)
+        moved = replace(path, fresh)
         result = Recovery(found or problem, moved, runs, salvaged)
     _tell(path, result)
     return result
 
 
-def quarantine(path: Path) -> Path:
-    """Rename the store and its side files to ``<name>.damaged-<time>``; returns the new name."""
+def replace(path: Path, fresh: Path) -> Path:
+    """Put ``fresh`` in the damaged store's place; returns where the damaged file (and side files) went.
+
+    The store's name never points at nothing: the damaged file is linked to its new name, its side
+    files are moved, and only then is the fresh file renamed over it (atomically). A process opening
+    the store meanwhile sees the damaged file (and waits on the lock) or the whole new one, never an
+    empty store it would create itself.
+    """
     stamp = time.strftime("%Y%m%d-%H%M%S")
     target = path.with_name(f"{path.name}.damaged-{stamp}")
     n = 1
     while target.exists():
         n += 1
         target = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
-    os.rename(path, target)
+    try:
+        os.link(path, target)
+    except OSError:  # a filesystem without hard links: a brief moment without a store file
+        os.rename(path, target)
     for side in SIDE_FILES:
         try:
             os.rename(str(path) + side, str(target) + side)
         except FileNotFoundError:
             pass
+    os.replace(fresh, path)
     return target
+
+
+def _remove(path: Path) -> None:
+    for name in (str(path), *(str(path) + side for side in SIDE_FILES)):
+        try:
+            os.unlink(name)
+        except FileNotFoundError:
+            pass
 
 
 def _tell(path: Path, result: Recovery) -> None:

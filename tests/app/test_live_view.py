@@ -10,6 +10,7 @@ from apphelpers import fill, make_window, wait_report
 from PySide6.QtCore import QTimer
 
 from gpuscope.app.live_model import LiveModel
+from gpuscope.app.qt_console import QtConsole
 from gpuscope.app.qt_live_view import QtLiveView
 from gpuscope.telemetry.batch import DeviceSample, ProcSample, SampleBatch
 
@@ -132,3 +133,21 @@ def test_nice_top_steps():
     from gpuscope.app.qt_live_view import nice_top
 
     assert [nice_top(v) for v in (0, 0.7, 1.0, 1.01, 3, 7, 31.5, 2e9)] == [1, 1, 1, 2, 5, 10, 50, 2e9]
+
+
+def test_console_keeps_lines_whole_across_streams_and_notes(qtbot):
+    """An unbuffered print writes its arguments one by one; a stderr line or a note of gpuscope's
+    arriving in between goes before or after the line, never inside it."""
+    console = QtConsole()
+    qtbot.addWidget(console)
+    console.append_chunks([("stdout", b"results 2 "), ("stderr", b"a warning\n"), ("stdout", b"module m")])
+    assert console.plain_text() == "a warning\n"
+    console.append_chunks([("stdout", b" args ['a']\n"), ("stdout", b"Enter a number: ")])
+    assert console.plain_text() == "a warning\nresults 2 module m args ['a']\n"
+    console.append_chunks([])                   # a line without its end waits one tick, no longer
+    assert console.plain_text().endswith("\nEnter a number: ")
+    console.append_chunks([("stdout", b"4")])
+    console.append_text("gpuscope: run ended")  # shows the unfinished line, then the note on its own line
+    assert console.plain_text().splitlines()[-2:] == ["Enter a number: 4", "gpuscope: run ended"]
+    console.append_chunks([("stdout", "naïve\n".encode()[:3]), ("stdout", "naïve\n".encode()[3:])])
+    assert console.plain_text().endswith("\nnaïve\n")   # a character split between chunks too

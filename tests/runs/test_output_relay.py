@@ -11,6 +11,7 @@ import json
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 from gpuscope import rundir as layout
@@ -129,3 +130,45 @@ def test_cap_from_the_command_line_and_the_environment(run_env, tmp_path):
 
 if __name__ == "__main__":
     sys.exit("run with pytest")
+
+
+LATE_CHILD = """
+import subprocess, sys
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5); print('late line', flush=True)"])
+print("main done", flush=True)
+"""
+
+ESCAPED_CHILD = """
+import os, subprocess, sys
+# no environment: the child carries no run marker and leaves the run's session (a daemon)
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env={}, start_new_session=True)
+open(sys.argv[1], "w").write(str(child.pid))
+"""
+
+
+def test_output_of_a_child_still_exiting_is_read_before_the_run_ends(tmp_path):
+    """The main process exits first; a child of the run prints 1.5 s later: the run's end waits for it
+    (multiprocessing's resource tracker and reaped pool workers hold the pipes the same way)."""
+    result, chunks = _run(LATE_CHILD, tmp_path)
+    assert result.status == "exited"
+    relayed = b"".join(d for n, d in chunks if n == "stdout")
+    assert relayed == b"main done\nlate line\n"
+    assert not [n for n in result.notes if "outlived" in n], result.notes
+
+
+def test_an_escaped_process_holding_the_output_does_not_hold_the_run(tmp_path):
+    """A daemon that left the run (new session, no marker) keeps stdout open for 60 s: the run ends
+    within seconds, with a note saying so."""
+    pid_file = tmp_path / "daemon.pid"
+    path = tmp_path / "prog.py"
+    path.write_text(ESCAPED_CHILD)
+    run = Run(RunSpec(script=str(path), args=(str(pid_file),))).start()
+    try:
+        t0 = time.monotonic()
+        result = run.wait()
+        took = time.monotonic() - t0
+        assert result.status == "exited"
+        assert [n for n in result.notes if "outlived the run still holds its stdout" in n], result.notes
+        assert took < 30, took
+    finally:
+        os.kill(int(pid_file.read_text()), 9)

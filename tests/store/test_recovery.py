@@ -147,12 +147,14 @@ def test_concurrent_commands_move_the_store_aside_once(two_runs, run_env):
     ids = _ids(two_runs)
     damage_bytes(store_of(two_runs), 0, 4096)
     procs = [subprocess.Popen([PY, "-m", "gpuscope", "history", "--json"], env=run_env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+                              stderr=subprocess.PIPE, text=True) for _ in range(5)]
     outs = [p.communicate(timeout=120) for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
     assert len(damaged_copies(two_runs)) == 1
+    # none of them saw an empty store (the new one is built beside the old one and renamed into place)
     for out, _err in outs:
         assert ids <= {r["id"] for r in json.loads(out)}
+    assert not list(two_runs.glob("*.rebuilding*"))
     assert sum("was damaged" in err for _out, err in outs) == 1, outs
 
 
