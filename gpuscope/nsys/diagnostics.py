@@ -83,14 +83,17 @@ def _messages(conn: sqlite3.Connection, tables: set[str]) -> list[tuple[str, int
     return out
 
 
-def _nvtx_pids(conn: sqlite3.Connection, tables: set[str]) -> tuple[set[int], set[int]]:
-    """(pids with NVTX events, pids with only domain rows)."""
+def _nvtx_pids(conn: sqlite3.Connection, tables: set[str],
+               kinds: dict[int, set[int]] | None = None) -> tuple[set[int], set[int]]:
+    """(pids with NVTX events, pids with only domain rows); ``kinds`` (pid -> NVTX event types)
+    when the caller has read them already (the summary reader's scan), else one DISTINCT query."""
     if "NVTX_EVENTS" not in tables:
         return set(), set()
-    kinds: dict[int, set[int]] = {}
-    for pid, etype in conn.execute(
-            "SELECT DISTINCT (globalTid >> 24) & 16777215, eventType FROM NVTX_EVENTS"):
-        kinds.setdefault(int(pid), set()).add(int(etype))
+    if kinds is None:
+        kinds = {}
+        for pid, etype in conn.execute(
+                "SELECT DISTINCT (globalTid >> 24) & 16777215, eventType FROM NVTX_EVENTS"):
+            kinds.setdefault(int(pid), set()).add(int(etype))
     with_events = {p for p, k in kinds.items() if k & set(EVENT_TYPES)}
     domain_only = {p for p, k in kinds.items() if k and k <= set(DOMAIN_TYPES)}
     return with_events, domain_only
@@ -117,14 +120,18 @@ class _Facts:
     domain_only: set[int]
 
 
-def diagnose(conn: sqlite3.Connection | str | Path) -> list[Finding]:
-    """Findings for an nsys SQLite export (a connection, or a path opened read-only)."""
+def diagnose(conn: sqlite3.Connection | str | Path, nvtx_kinds: dict[int, set[int]] | None = None) -> list[Finding]:
+    """Findings for an nsys SQLite export (a connection, or a path opened read-only).
+
+    ``nvtx_kinds`` (pid -> set of NVTX event types), when given, saves a scan of ``NVTX_EVENTS``.
+    """
     if not isinstance(conn, sqlite3.Connection):
         uri = f"file:{Path(conn).resolve()}?mode=ro"
         with closing(sqlite3.connect(uri, uri=True)) as own:
-            return diagnose(own)
+            return diagnose(own, nvtx_kinds)
     tables = _tables(conn)
-    facts = _Facts(tables, product_version(conn), _messages(conn, tables), *_nvtx_pids(conn, tables))
+    facts = _Facts(tables, product_version(conn), _messages(conn, tables),
+                   *_nvtx_pids(conn, tables, nvtx_kinds))
     return [f for rule in (_incompatible, _discarded, _silent) if (f := rule(facts))]
 
 

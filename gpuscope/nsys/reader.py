@@ -19,6 +19,7 @@ import numpy as np
 
 from gpuscope.errors import UserError
 from gpuscope.trace import timeline as T
+from gpuscope.trace.summary import unique_counts
 
 NVTX_RANGE_TYPES = (59, 60, 70, 71)
 NVTX_MARK, NVTX_DOMAIN_CREATE, NVTX_CATEGORY = 34, 75, 33
@@ -425,7 +426,7 @@ def read_processes(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings
     tl.threads = T.Threads(pid=T.column("pid", [k[0] for k in threads]), tid=T.column("tid", [k[1] for k in threads]),
                            name_id=T.column("name_id", list(threads.values())))
     seen = [tl.nvtx_pids, tl.osrt.pid, tl.cuda_api.pid, tl.kernels.pid, tl.memops.pid]
-    pids = np.unique(np.concatenate(seen).astype(np.int32))
+    pids = unique_counts(np.concatenate(seen).astype(np.int32))[0]
     pids = pids[pids > 0]
     keep = np.isin(tl.threads.pid, pids)   # ThreadNames lists every thread of the machine
     tl.threads = tl.threads.take(keep)

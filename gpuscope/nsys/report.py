@@ -113,7 +113,8 @@ def _parse(p: Path, p_sqlite: Path, conn: sqlite3.Connection, info: ExportInfo, 
     quick = read_summary_data(conn, info)
     if quick is None:
         return _parse_full(p, p_sqlite, conn, info, use_cache)
-    extra = {"summaries": quick.summaries, "processes": quick.processes, "findings": _diagnose(conn)}
+    extra = {"summaries": quick.summaries, "processes": quick.processes,
+             "findings": _diagnose(conn, quick.nvtx_kinds)}
     rep = _report(p, p_sqlite, info, extra, quick.notes)
 
     def load() -> T.Timeline:
@@ -220,7 +221,7 @@ def _findings_from(rows: list[dict]) -> list:
     return [Finding(**{**r, "pids": tuple(r.get("pids", ()))}) for r in rows]
 
 
-def _diagnose(conn: sqlite3.Connection) -> list:
+def _diagnose(conn: sqlite3.Connection, nvtx_kinds: dict[int, set[int]] | None = None) -> list:
     from gpuscope.nsys.diagnostics import diagnose
 
-    return list(diagnose(conn))
+    return list(diagnose(conn, nvtx_kinds))

@@ -2,15 +2,18 @@
 
 ``gpuscope report --json`` and the app's first paint need the ``nsys stats`` summaries, the process
 table and the findings, not the ranges' threads, colours and nesting. The NVTX table is read as two
-packed int64 columns in one scan (instead of the Timeline reader's five plus a nesting pass):
+int64 columns in one scan, split by rowid ranges over up to ``reader.PARALLEL_READERS`` threads
+(each with its own read-only connection; SQLite runs without the GIL):
 
-- ``key`` = pid | min(eventType, 127) << 24 | (textId + 1) << 31
-- ``val`` = min(domainId, 65535) | has_end << 16 | (end - start, or start when end is NULL) << 17
+- ``dur`` = ``ifnull(end, -1) - start`` (a missing end reads as ``-1 - start``: negative);
+- ``key`` = pid | min(eventType, 127) << 24 | (textId + 1) << 31 [| min(domainId, 65535) << 47]
 
-with ``max(start)``, ``max(end)`` (nvtx_sum's "M") from the same scan. Exports whose values do not
-fit (timestamps of 2^45 ns and more, as ``--ts-normalize`` writes; string ids of 2^31 and more)
-return None and are read through the Timeline reader. The few rows whose name or domain needs the
-``text`` column or the thread are fetched afterwards by rowid.
+(the domain travels in its own column when string ids reach 2^16). The same scan counts the ends
+and takes ``min(start)``: an export with negative timestamps or an end before its start (where the
+sign of ``dur`` would be ambiguous) returns None and is read through the Timeline reader. Every
+SQL operator and column costs about 0.1 µs a row in SQLite (docs/NSYS-REPORTS.md, "Benchmark"),
+so the expressions are kept short. The few rows whose name or domain needs the ``text`` column or
+the thread are fetched afterwards by rowid.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ from gpuscope.nsys import reader as R
 from gpuscope.trace import summary as S
 from gpuscope.trace import timeline as T
 
-VALUE_LIMIT = 1 << 45        # |start| and |end - start| must stay below this to pack
 ROWID_BATCH = 20_000         # rowids per "WHERE rowid IN (...)" query
+DOMAIN_IN_KEY_MAX_SID = (1 << 16) - 2   # string ids up to this leave the key's top 16 bits to the domain
 
 
 @dataclass
@@ -35,6 +38,7 @@ class SummaryData:
     summaries: dict[str, list]
     processes: list[dict]
     notes: list[str]
+    nvtx_kinds: dict[int, set[int]] | None = None   # pid -> NVTX event types (for diagnostics)
 
 
 def read_summary_data(conn: sqlite3.Connection, info: R.ExportInfo) -> SummaryData | None:
@@ -56,51 +60,67 @@ def read_summary_data(conn: sqlite3.Connection, info: R.ExportInfo) -> SummaryDa
     sums["nvtx"] = S.nvtx_summary_of(tl.strings, tl.domains, nvtx["pid"][r], nvtx["domain"][r],
                                      nvtx["name"][r], np.isin(nvtx["etype"][r], (60, 71)).astype(np.uint8),
                                      nvtx["dur"][r], info.naming)
-    procs = S.process_table(tl, (nvtx["pid"][r], nvtx["pid"][nvtx["etype"] == R.NVTX_MARK]))
-    return SummaryData(summaries=sums, processes=procs, notes=list(tl.notes))
+    procs = S.process_table(tl, nvtx_counts=(nvtx["range_counts"], nvtx["mark_counts"]))
+    return SummaryData(summaries=sums, processes=procs, notes=list(tl.notes), nvtx_kinds=nvtx["kinds"])
 
 
-def _packed_exprs(cols: list[str]) -> list[str]:
-    """The two packed columns (SQLite gives &, | and << one precedence: everything parenthesised)."""
-    gtid = R._expr(cols, "globalTid", "0")
-    key = (f"((({gtid}) >> 24) & 16777215) | (min(eventType, 127) << 24)"
-           f" | (({R._expr(cols, 'textId')} + 1) << 31)")
-    span = '"end" - start' if "end" in cols else "NULL"
-    val = (f"min({R._expr(cols, 'domainId', '0')}, 65535)"
-           f" | ((CASE WHEN ({span}) IS NULL THEN 0 ELSE 1 END) << 16)"
-           f" | (coalesce({span}, start) << 17)")
-    return [key, val]
+def _exprs(cols: list[str], domain_in_key: bool) -> list[str]:
+    """dur, key[, domain] (SQLite gives &, | and << one precedence: everything parenthesised)."""
+    gtid = "globalTid" if "globalTid" in cols else "0"
+    text_id = "ifnull(textId, -1)" if "textId" in cols else "-1"
+    domain = "min(ifnull(domainId, 0), 65535)" if "domainId" in cols else "0"
+    dur = 'ifnull("end", -1) - start' if "end" in cols else "-1 - start"
+    key = f"(({gtid} >> 24) & 16777215) | (min(eventType, 127) << 24) | (({text_id} + 1) << 31)"
+    if domain_in_key:
+        return [dur, f"{key} | ({domain} << 47)"]
+    return [dur, key, domain]
 
 
-def _scan(conn: sqlite3.Connection, cols: list[str], lo: int, hi: int, holes: bool):
-    """(key, val[, rowid]) arrays and (min start, max start, max end) of NVTX_EVENTS, in chunks."""
-    exprs = _packed_exprs(cols) + (["rowid"] if holes else [])
-    select = ", ".join(f"group_concat({e})" for e in exprs)
-    end_col = 'max("end")' if "end" in cols else "NULL"
-    parts: list[list[np.ndarray]] = [[] for _ in exprs]
-    lo_s, hi_s, hi_e = None, None, None
-    for a in range(lo, hi + 1, R.CHUNK_ROWS):
-        row = conn.execute(f"SELECT {select}, min(start), max(start), {end_col} FROM NVTX_EVENTS "
-                           f"WHERE rowid >= ? AND rowid < ?", (a, a + R.CHUNK_ROWS)).fetchone()
-        for i, text in enumerate(row[:len(exprs)]):
-            parts[i].append(np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, np.int64))
-        mn, mx, me = row[len(exprs):]
-        lo_s = mn if lo_s is None or (mn is not None and mn < lo_s) else lo_s
-        hi_s = mx if hi_s is None or (mx is not None and mx > hi_s) else hi_s
-        hi_e = me if hi_e is None or (me is not None and me > hi_e) else hi_e
-    return [np.concatenate(p) for p in parts], (lo_s, hi_s, hi_e)
+def _scan_part(path: str, conn: sqlite3.Connection | None, exprs: list[str], has_end: bool,
+               lo: int, hi: int) -> tuple[list[np.ndarray], int, int | None]:
+    """Columns of rowids lo..hi (inclusive), the number of non-NULL ends and min(start)."""
+    own = conn or sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        select = ", ".join(f"group_concat({e})" for e in exprs)
+        ends = 'count("end")' if has_end else "0"
+        parts: list[list[np.ndarray]] = [[] for _ in exprs]
+        n_end, lo_s = 0, None
+        for a in range(lo, hi + 1, R.CHUNK_ROWS):
+            b = min(hi + 1, a + R.CHUNK_ROWS)
+            row = own.execute(f"SELECT {select}, {ends}, min(start) FROM NVTX_EVENTS "
+                              f"WHERE rowid >= ? AND rowid < ?", (a, b)).fetchone()
+            for i, text in enumerate(row[:len(exprs)]):
+                parts[i].append(np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, np.int64))
+            n_end += int(row[len(exprs)] or 0)
+            mn = row[len(exprs) + 1]
+            lo_s = mn if lo_s is None or (mn is not None and mn < lo_s) else lo_s
+        return [np.concatenate(p) for p in parts], n_end, lo_s
+    finally:
+        if conn is None:
+            own.close()
 
 
-def _fits(bounds: tuple, max_sid: int) -> bool:
-    lo_s, hi_s, hi_e = bounds
-    values = [v for v in (lo_s, hi_s, hi_e) if v is not None]
-    return all(abs(int(v)) < VALUE_LIMIT for v in values) and max_sid < (1 << 31) - 1
+def _scan(conn: sqlite3.Connection, exprs: list[str], has_end: bool, lo: int, hi: int, n: int):
+    """(columns, number of non-NULL ends, min(start)) of NVTX_EVENTS, by rowid ranges in parallel."""
+    path = conn.execute("PRAGMA database_list").fetchone()[2]
+    workers = R.PARALLEL_READERS if path and n >= R.PARALLEL_MIN_ROWS else 1
+    if workers < 2:
+        return _scan_part(path, conn, exprs, has_end, lo, hi)
+    from concurrent.futures import ThreadPoolExecutor
+
+    step = (hi - lo + workers) // workers
+    bounds = [(a, min(hi, a + step - 1)) for a in range(lo, hi + 1, step)]
+    with ThreadPoolExecutor(len(bounds)) as pool:
+        got = list(pool.map(lambda ab: _scan_part(path, None, exprs, has_end, *ab), bounds))
+    cols = [np.concatenate([g[0][i] for g in got]) for i in range(len(exprs))]
+    starts = [g[2] for g in got if g[2] is not None]
+    return cols, sum(g[1] for g in got), (min(starts) if starts else None)
 
 
 def _read_nvtx(conn: sqlite3.Connection, info: R.ExportInfo, strings, tl: T.Timeline) -> dict | None:
-    """Decoded NVTX columns (pid, etype, name, domain, dur, range mask); fills domains and pids."""
+    """Decoded NVTX columns (pid, etype, name, domain, dur, range mask) and per-process counts."""
     empty = {k: np.zeros(0, np.int64) for k in ("pid", "etype", "name", "domain", "dur")}
-    empty["range"] = np.zeros(0, bool)
+    empty.update(range=np.zeros(0, bool), range_counts={}, mark_counts={}, kinds={})
     if "NVTX_EVENTS" not in info.tables:
         return empty
     lo, hi, n = conn.execute("SELECT min(rowid), max(rowid), count(*) FROM NVTX_EVENTS").fetchone()
@@ -109,27 +129,52 @@ def _read_nvtx(conn: sqlite3.Connection, info: R.ExportInfo, strings, tl: T.Time
     holes = hi - lo + 1 != n
     cols = R.table_columns(conn, "NVTX_EVENTS")
     max_sid = conn.execute("SELECT max(id) FROM StringIds").fetchone()[0] if "StringIds" in info.tables else 0
-    got, bounds = _scan(conn, cols, lo, hi, holes)
-    if not _fits(bounds, max_sid or 0):
+    max_sid = max_sid or 0
+    if max_sid >= (1 << 31) - 2:
         return None
-    key, val = got[0], got[1]
-    rowid = got[2] if holes else np.arange(lo, lo + n, dtype=np.int64)
+    domain_in_key = max_sid <= DOMAIN_IN_KEY_MAX_SID
+    exprs = _exprs(cols, domain_in_key) + (["rowid"] if holes else [])
+    got, n_end, lo_s = _scan(conn, exprs, "end" in cols, lo, hi, n)
+    dur, key = got[0], got[1]
+    if len(dur) != n or len(key) != n:
+        raise R.UserError("NVTX_EVENTS: columns of unequal length; is the export corrupt?")
+    no_end = dur < 0
+    if lo_s is None or lo_s < 0 or int(no_end.sum()) != n - n_end:
+        return None   # negative timestamps or an end before its start: the sign of dur is ambiguous
+    rowid = got[-1] if holes else np.arange(lo, lo + n, dtype=np.int64)
     pid = (key & 0xFFFFFF).astype(np.int32)
     etype = ((key >> 24) & 127).astype(np.int32)
-    name = strings.map((key >> 31) - 1)
-    domain = (val & 0xFFFF).astype(np.int32)
-    has_end = ((val >> 16) & 1).astype(bool)
-    span = val >> 17
-    last = max(v for v in bounds[1:] if v is not None)
-    tl.nvtx_last_ns = int(last)
-    dur = np.where(has_end, span, last - span)
+    name = strings.map(((key >> 31) & 0xFFFF if domain_in_key else key >> 31) - 1)
+    domain = ((key >> 47) if domain_in_key else got[2]).astype(np.int32)
     is_range = np.isin(etype, R.NVTX_RANGE_TYPES)
+    if (no_end & is_range).any():    # nvtx_sum ends an unclosed range at M = max(max(start), max(end))
+        last = max(v for v in conn.execute('SELECT max(start), max("end") FROM NVTX_EVENTS').fetchone()
+                   if v is not None)
+        dur = np.where(no_end, last + 1 + dur, dur)   # dur = -1 - start there
     d = etype == R.NVTX_DOMAIN_CREATE
     if "text" in cols:
         _named_by_text(conn, strings, rowid, name, is_range & (name < 0))
     _domains(conn, info, strings, cols, rowid[d], pid[d], domain[d], name[d], tl)
-    tl.nvtx_pids = np.unique(pid)
-    return {"pid": pid, "etype": etype, "name": name, "domain": domain, "dur": dur, "range": is_range}
+    kinds, range_counts, mark_counts = _kinds(key & 0x7FFFFFFF)
+    tl.nvtx_pids = np.array(sorted(kinds), dtype=np.int32)
+    return {"pid": pid, "etype": etype, "name": name, "domain": domain, "dur": dur, "range": is_range,
+            "range_counts": range_counts, "mark_counts": mark_counts, "kinds": kinds}
+
+
+def _kinds(pid_type: np.ndarray) -> tuple[dict[int, set[int]], dict[int, int], dict[int, int]]:
+    """From pid | eventType << 24 per row: event types per pid, ranges per pid, marks per pid."""
+    codes, counts = S.unique_counts(pid_type)
+    kinds: dict[int, set[int]] = {}
+    ranges: dict[int, int] = {}
+    marks: dict[int, int] = {}
+    for code, count in zip(codes.tolist(), counts.tolist()):
+        pid, etype = code & 0xFFFFFF, code >> 24
+        kinds.setdefault(pid, set()).add(etype)
+        if etype in R.NVTX_RANGE_TYPES:
+            ranges[pid] = ranges.get(pid, 0) + count
+        elif etype == R.NVTX_MARK:
+            marks[pid] = marks.get(pid, 0) + count
+    return kinds, ranges, marks
 
 
 def _by_rowid(conn: sqlite3.Connection, exprs: str, rowids: np.ndarray) -> list[tuple]:

@@ -61,6 +61,35 @@ class _Groups:
     stdev: np.ndarray
 
 
+def unique_counts(values: np.ndarray, inverse: bool = False):
+    """Sorted distinct values with their counts[, and each value's index into them].
+
+    One sort (fast on the few distinct values of pid or event-type columns) instead of
+    ``np.unique``, whose first call imports ``numpy.ma`` (about 0.05 s of a report's start).
+    """
+    v = np.asarray(values)
+    s = np.sort(v)
+    first = np.r_[0, np.flatnonzero(s[1:] != s[:-1]) + 1] if len(s) else np.zeros(0, np.int64)
+    uniq = s[first]
+    counts = np.diff(np.r_[first, len(s)]) if len(s) else np.zeros(0, np.int64)
+    if inverse:
+        return uniq, counts, np.searchsorted(uniq, v)
+    return uniq, counts
+
+
+def _sort_pairs(keys: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(keys, dur) sorted by key, then dur: one sort of a packed int64 when both fit, else lexsort."""
+    if len(dur) and int(dur.min()) >= 0:
+        kmin, kmax = int(keys.min()), int(keys.max())
+        shift = max(1, int(dur.max()).bit_length())
+        if (kmax - kmin + 1).bit_length() + shift <= 63:
+            packed = ((keys - kmin) << shift) | dur
+            packed.sort()
+            return (packed >> shift) + kmin, packed & ((1 << shift) - 1)
+    order = np.lexsort((dur, keys))
+    return keys[order], dur[order]
+
+
 def group_stats(keys: np.ndarray, dur: np.ndarray) -> _Groups:
     """count/sum/min/max/median/sample-stdev of ``dur`` per distinct ``keys``."""
     keys = np.asarray(keys, dtype=np.int64)
@@ -68,8 +97,7 @@ def group_stats(keys: np.ndarray, dur: np.ndarray) -> _Groups:
     if len(dur) == 0:
         z = np.zeros(0, dtype=np.int64)
         return _Groups(z, z, z, z, z, [], np.zeros(0))
-    order = np.lexsort((dur, keys))
-    k, d = keys[order], dur[order]
+    k, d = _sort_pairs(keys, dur)
     first = np.r_[0, np.flatnonzero(k[1:] != k[:-1]) + 1]
     count = np.diff(np.r_[first, len(d)])
     total = np.add.reduceat(d, first)
@@ -131,7 +159,7 @@ def full_names(strings: T.StringTable, d: T.Domains, pid: np.ndarray, domain_id:
         dom_name[hit] = d.name_id[order][pos[hit]]
         weight[hit] = d.count[order][pos[hit]]
     combo = (dom_name + 1) * (len(strings) + 2) + (name_id.astype(np.int64) + 1)
-    uniq, inv = np.unique(combo, return_inverse=True)
+    uniq, _, inv = unique_counts(combo, inverse=True)
     final: list[str | None] = []
     for c in uniq.tolist():
         dn, tx = c // (len(strings) + 2) - 1, c % (len(strings) + 2) - 1
@@ -235,22 +263,23 @@ def all_summaries(tl: T.Timeline, naming: str = "plain", generation: int = 2023)
 
 
 def _counts(pids: np.ndarray) -> dict[int, int]:
-    uniq, counts = np.unique(pids, return_counts=True)
+    uniq, counts = unique_counts(pids)
     return dict(zip(uniq.tolist(), counts.tolist()))
 
 
-def process_table(tl: T.Timeline, nvtx_pids: tuple[np.ndarray, np.ndarray] | None = None) -> list[dict]:
+def process_table(tl: T.Timeline, nvtx_counts: tuple[dict[int, int], dict[int, int]] | None = None) -> list[dict]:
     """One dict per process: pid, name, ranges per source, marks, GPU work, API and OS calls, threads.
 
-    ``nvtx_pids`` = (pid of each nsys range, pid of each mark) when the timeline holds no ranges
+    ``nvtx_counts`` = (nsys ranges per pid, marks per pid) when the timeline holds no ranges
     (the summary-only reader).
     """
     r = tl.ranges
-    range_pids, mark_pids = nvtx_pids or (r.pid[r.source == T.SOURCE_NSYS], tl.marks.pid)
+    if nvtx_counts is None:
+        nvtx_counts = (_counts(r.pid[r.source == T.SOURCE_NSYS]), _counts(tl.marks.pid))
     per = {
-        "nvtx_ranges": _counts(range_pids),
+        "nvtx_ranges": nvtx_counts[0],
         "gpuscope_ranges": _counts(r.pid[r.source == T.SOURCE_GPUSCOPE]),
-        "marks": _counts(mark_pids), "kernels": _counts(tl.kernels.pid),
+        "marks": nvtx_counts[1], "kernels": _counts(tl.kernels.pid),
         "memops": _counts(tl.memops.pid), "cuda_api_calls": _counts(tl.cuda_api.pid),
         "osrt_calls": _counts(tl.osrt.pid), "threads": _counts(tl.threads.pid),
     }
