@@ -248,8 +248,9 @@ def _nvtx_exprs(cols: list[str], packed_text: bool, holes: bool) -> list[str]:
 
     Small columns are packed into one int64 per row: every extra column costs a text round trip.
     """
-    small = (f"eventType | (min({_expr(cols, 'domainId', '0')}, 65535) << 8)"
-             f" | (min({_expr(cols, 'category', '0')}, 65535) << 24)")
+    # min() clips large ids, & 65535 keeps a negative one from spilling into the bits above it
+    small = (f"eventType | ((min({_expr(cols, 'domainId', '0')}, 65535) & 65535) << 8)"
+             f" | ((min({_expr(cols, 'category', '0')}, 65535) & 65535) << 24)")
     if packed_text:
         small += f" | (({_expr(cols, 'textId')} + 1) << 40)"
     exprs = ["start", _expr(cols, "end"), f"{_expr(cols, 'globalTid', '0')} & 281474976710655", small,
@@ -269,8 +270,32 @@ def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings, tl:
     lo, hi, n = conn.execute("SELECT min(rowid), max(rowid), count(*) FROM NVTX_EVENTS").fetchone()
     if not n:
         return
-    holes = hi - lo + 1 != n   # e.g. an eventId primary key with gaps: read the rowids too
     cols = table_columns(conn, "NVTX_EVENTS")
+    got = _nvtx_from_pages(conn, cols, strings, n)
+    if got is None:
+        got = _nvtx_from_sql(conn, info, cols, strings, n, lo, hi)
+    start, end, gtid, etype, domain, category, text_id, text, color, end_tid = got
+    registered = strings.map(text_id)
+    name = np.where(registered >= 0, registered, text).astype(np.int32)
+    has_end = end >= 0
+    last = max(int(start.max()), int(end[has_end].max())) if has_end.any() else int(start.max())
+    tl.nvtx_last_ns = last
+    _fill_ranges(tl, np.isin(etype, NVTX_RANGE_TYPES), start, np.where(has_end, end, last), has_end,
+                 gtid, name, color, domain, category, etype, end_tid)
+    tl.nvtx_pids = unique_counts(_pid(gtid))[0]
+    m = etype == NVTX_MARK
+    tl.marks = T.Marks(start_ns=start[m], pid=_pid(gtid[m]), tid=_tid(gtid[m]), name_id=name[m], color=color[m],
+                       domain_id=domain[m], source=np.zeros(int(m.sum()), dtype=np.uint8))
+    d = etype == NVTX_DOMAIN_CREATE
+    # nvtx_sum up to 2024.2 names a domain by its row's ``text`` only; later builds coalesce textId.
+    dname = text[d] if info.naming == "plain" else name[d]
+    _fill_domains(tl, _pid(gtid[d]), domain[d], dname.astype(np.int32), _tid(gtid[d]))
+
+
+def _nvtx_from_sql(conn: sqlite3.Connection, info: ExportInfo, cols: list[str], strings: _Strings, n: int,
+                   lo: int, hi: int) -> tuple:
+    """The NVTX columns through ``sqlite3`` (packed ``group_concat`` columns, in parallel)."""
+    holes = hi - lo + 1 != n   # e.g. an eventId primary key with gaps: read the rowids too
     max_sid = conn.execute("SELECT max(id) FROM StringIds").fetchone()[0] if "StringIds" in info.tables else 0
     packed_text = (max_sid or 0) < (1 << 22)
     got = dense(conn, "NVTX_EVENTS", _nvtx_exprs(cols, packed_text, holes))
@@ -280,23 +305,50 @@ def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings, tl:
     category = ((small_v >> 24) & 0xFFFF).astype(np.int32)
     text_id = (small_v >> 40) - 1 if packed_text else got[5]   # rowid (if any) comes last
     text = _nvtx_text(conn, strings, n, lo, got[-1] if holes else None) if "text" in cols else np.full(n, -1, np.int32)
-    registered = strings.map(text_id)
-    name = np.where(registered >= 0, registered, text).astype(np.int32)
-    has_end = end >= 0
-    last = max(int(start.max()), int(end[has_end].max())) if has_end.any() else int(start.max())
-    tl.nvtx_last_ns = last
     color = (color_v & 0xFFFFFFFF).astype(np.uint32)
     end_tid = (color_v >> 32).astype(np.int32)
-    _fill_ranges(tl, np.isin(etype, NVTX_RANGE_TYPES), start, np.where(has_end, end, last), has_end,
-                 gtid, name, color, domain, category, etype, end_tid)
-    tl.nvtx_pids = np.unique(_pid(gtid))
-    m = etype == NVTX_MARK
-    tl.marks = T.Marks(start_ns=start[m], pid=_pid(gtid[m]), tid=_tid(gtid[m]), name_id=name[m], color=color[m],
-                       domain_id=domain[m], source=np.zeros(int(m.sum()), dtype=np.uint8))
-    d = etype == NVTX_DOMAIN_CREATE
-    # nvtx_sum up to 2024.2 names a domain by its row's ``text`` only; later builds coalesce textId.
-    dname = text[d] if info.naming == "plain" else name[d]
-    _fill_domains(tl, _pid(gtid[d]), domain[d], dname.astype(np.int32), _tid(gtid[d]))
+    return start, end, gtid, etype, domain, category, text_id, text, color, end_tid
+
+
+_PAGE_COLUMNS = ["start", "end", "eventType", "category", "color", "globalTid", "endGlobalTid", "textId", "domainId"]
+
+
+def _nvtx_from_pages(conn: sqlite3.Connection, cols: list[str], strings: _Strings, n: int) -> tuple | None:
+    """The NVTX columns decoded from the file's pages (:mod:`gpuscope.nsys.pages`), or None."""
+    from gpuscope.nsys import pages
+
+    got = pages.read_columns(conn, "NVTX_EVENTS", _PAGE_COLUMNS, ("text",))
+    if got is None or len(got.rowid) != n:
+        return None
+
+    def col(name: str, default: int) -> np.ndarray:
+        return got.get(name, default) if name in got.values else np.full(n, default, np.int64)
+
+    start = got.values["start"]
+    end = col("end", -1)
+    gtid = col("globalTid", 0) & 0xFFFFFFFFFFFF
+    etype = got.values["eventType"] & 0xFF
+    domain = (np.minimum(col("domainId", 0), 0xFFFF) & 0xFFFF).astype(np.int32)
+    category = (np.minimum(col("category", 0), 0xFFFF) & 0xFFFF).astype(np.int32)
+    text = np.full(n, -1, np.int32)
+    if "text" in got.null:
+        _text_by_rowid(conn, strings, got.rowid, np.flatnonzero(~got.null["text"]), text)
+    color = (col("color", 0) & 0xFFFFFFFF).astype(np.uint32)
+    end_tid = (col("endGlobalTid", 0) & 0xFFFFFF).astype(np.int32)
+    return start, end, gtid, etype, domain, category, col("textId", -1), text, color, end_tid
+
+
+def _text_by_rowid(conn: sqlite3.Connection, strings: _Strings, rowid: np.ndarray, idx: np.ndarray,
+                   out: np.ndarray) -> None:
+    """``out[i]`` = Timeline string id of the ``text`` of row ``i``, for the rows ``idx`` (batched)."""
+    for a in range(0, len(idx), 20_000):
+        part = idx[a:a + 20_000]
+        ids = ",".join(map(str, rowid[part].tolist()))
+        got = conn.execute(f"SELECT rowid, text FROM NVTX_EVENTS WHERE rowid IN ({ids})").fetchall()
+        if not got:
+            continue
+        rids = np.fromiter((r[0] for r in got), dtype=np.int64, count=len(got))
+        out[np.searchsorted(rowid, rids)] = [strings.out.intern(str(r[1])) for r in got]
 
 
 def _fill_ranges(tl: T.Timeline, r: np.ndarray, start, end, has_end, gtid, name, color, domain,

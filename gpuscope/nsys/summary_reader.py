@@ -68,7 +68,7 @@ def _exprs(cols: list[str], domain_in_key: bool) -> list[str]:
     """dur, key[, domain] (SQLite gives &, | and << one precedence: everything parenthesised)."""
     gtid = "globalTid" if "globalTid" in cols else "0"
     text_id = "ifnull(textId, -1)" if "textId" in cols else "-1"
-    domain = "min(ifnull(domainId, 0), 65535)" if "domainId" in cols else "0"
+    domain = "(min(ifnull(domainId, 0), 65535) & 65535)" if "domainId" in cols else "0"
     dur = 'ifnull("end", -1) - start' if "end" in cols else "-1 - start"
     key = f"(({gtid} >> 24) & 16777215) | (min(eventType, 127) << 24) | (({text_id} + 1) << 31)"
     if domain_in_key:

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from gpuscope.nsys import reader
+from gpuscope.nsys import pages, reader
 from gpuscope.nsys import report as nsys_report
 from gpuscope.trace import summary
 from gpuscope.trace import timeline as T
@@ -60,6 +60,31 @@ def test_nvtx_sum_equals_nsys_stats(recordings, key, scenario):
     theirs = recordings.stats_rows(key, scenario, "nvtx_sum")
     assert theirs, "nsys stats printed no nvtx_sum rows"
     assert_same_rows(rep.summaries["nvtx"], theirs, "Range", "Instances", style=True)
+
+
+@pytest.mark.parametrize("key", VERSIONS)
+def test_timeline_paths_equal_nsys_stats(recordings, key, monkeypatch):
+    """The Timeline read from the file's pages and the one read through sqlite3 hold the same
+    ranges, and the nvtx_sum of either equals `nsys stats` (the first open's summary reader is
+    checked by test_nvtx_sum_equals_nsys_stats)."""
+    path = recordings.get(key, "spawn")
+    theirs = recordings.stats_rows(key, "spawn", "nvtx_sum")
+    got = []
+    for off in ("", "1"):
+        monkeypatch.setenv("GPUSCOPE_NO_PAGE_READER", off)
+        conn = reader.open_export(path)
+        info = reader.export_info(conn)
+        tl = reader.read_timeline(conn, info)
+        used = pages.read_columns(conn, "NVTX_EVENTS", ["start"])
+        conn.close()
+        assert (used is None) == (off == "1"), "the page reader refused a real export"
+        assert_same_rows(summary.nvtx_summary(tl, info.naming), theirs, "Range", "Instances", style=True)
+        got.append(tl)
+    a, b = got
+    for f in ("start_ns", "end_ns", "pid", "tid", "depth", "color", "domain_id", "category", "style", "flags",
+              "end_tid"):
+        assert np.array_equal(getattr(a.ranges, f), getattr(b.ranges, f)), f
+    assert [a.strings.get(int(i)) for i in a.ranges.name_id] == [b.strings.get(int(i)) for i in b.ranges.name_id]
 
 
 @pytest.mark.parametrize("key,scenario", pairs(SCENARIOS, "spawn"))
