@@ -12,8 +12,11 @@
    and opened again (a cache filled by reading the timeline once) vs `nsys stats --report
    nvtx_sum X.sqlite` (same file, same nsys version); prints wall and CPU medians and their spread
    (CPU = user+sys of the process tree; fairer on a loaded machine) and the ratios to nsys stats.
-3. Times the in-process Timeline load (best of 3) and measures bytes per range (column nbytes and
-   tracemalloc peak of a load).
+3. Times the in-process Timeline load (best of 3; CPU = process time of all threads) through the
+   page reader and, for comparison, through sqlite3 alone (``GPUSCOPE_NO_PAGE_READER=1``), and
+   measures bytes per range (column nbytes and tracemalloc peak of a load).
+
+The load average is printed at the start and the end: on a shared machine say what it was doing.
 """
 
 from __future__ import annotations
@@ -41,12 +44,16 @@ from gpuscope.nsys import reader  # noqa: E402
 
 
 def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
-    """(wall s, CPU s of the child and its descendants) of one whole-process run."""
+    """(wall s, CPU s of the child and its descendants) of one whole-process run (``env["cwd"]``:
+    run in that folder)."""
+    cwd = None
     if env is not None:
         env = dict(os.environ, **env)
+        cwd = env.pop("cwd", None)
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600, env=env)
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600, env=env,
+                          cwd=cwd)
     elapsed = time.perf_counter() - t0
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -54,14 +61,22 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
     return elapsed, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
-def load_figures(path: Path) -> dict:
+def _best_load(path: Path, rounds: int = 3):
     best, best_cpu = float("inf"), float("inf")
-    for _ in range(3):
+    for _ in range(rounds):
         conn = reader.open_export(path)
         t0, c0 = time.perf_counter(), time.process_time()
         tl = reader.read_timeline(conn)
         best, best_cpu = min(best, time.perf_counter() - t0), min(best_cpu, time.process_time() - c0)
         conn.close()
+    return tl, best, best_cpu
+
+
+def load_figures(path: Path) -> dict:
+    os.environ["GPUSCOPE_NO_PAGE_READER"] = "1"
+    _, sq_best, sq_cpu = _best_load(path)
+    del os.environ["GPUSCOPE_NO_PAGE_READER"]
+    tl, best, best_cpu = _best_load(path)
     n = len(tl.ranges)
     tracemalloc.start()
     conn = reader.open_export(path)
@@ -72,6 +87,8 @@ def load_figures(path: Path) -> dict:
     conn.close()
     return {"ranges": n, "load_s": round(best, 3), "load_s_per_million": round(best / n * 1e6, 3),
             "load_cpu_s_per_million": round(best_cpu / n * 1e6, 3),
+            "sqlite3_path_load_s_per_million": round(sq_best / n * 1e6, 3),
+            "sqlite3_path_load_cpu_s_per_million": round(sq_cpu / n * 1e6, 3),
             "column_bytes_per_range": round(tl.ranges.nbytes() / n, 1),
             "timeline_bytes_per_range": round(tl.nbytes() / n, 1),
             "tracemalloc_retained_bytes_per_range": round(current / n, 1) if len(tl2.ranges) else None,
@@ -85,11 +102,14 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--keep", help="folder for the recording (default: a temp folder)")
     ap.add_argument("--sqlite", help="use this export instead of recording one")
+    ap.add_argument("--compare-tree", metavar="DIR", help="also time a first open by the gpuscope of another "
+                    "source tree (e.g. `git archive <commit> | tar -x -C DIR`), alternated in the same rounds")
     args = ap.parse_args()
     inst = find_installs().get(args.version)
     if inst is None:
         raise SystemExit(f"nsys {args.version} not provisioned (scripts/provision_nsys.py)")
     sqlite = Path(args.sqlite) if args.sqlite else _record(inst, args)
+    load_start = [round(x, 2) for x in os.getloadavg()]
     caches = Path(tempfile.mkdtemp(prefix="bench_report_cache_"))
     warm_cache = caches / "warm"
     subprocess.run([sys.executable, "-c", "import sys; from gpuscope.nsys.report import load_report; "
@@ -102,6 +122,10 @@ def main() -> int:
     cmds = {"gpuscope_first_open": (ours_cmd, lambda: {"GPUSCOPE_CACHE": str(caches / f"c{next(fresh)}")}),
             "gpuscope_cached": (ours_cmd, lambda: {"GPUSCOPE_CACHE": str(warm_cache)}),
             "nsys_stats": (theirs_cmd, lambda: None)}
+    if args.compare_tree:
+        cmds["other_tree_first_open"] = (ours_cmd, lambda: {"GPUSCOPE_CACHE": str(caches / f"c{next(fresh)}"),
+                                                            "PYTHONPATH": str(Path(args.compare_tree).resolve()),
+                                                            "cwd": str(Path(args.compare_tree).resolve())})
     for cmd, env in cmds.values():
         timed(cmd, env())           # warm the page cache and both interpreters
     runs: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
@@ -109,9 +133,10 @@ def main() -> int:
         for name, (cmd, env) in cmds.items():
             runs[name].append(timed(cmd, env()))
     result = {"nsys": inst.version, "file": str(sqlite), "file_mb": round(sqlite.stat().st_size / 2**20, 1),
-              "load_average": [round(x, 2) for x in os.getloadavg()]}
+              "load_average_start": load_start, "load_average": [round(x, 2) for x in os.getloadavg()]}
     result.update(_ratios(runs))
     result.update(load_figures(sqlite))
+    result["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     shutil.rmtree(caches, ignore_errors=True)
     print(json.dumps(result, indent=1))
     return 0
