@@ -228,11 +228,16 @@ def _why_missing(pe, fork_flag: bool | None, findings: list) -> tuple[str, str]:
     return "nsys kept no ranges of this process; cause unknown (see the report's diagnostics)", FIX_FLUSH
 
 
-def compute_coverage(tl: T.Timeline, logs: list, findings: list | None = None,
-                     fork_flag: bool | None = None) -> Coverage:
-    """Per process of the run (event logs) and per nsys-only process: did nsys keep its ranges?"""
+def compute_coverage(tl: T.Timeline | None, logs: list, findings: list | None = None,
+                     fork_flag: bool | None = None, nsys_counts: dict[int, int] | None = None) -> Coverage:
+    """Per process of the run (event logs) and per nsys-only process: did nsys keep its ranges?
+
+    ``nsys_counts`` (nsys ranges per pid, as a report's process table has them) stands in for
+    ``tl``, so coverage needs no Timeline.
+    """
     findings = findings or []
-    nsys_counts = tl.range_counts(T.SOURCE_NSYS)
+    if nsys_counts is None:
+        nsys_counts = tl.range_counts(T.SOURCE_NSYS)
     cov = Coverage(fork_flag=fork_flag)
     for pe in logs:
         g, n = len(pe.ranges) + len(pe.marks), nsys_counts.get(pe.pid, 0)
@@ -278,12 +283,20 @@ def fork_flag_of_run(run_dir: Path) -> bool | None:
 
 
 def attach_run(report, run_dir: Path) -> None:
-    """Add coverage and the merged ranges of a gpuscope run to an nsys ``Report`` (in place)."""
+    """Add coverage and the merged ranges of a gpuscope run to an nsys ``Report`` (in place).
+
+    When nsys kept every process's ranges, nothing needs the Timeline: coverage comes from the
+    process table's counts, the processes are named from the logs at once, and the Timeline, when
+    it is read, gets the same names (``report.loader`` is wrapped). A report still shows its tables
+    before its timeline. Only a run whose processes nsys missed merges their ranges now.
+    """
     from gpuscope.trace import summary
 
     logs = read_events(run_dir)
-    cov = compute_coverage(report.timeline, logs, report.findings, fork_flag_of_run(run_dir))
+    counts = {int(p["pid"]): int(p["nvtx_ranges"]) for p in report.processes}
+    cov = compute_coverage(None, logs, report.findings, fork_flag_of_run(run_dir), nsys_counts=counts)
     missed = {p.pid for p in cov.processes if p.status == "missing"}
+    report.coverage = cov
     if missed:
         add_process_events(report.timeline, logs, missed)
         # the NVTX summary covers the run: nsys's ranges plus gpuscope's records of the processes
@@ -291,11 +304,42 @@ def attach_run(report, run_dir: Path) -> None:
         report.summaries["nvtx"] = summary.nvtx_summary(report.timeline, report.naming, source=None)
         report.notes.append(f"the NVTX summary includes gpuscope's own records of {len(missed)} "
                             f"process(es) nsys did not record")
-    else:  # still name the processes from the logs
+        report.processes = summary.process_table(report.timeline)
+        return
+    if report.loaded is not None:   # still name the processes from the logs
         for pe in logs:
-            _add_process(report.timeline, pe)
-    report.coverage = cov
-    report.processes = summary.process_table(report.timeline)
+            _add_process(report.loaded, pe)
+        report.processes = summary.process_table(report.loaded)
+        return
+    report.processes = named_processes(report.processes, logs)
+    inner = report.loader
+
+    def load() -> T.Timeline:
+        tl = inner() if inner is not None else T.Timeline()
+        for pe in logs:
+            _add_process(tl, pe)
+        return tl
+
+    report.loader = load
+
+
+def named_processes(rows: list[dict], logs: list) -> list[dict]:
+    """The process table as ``_add_process`` on the Timeline would leave it: each logged process
+    named from its log and marked as seen by gpuscope; logged processes nsys lacks appended."""
+    out = [dict(r) for r in rows]
+    by_pid = {r["pid"]: r for r in out}
+    counts = [k for k in (rows[0] if rows else {}) if k not in ("pid", "name", "sources")] or [
+        "nvtx_ranges", "gpuscope_ranges", "marks", "kernels", "memops", "cuda_api_calls", "osrt_calls", "threads"]
+    for pe in logs:
+        row = by_pid.get(pe.pid)
+        if row is None:
+            row = {"pid": pe.pid, "name": None, "sources": [], **{k: 0 for k in counts}}
+            by_pid[pe.pid] = row
+            out.append(row)
+        row["name"] = _process_label(pe)
+        have = set(row["sources"]) | {T.SOURCE_NAMES[T.SOURCE_GPUSCOPE]}
+        row["sources"] = [n for n in T.SOURCE_NAMES if n in have]
+    return out
 
 
 def find_export(run_dir: Path) -> Path | None:

@@ -339,6 +339,29 @@ def test_coverage_flags_forked_process(tmp_path):
     assert {p["pid"] for p in rep.processes} == {10, 11, 21, 22}
 
 
+def test_run_folder_shows_tables_before_its_timeline(tmp_path):
+    """A run whose processes nsys all kept: coverage and the named process table come without
+    reading the Timeline; the Timeline read later carries the same names (issue 14, part 3)."""
+    from gpuscope.trace import coverage
+
+    (tmp_path / "events").mkdir()
+    write_log(tmp_path / "events", 10, forked=False, ranges=2)   # nsys has 4 of its 5: partial, not missing
+    make_export(tmp_path / "report.sqlite")
+    rep = nsys_report.load_report(tmp_path)
+    assert rep.loaded is None                                    # the Timeline is not read yet
+    assert {p.pid: p.status for p in rep.coverage.processes} == {10: "partial", 11: "nsys-only"}
+    early = rep.processes
+    assert [p["name"] for p in early if p["pid"] == 10] == ["main"]
+    tl = rep.timeline
+    assert tl.process_name(10) == "main"
+    assert early == summary.process_table(tl)                   # what the eager merge gave
+    # the same run with the Timeline already read takes the eager path: same table
+    eager = nsys_report.load_report(tmp_path / "report.sqlite")
+    eager.timeline
+    coverage.attach_run(eager, tmp_path)
+    assert eager.processes == early
+
+
 def _cached(tmp_path: Path) -> list[Path]:
     return list((tmp_path / "cache" / "timelines").glob("*.npz"))
 
