@@ -132,6 +132,7 @@ class MainWindow(QMainWindow):
         self.panel.sigError.connect(self.show_error)
         self.controller.sigStarted.connect(self._run_started)
         self.controller.sigEnded.connect(self._run_ended)
+        self.controller.sigProgramEnded.connect(self._program_ended)
         self.controller.sigFailed.connect(self._run_failed)
         self.controller.sigState.connect(self._state_changed)
         self.run_bridge.sigProgress.connect(self._progress_line)
@@ -251,6 +252,10 @@ class MainWindow(QMainWindow):
         self.history.refresh()
         self.load_report(result.run_dir, switch=False, quiet=True)
 
+    def _program_ended(self, run_dir) -> None:
+        """Under nsys: the run's own event logs drawn now; nsys's report replaces them when ready."""
+        self.load_report(run_dir, switch=False, quiet=True, events_only=True)
+
     def _run_failed(self, text: str) -> None:
         self.tick()
         self.show_error(text)
@@ -296,21 +301,28 @@ class MainWindow(QMainWindow):
         if path:
             self.load_report(path, switch=True)
 
-    def load_report(self, path: str | Path, switch: bool = True, quiet: bool = False) -> None:
+    def load_report(self, path: str | Path, switch: bool = True, quiet: bool = False,
+                    events_only: bool = False) -> None:
         """Load a .nsys-rep / .sqlite / run folder off the GUI thread, then show it.
 
         ``quiet``: a failure is a status line, not a dialog (the report that follows a run: a run
-        stopped before Python started has no timeline, which is no surprise)."""
+        stopped before Python started has no timeline, which is no surprise). ``events_only``: a
+        run folder's own event logs alone (while nsys is still finishing its report)."""
         from_run = Path(path).is_dir()
 
         def work(task: workers.Task) -> Report:
-            from gpuscope.nsys.report import load_report
+            from gpuscope.nsys import report as nsys_report
 
             task.progress(f"loading {Path(path).name}")
-            return load_report(path)
+            if events_only:
+                return nsys_report.load_events(path, note=nsys_report.PENDING_NOTE)
+            return nsys_report.load_report(path)
 
         def done(report: Report) -> None:
             self._report_task = None
+            if events_only:   # a stand-in until the run's report: not the run's last report
+                self.report_view.show_report(report)
+                return
             self.last_report = report
             if switch:
                 self.tabs.setCurrentWidget(self.report_view)
@@ -321,6 +333,8 @@ class MainWindow(QMainWindow):
 
         def failed(text: str) -> None:
             self._report_task = None
+            if events_only:   # nothing drawn early; the run's report follows anyway
+                return
             if quiet:
                 self.show_status(f"no timeline: {text}")
             else:

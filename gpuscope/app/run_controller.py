@@ -40,9 +40,12 @@ class _BatchesToGui(BaseRecorder):
 
 
 class RunController(QObject):
-    """Signals: ``sigStarted(run)``, ``sigEnded(result)``, ``sigFailed(text)``, ``sigState(str)``."""
+    """Signals: ``sigStarted(run)``, ``sigEnded(result)``, ``sigFailed(text)``, ``sigState(str)``,
+    ``sigProgramEnded(run_dir)``: under nsys, the program has ended (its main process wrote its
+    exit record) while nsys still writes, imports and exports its report."""
 
     sigStarted = Signal(object)
+    sigProgramEnded = Signal(object)
     sigEnded = Signal(object)
     sigFailed = Signal(str)
     sigState = Signal(str)
@@ -97,7 +100,23 @@ class RunController(QObject):
         bridge.to_gui(self._started, run)
         if stop_now:
             run.stop()
-        return run.wait()
+        done = threading.Event()
+        if spec.nsys.enabled:
+            threading.Thread(target=self._watch_program_end, args=(run.run_dir, done), daemon=True,
+                             name="gpuscope-program-end").start()
+        try:
+            return run.wait()
+        finally:
+            done.set()
+
+    def _watch_program_end(self, run_dir, done: threading.Event, every_s: float = 0.2) -> None:
+        """Under nsys, tell the GUI when the program has ended, before nsys has finished."""
+        from gpuscope.trace.events import main_exited
+
+        while not done.wait(every_s):
+            if main_exited(run_dir):
+                bridge.to_gui(self.sigProgramEnded.emit, run_dir)
+                return
 
     def _started(self, run: "Run") -> None:
         self._set_state(STOPPING if self._stop_wanted else RUNNING)

@@ -84,11 +84,24 @@ def load_report(path: str | Path, *, run_dir: str | Path | None = None, use_cach
 
 def load_run(run_dir: Path, cancel: threading.Event | None = None) -> Report:
     """A gpuscope run folder: its nsys export plus coverage, or its event logs alone."""
-    from gpuscope.trace import coverage, summary
+    from gpuscope.trace import coverage
 
     export = coverage.find_export(run_dir)
     if export is not None:
         return load_report(export, run_dir=run_dir, cancel=cancel)
+    return load_events(run_dir)
+
+
+NO_EXPORT_NOTE = "no nsys export in this run: ranges are gpuscope's own records"
+PENDING_NOTE = "nsys is still finishing its report: ranges are gpuscope's own records until it is read"
+
+
+def load_events(run_dir: str | Path, note: str = NO_EXPORT_NOTE) -> Report:
+    """A run folder's report from gpuscope's own event logs alone, whatever else it holds (the app
+    shows this, with ``PENDING_NOTE``, while nsys is still writing, importing or exporting)."""
+    from gpuscope.trace import coverage, summary
+
+    run_dir = Path(run_dir)
     logs = coverage.read_events(run_dir)
     if not logs:
         raise UserError(f"{run_dir}: no nsys export and no gpuscope event logs (events/) in this folder")
@@ -96,7 +109,7 @@ def load_run(run_dir: Path, cancel: threading.Event | None = None) -> Report:
     sums = {"nvtx": summary.nvtx_summary(tl, "plain", source=T.SOURCE_GPUSCOPE), "kernel": [], "osrt": []}
     return Report(path=run_dir, sqlite_path=None, nsys_version=None, schema_version=None, naming="plain",
                   summaries=sums, processes=summary.process_table(tl), loaded=tl,
-                  notes=["no nsys export in this run: ranges are gpuscope's own records"])
+                  notes=[note])
 
 
 def _report(p: Path, p_sqlite: Path, info: ExportInfo, extra: dict, notes: list[str]) -> Report:

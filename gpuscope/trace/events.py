@@ -211,6 +211,22 @@ def first_process_log(run_dir: str | os.PathLike[str]) -> Path | None:
     return None
 
 
+def main_exited(run_dir: str | os.PathLike[str]) -> bool:
+    """Whether the run's main process has written its exit record (its program has ended, though
+    a recorder such as nsys may still be writing). Reads each log's first line and the main log's
+    tail only."""
+    for path in sorted(Path(run_dir, "events").glob("*.log")):
+        try:
+            with open(path, "rb") as fh:
+                first = fh.readline()
+            header = json.loads(first.split(b"\t", 1)[1]) if first.startswith(b"H\t") else {}
+        except (OSError, ValueError, IndexError):
+            continue
+        if header.get("role") == "main":
+            return log_has_exit(path)
+    return False
+
+
 def log_has_exit(path: Path) -> bool:
     """Whether a process's log ends with its exit record (X line); reads only the tail."""
     try:

@@ -12,6 +12,7 @@ import pytest
 from apphelpers import fill, make_window, run_processes, table_counts, wait_report
 from PySide6.QtCore import Qt
 
+from gpuscope.nsys import report as nsys_report
 from tests import requires
 from tests.app.timeline_support import nsys_stats_nvtx
 
@@ -149,6 +150,8 @@ def test_nsys_run_through_the_window_matches_cli(qtbot, run_env, gpuscope_home):
     w = make_window(qtbot)
     fill(w, "pool_spawn.py", "0.5", "spawn")
     w.panel.nsys.setChecked(True)
+    shown = []   # (report, run still busy) for every report the Report tab drew
+    w.report_view.sigLoaded.connect(lambda r: shown.append((r, w.controller.busy)))
     # one nsys recording at a time on a machine (gpuscope/nsys/lock.py): other suites may hold it
     with qtbot.waitSignal(w.controller.sigStarted, timeout=600_000):
         w.panel.run_button.click()
@@ -156,6 +159,12 @@ def test_nsys_run_through_the_window_matches_cli(qtbot, run_env, gpuscope_home):
     assert w.last_result.status == "exited", w.console.plain_text()[-2000:]
     report = w.last_report
     assert report.sqlite_path is not None and report.nsys_version
+    # issue 14.3: the run's own event logs were drawn while nsys was still finishing, then replaced
+    early = [(r, busy) for r, busy in shown if r.sqlite_path is None]
+    assert early and early[0][1], [(r.path, busy) for r, busy in shown]
+    assert len(early[0][0].timeline.ranges) > 0 and nsys_report.PENDING_NOTE in early[0][0].notes
+    qtbot.waitUntil(lambda: shown and shown[-1][0] is report, timeout=60_000)
+    assert w.report_view.report is report
     cli = subprocess.run([sys.executable, "-m", "gpuscope", "report", str(w.last_result.run_dir), "--json"],
                          env=run_env, capture_output=True, timeout=120)
     assert cli.returncode == 0, cli.stderr

@@ -362,6 +362,24 @@ def test_run_folder_shows_tables_before_its_timeline(tmp_path):
     assert eager.processes == early
 
 
+def test_main_exited_and_events_only_report(tmp_path):
+    """The app's early timeline under nsys: the main process's exit record says the program ended;
+    ``load_events`` reads the logs alone even when the folder already holds an export."""
+    from gpuscope.trace.events import main_exited
+
+    (tmp_path / "events").mkdir()
+    assert not main_exited(tmp_path)
+    write_log(tmp_path / "events", 21, forked=True, ranges=1)                # a worker that exited
+    write_log(tmp_path / "events", 10, forked=False, ranges=2, exit_ok=False)  # main still running
+    assert not main_exited(tmp_path)
+    write_log(tmp_path / "events", 10, forked=False, ranges=2)
+    assert main_exited(tmp_path)
+    make_export(tmp_path / "report.sqlite")
+    rep = nsys_report.load_events(tmp_path, note=nsys_report.PENDING_NOTE)
+    assert rep.sqlite_path is None and rep.notes == [nsys_report.PENDING_NOTE]
+    assert set(rep.timeline.ranges.source.tolist()) == {T.SOURCE_GPUSCOPE} and len(rep.timeline.ranges) == 8
+
+
 def _cached(tmp_path: Path) -> list[Path]:
     return list((tmp_path / "cache" / "timelines").glob("*.npz"))
 
