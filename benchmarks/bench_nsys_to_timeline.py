@@ -17,7 +17,10 @@ prints, per round and as medians:
   diagnostics, the store);
 - ``summary_s``: ``load_report(run_dir)``, the tables the app shows first;
 - ``timeline_s``: reading the Timeline; ``layout_s``: laying it out for the view (timeline_lod);
-- ``exit_to_tables_s`` and ``exit_to_timeline_s``: the sums the user waits.
+- ``exit_to_tables_s`` and ``exit_to_timeline_s``: the sums the user waits for nsys's data;
+- ``own_logs_s``: reading gpuscope's own event logs and laying them out
+  (``load_events`` + layout), what the app draws once the program has ended (after at most one
+  0.2 s poll) while nsys is still busy.
 
 The machine's load average is printed at the start and the end.
 """
@@ -66,6 +69,11 @@ def one_round(inst, ranges: int, work: Path) -> dict:
     exit_ns = max(pe.wall_ns(pe.end_ns) for pe in logs if pe.end_ns is not None)
     os.environ["GPUSCOPE_CACHE"] = str(work / "cache")
     os.environ["GPUSCOPE_HOME"] = str(home)
+    from gpuscope.nsys.report import load_events
+
+    t0 = time.perf_counter()
+    L.build_layout(load_events(run_dir).timeline)
+    own_logs_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     rep = load_report(run_dir)
     t1 = time.perf_counter()
@@ -88,6 +96,7 @@ def one_round(inst, ranges: int, work: Path) -> dict:
     out.update(summary_s=t1 - t0, timeline_s=t2 - t1, layout_s=t3 - t2)
     out["exit_to_tables_s"] = run_end_s + out["summary_s"]
     out["exit_to_timeline_s"] = out["exit_to_tables_s"] + out["timeline_s"] + out["layout_s"]
+    out["own_logs_s"] = own_logs_s
     return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in out.items()}
 
 

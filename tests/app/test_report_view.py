@@ -291,3 +291,19 @@ def test_kernels_of_a_real_export_get_stream_lanes_and_tables_match_cli(qtbot, v
     assert sig.args[0]["kind"] == "cuda_api" and sig.args[0]["name"] == "cudaLaunchKernel_v7000"
     assert sig.args[0]["correlation"] == d["correlation"]
     view.grab().save(str(tmp_path / "report-gpu-lanes.png"))
+
+
+def test_own_records_shown_while_nsys_finishes(qtbot, view, spawn_run, tmp_path):
+    """What the window shows under --nsys once the program has ended and nsys is still busy: the run's
+    own event logs (load_events), its ranges, tables and the note saying nsys's report follows."""
+    from gpuscope.nsys import report as nsys_report
+
+    report = nsys_report.load_events(spawn_run["run_dir"], note=nsys_report.PENDING_NOTE)
+    with qtbot.waitSignal(view.sigLoaded, timeout=LOAD_MS):
+        view.show_report(report)
+    assert view.report is report and report.sqlite_path is None
+    assert shown_nvtx_counts(view) == WORKLOAD_NVTX
+    assert {b.pid for b in view.timeline.layout_model.processes if b.lanes} == \
+        {p["pid"] for p in spawn_run["processes"] if p["ranges"] > 0}
+    assert "nsys is still finishing its report" in view.status.text()
+    save_shot(view, "report-own-records-while-nsys.png", tmp_path)
