@@ -3,7 +3,8 @@
 One card per group of identical stacks (:func:`gpuscope.findings.stacks.stack_groups`, the grouping
 ``gpuscope stacks`` prints): "2 pool workers · MainThread" with the pids, then the frames, most
 recent call first, as ``function  file:line``; the first frame in the user's code (outside
-multiprocessing, threading and gpuscope's hook) is bold, with its source line under it. A process
+multiprocessing, threading and gpuscope's hook) is bold, with its source line under it; the
+frames of gpuscope's own wrappers are grey. A process
 the hook did not reach gets a card that says how it was read (py-spy, pystack) or why it was not
 ("neither py-spy nor pystack is installed").
 
@@ -27,6 +28,7 @@ from gpuscope.findings.stacks import ProcessStacks, StackGroup, stack_groups, us
 
 CARD_WIDTH = 330
 MAX_FRAMES = 14
+OWN_FRAMES = "/gpuscope/inject/"      # frames of gpuscope's hook (greyed)
 
 
 def take_stacks(run_id: str, run_dir: str | os.PathLike[str], timeout_s: float = 5.0
@@ -59,6 +61,9 @@ def card_html(g: StackGroup) -> str:
             src = source_line(f.file, f.line)
             rows.append(f"<b>{where}</b>" + (f"<br><code style='color:#444'>&nbsp;&nbsp;{html.escape(src)}</code>"
                                             if src else ""))
+        elif OWN_FRAMES in f.file:       # gpuscope's injected wrappers: there, but not the program's
+            rows.append(f"<span style='color:#aaa'>{html.escape(f.function)} {html.escape(os.path.basename(f.file))}:"
+                        f"{f.line}</span>")
         else:
             rows.append(where)
     more = len(thread.frames) - MAX_FRAMES

@@ -176,7 +176,7 @@ def test_fork_deadlock_strip_badges_stacks_and_apply_fix(qtbot, capsys, tmp_path
     w.bottom.setCurrentWidget(w.tree)
     save_shot(w, "findings-strip.png", tmp_path)
     w.bottom.setCurrentWidget(w.stacks)
-    w.live.parentWidget().setSizes([330, 430])               # room for the cards (the splitter of the Run tab)
+    w.live.parentWidget().setSizes([400, 360])               # room for the cards (the splitter of the Run tab)
     save_shot(w, "stacks-view.png", tmp_path)
     # "Take stacks now" while it hangs: the same picture, taken again
     before = w.stacks.head.text()
