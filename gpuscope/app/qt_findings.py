@@ -99,7 +99,8 @@ def detail_html(f: Finding, started_ns: int | None = None) -> str:
         more = len(f.evidence.excerpts) - len(lines)
         if more > 0:
             lines.append(f"… {more} more line(s)")
-        out.append("<pre style='margin:2px 0 0 0; background:#f6f6f6'>" + html.escape("\n".join(lines)) + "</pre>")
+        out.append("<p style='margin:2px 0 0 0; white-space:pre-wrap; font-family:monospace; background:#f6f6f6'>"
+                   + html.escape("\n".join(lines)) + "</p>")          # wrapped: no sideways scrolling
     return "".join(out)
 
 
