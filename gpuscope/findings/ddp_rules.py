@@ -45,14 +45,18 @@ def _per_name(pe: ProcessEvents) -> dict[str, tuple[float, np.ndarray, np.ndarra
     r = pe.ranges
     if not len(r):
         return {}
-    order = np.argsort(r["nid"], kind="stable")      # ranges are in start order: kept within a name
-    nid, t0, t1 = r["nid"][order], r["t0"][order], r["t1"][order]
-    ids, starts, counts = np.unique(nid, return_index=True, return_counts=True)
+    nid = np.ascontiguousarray(r["nid"])            # one copy of each column: fancy indexing of a
+    t0, t1 = np.ascontiguousarray(r["t0"]), np.ascontiguousarray(r["t1"])   # strided field is slow
+    if nid[0] != nid[-1] or (nid != nid[0]).any():
+        order = np.argsort(nid, kind="stable")      # ranges are in start order: kept within a name
+        nid, t0, t1 = nid[order], t0[order], t1[order]
+    cuts = np.flatnonzero(nid[1:] != nid[:-1]) + 1
+    bounds = zip(np.r_[0, cuts], np.r_[cuts, len(nid)])
     out = {}
-    for i, s, c in zip(ids, starts, counts):
-        if c >= MIN_RANGES:
-            a, b = t0[s:s + c], t1[s:s + c]
-            out[pe.label(int(i))] = (float(np.median(b - a)) / 1e9, a, b)
+    for s, e in bounds:
+        if e - s >= MIN_RANGES:
+            a, b = t0[s:e], t1[s:e]
+            out[pe.label(int(nid[s]))] = (float(np.median(b - a)) / 1e9, a, b)
     return out
 
 

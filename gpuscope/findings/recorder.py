@@ -1,13 +1,17 @@
 """Findings while a run runs: a recorder (``gpuscope/runs/recorder.py``) fed by the run's lifecycle.
 
 - ``on_output``: stderr scanned line by line (missing main guard, leaked shared memory, ...).
-- ``on_batch``: the CPU sum of the run's processes and their pids (nothing more on the tick).
-- a watchdog thread, every ``POLL_S``: the new ``I`` lines of the event logs (forks with threads,
-  children's exit statuses) and the logs' sizes (new ranges). "No progress": CPU near zero, no
-  output and no log growth for ``stuck_after_s`` while processes live → ``no-progress`` with the
-  stacks of every process (taken on the watchdog thread, never on the tick).
-- ``finish``: the after-run rules on the folder; everything is saved to ``findings.json`` and put
-  in ``outcome.extra["findings"]``.
+- ``on_batch``: the CPU sum of the run's processes (its mean over ``CPU_WINDOW_S``), their pids,
+  and :class:`~gpuscope.findings.telemetry_rules.TelemetryWatch`'s per-process state.
+- a watchdog thread, every ``POLL_S``: the new ``H``/``I`` lines of the event logs (fork children,
+  roles, forks with threads, children's exit statuses), the logs' sizes (new ranges), the USS of
+  fork children of big parents, and the telemetry rules (cow-lost, input-bound, cuda-contexts,
+  idle-gpu-memory). "No progress": CPU near zero, no output and no log growth for
+  ``stuck_after_s`` while processes live → ``no-progress`` with the stacks of every process
+  (taken on the watchdog thread, never on the tick), and from those stacks
+  ``rank-not-in-collective`` when ranks wait in a collective that another rank is not in.
+- ``finish``: the after-run rules on the folder (with the OOM kills the cgroup counted since the
+  start); everything is saved to ``findings.json`` and put in ``outcome.extra["findings"]``.
 
 Each new finding goes to ``on_finding`` once (the CLI prints a line, the app shows it).
 """
@@ -90,7 +94,8 @@ class FindingsRecorder(BaseRecorder):
             self._report(self.scanner.findings())
 
     def on_batch(self, batch) -> None:
-        """Per tick: only the CPU sum and the live pids (the watchdog thread does the rest)."""
+        """Per tick: the CPU sum (and its mean over ``CPU_WINDOW_S``), the live pids, and the telemetry
+        rules' state (a few dict updates per process); the watchdog thread does the rest."""
         cpu = 0.0
         for p in batch.processes:
             cpu += p.cpu or 0.0

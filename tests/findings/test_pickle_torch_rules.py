@@ -103,3 +103,27 @@ def test_counting_pickles_changes_neither_the_bytes_nor_the_errors(run_env):
     assert plain.stdout.decode() in out and "error TypeError" in out and "wrapped name dumps" in out, out
     main = next(pe for pe in read_run_events(summary(proc)["run_dir"]) if pe.role == "main")
     assert main.pickled["calls"] == 3, main.pickled             # the failed call pickled nothing
+
+
+def test_cuda_fork_record_and_the_child_error_make_one_error():
+    """On a GPU the fork children fail with torch's message too (scripts/gpu_smoke.py runs it for
+    real); here the two parts: a parsed record and the stderr scanner fed torch's text."""
+    from gpuscope.findings import torch_rules
+    from gpuscope.findings.output_rules import OutputScanner
+    from gpuscope.trace.events import ProcessEvents
+
+    scanner = OutputScanner()
+    scanner.feed(b"Traceback (most recent call last):\n  File \"/job/train.py\", line 9, in child\n"
+                 b"RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, "
+                 b"you must use the 'spawn' start method\n")
+    scanner.finish()
+    record = {"t_wall_ns": 1, "init_site": "/job/train.py:4 in <module>", "forks": 1}
+    pe = ProcessEvents(Path("/x/7-1.log"), {"pid": 7, "role": "main", "anchor_mono_ns": 0},
+                       {"role": "main", "cuda_at_fork": record})
+    output = scanner.findings()
+    found = torch_rules.merge_cuda_message(output + torch_rules.cuda_after_fork([pe], output))
+    [f] = found
+    assert f.pids == (7,) and f.severity == "error" and "(by /job/train.py:4 in <module>)" in f.title
+    assert f.evidence.number("children that failed") == 1
+    assert any("Cannot re-initialize CUDA" in line for line in f.evidence.excerpts)
+    assert torch_rules.merge_cuda_message(output) == output          # the message alone stays a finding
