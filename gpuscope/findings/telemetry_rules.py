@@ -13,9 +13,9 @@ findings recorder's watchdog thread, and at the end of the run).
   counts (and the cyclic GC writes its headers), so a worker that only reads a big inherited list
   or dict copies it. USS comes from the samples where the sampler reads it, else
   :meth:`TelemetryWatch.read_uss` reads it for the fork children of big parents only.
-- ``input-bound``: the GPU a process uses is < ``IDLE_UTIL`` % busy while the children of that
-  process (DataLoader workers) each use >= ``BUSY_CPU`` % of a core, for >= ``MIN_WINDOW_S`` and
-  most of the time the process had children.
+- ``input-bound``: the GPU a process uses is < ``IDLE_UTIL`` % busy while at least half of the
+  children of that process (DataLoader workers; an idle helper such as the resource tracker is
+  not) each use >= ``BUSY_CPU`` % of a core, for >= ``INPUT_SHARE`` of >= ``MIN_WINDOW_S`` of ticks.
 - ``cuda-contexts``: several processes of the run hold memory on one GPU (each CUDA context costs
   hundreds of MiB before any tensor).
 - ``idle-gpu-memory``: a process holds >= ``IDLE_MEM`` of GPU memory while it (or, where the driver
@@ -120,9 +120,11 @@ class TelemetryWatch:
                 if self.input_first_ns is None:
                     self.input_first_ns = t
                 self.input_last_ns = t
-                if dev_util < IDLE_UTIL and min(kids) >= BUSY_CPU:
+                workers = [c for c in kids if c >= BUSY_CPU]      # an idle helper child is not a worker
+                if dev_util < IDLE_UTIL and workers and 2 * len(workers) >= len(kids):
                     self.input_bound_ticks += 1
-                    self.input_example = (g.pid, g.device_index, dev_util, len(kids), sum(kids) / len(kids))
+                    self.input_example = (g.pid, g.device_index, dev_util, len(workers),
+                                          sum(workers) / len(workers))
         for st_pid, st in procs.items():
             if st.gpu_mem and st_pid not in gpu_pids:
                 st.gpu_mem, st.idle_since_ns = 0, None

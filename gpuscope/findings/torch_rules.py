@@ -3,6 +3,8 @@
 
 - ``cuda-after-fork``: the ``cuda_at_fork`` I line (``gpuscope/inject/cudawatch.py``): the process
   forked while ``torch.cuda.is_initialized()``; names the program's line that initialised CUDA.
+  Forks of a torch DataLoader starting its workers are no finding by themselves (workers that do
+  not touch CUDA work): only with the children's failure message.
   Children that touch CUDA fail with "Cannot re-initialize CUDA in forked subprocess" (that
   message alone is the stderr rule of ``output_rules``; both together make one error).
 - ``sampler-epoch-not-set``: the ``sampler_epochs`` I line (``gpuscope/inject/samplerwatch.py``):
@@ -24,7 +26,11 @@ def cuda_after_fork(events: list[ProcessEvents], stderr_findings: list[Finding] 
         if not rec:
             continue
         site = rec.get("init_site")
-        forks = int(rec.get("forks") or 1)
+        forks = int(rec.get("forks") or 0)
+        loader = int(rec.get("dataloader_forks") or 0)
+        if not forks and message is None:
+            continue        # only DataLoader workers, none failed: the usual pattern (workers without CUDA)
+        forks = forks or loader
         excerpts = [f"CUDA initialised by {site}" if site else "CUDA was initialised before torch.cuda was imported "
                     "under gpuscope's hook (the call is unknown)"]
         numbers = {"forks after CUDA init": forks}

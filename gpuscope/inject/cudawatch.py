@@ -6,7 +6,9 @@ imports ``torch.cuda``, ``torch.cuda._lazy_init`` (what torch calls once when CU
 initialises, from Python and from C++) is wrapped to remember the first frame of the program's
 own code on the stack at that moment (the call that initialised CUDA), and a before-fork handler
 is registered. At each ``os.fork`` it asks ``torch.cuda.is_initialized()`` (it never initialises
-CUDA itself) and, if so, writes ``{"cuda_at_fork": {"t_wall_ns", "init_site", "forks"}}``.
+CUDA itself) and, if so, writes ``{"cuda_at_fork": {"t_wall_ns", "init_site", "forks",
+"dataloader_forks"}}``: forks made by a torch DataLoader starting its workers are counted apart
+(workers that never touch CUDA are the usual, working pattern).
 
 Standard library only; never raises into the program; returns what the wrapped call returned.
 """
@@ -35,20 +37,32 @@ def caller_site(frame):
     return None
 
 
+def _for_dataloader():
+    """Is this fork a torch DataLoader starting its workers? (They forking after CUDA is the usual,
+    working pattern as long as the workers do not use CUDA.)"""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if "/torch/utils/data/" in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _before_fork():
     try:
         cuda = _S["cuda"]
         if cuda is None or not cuda.is_initialized():
             return
-        _S["forks"] += 1
+        key = "dataloader_forks" if _for_dataloader() else "forks"
+        _S[key] = _S.get(key, 0) + 1
         _state().update(cuda_at_fork={"t_wall_ns": time.time_ns(), "init_site": _S["site"],
-                                      "forks": _S["forks"]})
+                                      "forks": _S["forks"], "dataloader_forks": _S.get("dataloader_forks", 0)})
     except Exception:
         pass
 
 
 def _after_fork_in_child():
-    _S["forks"] = 0
+    _S["forks"] = _S["dataloader_forks"] = 0
 
 
 def on_torch_cuda(cuda):

@@ -56,11 +56,21 @@ def test_cuda_after_fork_names_the_call_that_initialised_cuda_test_double(run_en
     assert "sum 28" in out
     f = found["cuda-after-fork"]
     main = next(p["pid"] for p in data["processes"] if p["role"] == "main")
-    site = f"{SCRIPTS / 'cuda_fork_double.py'}:13 in <module>"
+    site = f"{SCRIPTS / 'cuda_fork_double.py'}:14 in <module>"
     assert f.pids == (main,) and site in f.title and f.evidence.excerpts[0] == f"CUDA initialised by {site}"
     assert f.evidence.number("forks after CUDA init") == 2              # the pool's two workers
     assert f.action.method == "spawn" and f.severity == "warning"       # no child failed: a hazard
     assert set(found) == {"cuda-after-fork"}
+
+
+def test_dataloader_workers_forked_after_cuda_are_no_finding_test_double(run_env):
+    """A DataLoader forking its workers after CUDA is up is the usual, working pattern (workers that
+    never touch CUDA): counted apart in the record, no finding unless a child fails."""
+    data, found, out = _run(SCRIPTS / "cuda_fork_double.py", "dataloader", env=run_env)
+    assert "workers [0, 0]" in out
+    assert found == {}, [f.line() for f in found.values()]
+    main = next(pe for pe in read_run_events(data["run_dir"]) if pe.role == "main")
+    assert main.cuda_at_fork["dataloader_forks"] == 2 and main.cuda_at_fork["forks"] == 0, main.cuda_at_fork
 
 
 def test_real_torch_without_cuda_is_clean_and_its_error_unchanged(run_env):

@@ -51,13 +51,18 @@ def test_cow_kept_when_the_inherited_data_is_one_buffer():
 MAIN, W1, W2, HELPER = 100, 101, 102, 103
 
 
+TRACKER = 104
+
+
 def fake_gpu_batch(t_s: float, *, util: float, worker_cpu: float, main_sm: float | None = 50.0,
                    helper_mem: int | None = None, helper_sm: float | None = 0.0) -> SampleBatch:
-    """A FAKE tick of a GPU job: main (pid 100) on GPU 0 with two DataLoader-like children."""
+    """A FAKE tick of a GPU job: main (pid 100) on GPU 0 with two DataLoader-like children and an
+    idle resource tracker child."""
     t_ns = int(t_s * 1e9)
     procs = [ProcSample(MAIN, 1, "python", "R", 40.0, 900 * MIB, 500 * MIB, 8, 2048 * MIB, main_sm),
              ProcSample(W1, MAIN, "python", "R", worker_cpu, 300 * MIB, 50 * MIB, 2, None, None),
-             ProcSample(W2, MAIN, "python", "R", worker_cpu, 300 * MIB, 50 * MIB, 2, None, None)]
+             ProcSample(W2, MAIN, "python", "R", worker_cpu, 300 * MIB, 50 * MIB, 2, None, None),
+             ProcSample(TRACKER, MAIN, "python", "S", 0.0, 20 * MIB, 10 * MIB, 1, None, None)]
     gpu = [GpuProcessSample(MAIN, 0, 2048 * MIB, main_sm)]
     if helper_mem is not None:
         procs.append(ProcSample(HELPER, MAIN, "python", "S", 0.0, 400 * MIB, 80 * MIB, 2, helper_mem, helper_sm))

@@ -1,5 +1,6 @@
 """Trigger for `cuda-after-fork` on a machine without a GPU: a TEST DOUBLE of torch (gpu_double/)
-stands in for torch.cuda; the parent initialises "CUDA" on line 13, then starts a fork pool."""
+stands in for torch.cuda; the parent initialises "CUDA" on line 14, then starts a fork pool.
+With `dataloader`: clean, the forks are a (double's) DataLoader starting its workers."""
 import multiprocessing as mp
 import os
 import sys
@@ -11,5 +12,10 @@ assert torch.__version__.endswith("test-double")
 
 if __name__ == "__main__":
     torch.cuda.init()
-    with mp.get_context("fork").Pool(2) as pool:
-        print("sum", sum(pool.map(abs, range(8))))
+    if sys.argv[1:] == ["dataloader"]:
+        from torch.utils.data.dataloader import start_workers
+
+        print("workers", start_workers(2))
+    else:
+        with mp.get_context("fork").Pool(2) as pool:
+            print("sum", sum(pool.map(abs, range(8))))
