@@ -1,5 +1,8 @@
 """Rule on what multiprocessing pickled to move between processes: ``large-pickles``.
 
+Fires for >= 100 MB pickled over the run at >= 20 MB per second of it, or with one object of
+>= 50 MB; a long job that ships a little at a time spends a negligible share of its time on it.
+
 Reads the ``pickled`` counters of the event logs (``gpuscope/inject/pickwatch.py``: bytes
 returned by ``ForkingPickler.dumps`` in each process, the number of calls, the largest object
 and the seconds spent pickling). Every argument and result of a pool task, every ``Queue.put``
@@ -11,7 +14,9 @@ from __future__ import annotations
 from gpuscope.finding import Finding, Severity, evidence
 from gpuscope.trace.events import ProcessEvents
 
-LARGE_BYTES = 100_000_000       # pickled in all over the run
+LARGE_BYTES = 100_000_000       # pickled in all over the run ...
+MIN_RATE = 20_000_000           # ... at >= 20 MB per second of the run (a long job shipping a little
+LARGE_OBJECT = 50_000_000       # at a time spends a negligible share on it), or one object >= 50 MB
 MB = 1e6
 
 
@@ -31,7 +36,8 @@ def _tasks(events: list[ProcessEvents]) -> int:
 
 
 def large_pickles(events: list[ProcessEvents], threshold: float = LARGE_BYTES) -> list[Finding]:
-    """More than ``threshold`` bytes pickled through pipes and queues in all."""
+    """More than ``threshold`` bytes pickled through pipes and queues in all, fast enough to matter
+    (>= ``MIN_RATE`` per second of the run) or in one object of >= ``LARGE_OBJECT``."""
     rows = [(pe, pe.pickled) for pe in events if pe.pickled]
     total = sum(int(p.get("bytes", 0)) for _, p in rows)
     if total < threshold:
@@ -40,6 +46,8 @@ def large_pickles(events: list[ProcessEvents], threshold: float = LARGE_BYTES) -
     calls = sum(int(p.get("calls", 0)) for _, p in rows)
     largest = max(int(p.get("max_bytes", 0)) for _, p in rows)
     span = _span_s(events)
+    if largest < LARGE_OBJECT and span > 0 and total / span < MIN_RATE:
+        return []
     tasks = _tasks(events)
     rows.sort(key=lambda r: -int(r[1].get("bytes", 0)))
     top = [(pe, p) for pe, p in rows if int(p.get("bytes", 0)) >= total / 10]

@@ -137,3 +137,25 @@ def test_cuda_fork_record_and_the_child_error_make_one_error():
     assert f.evidence.number("children that failed") == 1
     assert any("Cannot re-initialize CUDA" in line for line in f.evidence.excerpts)
     assert torch_rules.merge_cuda_message(output) == output          # the message alone stays a finding
+
+
+def _pickling_process(seconds_of_run: float, total: int, largest: int):
+    from gpuscope.trace.events import ProcessEvents
+
+    pe = ProcessEvents(Path("/x/1-1.log"), {"pid": 1, "role": "main", "anchor_mono_ns": 0},
+                       {"role": "main", "pickled": {"bytes": total, "calls": 100, "max_bytes": largest,
+                                                    "seconds": 1.0}})
+    pe.end_ns = int(seconds_of_run * 1e9)
+    return pe
+
+
+@pytest.mark.parametrize("span_s, total, largest, fires", [
+    (3600, 10_000_000_000, 1_000_000, False),     # 10 GB over an hour, 1 MB at a time: 2.8 MB/s, negligible
+    (3600, 200_000_000, 80_000_000, True),        # one 80 MB object
+    (2, 200_000_000, 1_000_000, True),            # 100 MB/s
+    (2, 90_000_000, 1_000_000, False),            # under 100 MB in all
+], ids=["slow-long-job", "one-large-object", "fast", "small"])
+def test_large_pickles_thresholds(span_s, total, largest, fires):
+    from gpuscope.findings.ipc_rules import large_pickles
+
+    assert bool(large_pickles([_pickling_process(span_s, total, largest)])) is fires
