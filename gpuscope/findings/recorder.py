@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -37,6 +38,9 @@ CPU_WINDOW_S = 3.0      # a launcher polling its ranks (torchrun: a few jiffies 
 STUCK_AFTER_S = 10.0
 
 OnFinding = Callable[[Finding], None]
+# Live findings whose set of processes grows as more of them qualify: one finding, updated in place
+# (the listener sees the first; findings() and findings.json hold the latest).
+GROWING = {"cow-lost", "idle-gpu-memory", "cuda-contexts", "input-bound"}
 
 
 class FindingsRecorder(BaseRecorder):
@@ -156,6 +160,14 @@ class FindingsRecorder(BaseRecorder):
             for f in findings:
                 key = (f.code, f.pids)
                 old = self._found.get(key)
+                if old is None and f.code in GROWING:
+                    # the same finding with more processes since (a second worker copied its pages too):
+                    # it replaces the earlier one, which the listener has already shown
+                    smaller = [k for k in self._found if k[0] == f.code and set(k[1]) < set(f.pids)]
+                    if smaller:
+                        first = min(self._found.pop(k).first_seen_ns or now_ns() for k in smaller)
+                        self._found[key] = replace(f, first_seen_ns=min(first, f.first_seen_ns or first))
+                        continue
                 if old is None:
                     f = f if f.first_seen_ns is not None else _seen_now(f)
                     new.append(f)
@@ -221,8 +233,6 @@ class FindingsRecorder(BaseRecorder):
 
 
 def _seen_now(f: Finding) -> Finding:
-    from dataclasses import replace
-
     return replace(f, first_seen_ns=now_ns())
 
 

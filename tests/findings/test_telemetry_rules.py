@@ -162,3 +162,19 @@ def test_a_sigkill_with_oom_kills_in_the_cgroup_says_so():
     [only] = process_rules.died_by_signal(process_rules.ProcessFacts(), {}, False, oom_killed=2)
     assert only.code == "died-by-signal" and "2 process(es)" in only.title
     assert process_rules.died_by_signal(process_rules.ProcessFacts(), {}, False) == []
+
+
+def test_a_growing_live_finding_is_updated_not_repeated():
+    """A second worker copying its pages too: the recorder keeps one cow-lost finding, with both."""
+    from gpuscope.finding import Finding
+    from gpuscope.findings.recorder import FindingsRecorder
+
+    shown = []
+    rec = FindingsRecorder(shown.append)
+    rec._report([Finding("cow-lost", "1 fork child", pids=(11,), first_seen_ns=5, source="live")])
+    rec._report([Finding("cow-lost", "2 fork children", pids=(11, 12), first_seen_ns=9, source="live")])
+    [f] = rec.findings()
+    assert f.pids == (11, 12) and f.title == "2 fork children" and f.first_seen_ns == 5
+    assert [x.pids for x in shown] == [(11,)]
+    rec._report([Finding("died-by-signal", "a", pids=(11,)), Finding("died-by-signal", "b", pids=(11, 12))])
+    assert len([x for x in rec.findings() if x.code == "died-by-signal"]) == 2     # other codes as before
