@@ -17,7 +17,7 @@ import time
 
 FLUSH_NS = 500_000_000
 _clock = time.perf_counter_ns
-_C = {"bytes": 0, "calls": 0, "max_bytes": 0, "ns": 0, "next": 0, "pid": 0, "written": -1}
+_C = {"bytes": 0, "calls": 0, "max_bytes": 0, "ns": 0, "next": 0, "pid": 0, "written": 0}
 
 
 def _state():
@@ -44,7 +44,7 @@ def flush():
 
 def _reset():
     """In a fork child: its own counter (registered with os.register_at_fork by ``patch``)."""
-    _C.update(bytes=0, calls=0, max_bytes=0, ns=0, next=0, pid=os.getpid(), written=-1)
+    _C.update(bytes=0, calls=0, max_bytes=0, ns=0, next=0, pid=os.getpid(), written=0)
 
 
 def _count(size, t0, t1):
