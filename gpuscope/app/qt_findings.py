@@ -171,7 +171,9 @@ class FindingsList(QWidget):
             item = QListWidgetItem(badge_icon(f.severity.value), f.title)
             item.setToolTip(f"[{f.code}] {f.title}")
             self.list.addItem(item)
-        row = next((i for i, f in enumerate(findings) if (f.code, f.pids) == key), 0 if findings else -1)
+        # the same finding again; else one with the same code (a growing finding's pid set changed)
+        row = next((i for i, f in enumerate(findings) if (f.code, f.pids) == key),
+                   next((i for i, f in enumerate(findings) if key and f.code == key[0]), 0 if findings else -1))
         self.list.setCurrentRow(row)
         self.list.blockSignals(False)
         self._selected(row)

@@ -29,9 +29,9 @@ from gpuscope.app.qt_launch_panel import QtLaunchPanel
 from gpuscope.app.qt_live_view import QtLiveView
 from gpuscope.app.qt_process_tree import QtProcessTree
 from gpuscope.app.qt_stacks import QtStacks
-from gpuscope.app.run_findings import RunFindings
 from gpuscope.app.qt_status import QtStatus
 from gpuscope.app.run_controller import IDLE, RunController, describe_result, probe_gpu
+from gpuscope.app.run_findings import RunFindings
 from gpuscope.app.settings import open_settings
 
 TICK_MS = 100

@@ -55,8 +55,9 @@ def card_html(g: StackGroup) -> str:
     thread = g.thread
     user = user_frame(thread)
     rows = []
-    for i, f in enumerate(thread.frames[:MAX_FRAMES]):
-        where = f"{html.escape(f.function)} <span style='color:#666'>{html.escape(os.path.basename(f.file))}:{f.line}</span>"
+    for f in thread.frames[:MAX_FRAMES]:
+        place = f"{html.escape(os.path.basename(f.file))}:{f.line}"
+        where = f"{html.escape(f.function)} <span style='color:#666'>{place}</span>"
         if f == user:
             src = source_line(f.file, f.line)
             rows.append(f"<b>{where}</b>" + (f"<br><code style='color:#444'>&nbsp;&nbsp;{html.escape(src)}</code>"
