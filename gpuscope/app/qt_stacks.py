@@ -158,11 +158,11 @@ class QtStacks(QWidget):
             pids = ", ".join(str(p) for p in g.pids[:8]) + (" …" if len(g.pids) > 8 else "")
             cards.append(_Card(f"{g.who()} · {', '.join(g.names[:3])}", f"pid {pids}", card_html(g)))
         for p in self.processes:
+            note = ((p.note or "").strip() or "no dump").splitlines()[0]     # a tool's error: its first line
             if not p.threads:
-                cards.append(_Card(f"pid {p.pid} · {p.role}", "no stack", html.escape(p.note or "no dump"),
-                                   muted=True))
+                cards.append(_Card(f"pid {p.pid} · {p.role}", "no stack", html.escape(note), muted=True))
             elif p.source not in ("faulthandler", ""):
-                cards.append(_Card(f"pid {p.pid} · {p.role}", f"read by {p.source}", html.escape(p.note), muted=True))
+                cards.append(_Card(f"pid {p.pid} · {p.role}", f"read by {p.source}", html.escape(note), muted=True))
         self._fill(cards)
 
     def _fill(self, cards: list[_Card]) -> None:

@@ -199,3 +199,34 @@ def test_fork_deadlock_strip_badges_stacks_and_apply_fix(qtbot, capsys, tmp_path
     cli = call_json(capsys, "findings", run_id)["findings"]
     assert [f.to_dict() for f in w.live.findings.findings] == cli
     assert any(g.role == "pool worker" and g.thread.frames[0] == top for g in w.stacks.groups)
+
+
+def test_stacks_view_says_how_a_process_the_hook_did_not_reach_was_read(qtbot, monkeypatch, tmp_path):
+    """A process without gpuscope's hook (here `sleep`, not Python): its card says why it has no stack,
+    as read_from_outside found it (py-spy's error when installed, "neither … installed" when not)."""
+    import subprocess
+
+    from gpuscope.app.qt_stacks import QtStacks
+    from gpuscope.findings import stacks
+
+    view = QtStacks()
+    qtbot.addWidget(view)
+    tool = stacks.outside_tool()
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        got = stacks.dump_processes(tmp_path, {sleeper.pid: "not injected"}, timeout_s=1.0)
+        monkeypatch.setenv("PATH", str(tmp_path))              # neither py-spy nor pystack on PATH
+        without = stacks.dump_processes(tmp_path, {sleeper.pid: "not injected"}, timeout_s=1.0)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    view.show_stacks(got + [stacks.ProcessStacks(sleeper.pid + 1, "pool worker", [], "none", "")], 1, live=True)
+    card = view.card_widgets[-2] if len(view.card_widgets) > 1 else view.card_widgets[0]
+    assert f"pid {sleeper.pid}" in card.title.text()
+    if tool is None:
+        assert "neither py-spy nor pystack is installed" in card.body.text()
+    else:
+        assert f"{tool[0]}" in card.body.text() and "\n" not in card.body.text()
+    view.show_stacks(without, 1, live=True)
+    assert [c for c in view.card_widgets if "neither py-spy nor pystack is installed" in c.body.text()]
+    assert "Stacks of 1 process(es), 0 thread(s)" in view.head.text()
