@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from PySide6.QtGui import QAction, QKeySequence
+
 from gpuscope.app import workers
 from gpuscope.app.qt_findings import STACKS_CODE
 
@@ -40,6 +42,13 @@ class RunFindings:
         strip.sigStacks.connect(self.show_stacks_tab)
         window.tree.sigFindingClicked.connect(lambda code, pid: (window.live.findings.view.select(code, pid)))
         window.stacks.sigTake.connect(self.take_stacks)
+        # Run → Take stacks (Ctrl+Shift+T), beside Run and Stop
+        run_menu = next((a.menu() for a in window.menuBar().actions() if a.text() == "&Run"), None)
+        if run_menu is not None:
+            self.stacks_action = QAction("Take &stacks", window, shortcut=QKeySequence("Ctrl+Shift+T"))
+            self.stacks_action.setToolTip("the Python stack of every thread of every process of the running run")
+            self.stacks_action.triggered.connect(self.take_stacks)
+            run_menu.addAction(self.stacks_action)
 
     @property
     def findings(self) -> list["Finding"]:
@@ -99,8 +108,10 @@ class RunFindings:
             self._load_stacks(why="", switch=True)
 
     def take_stacks(self) -> None:
-        """"Take stacks now": every live process of the run, on a worker (up to 5 s per dump)."""
+        """"Take stacks now" (or Run → Take stacks): every live process of the run, on a worker (up
+        to 5 s per dump); of a run that has ended, the last ones taken."""
         if self.run_id is None or self.run_dir is None:
+            self.w.show_status("no run to take stacks of")
             return
         self._load_stacks(why="", switch=True, take=True)
 

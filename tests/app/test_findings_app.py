@@ -199,6 +199,12 @@ def test_fork_deadlock_strip_badges_stacks_and_apply_fix(qtbot, capsys, tmp_path
     cli = call_json(capsys, "findings", run_id)["findings"]
     assert [f.to_dict() for f in w.live.findings.findings] == cli
     assert any(g.role == "pool worker" and g.thread.frames[0] == top for g in w.stacks.groups)
+    assert "the run has ended" in w.stacks.head.text() and not w.stacks.take_button.isEnabled()
+    # Run → Take stacks of a run that has ended: the last ones taken, read again
+    w.stacks.clear()
+    w.findings.stacks_action.trigger()
+    qtbot.waitUntil(lambda: bool(w.stacks.groups), timeout=30_000)
+    assert "the run has ended" in w.stacks.head.text() and w.bottom.currentWidget() is w.stacks
 
 
 def test_stacks_view_says_how_a_process_the_hook_did_not_reach_was_read(qtbot, monkeypatch, tmp_path):
