@@ -15,6 +15,7 @@ no finding, red for an error, yellow for a warning (the colours of the ``--annot
 
 from __future__ import annotations
 
+import functools
 import html
 import time
 
@@ -35,8 +36,10 @@ EXCERPT_LINES = 14
 STRIP_HEIGHT = 180       # px of the list and details above the live plots (the details scroll)
 
 
+@functools.lru_cache(maxsize=16)
 def badge_icon(severity: str, size: int = 12) -> QIcon:
-    """A filled circle in the severity's colour with a white "!" (the process rows' badge)."""
+    """A filled circle in the severity's colour with a white "!" (the process rows' badge); one per
+    severity, drawn once."""
     pix = QPixmap(size, size)
     pix.fill(Qt.GlobalColor.transparent)
     p = QPainter(pix)
@@ -164,19 +167,27 @@ class FindingsList(QWidget):
             return False
         current = self.current()
         key = (current.code, current.pids) if current is not None else None
+        old = self.findings
         self.findings, self.started_ns = findings, started_ns
         self.list.blockSignals(True)
-        self.list.clear()
-        for f in findings:
-            item = QListWidgetItem(badge_icon(f.severity.value), f.title)
+        if len(old) != len(findings):
+            self.list.clear()
+            for _ in findings:
+                self.list.addItem(QListWidgetItem())
+        for i, f in enumerate(findings):      # rows that changed only (a growing count: one row)
+            if i < len(old) and old[i] == f:
+                continue
+            item = self.list.item(i)
+            item.setIcon(badge_icon(f.severity.value))
+            item.setText(f.title)
             item.setToolTip(f"[{f.code}] {f.title}")
-            self.list.addItem(item)
         # the same finding again; else one with the same code (a growing finding's pid set changed)
         row = next((i for i, f in enumerate(findings) if (f.code, f.pids) == key),
                    next((i for i, f in enumerate(findings) if key and f.code == key[0]), 0 if findings else -1))
         self.list.setCurrentRow(row)
         self.list.blockSignals(False)
-        self._selected(row)
+        if current is None or not 0 <= row < len(findings) or findings[row] != current:
+            self._selected(row)           # the details only when the selected finding changed
         return True
 
     def set_live(self, live: bool) -> None:
@@ -250,7 +261,9 @@ class FindingsStrip(QFrame):
             return
         worst = max(f.severity.rank for f in findings)
         background, border = ERROR if worst == 2 else WARN if worst == 1 else INFO
-        self.setStyleSheet(f"#findingsStrip {{ background: {background}; border: 1px solid {border}; }}")
+        style = f"#findingsStrip {{ background: {background}; border: 1px solid {border}; }}"
+        if self.styleSheet() != style:       # restyling is the costly part of an update
+            self.setStyleSheet(style)
         self.head.setText(f"<b>gpuscope found {len(findings)} problem{'s' if len(findings) > 1 else ''}</b> "
                           f"({html.escape(counts_line(findings))}) — select one for its evidence and fix")
         self.show()
