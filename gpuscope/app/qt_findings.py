@@ -174,6 +174,7 @@ class FindingsList(QWidget):
             self.list.clear()
             for _ in findings:
                 self.list.addItem(QListWidgetItem())
+            old = []
         for i, f in enumerate(findings):      # rows that changed only (a growing count: one row)
             if i < len(old) and old[i] == f:
                 continue

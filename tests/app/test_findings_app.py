@@ -71,7 +71,14 @@ def test_findings_list_shows_evidence_fix_and_the_action_buttons(qtbot):
     view = FindingsList()
     qtbot.addWidget(view)
     view.show()
+
+    def rows():
+        return [view.list.item(i).text() for i in range(view.list.count())]
+
+    view.set_findings([guard])
+    assert rows() == [guard.title]
     assert view.set_findings([guard, fork, left]) and not view.set_findings([guard, fork, left])
+    assert rows() == [guard.title, fork.title, left.title]
     assert view.list.count() == 3 and view.current() == guard
     text = view.detail.toPlainText()
     assert "failed starts 3" in text and "RuntimeError: An attempt" in text and "add the guard" in text
@@ -93,9 +100,12 @@ def test_findings_list_shows_evidence_fix_and_the_action_buttons(qtbot):
     # a grown count replaces the row, the selection stays on the same finding
     view.set_findings([guard, fork, left])
     view.select("fork-with-threads")
-    grown = Finding(**{**guard.to_dict(), "evidence": evidence({"failed starts": 9}).to_dict()})
+    grown = Finding(**{**guard.to_dict(), "title": "child processes failed to start 9 time(s)",
+                       "evidence": evidence({"failed starts": 9}).to_dict()})
     view.set_findings([grown, fork, left])
-    assert view.current() == fork
+    assert view.current() == fork and rows() == [grown.title, fork.title, left.title]
+    view.set_findings([fork])
+    assert rows() == [fork.title] and view.current() == fork
     strip = FindingsStrip()
     qtbot.addWidget(strip)
     strip.set_findings([fork])
