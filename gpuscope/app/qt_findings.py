@@ -22,7 +22,7 @@ import time
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QIcon, QPainter, QPixmap, QTextOption
 from PySide6.QtWidgets import (QApplication, QFrame, QHBoxLayout, QLabel, QListWidget, QListWidgetItem,
-                               QPushButton, QTextBrowser, QVBoxLayout, QWidget)
+                               QPushButton, QTextBrowser, QToolButton, QVBoxLayout, QWidget)
 
 from gpuscope.app.qt_notes_banner import INFO, WARN
 from gpuscope.finding import CleanupPids, CleanupShm, Finding, StopRun
@@ -233,33 +233,51 @@ class FindingsList(QWidget):
 
 
 class FindingsStrip(QFrame):
-    """The findings of the run shown above the live plots: a head line (counts) and the list."""
+    """The findings of the run shown above the live plots: a head line (counts) and the list. The
+    list can be folded away to the head line; a new finding unfolds it."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("findingsStrip")
         self.head = QLabel(self)
         self.head.setTextFormat(Qt.TextFormat.RichText)
+        self.fold_button = QToolButton(self)
+        self.fold_button.setAutoRaise(True)
+        self.fold_button.clicked.connect(lambda: self.set_folded(not self.folded))
         self.view = FindingsList(self)
         self.view.setMaximumHeight(STRIP_HEIGHT)
         self.view.setMinimumHeight(STRIP_HEIGHT - 50)
+        top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(self.head, 1)
+        top.addWidget(self.fold_button)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(8, 4, 8, 4)
         lay.setSpacing(3)
-        lay.addWidget(self.head)
+        lay.addLayout(top)
         lay.addWidget(self.view)
+        self.folded = False
+        self.set_folded(False)
         self.hide()
 
     @property
     def findings(self) -> list[Finding]:
         return self.view.findings
 
+    def set_folded(self, folded: bool) -> None:
+        self.folded = folded
+        self.view.setVisible(not folded)
+        self.fold_button.setText("Show details ▾" if folded else "Hide details ▴")
+
     def set_findings(self, findings: list[Finding], started_ns: int | None = None) -> None:
-        if not self.view.set_findings(findings, started_ns) and self.isVisible() == bool(findings):
+        grew = len(findings) > len(self.view.findings)
+        if not self.view.set_findings(findings, started_ns) and self.isHidden() != bool(findings):
             return
         if not findings:
             self.hide()
             return
+        if grew and self.folded:             # a new problem: show it
+            self.set_folded(False)
         worst = max(f.severity.rank for f in findings)
         background, border = ERROR if worst == 2 else WARN if worst == 1 else INFO
         style = f"#findingsStrip {{ background: {background}; border: 1px solid {border}; }}"
@@ -271,4 +289,5 @@ class FindingsStrip(QFrame):
 
     def clear(self) -> None:
         self.view.set_findings([])
+        self.set_folded(False)
         self.hide()

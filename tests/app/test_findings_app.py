@@ -110,7 +110,12 @@ def test_findings_list_shows_evidence_fix_and_the_action_buttons(qtbot):
     qtbot.addWidget(strip)
     strip.set_findings([fork])
     assert "1 warning" in strip.head.text() and "#fff4cc" in strip.styleSheet()
+    strip.fold_button.click()                               # folded to its head line
+    assert strip.folded and strip.view.isHidden() and "Show details" in strip.fold_button.text()
+    strip.set_findings([fork])
+    assert strip.folded                                     # nothing new: stays folded
     strip.set_findings([grown, fork])
+    assert not strip.folded and not strip.view.isHidden()   # a new problem unfolds it
     assert "1 error, 1 warning" in strip.head.text() and "#fde8ea" in strip.styleSheet()
     strip.set_findings([])
     assert strip.isHidden()
@@ -186,8 +191,10 @@ def test_fork_deadlock_strip_badges_stacks_and_apply_fix(qtbot, capsys, tmp_path
     w.bottom.setCurrentWidget(w.tree)
     save_shot(w, "findings-strip.png", tmp_path)
     w.bottom.setCurrentWidget(w.stacks)
-    w.live.parentWidget().setSizes([400, 360])               # room for the cards (the splitter of the Run tab)
+    w.live.findings.fold_button.click()                       # the strip folded to its head line
+    w.live.parentWidget().setSizes([360, 400])               # room for the cards (the splitter of the Run tab)
     save_shot(w, "stacks-view.png", tmp_path)
+    w.live.findings.fold_button.click()
     # "Take stacks now" while it hangs: the same picture, taken again
     before = w.stacks.head.text()
     qtbot.mouseClick(w.stacks.take_button, Qt.MouseButton.LeftButton)
