@@ -1,7 +1,8 @@
 """The Python stacks of every thread of every process of a run, side by side, identical stacks once.
 
 One card per group of identical stacks (:func:`gpuscope.findings.stacks.stack_groups`, the grouping
-``gpuscope stacks`` prints): "2 pool workers · MainThread" with the pids, then the frames, most
+``gpuscope stacks`` prints): "2 pool workers · MainThread" with the pids and, where the most recent
+frame tells, what they wait for ("waiting to acquire a lock": :func:`waiting_on`), then the frames, most
 recent call first, as ``function  file:line``; the first frame in the user's code (outside
 multiprocessing, threading and gpuscope's hook) is bold, with its source line under it; the
 frames of gpuscope's own wrappers are grey. A process
@@ -17,6 +18,7 @@ from __future__ import annotations
 import html
 import linecache
 import os
+import re
 import time
 from pathlib import Path
 
@@ -44,6 +46,43 @@ def take_stacks(run_id: str, run_dir: str | os.PathLike[str], timeout_s: float =
         return time.time_ns(), True, procs
     taken, procs = stacks.load_latest(Path(run_dir))
     return taken, False, procs
+
+
+# What a thread whose most recent Python frame is one of these is waiting for (file name, function).
+WAITS = {
+    ("threading.py", "wait"): "waiting on a threading Condition or Event",
+    ("threading.py", "_wait_for_tstate_lock"): "waiting for a thread to end (join)",
+    ("synchronize.py", "__enter__"): "waiting to acquire a multiprocessing lock",
+    ("synchronize.py", "acquire"): "waiting to acquire a multiprocessing lock",
+    ("connection.py", "_recv"): "waiting to read from a pipe",
+    ("connection.py", "_recv_bytes"): "waiting to read from a pipe",
+    ("connection.py", "poll"): "waiting for data on a pipe",
+    ("connection.py", "wait"): "waiting for data on a pipe",
+    ("queues.py", "get"): "waiting for an item of a multiprocessing queue",
+    ("queue.py", "get"): "waiting for an item of a queue",
+    ("popen_fork.py", "poll"): "waiting for a child process to end",
+    ("popen_fork.py", "wait"): "waiting for a child process to end",
+    ("selectors.py", "select"): "waiting in select()",
+    ("resource_tracker.py", "main"): "the resource tracker, waiting for messages",
+}
+_SLEEP_LINE = re.compile(r"\bsleep\(")
+_LOCK_LINE = re.compile(r"(\.acquire\(|^with\s+[\w.\[\]]*lock[\w.\[\]]*\s*(:|as\b))", re.IGNORECASE)
+
+
+def waiting_on(thread) -> str:
+    """A few words on what the thread waits for, from its most recent frame: a known blocking call
+    of the standard library, or a line of the program that takes a lock (``with LOCK:``,
+    ``lock.acquire()``) or sleeps; "" when the frames do not say."""
+    if not thread.frames:
+        return ""
+    top = thread.frames[0]
+    known = WAITS.get((os.path.basename(top.file), top.function))
+    if known:
+        return known
+    line = source_line(top.file, top.line)
+    if _LOCK_LINE.search(line):
+        return "waiting to acquire a lock"
+    return "sleeping" if _SLEEP_LINE.search(line) else ""
 
 
 def source_line(file: str, line: int) -> str:
@@ -156,7 +195,9 @@ class QtStacks(QWidget):
         cards = []
         for g in self.groups:
             pids = ", ".join(str(p) for p in g.pids[:8]) + (" …" if len(g.pids) > 8 else "")
-            cards.append(_Card(f"{g.who()} · {', '.join(g.names[:3])}", f"pid {pids}", card_html(g)))
+            wait = waiting_on(g.thread)
+            cards.append(_Card(f"{g.who()} · {', '.join(g.names[:3])}", f"pid {pids}" + (f" — {wait}" if wait else ""),
+                               card_html(g)))
         for p in self.processes:
             note = ((p.note or "").strip() or "no dump").splitlines()[0]     # a tool's error: its first line
             if not p.threads:

@@ -182,6 +182,9 @@ def test_fork_deadlock_strip_badges_stacks_and_apply_fix(qtbot, capsys, tmp_path
     assert (top.function, top.file, top.line) == ("child", str(DEADLOCK), 16)
     card = next(c for c in w.stacks.card_widgets if "2 pool workers" in c.title.text())
     assert "fork_deadlock.py:16" in card.body.text() and "with LOCK:" in card.body.text()
+    assert "waiting to acquire a lock" in card.title.text()
+    holder = next(c for c in w.stacks.card_widgets if "lock-holder" in c.title.text())
+    assert "sleeping" in holder.title.text() and "fork_deadlock.py:12" in holder.body.text()
     assert {"MainThread", "lock-holder"} <= {g.thread.name for g in w.stacks.groups if g.role == "main"}
     # clicking the badged row selects its finding in the strip
     strip = w.live.findings.view
