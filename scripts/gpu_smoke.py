@@ -8,7 +8,10 @@ Starts a small torch CUDA job (matmuls on ~1 GiB) under ``gpuscope run --json`` 
    per-process GPU memory appear while it runs, and both are gone once it has ended;
 2. the run store: the run's series holds the job's GPU memory and the device's utilization;
 3. the run summary (``--json``): the job's peak_gpu_mem_bytes > 0;
-4. the event log: torch allocator memory (``torch_mem`` I lines) reported, reserved <= driver memory.
+4. the event log: torch allocator memory (``torch_mem`` I lines) reported, reserved <= driver memory;
+5. findings: a job that initialises CUDA, then starts a fork pool whose worker uses CUDA, gets the
+   ``cuda-after-fork`` error naming the line that initialised CUDA (the real-GPU counterpart of
+   the test double in tests/findings/test_pickle_torch_rules.py).
 
 Prints one PASS/FAIL line per check and exits 0 only if all pass. Nothing is left running.
 """
@@ -36,6 +39,19 @@ while time.time() < end:
     y = x @ x
     torch.cuda.synchronize()
 print("job done", float(y[0, 0]), flush=True)
+"""
+
+FORK_JOB = """
+import multiprocessing as mp, torch
+def child(_):
+    return float(torch.ones(1, device="cuda").sum())
+if __name__ == "__main__":
+    x = torch.ones(1, device="cuda")
+    try:
+        with mp.get_context("fork").Pool(1) as pool:
+            print(pool.map(child, [0]))
+    except Exception as exc:
+        print("child failed:", type(exc).__name__, exc)
 """
 
 results: list[tuple[str, bool, str]] = []
@@ -105,6 +121,26 @@ def store_checks(home: Path, summary: dict, job_pid: int | None) -> None:
           f"reserved max {int(reserved) >> 20} MiB vs driver {max(int(stored), peak) >> 20} MiB")
 
 
+def findings_checks(tmp: str, python: str) -> None:
+    """A fork after CUDA was initialised: the finding names the job's line 6 (``x = torch.ones``)."""
+    from gpuscope.findings.engine import analyse_run
+
+    job = Path(tmp, "fork_job.py")
+    job.write_text(FORK_JOB)
+    env = {**os.environ, "GPUSCOPE_HOME": str(Path(tmp, "home"))}
+    proc = subprocess.run([sys.executable, "-m", "gpuscope", "run", "--json", "--quiet", "--python", python,
+                           str(job)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=150)
+    try:
+        run_dir = json.loads(proc.stdout.strip().splitlines()[-1])["run_dir"]
+    except (IndexError, ValueError, KeyError):
+        check("findings: cuda-after-fork", False, "no JSON summary")
+        return
+    found = [f for f in analyse_run(Path(run_dir)) if f.code == "cuda-after-fork" and f.pids]
+    site = f"{job}:6 in <module>"
+    check("findings: cuda-after-fork names the call", bool(found) and site in found[0].title,
+          found[0].title if found else "no cuda-after-fork finding with a process")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--python", default=sys.executable, help="interpreter with CUDA torch for the job")
@@ -148,6 +184,7 @@ def main() -> int:
             check("run --json summary", False, "no JSON on the last line")
         else:
             store_checks(home, summary, job_pid)
+        findings_checks(tmp, args.python)
     failed = [name for name, ok, _ in results if not ok]
     print(f"gpu_smoke: {len(results) - len(failed)}/{len(results)} checks passed", flush=True)
     return 1 if failed else 0

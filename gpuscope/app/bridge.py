@@ -3,7 +3,7 @@
 * ``to_gui(fn, *args)`` posts a call to the GUI thread through a queued ``Signal(object)``;
   workers (:mod:`gpuscope.app.workers`) deliver their results this way.
 * :class:`RunBridge` receives a run's callbacks on the core's threads (output pumps, sampler,
-  supervisor) and keeps what arrives in bounded buffers under a lock. The GUI's refresh timer
+  supervisor, findings recorder) and keeps what arrives in bounded buffers under a lock. The GUI's refresh timer
   drains them about ten times a second, so a flood of output or samples costs one append per
   chunk on the producing thread and one batched update per tick on the GUI thread.
 
@@ -70,6 +70,7 @@ class RunBridge(QObject):
         self._output_bytes = 0
         self.dropped_bytes = 0
         self._batches: deque[Any] = deque(maxlen=MAX_PENDING_BATCHES)
+        self._findings: list[Any] = []
 
     # -- called on the core's threads -------------------------------------------------------------
     def on_output(self, stream: str, chunk: bytes) -> None:
@@ -85,6 +86,11 @@ class RunBridge(QObject):
         with self._lock:
             self._batches.append(batch)
 
+    def on_finding(self, finding: Any) -> None:
+        """A new finding (the findings recorder's ``on_finding``, on its threads)."""
+        with self._lock:
+            self._findings.append(finding)
+
     def on_progress(self, message: str) -> None:
         self.sigProgress.emit(message)
 
@@ -96,6 +102,11 @@ class RunBridge(QObject):
             dropped, self.dropped_bytes = self.dropped_bytes, 0
             self._output_bytes = 0
         return out, dropped
+
+    def drain_findings(self) -> list[Any]:
+        with self._lock:
+            out, self._findings = self._findings, []
+        return out
 
     def drain_batches(self) -> list[Any]:
         with self._lock:

@@ -20,6 +20,9 @@ class PastRun:
     identities: dict[int, Any] = field(default_factory=dict)
     output: list[tuple[str, bytes]] = field(default_factory=list)
     truncated: dict[str, int] = field(default_factory=dict)   # stream -> bytes not loaded
+    findings: list[Any] = field(default_factory=list)        # gpuscope.finding.Finding, as `gpuscope findings`
+    stacks: tuple[int | None, list[Any]] | None = None         # the last stacks taken (taken_ns, processes)
+    started_ns: int | None = None
 
 
 def _tail(path: Path, limit: int) -> tuple[bytes, int]:
@@ -35,9 +38,12 @@ def _tail(path: Path, limit: int) -> tuple[bytes, int]:
         return b"", 0
 
 
-def load_past_run(run_id: str, run_dir: str | os.PathLike[str]) -> PastRun:
-    """Stored samples, process identities and the tail of each output log of one run."""
+def load_past_run(run_id: str, run_dir: str | os.PathLike[str], started_ns: int | None = None) -> PastRun:
+    """Stored samples, process identities, the tail of each output log, the findings (the same list
+    as ``gpuscope findings RUN``) and the last stacks taken of one run."""
     from gpuscope.app.procroles import RoleReader
+    from gpuscope.findings.engine import analyse_run
+    from gpuscope.findings.stacks import load_latest
     from gpuscope.store import db
     from gpuscope.telemetry.series import load_series
 
@@ -47,11 +53,15 @@ def load_past_run(run_id: str, run_dir: str | os.PathLike[str]) -> PastRun:
     finally:
         conn.close()
     folder = Path(run_dir)
-    past = PastRun(run_id, folder, series, RoleReader(folder).lookup())
+    past = PastRun(run_id, folder, series, RoleReader(folder).lookup(), started_ns=started_ns)
     for stream, name in (("stdout", layout.STDOUT), ("stderr", layout.STDERR)):
         data, cut = _tail(folder / name, TAIL_BYTES)
         if data:
             past.output.append((stream, data))
         if cut:
             past.truncated[stream] = cut
+    if folder.is_dir():
+        past.findings = analyse_run(folder)
+        taken, procs = load_latest(folder)
+        past.stacks = (taken, procs) if procs else None
     return past

@@ -22,6 +22,7 @@ import numpy as np
 
 from gpuscope.app.live_model import LiveModel
 from gpuscope.app.plot_buffers import envelope
+from gpuscope.app.qt_findings import FindingsStrip
 from gpuscope.app.qt_notes_banner import NotesBanner
 from gpuscope.telemetry import metrics
 
@@ -167,8 +168,10 @@ class QtLiveView(QWidget):
         grid.addLayout(left)
         grid.addLayout(right)
         self.notes = NotesBanner(self)     # --annotate results, after the run
+        self.findings = FindingsStrip(self)   # the run's findings, live
         lay = QVBoxLayout(self)
         lay.addLayout(bar)
+        lay.addWidget(self.findings)
         lay.addWidget(self.notes)
         lay.addLayout(grid, 1)
 
@@ -181,6 +184,7 @@ class QtLiveView(QWidget):
             p.clear()
         self.title.setText(title)
         self.notes.clear()
+        self.findings.clear()
         self.set_gpu_reason(reason)
         self._drawn_version = -1
         self.refresh()

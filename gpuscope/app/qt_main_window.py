@@ -28,8 +28,10 @@ from gpuscope.app.qt_history import QtHistory
 from gpuscope.app.qt_launch_panel import QtLaunchPanel
 from gpuscope.app.qt_live_view import QtLiveView
 from gpuscope.app.qt_process_tree import QtProcessTree
+from gpuscope.app.qt_stacks import QtStacks
 from gpuscope.app.qt_status import QtStatus
 from gpuscope.app.run_controller import IDLE, RunController, describe_result, probe_gpu
+from gpuscope.app.run_findings import RunFindings
 from gpuscope.app.settings import open_settings
 
 TICK_MS = 100
@@ -84,6 +86,8 @@ class MainWindow(QMainWindow):
         self.bottom = QTabWidget()
         self.bottom.addTab(self.tree, "Processes")
         self.bottom.addTab(self.console, "Console")
+        self.stacks = QtStacks()
+        self.bottom.addTab(self.stacks, "Stacks")
         right = QSplitter(Qt.Orientation.Vertical)
         right.addWidget(self.live)
         right.addWidget(self.bottom)
@@ -139,6 +143,7 @@ class MainWindow(QMainWindow):
         self.history.sigOpenRun.connect(self.open_past_run)
         self.history.sigError.connect(self.show_error)
         self.tabs.currentChanged.connect(self._tab_changed)
+        self.findings = RunFindings(self)     # the findings strip, row badges and Stacks tab
 
     def _tab_widget(self, title: str, make: Callable[[], QWidget]) -> QWidget:
         """The widget of a lazily built tab, built (and put in its tab) on first access."""
@@ -219,6 +224,7 @@ class MainWindow(QMainWindow):
         self.live.reset(f"{Path(spec.script).name} · {spec.launcher} · {spec.start_method}")
         self.tree.reset_rows()
         self.console.clear()
+        self.findings.reset()
         self.roles = None
         self.last_result = None
         self.tabs.setCurrentIndex(0)
@@ -233,6 +239,7 @@ class MainWindow(QMainWindow):
 
     def _run_started(self, run: Run) -> None:
         self.roles = RoleReader(run.run_dir)
+        self.findings.started(run)
         self.live.set_gpu_reason(self.controller.gpu_reason)
         self.live.title.setText(f"{self.live.title.text()} · run {run.run_id} · pid {run.pid}")
         for note in run.notes:
@@ -249,6 +256,7 @@ class MainWindow(QMainWindow):
         (self.show_error if result.status == "error" else self.show_status)(line)
         self.live.set_elapsed(self.controller.elapsed(), result.status)
         self.live.notes.show_notes(result.notes)
+        self.findings.ended(result)
         self.history.refresh()
         self.load_report(result.run_dir, switch=False, quiet=True)
 
@@ -271,6 +279,7 @@ class MainWindow(QMainWindow):
             self.model.add(batch)
         if self.roles is not None and self._ticks % 5 == 0:
             self.model.set_identities(self.roles.lookup())
+        self.findings.tick(self._ticks)
         if self.tabs.currentIndex() == 0:
             self.live.refresh()
             self.tree.refresh()
@@ -354,7 +363,7 @@ class MainWindow(QMainWindow):
             self.sigReportLoaded.emit(report)
 
     def apply_fix(self, fix: "Fix | None") -> None:
-        """The Report tab's "Apply fix to next run": set the launch panel, show the Run tab."""
+        """"Apply fix to next run" (Report tab, findings strip): set the launch panel, show the Run tab."""
         self.show_status(self.panel.apply_fix(fix))
         self.tabs.setCurrentIndex(0)
 
@@ -372,7 +381,7 @@ class MainWindow(QMainWindow):
             return
         from gpuscope.app.past_run import load_past_run
 
-        self.run_task(lambda task: load_past_run(row.id, row.run_dir), self._show_past_run,
+        self.run_task(lambda task: load_past_run(row.id, row.run_dir, row.started_ns), self._show_past_run,
                       f"opening run {row.id}")
         self.load_report(row.run_dir, switch=False)
 
@@ -380,6 +389,7 @@ class MainWindow(QMainWindow):
         self.live.reset(f"run {past.run_id} (past run)")
         self.tree.reset_rows()
         self.console.clear()
+        self.findings.reset()
         self.roles = None
         if past.series is not None:
             self.model.load_series(past.series, past.identities)
@@ -390,6 +400,7 @@ class MainWindow(QMainWindow):
             self.console.append_text(f"gpuscope: the first {cut:,} bytes of {stream} are only in the log file")
         self.console.append_chunks(past.output)
         self.console.flush()
+        self.findings.show_past(past)
         self.tabs.setCurrentIndex(0)
         self.live.refresh()
         self.tree.refresh()

@@ -1,5 +1,8 @@
 """The run's process tree, updated live: pid, role, rank, state, CPU, RSS, GPU memory.
 
+A process that a finding is about carries a badge (a red or yellow "!" before its pid, the
+findings' titles as its tooltip); clicking the row emits ``sigFindingClicked(code, pid)``.
+
 The user's processes form the tree, their first process at the root (under nsys it is started by
 ``nsys-launcher``: that parent is not shown above it). A tool's own processes (Nsight Systems:
 nsys, nsys-launcher, nsys-tee, QdstrmImporter, the agent) are listed apart, greyed, under one
@@ -8,11 +11,12 @@ collapsed group row that shows their number and total CPU and RSS.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QBrush, QColor
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QIcon
 from PySide6.QtWidgets import QTreeWidget, QTreeWidgetItem, QWidget
 
 from gpuscope.app.live_model import LiveModel, ProcRow
+from gpuscope.app.qt_findings import badge_icon, finding_pids
 
 COLUMNS = ("PID", "Role", "Rank", "State", "CPU %", "RSS", "GPU mem", "Name")
 STATES = {"R": "running", "S": "sleeping", "D": "disk wait", "Z": "zombie", "T": "stopped", "I": "idle"}
@@ -40,8 +44,11 @@ class QtProcessTree(QTreeWidget):
     """Rows keyed by pid; children under their parent when the parent is one of the user's
     processes of the run; a tool's processes under its group row."""
 
+    sigFindingClicked = Signal(str, int)     # code, pid: a badged row was clicked
+
     def __init__(self, model: LiveModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.badges: dict[int, list] = {}    # pid -> findings about it (gpuscope.finding.Finding)
         self.live_model = model
         self.setColumnCount(len(COLUMNS))
         self.setHeaderLabels(list(COLUMNS))
@@ -53,10 +60,37 @@ class QtProcessTree(QTreeWidget):
         self._drawn = -1
         for i, w in enumerate((120, 120, 45, 75, 55, 90, 90)):
             self.setColumnWidth(i, w)
+        self.itemClicked.connect(self._clicked)
+
+    def set_findings(self, findings: list) -> None:
+        """Badge the rows of the processes these findings are about (worst severity first)."""
+        badges: dict[int, list] = {}
+        for f in sorted(findings, key=lambda f: -f.severity.rank):
+            for pid in finding_pids(f):
+                badges.setdefault(pid, []).append(f)
+        if badges != self.badges:
+            self.badges = badges
+            for pid, item in self.items.items():
+                self._badge(pid, item)
+
+    def _badge(self, pid: int, item: QTreeWidgetItem) -> None:
+        found = self.badges.get(pid)
+        key = tuple((f.code, f.severity.value) for f in found) if found else None
+        if item.data(0, Qt.ItemDataRole.UserRole + 1) == key:
+            return
+        item.setData(0, Qt.ItemDataRole.UserRole + 1, key)
+        item.setIcon(0, badge_icon(found[0].severity.value) if found else QIcon())
+        item.setToolTip(0, "\n".join(f"{f.severity.value}: {f.title}" for f in found) if found else "")
+
+    def _clicked(self, item: QTreeWidgetItem, _column: int) -> None:
+        pid = next((p for p, it in self.items.items() if it is item), None)
+        if pid is not None and self.badges.get(pid):
+            self.sigFindingClicked.emit(self.badges[pid][0].code, pid)
 
     def reset_rows(self) -> None:
         self.clear()
         self.items.clear()
+        self.badges = {}
         self.group_items.clear()
         self._parent_of.clear()
         self._drawn = -1
@@ -69,6 +103,8 @@ class QtProcessTree(QTreeWidget):
         for pid in sorted(self.live_model.procs):
             row = self.live_model.procs[pid]
             item = self._item(row)
+            if self.badges:
+                self._badge(pid, item)
             for col, text in enumerate(cells(row, gpu)):
                 if item.text(col) != text:
                     item.setText(col, text)

@@ -1,5 +1,8 @@
 """QtReportView: a report's timeline, summary tables, coverage banner and range details.
 
+The coverage banner lists what nsys missed and nsys's diagnostics as findings, in the app's one
+findings list (``qt_findings.FindingsList``, as the live strip).
+
 ``open_file(path)`` / ``show_run(run_dir)`` load with :func:`gpuscope.nsys.report.load_report` on
 a worker thread (:mod:`gpuscope.app.workers`) behind a progress bar with a Cancel button. The load
 is progressive: the summary tables, banner and title appear as soon as the summaries are read
@@ -15,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QApplication, QFileDialog, QFrame, QHBoxLayout, QLabel, QProgressBar,
+from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QLabel, QProgressBar,
                                QPushButton, QSplitter, QTextBrowser, QVBoxLayout, QWidget)
 
 from gpuscope.app import bridge, workers
@@ -23,44 +26,40 @@ from gpuscope.app import timeline_lod as L
 from gpuscope.app import timeline_text as TT
 from gpuscope.app.qt_summary import QtSummaryTables
 from gpuscope.app.qt_timeline import QtTimeline
-from gpuscope.finding import Fix
+from gpuscope.app.qt_findings import FindingsList
+from gpuscope.finding import Finding, Fix, Severity, evidence
 from gpuscope.findings.fixes import fix_for_text, launch_changes
 
 REPORT_FILTER = "Nsight Systems reports (*.nsys-rep *.sqlite);;All files (*)"
 SYNC_LAYOUT_ITEMS = 200_000   # about 30 ms of layout: below it show_report lays out on the GUI thread
+MISSED = "nsys-missed-ranges"     # the finding of processes whose ranges nsys did not keep
 
 
-def banner_text(report) -> tuple[str, list[str]]:
-    """(HTML of the coverage banner, fix lines) from the report's coverage and findings; ("", [])
-    when nsys saw every process that recorded ranges. Processes that share a reason share a line."""
-    items, fixes = [], []
+def coverage_findings(report) -> list[Finding]:
+    """The report's coverage and nsys diagnostics as one list of findings (the format of every other
+    finding): one per group of processes nsys missed for the same reason (those with a known cause
+    first: their fix is the one "Apply" offers), then nsys's own diagnostics."""
+    out: list[Finding] = []
     cov = getattr(report, "coverage", None)
     missing = cov.missing if cov is not None else []
     groups: dict[tuple, list] = {}
-    # processes with a known cause first: their fix is the one "Apply fix" offers
     for p in sorted(missing, key=lambda p: not p.forked):
         groups.setdefault((p.status, p.role, p.start_method, p.reason, p.fix), []).append(p)
     for (status, role, method, reason, fix), procs in groups.items():
         pids = ", ".join(f"pid {p.pid}" for p in procs)
         kept = ", ".join(f"{p.nsys_ranges} of {p.gpuscope_ranges}" for p in procs)
-        shown = " Their ranges are shown from gpuscope's own records (marked gpuscope)." \
-            if status == "missing" else ""
-        items.append(f"<li><b>{pids}</b> ({html.escape(role)}, {html.escape(method or '?')}): nsys has "
-                     f"{kept} ranges — {html.escape(reason or '')}.{shown}"
-                     f"<br><i>Fix:</i> {html.escape(fix or '')}</li>")
-        if fix and fix not in fixes:
-            fixes.append(fix)
-    for f in getattr(report, "findings", []) or []:
-        msg, advice = getattr(f, "message", ""), getattr(f, "advice", "")
-        items.append(f"<li>[{html.escape(str(getattr(f, 'code', '?')))}] {html.escape(msg)}"
-                     + (f"<br><i>Fix:</i> {html.escape(advice)}" if advice else "") + "</li>")
-        if advice and advice not in fixes:
-            fixes.append(advice)
-    if not items:
-        return "", []
-    head = (f"<b>nsys did not see the ranges of {len(missing)} process(es) of this run.</b>" if missing
-            else "<b>Nsight Systems diagnostics for this report:</b>")
-    return f"{head}<ul style='margin:2px 0 0 -20px'>{''.join(items)}</ul>", fixes
+        shown = ["their ranges are drawn from gpuscope's own records (hatched, marked gpuscope)"] \
+            if status == "missing" else []
+        out.append(Finding(
+            MISSED, f"{pids} ({role}, {method or '?'}): nsys has {kept} ranges — {reason or ''}",
+            fix or "", Severity.WARNING, tuple(p.pid for p in procs),
+            evidence({"processes": len(procs), "ranges in nsys": sum(p.nsys_ranges for p in procs),
+                      "ranges gpuscope recorded": sum(p.gpuscope_ranges for p in procs)}, shown,
+                     [p.pid for p in procs]),
+            fix_for_text(fix)[1] if fix else None, None, "nsys"))
+    out += [f if isinstance(f, Finding) else Finding.from_dict({**f, "source": "nsys"})
+            for f in getattr(report, "findings", []) or []]
+    return out
 
 
 def one_line(text: str) -> str:
@@ -78,7 +77,9 @@ def _timeline_in_memory(report):
 
 
 class CoverageBanner(QFrame):
-    """A yellow strip that explains missed processes and offers the fix (copy, or ask the app)."""
+    """A yellow strip with the processes nsys missed and nsys's diagnostics, as findings in the
+    app's one findings list (:class:`~gpuscope.app.qt_findings.FindingsList`): the selected one's
+    evidence and fix, "Apply to next run" for a structured fix."""
 
     sigFixRequested = Signal(object)   # a gpuscope.finding.Fix (PySide6 signals take no dataclass types)
 
@@ -86,36 +87,40 @@ class CoverageBanner(QFrame):
         super().__init__(parent)
         self.setObjectName("coverageBanner")
         self.setStyleSheet("#coverageBanner { background: #fff4cc; border: 1px solid #e0c060; }")
-        self.text = QLabel(self)
-        self.text.setWordWrap(True)
-        self.text.setTextFormat(Qt.RichText)
-        self.copy_button = QPushButton("Copy fix", self)
-        self.apply_button = QPushButton("Apply fix to next run", self)
-        self.copy_button.clicked.connect(self._copy)
-        self.apply_button.clicked.connect(lambda: self.action is not None and self.sigFixRequested.emit(self.action))
-        buttons = QVBoxLayout()
-        buttons.addWidget(self.copy_button)
-        buttons.addWidget(self.apply_button)
-        buttons.addStretch(1)
-        lay = QHBoxLayout(self)
+        self.head = QLabel(self)
+        self.head.setTextFormat(Qt.RichText)
+        self.head.setWordWrap(True)
+        self.view = FindingsList(self)
+        self.view.setMaximumHeight(160)
+        self.view.setMinimumHeight(110)
+        self.view.sigApplyFix.connect(self.sigFixRequested)
+        self.apply_button = self.view.apply_button
+        lay = QVBoxLayout(self)
         lay.setContentsMargins(8, 4, 8, 4)
-        lay.addWidget(self.text, 1)
-        lay.addLayout(buttons)
-        self.fixes: list[str] = []
-        self.action: Fix | None = None    # what "Apply fix" changes: the first fix's, when it has one
+        lay.setSpacing(3)
+        lay.addWidget(self.head)
+        lay.addWidget(self.view)
+        self.findings: list[Finding] = []
+        self.fixes: list[str] = []         # the fix texts, in order
+        self.action: Fix | None = None     # the first structured fix the launch panel can apply
         self.hide()
 
     def show_report(self, report) -> None:
-        text, self.fixes = banner_text(report) if report is not None else ("", [])
-        self.action = fix_for_text(self.fixes[0])[1] if self.fixes else None
-        self.text.setText(text)
-        self.copy_button.setEnabled(bool(self.fixes))
-        self.apply_button.setEnabled(bool(launch_changes(self.action)))
-        self.setVisible(bool(text))
+        self.findings = coverage_findings(report) if report is not None else []
+        self.fixes = list(dict.fromkeys(f.fix for f in self.findings if f.fix))
+        self.action = next((f.action for f in self.findings if launch_changes(f.action)), None)
+        self.view.set_findings(self.findings)
+        missed = [f for f in self.findings if f.code == MISSED]
+        parts = [f"nsys did not see the ranges of {sum(len(f.pids) for f in missed)} process(es) of this run"] \
+            if missed else []
+        if len(self.findings) > len(missed):
+            parts.append(f"{len(self.findings) - len(missed)} Nsight Systems diagnostic(s)")
+        self.head.setText(f"<b>{html.escape('; '.join(parts))}</b> — select one for its evidence and fix")
+        self.setVisible(bool(self.findings))
 
-    def _copy(self) -> None:
-        if self.fixes:
-            QApplication.clipboard().setText("\n".join(self.fixes))
+    def plain_text(self) -> str:
+        """Every finding's title and fix (what the user can read in the list and its details)."""
+        return "\n".join(f"{f.title}\nFix: {f.fix}" for f in self.findings)
 
 
 class QtReportView(QWidget):

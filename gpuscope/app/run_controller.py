@@ -1,8 +1,9 @@
 """Start, watch and stop one run from the GUI, with its blocking parts on a worker thread.
 
 ``start(spec)`` builds a :class:`gpuscope.runs.supervisor.Run` on a pool thread with the bridge
-as an output listener and as a recorder of telemetry batches, starts it, then blocks in
-``Run.wait``. Signals arrive on the GUI thread.
+as an output listener and as a recorder of telemetry batches, with a
+:class:`~gpuscope.findings.recorder.FindingsRecorder` whose new findings go to the bridge; starts
+it, then blocks in ``Run.wait``. Signals arrive on the GUI thread.
 ``stop()`` may be called at any time, even while the run is still starting.
 """
 
@@ -21,6 +22,7 @@ from gpuscope.status import ExitStatus
 from gpuscope.spec import RunSpec
 
 if TYPE_CHECKING:
+    from gpuscope.findings.recorder import FindingsRecorder
     from gpuscope.runs.supervisor import Run, RunResult
     from gpuscope.telemetry.batch import SampleBatch
 
@@ -61,6 +63,7 @@ class RunController(QObject):
         self._lock = threading.Lock()
         self._stop_wanted = False
         self.task: workers.Task | None = None
+        self.findings_recorder: FindingsRecorder | None = None   # the run's live findings
 
     def _set_state(self, state: str) -> None:
         self.state = state
@@ -69,6 +72,11 @@ class RunController(QObject):
     @property
     def busy(self) -> bool:
         return self.state != IDLE
+
+    def findings(self) -> list:
+        """The run's findings so far (merged: a count that grew shows its new value)."""
+        rec = self.findings_recorder
+        return rec.findings() if rec is not None else []
 
     def elapsed(self) -> float:
         if not self.started_at:
@@ -81,16 +89,19 @@ class RunController(QObject):
             raise RuntimeError("a run is already in progress")
         self._stop_wanted = False
         self.run, self.gpu_reason = None, None
+        self.findings_recorder = None
         self.started_at, self.ended_at = time.monotonic(), 0.0
         self._set_state(STARTING)
         self.task = workers.submit(lambda task: self._work(spec), on_done=self._ended,
                                    on_error=self._failed, label="run")
 
     def _work(self, spec: RunSpec) -> "RunResult":
+        from gpuscope.findings.recorder import FindingsRecorder
         from gpuscope.runs.supervisor import Run
 
+        self.findings_recorder = FindingsRecorder(on_finding=self.bridge.on_finding)
         run = Run(spec, output=[self.bridge.on_output], progress=self.bridge.on_progress,
-                  recorders=[_BatchesToGui(self.bridge)])
+                  recorders=[_BatchesToGui(self.bridge), self.findings_recorder])
         run.start()
         gpu = run.sampler.gpu if run.sampler is not None else None
         self.gpu_reason = None if gpu is None or gpu.available else (gpu.reason or "no NVIDIA GPU")

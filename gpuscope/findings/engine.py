@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gpuscope.findings import pool_rules, process_rules
+from gpuscope.findings import ddp_rules, ipc_rules, pool_rules, process_rules, torch_rules
 from gpuscope.finding import CleanupPids, Finding, Severity, evidence, merge
 from gpuscope.findings.output_rules import OutputScanner
 
@@ -95,8 +95,9 @@ def nsys_findings(summary: dict[str, Any]) -> list[Finding]:
 
 
 def analyse_events(run_dir: Path, events: list | None = None, *, stopped: bool = False,
-                   scanner: OutputScanner | None = None) -> list[Finding]:
-    """Findings from the event logs and stderr (no summary needed: usable before it is written)."""
+                   scanner: OutputScanner | None = None, oom_killed: int = 0) -> list[Finding]:
+    """Findings from the event logs and stderr (no summary needed: usable before it is written).
+    ``oom_killed``: OOM kills the run's cgroup counted while it ran (the live recorder knows it)."""
     from gpuscope.trace.events import read_run_events
 
     events = read_run_events(run_dir) if events is None else events
@@ -104,9 +105,13 @@ def analyse_events(run_dir: Path, events: list | None = None, *, stopped: bool =
     facts = process_rules.ProcessFacts()
     process_rules.scan_info(Path(run_dir) / "events", facts)
     scanner = scanner if scanner is not None else scan_stderr(Path(run_dir) / "stderr.log")
-    return (scanner.findings() + process_rules.fork_with_threads(facts, roles)
-            + process_rules.died_by_signal(facts, roles, stopped, scanner.torchrun_exits)
-            + pool_rules.pool_findings(events))
+    output = scanner.findings()
+    return torch_rules.merge_cuda_message(
+        output + process_rules.fork_with_threads(facts, roles)
+        + process_rules.died_by_signal(facts, roles, stopped, scanner.torchrun_exits, oom_killed)
+        + pool_rules.pool_findings(events) + ipc_rules.large_pickles(events)
+        + torch_rules.cuda_after_fork(events, output) + torch_rules.sampler_epoch_not_set(events)
+        + ddp_rules.stragglers(events))
 
 
 def analyse_run(run_dir: Path) -> list[Finding]:
@@ -119,4 +124,7 @@ def analyse_run(run_dir: Path) -> list[Finding]:
     roles = {pe.pid: pe.role for pe in events}
     found = analyse_events(run_dir, events, stopped=summary.get("status") == "stopped")
     found += root_signal(summary, roles) + left_running(summary) + nsys_findings(summary)
-    return merge(read_saved(run_dir) + found)
+    saved = read_saved(run_dir)
+    if any(f.code == "cuda-after-fork" and f.pids for f in found):   # the live stderr-only one is merged in
+        saved = [f for f in saved if not (f.code == "cuda-after-fork" and not f.pids)]
+    return merge(saved + found)

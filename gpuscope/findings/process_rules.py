@@ -15,7 +15,7 @@ from pathlib import Path
 
 from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
 
-KEYS = (b'"fork_threads"', b'"child_exits"')
+KEYS = (b'"fork_threads"', b'"child_exits"', b'"role"')
 # Threads of multiprocessing's own machinery: forking beside them is the pool's business, not the user's.
 MP_TARGETS = {"_handle_workers", "_handle_tasks", "_handle_results", "Queue._feed", "_feed",
               "Pool._handle_workers", "Pool._handle_tasks", "Pool._handle_results"}
@@ -32,6 +32,8 @@ class ProcessFacts:
     child_exits: dict[int, int] = field(default_factory=dict)          # child pid -> exit code
     exit_parent: dict[int, int] = field(default_factory=dict)          # child pid -> parent pid
     offsets: dict[Path, int] = field(default_factory=dict)
+    forked: set[int] = field(default_factory=set)                      # fork children (their H line)
+    roles: dict[int, str] = field(default_factory=dict)                # pid -> role (H, then I lines)
 
 
 def scan_info(events_dir: Path, facts: ProcessFacts) -> bool:
@@ -55,10 +57,24 @@ def scan_info(events_dir: Path, facts: ProcessFacts) -> bool:
         cut = data.rfind(b"\n") + 1             # whole lines only; the rest next time
         facts.offsets[path] = start + cut
         pid = int(path.name.split("-", 1)[0]) if path.name.split("-", 1)[0].isdigit() else 0
+        if start == 0 and data.startswith(b"H\t"):
+            new |= _header(data[:data.find(b"\n")], pid, facts)
         for line in data[:cut].split(b"\n"):
             if line.startswith(b"I\t") and any(k in line for k in KEYS):
                 new |= _take(line, pid, facts)
     return new
+
+
+def _header(line: bytes, pid: int, facts: ProcessFacts) -> bool:
+    try:
+        head = json.loads(line[2:])
+    except ValueError:
+        return False
+    if head.get("forked"):
+        facts.forked.add(pid)
+    if head.get("role"):
+        facts.roles[pid] = str(head["role"])
+    return False
 
 
 def _take(line: bytes, pid: int, facts: ProcessFacts) -> bool:
@@ -66,6 +82,8 @@ def _take(line: bytes, pid: int, facts: ProcessFacts) -> bool:
         info = json.loads(line.split(b"\t", 2)[2])
     except (IndexError, ValueError):
         return False
+    if info.get("role"):
+        facts.roles[pid] = str(info["role"])
     if "fork_threads" in info:
         facts.fork_threads.setdefault(pid, []).append(info["fork_threads"])
     for child, code in (info.get("child_exits") or {}).items():
@@ -105,9 +123,44 @@ def fork_with_threads(facts: ProcessFacts, roles: dict[int, str] | None = None) 
     return out
 
 
+def memory_events_path(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> Path | None:
+    """Where this process's cgroup counts OOM kills (the run's processes share it), or None:
+    cgroup v2 ``memory.events``, else v1 ``memory.oom_control`` (its own path, or the namespace's
+    root as a container mounts it); both have an ``oom_kill N`` line."""
+    candidates = []
+    try:
+        for line in Path(proc_cgroup).read_text().splitlines():
+            _, controllers, rel = line.split(":", 2)
+            rel = rel.strip().lstrip("/")
+            if controllers == "":
+                candidates.append(Path(root) / rel / "memory.events")
+            elif "memory" in controllers.split(","):
+                candidates += [Path(root) / "memory" / rel / "memory.oom_control",
+                               Path(root) / "memory" / "memory.oom_control"]
+    except (OSError, ValueError):
+        return None
+    return next((c for c in candidates if c.is_file() and oom_kills(c) is not None), None)
+
+
+def oom_kills(path: Path | None) -> int | None:
+    """The ``oom_kill`` counter of a ``memory.events`` file (processes the OOM killer ended), or None."""
+    if path is None:
+        return None
+    try:
+        for line in Path(path).read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def died_by_signal(facts: ProcessFacts, roles: dict[int, str], stopped: bool,
-                   extra: dict[int, int] | None = None) -> list[Finding]:
-    """Children that ended by SIGKILL, SIGSEGV, ...: from multiprocessing's reaping, or torchrun's report."""
+                   extra: dict[int, int] | None = None, oom_killed: int = 0) -> list[Finding]:
+    """Children that ended by SIGKILL, SIGSEGV, ...: from multiprocessing's reaping, or torchrun's report.
+    ``oom_killed``: how many processes the OOM killer ended in the run's cgroup while it ran (from
+    ``memory.events``), which makes a SIGKILL's cause certain."""
     exits = dict(facts.child_exits)
     exits.update(extra or {})
     bad = {}
@@ -121,12 +174,22 @@ def died_by_signal(facts: ProcessFacts, roles: dict[int, str], stopped: bool,
         if sig in EXPECTED_SIGNALS or (stopped and sig == signal.SIGKILL) or sig not in BAD_SIGNALS:
             continue
         bad[pid] = sig
-    if not bad:
+    if not bad and not oom_killed:
         return []
+    if not bad:
+        return [Finding(
+            "died-by-signal", f"the OOM killer ended {oom_killed} process(es) in the run's cgroup while it ran",
+            "the run needs more memory than its cgroup allows: fewer or smaller workers, smaller batches, "
+            "shared memory instead of copies", Severity.ERROR, (),
+            evidence({"OOM kills": oom_killed}, ["cgroup memory.events: oom_kill +%d" % oom_killed]), None, None)]
     kinds = sorted({s.name for s in bad.values()})
     killed = signal.SIGKILL in bad.values()
     lines = [f"pid {p} ({roles.get(p, 'child')}): {s.name}" for p, s in sorted(bad.items())]
-    fix = ("SIGKILL often means the OOM killer (see `dmesg`, or the cgroup's memory.events): fewer or smaller "
+    if oom_killed:
+        lines.append(f"cgroup memory.events: oom_kill +{oom_killed} during the run")
+    fix = (f"the OOM killer ended {oom_killed} process(es) of the cgroup during the run: fewer or smaller workers, "
+           "smaller batches; " if killed and oom_killed else
+           "SIGKILL often means the OOM killer (see `dmesg`, or the cgroup's memory.events): fewer or smaller "
            "workers; " if killed else "") + ("SIGSEGV/SIGBUS/SIGABRT: a crash in native code (an extension, "
                                              "CUDA after fork, /dev/shm full for SIGBUS)" if set(kinds) - {"SIGKILL"}
                                              else "a pool.map waiting on a killed worker hangs: prefer "
@@ -134,4 +197,5 @@ def died_by_signal(facts: ProcessFacts, roles: dict[int, str], stopped: bool,
     return [Finding(
         "died-by-signal", f"{len(bad)} process(es) of the run died by {', '.join(kinds)}",
         fix, Severity.ERROR, tuple(sorted(bad)),
-        evidence({"processes": len(bad)}, lines, bad), None, None)]
+        evidence({"processes": len(bad), **({"OOM kills": oom_killed} if oom_killed else {})}, lines, bad),
+        None, None)]

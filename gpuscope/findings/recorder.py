@@ -1,13 +1,17 @@
 """Findings while a run runs: a recorder (``gpuscope/runs/recorder.py``) fed by the run's lifecycle.
 
 - ``on_output``: stderr scanned line by line (missing main guard, leaked shared memory, ...).
-- ``on_batch``: the CPU sum of the run's processes and their pids (nothing more on the tick).
-- a watchdog thread, every ``POLL_S``: the new ``I`` lines of the event logs (forks with threads,
-  children's exit statuses) and the logs' sizes (new ranges). "No progress": CPU near zero, no
-  output and no log growth for ``stuck_after_s`` while processes live → ``no-progress`` with the
-  stacks of every process (taken on the watchdog thread, never on the tick).
-- ``finish``: the after-run rules on the folder; everything is saved to ``findings.json`` and put
-  in ``outcome.extra["findings"]``.
+- ``on_batch``: the CPU sum of the run's processes (its mean over ``CPU_WINDOW_S``), their pids,
+  and :class:`~gpuscope.findings.telemetry_rules.TelemetryWatch`'s per-process state.
+- a watchdog thread, every ``POLL_S``: the new ``H``/``I`` lines of the event logs (fork children,
+  roles, forks with threads, children's exit statuses), the logs' sizes (new ranges), the USS of
+  fork children of big parents, and the telemetry rules (cow-lost, input-bound, cuda-contexts,
+  idle-gpu-memory). "No progress": CPU near zero, no output and no log growth for
+  ``stuck_after_s`` while processes live → ``no-progress`` with the stacks of every process
+  (taken on the watchdog thread, never on the tick), and from those stacks
+  ``rank-not-in-collective`` when ranks wait in a collective that another rank is not in.
+- ``finish``: the after-run rules on the folder (with the OOM kills the cgroup counted since the
+  start); everything is saved to ``findings.json`` and put in ``outcome.extra["findings"]``.
 
 Each new finding goes to ``on_finding`` once (the CLI prints a line, the app shows it).
 """
@@ -16,19 +20,27 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from gpuscope.findings import engine, process_rules
+from gpuscope.findings import ddp_rules, engine, process_rules
+from gpuscope.findings.telemetry_rules import TelemetryWatch
 from gpuscope.finding import Finding, Severity, StopRun, evidence, merge, now_ns
 from gpuscope.findings.output_rules import OutputScanner
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext
 
 POLL_S = 0.5
-IDLE_CPU = 2.0          # % of one core, summed over the run's processes: "near zero"
+IDLE_CPU = 5.0          # % of one core, summed over the run's processes, averaged over CPU_WINDOW_S: "near zero"
+CPU_WINDOW_S = 3.0      # a launcher polling its ranks (torchrun: a few jiffies a second) is idle, yet one jiffy
+                        # in one 0.1 s tick reads as 10 %: the mean over a window is what says "busy"
 STUCK_AFTER_S = 10.0
 
 OnFinding = Callable[[Finding], None]
+# Live findings whose set of processes grows as more of them qualify: one finding, updated in place
+# (the listener sees the first; findings() and findings.json hold the latest).
+GROWING = {"cow-lost", "idle-gpu-memory", "cuda-contexts", "input-bound"}
 
 
 class FindingsRecorder(BaseRecorder):
@@ -46,9 +58,10 @@ class FindingsRecorder(BaseRecorder):
         self.facts = process_rules.ProcessFacts()
         self._lock = threading.Lock()
         self._found: dict[tuple[str, tuple[int, ...]], Finding] = {}
-        self._roles: dict[int, str] = {}
         self._log_bytes = 0
         self._cpu = 0.0
+        self._cpu_ticks: deque[tuple[int, float]] = deque()     # (t_ns, CPU % sum) within CPU_WINDOW_S
+        self._cpu_window_sum = 0.0
         self._pids: list[int] = []
         self._stop = threading.Event()
         self._stop_requested = threading.Event()     # the run's: a stopping run is not stuck
@@ -56,6 +69,9 @@ class FindingsRecorder(BaseRecorder):
         self._last_progress = time.monotonic()
         self._stuck_reported = False
         self.ended = False
+        self.telemetry = TelemetryWatch()
+        self._oom_path = None
+        self._oom_start: int | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------
     def prepare(self, launch: Launch) -> None:
@@ -65,6 +81,8 @@ class FindingsRecorder(BaseRecorder):
         self.run_dir = Path(ctx.run_dir)
         self._stop_requested = ctx.stop_requested
         self._last_progress = time.monotonic()
+        self._oom_path = process_rules.memory_events_path()
+        self._oom_start = process_rules.oom_kills(self._oom_path)
         self._watchdog = threading.Thread(target=self._watch, name="gpuscope-findings", daemon=True)
         self._watchdog.start()
 
@@ -80,14 +98,24 @@ class FindingsRecorder(BaseRecorder):
             self._report(self.scanner.findings())
 
     def on_batch(self, batch) -> None:
-        """Per tick: only the CPU sum and the live pids (the watchdog thread does the rest)."""
+        """Per tick: the CPU sum (and its mean over ``CPU_WINDOW_S``), the live pids, and the telemetry
+        rules' state (a few dict updates per process); the watchdog thread does the rest."""
         cpu = 0.0
         for p in batch.processes:
             cpu += p.cpu or 0.0
-        self._cpu = cpu
+        ticks = self._cpu_ticks
+        ticks.append((batch.t_ns, cpu))
+        self._cpu_window_sum += cpu
+        while ticks and ticks[0][0] < batch.t_ns - CPU_WINDOW_S * 1e9:
+            self._cpu_window_sum -= ticks.popleft()[1]
+        self._cpu = mean = self._cpu_window_sum / len(ticks)
         self._pids = [p.pid for p in batch.processes]
-        if cpu > IDLE_CPU:
+        if mean > IDLE_CPU:
             self._last_progress = time.monotonic()
+        try:
+            self.telemetry.add(batch)      # cow-lost and the GPU rules: a few dict updates per process
+        except Exception:  # noqa: BLE001 - a bad sample must not break the tick
+            pass
 
     def _watch(self) -> None:
         """Every ``POLL_S``: new I lines and log growth; "looks stuck" once idle long enough."""
@@ -114,8 +142,9 @@ class FindingsRecorder(BaseRecorder):
             return
         with self._lock:
             self.scanner.finish()
-        found = engine.analyse_events(self.run_dir, stopped=outcome.stopped, scanner=self.scanner)
-        self._report(found)
+        found = engine.analyse_events(self.run_dir, stopped=outcome.stopped, scanner=self.scanner,
+                                      oom_killed=self._oom_killed())
+        self._report(found + self._telemetry_findings())
         final = self.findings()
         engine.save(self.run_dir, final)
         outcome.extra["findings"] = final
@@ -131,6 +160,14 @@ class FindingsRecorder(BaseRecorder):
             for f in findings:
                 key = (f.code, f.pids)
                 old = self._found.get(key)
+                if old is None and f.code in GROWING:
+                    # the same finding with more processes since (a second worker copied its pages too):
+                    # it replaces the earlier one, which the listener has already shown
+                    smaller = [k for k in self._found if k[0] == f.code and set(k[1]) < set(f.pids)]
+                    if smaller:
+                        first = min(self._found.pop(k).first_seen_ns or now_ns() for k in smaller)
+                        self._found[key] = replace(f, first_seen_ns=min(first, f.first_seen_ns or first))
+                        continue
                 if old is None:
                     f = f if f.first_seen_ns is not None else _seen_now(f)
                     new.append(f)
@@ -142,14 +179,30 @@ class FindingsRecorder(BaseRecorder):
                 except Exception:  # noqa: BLE001 - a listener must not break the run
                     pass
 
+    def _oom_killed(self) -> int:
+        """OOM kills in the run's cgroup since it started (0 where unreadable)."""
+        end = process_rules.oom_kills(self._oom_path)
+        return max(0, end - self._oom_start) if end is not None and self._oom_start is not None else 0
+
+    def _telemetry_findings(self) -> list[Finding]:
+        try:
+            return self.telemetry.findings(self.facts.forked, self.facts.roles)
+        except Exception:  # noqa: BLE001
+            return []
+
     def _poll_logs(self, now: float) -> None:
         """New I lines (forks with threads, child exits) and the logs' growth (ranges, marks)."""
         if self.run_dir is None:
             return
         events = self.run_dir / "events"
         if process_rules.scan_info(events, self.facts):
-            self._report(process_rules.fork_with_threads(self.facts, self._roles)
-                         + process_rules.died_by_signal(self.facts, self._roles, False))
+            self._report(process_rules.fork_with_threads(self.facts, self.facts.roles)
+                         + process_rules.died_by_signal(self.facts, self.facts.roles, False))
+        try:
+            self.telemetry.read_uss(self.facts.forked, time.monotonic_ns())
+        except Exception:  # noqa: BLE001
+            pass
+        self._report(self._telemetry_findings())
         size = _folder_bytes(events)
         if size != self._log_bytes:
             self._log_bytes = size
@@ -158,6 +211,7 @@ class FindingsRecorder(BaseRecorder):
     def _stuck(self, idle_s: float, cpu: float, pids: list[int]) -> None:
         seen = now_ns() - int(idle_s * 1e9)
         lines: list[str] = []
+        ranks: list[Finding] = []
         if self.take_stacks and self.run_dir is not None:
             try:
                 from gpuscope.findings import stacks
@@ -165,6 +219,7 @@ class FindingsRecorder(BaseRecorder):
                 procs = stacks.dump_processes(self.run_dir, stacks.roles_of(self.run_dir, pids), timeout_s=10.0)
                 stacks.save_latest(self.run_dir, procs)
                 lines = stacks.group(procs)
+                ranks = ddp_rules.collective_mismatch(procs, ddp_rules.exited_ranks(self.run_dir), seen)
             except Exception as exc:  # noqa: BLE001 - the finding matters more than its stacks
                 lines = [f"stacks unavailable: {type(exc).__name__}: {exc}"]
         self._report([Finding(
@@ -174,12 +229,10 @@ class FindingsRecorder(BaseRecorder):
             "read the stacks (`gpuscope stacks --latest`): a lock inherited through fork, a pool waiting on a "
             "killed worker, or a collective one rank never joined; stop the run if it does not move",
             Severity.WARNING, (), evidence({"idle s": round(idle_s, 1), "cpu %": round(cpu, 2),
-                                            "processes": len(pids)}, lines, pids), StopRun(), seen, "live")])
+                                            "processes": len(pids)}, lines, pids), StopRun(), seen, "live")] + ranks)
 
 
 def _seen_now(f: Finding) -> Finding:
-    from dataclasses import replace
-
     return replace(f, first_seen_ns=now_ns())
 
 

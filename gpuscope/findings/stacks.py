@@ -225,22 +225,51 @@ def user_frame(thread: ThreadStack, skip: tuple[str, ...] = ("/multiprocessing/"
     return thread.frames[0] if thread.frames else None
 
 
-def group(processes: list[ProcessStacks]) -> list[str]:
-    """Identical stacks grouped: ``2 pool worker(s), MainThread: child (hang.py:15) ← mapstar (pool.py:48)``."""
+@dataclass
+class StackGroup:
+    """Threads with identical stacks (in processes of one role): shown once, with their count."""
+
+    role: str
+    members: list[tuple[ProcessStacks, ThreadStack]]
+
+    @property
+    def thread(self) -> ThreadStack:
+        return self.members[0][1]
+
+    @property
+    def pids(self) -> list[int]:
+        return sorted({p.pid for p, _ in self.members})
+
+    @property
+    def names(self) -> list[str]:
+        return sorted({t.name for _, t in self.members})
+
+    def who(self) -> str:
+        """``2 pool workers``, ``1 main``."""
+        n = len(self.members)
+        return f"{n} {self.role}{'s' if n > 1 else ''}"
+
+
+def stack_groups(processes: list[ProcessStacks]) -> list[StackGroup]:
+    """Identical stacks together (the main process's threads apart by name), largest group first."""
     groups: dict[tuple, list[tuple[ProcessStacks, ThreadStack]]] = {}
     for proc in processes:
         for thread in proc.threads:
             groups.setdefault((proc.role, thread.name if proc.role == "main" else "", _key(thread)),
                               []).append((proc, thread))
+    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0][0]))
+    return [StackGroup(role, members) for (role, _, _), members in ordered]
+
+
+def group(processes: list[ProcessStacks]) -> list[str]:
+    """Identical stacks grouped: ``2 pool worker(s), MainThread: child (hang.py:15) ← mapstar (pool.py:48)``."""
     lines = []
-    for (role, _, key), members in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0][0])):
-        thread = members[0][1]
+    for g in stack_groups(processes):
+        thread = g.thread
         where = " ← ".join(f.short() for f in thread.frames[:3]) or "(no Python frame)"
         user = user_frame(thread)
         at = f" [in {user.short()}]" if user is not None and user not in thread.frames[:3] else ""
-        who = f"{len(members)} {role}{'s' if len(members) > 1 else ''}"
-        names = sorted({t.name for _, t in members})
-        lines.append(f"{who} ({', '.join(names[:3])}): {where}{at}")
+        lines.append(f"{g.who()} ({', '.join(g.names[:3])}): {where}{at}")
     for proc in processes:
         if not proc.threads:
             lines.append(f"pid {proc.pid} ({proc.role}): no stack: {proc.note}")

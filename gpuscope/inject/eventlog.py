@@ -60,6 +60,7 @@ class State:
         self.info = {}
         self.lock = threading.Lock()
         self.exited = False
+        self.at_exit = []   # callables run just before the exit record (lazy counters write their last line)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def open(self, header):
@@ -185,6 +186,11 @@ class State:
         if self.exited or self.pid != os.getpid():
             return
         self.exited = True
+        for hook in list(self.at_exit):
+            try:
+                hook()
+            except Exception:
+                pass
         open_ranges = sum(len(v) for v in self.stacks.values()) + len(self.open_se)
         record = {"exit_code": exit_code, "open_ranges": open_ranges}
         if how is not None:

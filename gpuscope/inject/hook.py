@@ -159,6 +159,10 @@ def _install(role):
     from . import forkwatch, stacks  # findings: stacks on a signal, forks with threads, child exits
     stacks.install(STATE.run_dir, importhook.when_imported)
     forkwatch.install(importhook.when_imported)
+    # findings' watchers, imported only when the program imports what they watch (docs/FINDINGS.md)
+    importhook.when_imported("multiprocessing.reduction", _later("pickwatch"))       # bytes pickled
+    importhook.when_imported("torch.cuda", _later("cudawatch", "on_torch_cuda"))     # fork after CUDA init
+    importhook.when_imported("torch.utils.data.distributed", _later("samplerwatch"))  # set_epoch
     importhook.when_imported("threading", name_python_threads)
     importhook.when_imported("multiprocessing.context", mpwrap.patch_context)
     importhook.when_imported("multiprocessing.process", mpwrap.patch_process)
@@ -169,6 +173,15 @@ def _install(role):
     if annotate_patterns.PATTERNS:
         _install_annotate(role, atexit)
     _start_torchmem()
+
+
+def _later(name, func="patch"):
+    """A post-import callback that imports ``gpuscope.inject.<name>`` only when it fires."""
+    def call(module):
+        import importlib
+
+        getattr(importlib.import_module("." + name, __package__), func)(module)
+    return call
 
 
 def _install_annotate(role, atexit):

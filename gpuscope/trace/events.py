@@ -110,6 +110,26 @@ class ProcessEvents:
         kib = x.get("hwm_kib")   # VmHWM: its own address space (ru_maxrss carries a pre-exec peak)
         return cpu, int(kib) * 1024 if kib else None
 
+    # Findings' counters (I lines written by gpuscope/inject/{pickwatch,cudawatch,samplerwatch}.py,
+    # cumulative: the last line holds the totals; docs/EVENTS.md).
+    @property
+    def pickled(self) -> dict[str, float] | None:
+        """``{"bytes", "calls", "max_bytes", "seconds"}`` multiprocessing pickled to send, or None."""
+        value = self.info.get("pickled")
+        return value if isinstance(value, dict) else None
+
+    @property
+    def cuda_at_fork(self) -> dict[str, Any] | None:
+        """``{"t_wall_ns", "init_site", "forks"}``: it forked after CUDA was initialised in it, or None."""
+        value = self.info.get("cuda_at_fork")
+        return value if isinstance(value, dict) else None
+
+    @property
+    def sampler_epochs(self) -> dict[str, Any] | None:
+        """``{"iters", "shuffled_iters", "repeats", "epochs", "site"}`` of DistributedSampler iterations."""
+        value = self.info.get("sampler_epochs")
+        return value if isinstance(value, dict) else None
+
     def range_names(self) -> list[str]:
         ids = np.unique(self.ranges["nid"]) if len(self.ranges) else []
         return sorted({self.label(int(i)) for i in ids})

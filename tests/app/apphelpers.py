@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QAbstractItemView
+from PySide6.QtWidgets import QAbstractItemView, QListView
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
@@ -67,7 +67,7 @@ def table_counts(view: Any) -> list[dict[str, int]]:
     tables: list[dict[str, int]] = []
     for item_view in view.findChildren(QAbstractItemView):
         model = item_view.model()
-        if model is None:
+        if model is None or isinstance(item_view, QListView):    # lists (findings) have no columns
             continue
         heads = {str(model.headerData(c, Qt.Orientation.Horizontal, Qt.ItemDataRole.DisplayRole)).strip().lower(): c
                  for c in range(model.columnCount())}

@@ -173,10 +173,16 @@ def test_nsys_fork_run_banner_explains_missed_child_and_offers_fix(qtbot, view, 
     missing = [p for p in report.coverage.processes if p.status == "missing"]
     assert missing, report.coverage.to_dict()
     assert view.banner.isVisible()
-    text = view.banner.text.text()
+    # one list, one format: the missed processes and nsys's diagnostics are findings in the app's list
+    banner = view.banner
+    assert banner.view.findings == banner.findings and banner.findings[0].code == "nsys-missed-ranges"
+    assert f"{len(missing)} process(es)" in banner.head.text()
+    text = banner.plain_text()
     for p in missing:
         assert f"pid {p.pid}" in text and "forked without exec" in text
-    assert "--start-method spawn" in text and view.banner.fixes
+        assert any(p.pid in f.pids for f in banner.findings)
+    assert "--start-method spawn" in text and banner.fixes
+    assert "--start-method spawn" in banner.view.detail.toPlainText()     # the selected one's fix
     with qtbot.waitSignal(view.sigFixRequested, timeout=1000) as sig:
         qtbot.mouseClick(view.banner.apply_button, Qt.LeftButton)
     assert sig.args[0] == SetNsysForkTracing(True)      # keeps the start method; records fork children

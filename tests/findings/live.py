@@ -30,7 +30,8 @@ class LiveRun:
 
 def run_live(script: str | Path, *, start_method: str = "default", timeout_s: float = 60.0,
              until: Callable[[list[Finding]], bool] | None = None, during: Callable[[object], object] | None = None,
-             stuck_after_s: float = 10.0, args: tuple[str, ...] = ()) -> LiveRun:
+             stuck_after_s: float = 10.0, args: tuple[str, ...] = (), launcher: str = "python",
+             nproc: int = 1) -> LiveRun:
     """Run ``script``; stop it when ``until(findings)`` is true (then call ``during(run)`` first) or at timeout."""
     from gpuscope.runs.supervisor import Run
 
@@ -46,7 +47,8 @@ def run_live(script: str | Path, *, start_method: str = "default", timeout_s: fl
             event.set()
 
     rec = FindingsRecorder(on_finding, stuck_after_s=stuck_after_s)
-    spec = RunSpec(script=str(script), args=args, start_method=start_method, sample_interval_s=0.1)
+    spec = RunSpec(script=str(script), args=args, start_method=start_method, sample_interval_s=0.1,
+                   launcher=launcher, nproc=nproc)
     first_stderr: dict[str, float] = {}
 
     def note_stderr(stream: str, _chunk: bytes) -> None:

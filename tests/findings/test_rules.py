@@ -101,3 +101,22 @@ def test_fork_with_threads_names_the_thread(run_env, tmp_path):
     assert f.evidence.number("forks with threads") == 2 and f.action.method == "spawn"
     assert signal.SIGTERM  # pool.terminate() SIGTERMs the workers: no died-by-signal for that
     assert "died-by-signal" not in _codes(found)
+
+
+def test_left_running_links_to_cleanup(run_env):
+    import os
+
+    from gpuscope.finding import CleanupPids
+
+    proc = gpuscope("run", "--json", "-q", str(SCRIPTS / "leave_running.py"), env=run_env, timeout=240)
+    sleeper = int(proc.stdout.decode().split("sleeper ", 1)[1].split()[0])
+    try:
+        found = _codes(analyse_run(Path(summary(proc)["run_dir"])))
+        f = found["left-running"]
+        assert sleeper in f.pids and f.action == CleanupPids(f.pids), f
+        assert "Cleanup" in f.fix
+    finally:
+        try:
+            os.kill(sleeper, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
