@@ -1,0 +1,135 @@
+"""Start-up breakdown per worker, as horizontal bars on one millisecond axis for all labels.
+
+Each :class:`gpuscope.analysis.comparison.WorkerStartup` holds (phase, ms since the parent's
+start) instants in order; the bar of a worker runs from its first instant to its last, one
+coloured segment per phase (phase *i* lasts from its instant to the next one), so fork's short
+bars and spawn's long interpreter start-up sit one above the other. Hover names the phase and
+its milliseconds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QFontMetrics, QPainter
+from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
+
+from gpuscope.app import timeline_text as TT
+
+ROW_H = 18
+TOP = 22          # legend line
+AXIS_H = 18
+LEFT = 190
+PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f")
+
+
+class QtStartupBars(QWidget):
+    """Paints ``set_startup(list[WorkerStartup], labels)``; ``rows()`` lists what is drawn."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setMouseTracking(True)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self._workers: list[Any] = []
+        self._phases: list[str] = []
+        self._max_ms = 1.0
+
+    def set_startup(self, workers: list[Any], labels: list[str]) -> None:
+        order = {label: i for i, label in enumerate(labels)}
+        self._workers = sorted((w for w in workers if w.phases),
+                               key=lambda w: (order.get(w.label, len(order)), w.phases[0][1], w.pid))
+        names: list[str] = []
+        for w in self._workers:
+            for name, _ in w.phases:
+                if name not in names:
+                    names.append(name)
+        self._phases = names
+        self._max_ms = max([1.0, *(w.phases[-1][1] for w in self._workers)])
+        self.setMinimumHeight(self._height())
+        self.updateGeometry()
+        self.update()
+
+    def rows(self) -> list[tuple[str, int, list[tuple[str, float]]]]:
+        """(label, pid, phases) per drawn bar, top to bottom."""
+        return [(w.label, w.pid, list(w.phases)) for w in self._workers]
+
+    def _height(self) -> int:
+        return TOP + AXIS_H + max(1, len(self._workers)) * ROW_H + 6
+
+    def sizeHint(self) -> QSize:
+        return QSize(500, self._height())
+
+    def _color(self, phase: str) -> QColor:
+        return QColor(PALETTE[self._phases.index(phase) % len(PALETTE)])
+
+    def _x(self, ms: float) -> float:
+        return LEFT + ms / self._max_ms * max(10, self.width() - LEFT - 12)
+
+    def paintEvent(self, event: Any) -> None:  # noqa: N802 - Qt API
+        p = QPainter(self)
+        try:
+            p.fillRect(self.rect(), QColor(250, 250, 250))
+            fm = QFontMetrics(self.font())
+            if not self._workers:
+                p.setPen(QColor(110, 110, 110))
+                p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter,
+                           "No start-up phases recorded (workers need gpuscope's event logs)")
+                return
+            x = 6.0
+            for name in self._phases:        # the legend
+                p.fillRect(QRectF(x, 6, 12, 10), self._color(name))
+                p.setPen(QColor(50, 50, 60))
+                p.drawText(QPointF(x + 16, 16), name)
+                x += 16 + fm.horizontalAdvance(name) + 14
+            self._paint_axis(p)
+            for i, w in enumerate(self._workers):
+                y = TOP + AXIS_H + i * ROW_H
+                if i and w.label != self._workers[i - 1].label:
+                    p.setPen(QColor(190, 195, 205))
+                    p.drawLine(QPointF(4, y), QPointF(self.width() - 4, y))
+                p.setPen(QColor(40, 40, 50))
+                text = fm.elidedText(f"{w.label} · {w.role} {w.pid}", Qt.TextElideMode.ElideRight, LEFT - 10)
+                p.drawText(QRectF(6, y, LEFT - 10, ROW_H), Qt.AlignmentFlag.AlignVCenter, text)
+                for (name, t), (_, t_next) in zip(w.phases, w.phases[1:]):
+                    x0, x1 = self._x(t), self._x(t_next)
+                    p.fillRect(QRectF(x0, y + 3, max(1.0, x1 - x0), ROW_H - 6), self._color(name))
+                last, t_last = w.phases[-1]
+                p.fillRect(QRectF(self._x(t_last) - 1, y + 2, 3, ROW_H - 4), self._color(last))
+        finally:
+            p.end()
+
+    def _paint_axis(self, p: QPainter) -> None:
+        y = TOP + AXIS_H - 4
+        p.setPen(QColor(120, 120, 130))
+        p.drawLine(QPointF(LEFT, y), QPointF(self.width() - 12, y))
+        step = TT.nice_step(self._max_ms / 6)
+        t = 0.0
+        while t <= self._max_ms * 1.0001:
+            x = self._x(t)
+            p.drawLine(QPointF(x, y - 4), QPointF(x, y))
+            p.drawText(QPointF(x + 2, y - 4), f"{t:g} ms")
+            t += step
+        p.drawText(QRectF(6, TOP, LEFT - 10, AXIS_H - 4), Qt.AlignmentFlag.AlignVCenter, "since the parent started")
+
+    def phase_at(self, x: float, y: float) -> tuple[Any, str, float, float] | None:
+        """(worker, phase, start ms, end ms) under a widget position, or None."""
+        i = int((y - TOP - AXIS_H) // ROW_H)
+        if y < TOP + AXIS_H or not 0 <= i < len(self._workers):
+            return None
+        w = self._workers[i]
+        for (name, t), (_, t_next) in zip(w.phases, w.phases[1:]):
+            if self._x(t) - 2 <= x <= self._x(t_next) + 2:
+                return w, name, t, t_next
+        return None
+
+    def mouseMoveEvent(self, event: Any) -> None:  # noqa: N802 - Qt API
+        pos = event.position()
+        hit = self.phase_at(pos.x(), pos.y())
+        if hit is None:
+            QToolTip.hideText()
+            return
+        w, name, t0, t1 = hit
+        QToolTip.showText(event.globalPosition().toPoint(),
+                          f"{w.label} · {w.role} pid {w.pid} (run {w.run_id})\n{name}: {t1 - t0:.1f} ms "
+                          f"(from {t0:.1f} to {t1:.1f} ms after the parent started)", self)
