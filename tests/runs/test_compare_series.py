@@ -159,3 +159,23 @@ def test_compare_recorded_groups_repeats_by_method():
     assert comp.runs == {"spawn": groups["spawn"], "fork": groups["fork"]}
     startup = comp.metric("child_startup_ms")
     assert startup.values["spawn"].median > startup.values["fork"].median
+
+
+def test_parent_logs_each_child_start():
+    """The C line (docs/EVENTS.md): the parent records when Process.start() was called and returned,
+    and the child's pid; under every start method the child's own log starts after the call."""
+    from gpuscope.runs.supervisor import Run
+    from gpuscope.trace.events import read_run_events
+
+    for method in ("fork", "spawn", "forkserver"):
+        result = Run(RunSpec(script=script("pool_nvtx.py"), start_method=method)).start().wait()
+        assert result.status == "exited", (method, result.error)
+        logs = read_run_events(result.run_dir)
+        main = next(pe for pe in logs if pe.role == "main")
+        workers = {pe.pid: pe for pe in logs if pe.role == "pool worker"}
+        assert len(workers) == 2, method
+        started = {pid: (t_call, t_ret) for t_call, t_ret, pid in main.children}
+        assert set(workers) <= set(started), (method, started)
+        for pid, pe in workers.items():
+            t_call, t_ret = started[pid]
+            assert t_call <= t_ret and t_call <= pe.start_ns, method
