@@ -81,12 +81,11 @@ class CompareController(QObject):
         from gpuscope.analysis.comparison import compare_runs
         from gpuscope.runs.series import StartMethodSeries
 
-        recorder = _SeriesRecorder(self.bridge, self.sigRunStarted.emit)
         series = StartMethodSeries(
             spec, methods, repeat,
             progress=lambda i, n, m, r: bridge.to_gui(self.sigProgress.emit, i, n, m, r),
             run_kwargs={"output": [self.bridge.on_output], "progress": self.bridge.on_progress,
-                        "recorders": [recorder]})
+                        "recorders": lambda: [_SeriesRecorder(self.bridge, self.sigRunStarted.emit)]})
         with self._lock:
             self.series = series
             if self.stopped:

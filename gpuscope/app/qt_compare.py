@@ -100,7 +100,8 @@ class QtCompareView(QWidget):
         top = QSplitter(Qt.Orientation.Horizontal)
         top.addWidget(_section("Metrics (median over the repeats, min–max in brackets)", self.metrics))
         top.addWidget(_section("Start-up per worker", self.startup))
-        top.setSizes([640, 560])
+        top.setSizes([800, 480])
+        self.top_split = top
         self.split = QSplitter(Qt.Orientation.Vertical)
         self.split.addWidget(top)
         self.split.addWidget(_section("Timelines", self.timelines))
@@ -137,8 +138,18 @@ class QtCompareView(QWidget):
         self.metrics.set_comparison(cmp)
         self.ranges.set_comparison(cmp)
         self.startup.set_startup(cmp.startup, cmp.labels)
+        self._fit_sections()
         self._set_enabled(True)
         self._load_timelines(cmp)
+
+    def _fit_sections(self) -> None:
+        """Heights by content: the ranges table as tall as its rows (up to 10), the timelines the rest."""
+        total = sum(self.split.sizes()) or 700
+        row = self.ranges.verticalHeader().defaultSectionSize()
+        ranges = 2 * row + 30 + min(max(self.ranges.rowCount(), 2), 10) * row
+        metrics = 2 * row + 30 + min(max(self.metrics.rowCount(), 4), 11) * row
+        top = max(metrics, self.startup.minimumHeight() + 30)
+        self.split.setSizes([top, max(200, total - top - ranges), ranges])
 
     def _load_timelines(self, cmp: Any) -> None:
         if self._task is not None:

@@ -149,5 +149,8 @@ class CompareSession(QObject):
         self.w.history.refresh()
         if self.controller.stopped:
             text = f"series stopped: {text}"
-        self.view.show_busy(f"No comparison: {text}")
+        if self.view.comparison is not None:       # the last comparison stays; the error is a line
+            self.view.show_busy(self.view.comparison.verdict)
+        else:
+            self.view.show_busy(f"No comparison: {text}")
         self.w.show_error(text)

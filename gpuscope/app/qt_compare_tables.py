@@ -12,7 +12,7 @@ from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor, QFont
-from PySide6.QtWidgets import QHeaderView, QTableWidget, QTableWidgetItem
+from PySide6.QtWidgets import QTableWidget, QTableWidgetItem
 
 from gpuscope.analysis.verdict import fmt_spread
 from gpuscope.app import timeline_text as TT
@@ -146,9 +146,7 @@ class RangesTable(_Table):
                 self.setItem(r, c, it)
         self.setSortingEnabled(True)
         self.resizeColumnsToContents()
-        self.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
-        self.setColumnWidth(0, min(self.columnWidth(0), 280))
-        self.horizontalHeader().setStretchLastSection(True)
+        self.setColumnWidth(0, max(min(self.columnWidth(0), 320), 160))
         self.set_filter(self._filter)
 
     def set_filter(self, text: str) -> None:

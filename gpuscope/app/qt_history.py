@@ -199,6 +199,7 @@ class QtHistory(QWidget):
         if len(rows) < 2:
             self.status.setText("select two or more runs to compare (Ctrl/Shift+click)")
             return
+        rows.sort(key=lambda r: r.started_ns or r.created_ns)     # oldest first: "before" vs "after"
         self.sigCompare.emit([r.id for r in rows])
 
     def selected_rows(self) -> list[Any]:

@@ -53,11 +53,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _methods(text: str) -> list[str]:
-    methods = [m.strip() for m in text.split(",") if m.strip()]
-    bad = [m for m in methods if m not in START_METHODS or m == "default"]
-    if bad or not 2 <= len(methods) <= 3 or len(set(methods)) != len(methods):
-        raise argparse.ArgumentTypeError(f"two or three of fork, spawn, forkserver separated by commas, not {text!r}")
-    return methods
+    from gpuscope.errors import UserError
+    from gpuscope.runs.series import parse_methods
+
+    try:
+        return parse_methods(text)
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc).replace("--start-methods", "--compare-methods")) from None
 
 
 def run(args: argparse.Namespace) -> int:

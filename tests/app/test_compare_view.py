@@ -90,8 +90,8 @@ def test_tables_show_the_comparison(qtbot, tmp_path):
     # start-up bars: workers in label order, one row each, a phase under the mouse
     bars = view.startup
     assert [(label, pid) for label, pid, _ in bars.rows()] == [("fork", 11), ("spawn", 21), ("spawn", 22)]
-    from gpuscope.app.qt_compare_startup import AXIS_H, ROW_H, TOP
-    y = TOP + AXIS_H + 1 * ROW_H + ROW_H / 2
+    from gpuscope.app.qt_compare_startup import AXIS_H, ROW_H
+    y = bars.top + AXIS_H + 1 * ROW_H + ROW_H / 2
     hit = bars.phase_at(bars._x(40.0), y)
     assert hit is not None and hit[0].pid == 21 and hit[1] == "created" and hit[2:] == (0.0, 80.0)
     # no event logs in the run folders: a one-line note, no timeline, no traceback
@@ -198,6 +198,7 @@ def test_gui_compare_options_refused():
     gui.add_arguments(p)
     a = p.parse_args(["--run", "x.py", "--compare-methods", "fork,spawn", "--repeat", "2"])
     assert a.compare_methods == ["fork", "spawn"] and a.repeat == 2 and a.screenshot_tab is None
-    for bad in ("fork", "fork,fork", "fork,default", "fork,spawn,forkserver,fork", "fork,thread"):
+    assert p.parse_args(["--run", "x.py", "--compare-methods", "fork,fork"]).compare_methods == ["fork", "fork"]
+    for bad in ("fork", "fork,default", "fork,spawn,forkserver,fork", "fork,thread"):
         with pytest.raises(SystemExit):
             p.parse_args(["--run", "x.py", "--compare-methods", bad])

@@ -1,0 +1,189 @@
+"""Compare in the app with real runs: fork vs spawn of a real Pool script from the launch panel (the
+numbers equal ``gpuscope compare --json`` on the same runs), Stop in the middle of a series, recorded
+runs from History, and bad input as one line."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from apphelpers import fill, make_window, run_processes, script
+
+from gpuscope.analysis.verdict import fmt_spread
+from gpuscope.analysis.stats import Spread
+
+pytestmark = pytest.mark.gui
+
+
+def _numbers(text: str) -> list[float]:
+    return [float(t) for t in re.findall(r"\d+(?:\.\d+)?", text)]
+
+
+def _units(text: str) -> list[str]:
+    return re.findall(r"[A-Za-z]+", text)
+
+
+def _cli_json(run_env, ids: list[str]) -> dict:
+    out = subprocess.run([sys.executable, "-m", "gpuscope", "compare", *ids, "--json"], env=run_env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_fork_vs_spawn_from_the_launch_panel(qtbot, run_env, gpuscope_home):
+    w = make_window(qtbot)
+    fill(w, "pool_spawn.py", args="0.5", method="default")
+    p = w.panel
+    assert [m for m, b in p.compare_methods.items() if b.isChecked()] == ["fork", "spawn"]
+    p.repeat.setValue(2)
+    progress: list[tuple] = []
+    statuses: list[str] = []
+    w.compare.controller.sigProgress.connect(lambda *a: (progress.append(a), statuses.append(w.state_label.text())))
+    with qtbot.waitSignal(w.compare.sigShown, timeout=300_000) as shown:
+        p.compare_button.click()
+        assert w.compare.busy and not p.run_button.isEnabled() and p.stop_button.isEnabled()
+    cmp = shown.args[0]
+    assert progress == [(1, 4, "fork", 1), (2, 4, "spawn", 1), (3, 4, "fork", 2), (4, 4, "spawn", 2)], (progress, statuses)
+    assert "run 3 of 4: fork, repeat 2" in statuses
+    assert not w.compare.busy and p.run_button.isEnabled()
+    view = w.compare.view
+    assert w.tabs.currentWidget() is view
+    assert cmp.labels == ["fork", "spawn"] and not cmp.left_out
+    assert [len(cmp.runs[m]) for m in cmp.labels] == [2, 2]
+    assert view.verdict.text() == cmp.verdict and cmp.verdict
+    # both timelines, on one shared axis
+    tls = view.timelines.timelines
+    assert set(tls) == {"fork", "spawn"}
+    assert all(tl.layout_model is not None for tl in tls.values())
+    fork_tl, spawn_tl = tls["fork"], tls["spawn"]
+    assert fork_tl._span() == spawn_tl._span()
+    assert fork_tl.view_range()[0] == pytest.approx(spawn_tl.view_range()[0])
+    assert fork_tl.ns_per_px == pytest.approx(spawn_tl.ns_per_px)
+    spawn_tl.zoom(3.0)
+    assert fork_tl.ns_per_px == pytest.approx(spawn_tl.ns_per_px)
+    # the table's numbers are the CLI's numbers on the same runs
+    cli = _cli_json(run_env, [i for m in cmp.labels for i in cmp.runs[m]])
+    assert cli["labels"] == ["fork", "spawn"] and cli["runs"] == cmp.runs
+    shown_metrics = view.metrics.figures()
+    assert set(shown_metrics) == {m["name"] for m in cli["metrics"]}
+    for m in cli["metrics"]:
+        row = next(r for r in range(view.metrics.rowCount()) if view.metrics.item(r, 0).data(256) == m["name"])
+        for c, label in enumerate(cli["labels"], 1):
+            v = m["values"][label]
+            if v is None:
+                assert shown_metrics[m["name"]][label] is None
+                continue
+            assert shown_metrics[m["name"]][label] == pytest.approx(v["median"], rel=1e-5, abs=1e-6)
+            # the text: the same figures to three significant digits (JSON rounds to 6 decimals)
+            text = fmt_spread(Spread(v["median"], v["min"], v["max"], v["n"]), m["unit"])
+            shown = view.metrics.item(row, c).text()
+            assert _numbers(shown) == pytest.approx(_numbers(text), rel=0.01), (m["name"], shown, text)
+            assert _units(shown) == _units(text)
+        assert (shown_metrics[m["name"]]["ratio"] is None) == (m["ratio"] is None)
+        if m["ratio"] is not None:
+            assert shown_metrics[m["name"]]["ratio"] == pytest.approx(m["ratio"], abs=1e-4)
+    shown_ranges = view.ranges.figures()
+    assert "work" in shown_ranges and set(shown_ranges) == {r["name"] for r in cli["ranges"]}
+    for r in cli["ranges"]:
+        for label in cli["labels"]:
+            want = r["values"][label]
+            got = shown_ranges[r["name"]][label]
+            for k in ("count", "total_ns", "avg_ns"):
+                assert got[k] == pytest.approx(want[k]), (r["name"], label, k)
+    work = shown_ranges["work"]
+    assert work["fork"]["count"] == work["spawn"]["count"] == 4
+    # start-up bars: the workers of both representative runs
+    labels = {label for label, _, _ in view.startup.rows()}
+    assert labels == {"fork", "spawn"}
+    assert not run_processes(gpuscope_home)
+
+
+def test_stop_ends_the_whole_series(qtbot, gpuscope_home):
+    w = make_window(qtbot)
+    fill(w, "pool_spawn.py", args="30", method="default")
+    w.panel.repeat.setValue(3)
+    progress: list[tuple] = []
+    started: list[str] = []
+    w.compare.controller.sigProgress.connect(lambda *a: progress.append(a))
+    w.compare.controller.sigRunStarted.connect(lambda rid, _d, _p: started.append(rid))
+    w.panel.compare_button.click()
+    qtbot.waitUntil(lambda: len(started) == 2, timeout=120_000)      # the second run (spawn) runs
+    ended = []
+    w.compare.controller.sigComparison.connect(ended.append)
+    w.compare.controller.sigFailed.connect(ended.append)
+    w.panel.stop_button.click()
+    qtbot.waitUntil(lambda: not w.compare.busy, timeout=120_000)
+    assert ended and len(progress) == 2 and len(started) == 2        # no third run started
+    assert w.panel.run_button.isEnabled() and not w.panel.stop_button.isEnabled()
+    assert not run_processes(gpuscope_home)
+    if isinstance(ended[0], str):        # what was left could not be compared: one line, said
+        assert w.last_error and "\n" not in w.last_error and "Traceback" not in w.last_error
+    else:                                # the stopped run is shown and left out of the medians
+        cmp = ended[0]
+        assert started[1] in cmp.left_out and "stopped" in cmp.left_out[started[1]]
+
+
+def test_recorded_runs_from_history_and_bad_ids(qtbot, run_env):
+    ids = []
+    for method in ("fork", "spawn"):
+        out = subprocess.run([sys.executable, "-m", "gpuscope", "run", "--start-method", method, "--json",
+                              script("pool_spawn.py"), "0.3"],
+                             env=run_env, capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0, out.stderr
+        ids.append(json.loads(out.stdout.strip().splitlines()[-1])["run_id"])
+    w = make_window(qtbot)
+    with qtbot.waitSignal(w.history.sigLoaded, timeout=30_000):
+        w.history.refresh()
+    w.history.table.selectAll()
+    with qtbot.waitSignal(w.compare.sigShown, timeout=120_000) as shown:
+        w.history.compare_button.click()
+    cmp = shown.args[0]
+    assert sorted(i for label in cmp.labels for i in cmp.runs[label]) == sorted(ids)
+    assert cmp.labels == ["fork", "spawn"]
+    assert "1 run(s)" in w.compare.view.runs_line.text()
+    # one run each: said (no "beyond noise" from a single run)
+    assert w.compare.view.warnings.isVisible()
+    errors: list[str] = []
+    w.sigErrorShown.connect(errors.append)
+    for bad in (["nosuchrun", ids[0]], [ids[0]]):
+        with qtbot.waitSignal(w.compare.controller.sigFailed, timeout=30_000):
+            w.compare.compare_ids(bad)
+        assert errors and "\n" not in errors[-1] and "Traceback" not in errors[-1]
+    assert "nosuchrun" in errors[0]
+    assert w.compare.view.comparison is cmp            # the last good comparison stays on screen
+
+
+def test_scripted_compare_pictures(tmp_path, run_env, app_settings):
+    """``gui --run S --compare-methods fork,spawn --repeat N`` and ``gui --compare A B``, as users run them."""
+    from test_gui_cli import png_size
+
+    env = dict(run_env, GPUSCOPE_APP_SETTINGS=str(app_settings))
+    env.pop("DISPLAY", None)
+    gui = [sys.executable, "-m", "gpuscope", "gui"]
+    out = tmp_path / "series.png"
+    proc = subprocess.run([*gui, "--run", script("pool_spawn.py"), "--args", "0.3", "--compare-methods",
+                           "spawn,fork", "--repeat", "1", "--screenshot", str(out), "--size", "1200x900",
+                           "--exit-when-done"], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert png_size(out) == (1200, 900) and "Traceback" not in proc.stderr
+    from gpuscope.store import db, runs
+
+    rows = runs.list_runs(db.connect())
+    assert sorted(r.start_method for r in rows) == ["fork", "spawn"]
+    out2 = tmp_path / "recorded.png"
+    proc = subprocess.run([*gui, "--compare", *(r.id for r in rows), "--screenshot", str(out2), "--exit-when-done"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert png_size(out2) == (1280, 800)
+    proc = subprocess.run([*gui, "--compare", "nosuchrun", rows[0].id, "--exit-when-done"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("gpuscope:")]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert len(lines) == 1 and "nosuchrun" in lines[0]
+    proc = subprocess.run([*gui, "--compare-methods", "fork,spawn", "--exit-when-done"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--compare-methods needs --run" in proc.stderr
+    assert "Traceback" not in proc.stderr
