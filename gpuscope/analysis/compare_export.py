@@ -34,7 +34,7 @@ def to_json(comp: "Comparison") -> dict[str, Any]:
         "warnings": list(comp.warnings),
         "notes": list(comp.notes),
         "metrics": [{
-            "name": m.name, "unit": m.unit, "title": m.title,
+            "name": m.name, "unit": m.unit, "title": m.title, "help": m.help,
             "values": {label: (None if s is None else {"median": _r(s.median, 6), "min": _r(s.min, 6),
                                                          "max": _r(s.max, 6), "n": s.n})
                        for label, s in m.values.items()},

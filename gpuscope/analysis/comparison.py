@@ -26,7 +26,8 @@ __all__ = ["Spread", "Metric", "RangeRow", "WorkerStartup", "Comparison", "compa
 SPEC_FIELDS = (("script", "script"), ("args", "arguments"), ("python", "interpreter"), ("launcher", "launcher"),
                ("nproc", "--nproc"), ("annotate", "--annotate"), ("cwd", "working directory"),
                ("env", "environment"))
-OPTIONAL_METRICS = ("uss_per_worker_bytes", "gpu_mem_per_process_bytes", "cuda_contexts_per_gpu")
+OPTIONAL_METRICS = ("uss_per_worker_bytes", "gpu_mem_per_process_bytes", "cuda_contexts_per_gpu",
+                    "nsys_coverage_pct")
 
 
 @dataclass
@@ -39,6 +40,7 @@ class Metric:
     title: str
     ratios: dict[str, float | None] = field(default_factory=dict)   # label -> its median / the first's
     lower_is_better: bool = True
+    help: str = ""                     # what exactly is measured
 
     def separated(self, a: str, b: str) -> bool:
         return separated(self.values.get(a), self.values.get(b))
@@ -201,21 +203,21 @@ def _representative(runs: list[RunFigures]) -> str:
 
 
 def _metric(name: str, unit: str, title: str, labels: list[str], values: dict[str, list[float | None]],
-            lower_is_better: bool = True) -> Metric:
+            lower_is_better: bool = True, help: str = "") -> Metric:
     spreads = {label: spread(values.get(label, [])) for label in labels}
     first = spreads[labels[0]]
     ratios = {label: ratio(first.median if first else None, s.median if s else None)
               for label, s in spreads.items() if label != labels[0]}
     return Metric(name=name, unit=unit, values=spreads, ratio=ratios.get(labels[1]),
                   beyond_noise=beyond_noise([spreads[label] for label in labels]), title=title,
-                  ratios=ratios, lower_is_better=lower_is_better)
+                  ratios=ratios, lower_is_better=lower_is_better, help=help)
 
 
 def _metrics(labels: list[str], usable: dict[str, list[RunFigures]]) -> list[Metric]:
     out = []
     for d in METRICS:
         values = {label: [f.values.get(d.name) for f in usable[label]] for label in labels}
-        m = _metric(d.name, d.unit, d.title, labels, values, d.lower_is_better)
+        m = _metric(d.name, d.unit, d.title, labels, values, d.lower_is_better, d.help)
         if d.name in OPTIONAL_METRICS and all(s is None for s in m.values.values()):
             continue   # not measured in any run (no GPU, USS not sampled): no empty row
         out.append(m)

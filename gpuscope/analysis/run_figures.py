@@ -31,24 +31,32 @@ NOT_WORKERS = frozenset({"main", "torchrun agent", "resource tracker", "forkserv
 class MetricDef:
     name: str
     unit: str
-    title: str
+    title: str            # short, for a table's first column
+    help: str = ""        # what exactly is measured (a tooltip, the docs)
     lower_is_better: bool = True
 
 
 # The metrics in the order of the table; their names are stable (the JSON keys of `compare --json`).
 METRICS: tuple[MetricDef, ...] = (
-    MetricDef("wall_s", "s", "Wall time"),
-    MetricDef("first_task_ms", "ms", "Time to first task (run start → first task)"),
-    MetricDef("child_startup_ms", "ms", "Child start-up (start() → child's first line of Python)"),
-    MetricDef("task_ms_median", "ms", "Per-task time, median"),
-    MetricDef("task_ms_p95", "ms", "Per-task time, p95"),
-    MetricDef("cpu_s", "s", "CPU time, all processes"),
-    MetricDef("peak_rss_bytes", "bytes", "Peak RSS, summed"),
-    MetricDef("peak_rss_per_worker_bytes", "bytes", "Peak RSS per worker"),
-    MetricDef("uss_per_worker_bytes", "bytes", "USS per worker (memory only it holds)"),
-    MetricDef("gpu_mem_per_process_bytes", "bytes", "GPU memory per process"),
-    MetricDef("cuda_contexts_per_gpu", "count", "CUDA contexts per GPU (most on one GPU)"),
-    MetricDef("processes", "count", "Processes"),
+    MetricDef("wall_s", "s", "Wall time", "the run's wall time, start to end"),
+    MetricDef("first_task_ms", "ms", "Time to first task",
+              "the run's first process starts → the first pool task starts (no tasks: a worker's first range)"),
+    MetricDef("child_startup_ms", "ms", "Child start-up",
+              "median over the workers: the parent calls Process.start() → the child's first line of Python"),
+    MetricDef("task_ms_median", "ms", "Per-task time, median", "the pool tasks' durations, all workers"),
+    MetricDef("task_ms_p95", "ms", "Per-task time, p95", "the pool tasks' durations, all workers"),
+    MetricDef("cpu_s", "s", "CPU time", "user + system CPU seconds of all processes"),
+    MetricDef("peak_rss_bytes", "bytes", "Peak RSS, summed", "the processes' peak RSS, summed"),
+    MetricDef("peak_rss_per_worker_bytes", "bytes", "Peak RSS per worker", "median over the workers"),
+    MetricDef("uss_per_worker_bytes", "bytes", "USS per worker",
+              "median over the workers of their peak USS: memory only the worker holds (not shared)"),
+    MetricDef("gpu_mem_per_process_bytes", "bytes", "GPU memory per process",
+              "median over the processes holding GPU memory of their peak"),
+    MetricDef("cuda_contexts_per_gpu", "count", "CUDA contexts per GPU",
+              "the most processes seen holding memory on one GPU"),
+    MetricDef("nsys_coverage_pct", "%", "nsys coverage",
+              "of the ranges gpuscope recorded, the share nsys kept in its report", lower_is_better=False),
+    MetricDef("processes", "count", "Processes", "processes of the run (by role below)"),
 )
 ROLE_METRIC = "processes[{}]"   # one count metric per role: processes[pool worker]
 
@@ -235,6 +243,30 @@ def _uss(run_dir: Path) -> dict[int, int]:
         return {}
 
 
+NVTX_RANGE_TYPES = (59, 60, 70, 71)   # push/pop and start/end ranges (gpuscope.nsys.reader)
+
+
+def _nsys_coverage(run_dir: Path, logs: list[ProcessEvents]) -> float | None:
+    """Of the ranges gpuscope's event logs hold, the share nsys kept too (per process, capped), in %;
+    None when the run has no nsys export or no ranges."""
+    export = run_dir / "report.sqlite"
+    ours = {pe.pid: len(pe.ranges) for pe in logs if len(pe.ranges)}
+    if not export.is_file() or not ours:
+        return None
+    try:
+        conn = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
+        try:
+            rows = conn.execute(
+                "SELECT (globalTid >> 24) & 16777215, COUNT(*) FROM NVTX_EVENTS WHERE eventType IN "
+                f"({', '.join(map(str, NVTX_RANGE_TYPES))}) GROUP BY 1").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+    kept = {int(pid): int(n) for pid, n in rows}
+    return 100.0 * sum(min(kept.get(pid, 0), n) for pid, n in ours.items()) / sum(ours.values())
+
+
 def run_figures(row: Any, conn: sqlite3.Connection | None = None) -> RunFigures:
     """The figures of a stored run (``gpuscope.store.runs.RunRow``)."""
     run_dir = Path(row.run_dir)
@@ -287,6 +319,7 @@ def run_figures(row: Any, conn: sqlite3.Connection | None = None) -> RunFigures:
         "uss_per_worker_bytes": _median([float(v) for pid, v in uss.items() if pid in worker_pids]),
         "gpu_mem_per_process_bytes": _median(gpu),
         "cuda_contexts_per_gpu": float(contexts) if contexts is not None else None,
+        "nsys_coverage_pct": _nsys_coverage(run_dir, logs) if (spec.get("nsys") or {}).get("enabled") else None,
         "processes": float(sum(fig.roles.values())) if fig.roles else None,
     }
     return fig

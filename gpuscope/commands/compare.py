@@ -151,6 +151,13 @@ def _run_series(args: argparse.Namespace) -> tuple[Any, int]:
 
 
 # -- text -------------------------------------------------------------------------------------------
+def _noise(beyond: bool, spreads: Any) -> str:
+    """BEYOND noise, within noise, or "1 run" when some label has a single run (the rule cannot tell)."""
+    if beyond:
+        return "BEYOND"
+    return "within" if all(s is None or s.n >= 2 for s in spreads) else "1 run"
+
+
 def format_text(comp: Any, top: int = 15) -> str:
     from gpuscope.analysis.verdict import fmt, fmt_spread
 
@@ -166,7 +173,7 @@ def format_text(comp: Any, top: int = 15) -> str:
     for m in comp.metrics:
         cells = "".join(f"{fmt_spread(m.values.get(label), m.unit):>{width}}" for label in labels)
         r = "-" if m.ratio is None else f"{m.ratio:.2f}×"
-        lines.append(f"{m.title[:33]:<34}{cells}{r:>14}  {'BEYOND' if m.beyond_noise else 'within'}")
+        lines.append(f"{m.title[:33]:<34}{cells}{r:>14}  {_noise(m.beyond_noise, m.values.values())}")
     for note in comp.notes:
         lines.append(f"note: {note}")
     if comp.ranges:
@@ -177,7 +184,9 @@ def format_text(comp: Any, top: int = 15) -> str:
             cells = "".join(f"{str(r.values[label]['count']) + ', ' + fmt(r.values[label]['total_ns'] / 1e6, 'ms'):>{width}}"
                             for label in labels)
             ratio = "-" if r.ratio is None else f"{r.ratio:.2f}×"
-            lines.append(f"{r.name[:33]:<34}{cells}{ratio:>14}  {'BEYOND' if r.beyond_noise else 'within'}")
+            runs = min(v["n"] for v in r.values.values())
+            lines.append(f"{r.name[:33]:<34}{cells}{ratio:>14}  "
+                         f"{'BEYOND' if r.beyond_noise else 'within' if runs >= 2 else '1 run'}")
         if len(comp.ranges) > top:
             lines.append(f"... {len(comp.ranges) - top} more (--top)")
     if comp.startup:
