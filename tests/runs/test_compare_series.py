@@ -179,3 +179,35 @@ def test_parent_logs_each_child_start():
         for pid, pe in workers.items():
             t_call, t_ret = started[pid]
             assert t_call <= t_ret and t_call <= pe.start_ns, method
+
+
+class _RunTreeOnGpu:
+    """For the FAKE NVML (tests/fakes/fake_nvml.py; there is no GPU here): every live process of the
+    series' current run holds 512 MiB on the fake GPU, as CUDA workers would."""
+
+    def __init__(self, series):
+        self.series = series
+
+    def items(self):
+        run = self.series.current
+        if run is None or run.pid is None:
+            return []
+        return [(pid, 512 << 20) for pid in procscan.run_processes(run.pid, run.run_id)]
+
+
+def test_gpu_figures_per_process_and_contexts_per_gpu(monkeypatch):
+    from gpuscope.telemetry import sampler as sampler_mod
+    from gpuscope.telemetry.gpu import NvmlBackend
+    from tests.fakes.fake_nvml import FakeGpu, FakeNvml
+
+    series = StartMethodSeries(RunSpec(script=script("compare_gpu_pool.py")), ["fork", "spawn"], repeat=1)
+    gpu = FakeGpu()
+    gpu.processes = _RunTreeOnGpu(series)       # type: ignore[assignment]
+    monkeypatch.setattr(sampler_mod, "open_backend", lambda: NvmlBackend(FakeNvml([gpu])))
+    comp = compare_runs(series.run())
+    mem = comp.metric("gpu_mem_per_process_bytes")
+    assert mem is not None and mem.values["fork"].median == mem.values["spawn"].median == 512 << 20
+    contexts = comp.metric("cuda_contexts_per_gpu")
+    # fork: main and two workers; spawn: and multiprocessing's resource tracker
+    assert contexts.values["fork"].median == 3 and contexts.values["spawn"].median == 4
+    assert "GPU memory per process" in comp.to_markdown()
