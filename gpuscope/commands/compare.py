@@ -86,6 +86,8 @@ def _recorded_ids(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     if args.start_methods:
         comp, code = _run_series(args)
+        if comp is None:
+            return code
     else:
         from gpuscope.analysis.comparison import compare_recorded
 
@@ -145,7 +147,9 @@ def _run_series(args: argparse.Namespace) -> tuple[Any, int]:
     if series.stopped:
         say(f"series stopped after {done} of {len(series.plan())} runs")
         if sum(1 for ids in groups.values() if ids) < 2:
-            raise UserError("the series was stopped before each start method had a run: nothing to compare")
+            print("gpuscope: nothing to compare: the series was stopped before two start methods had a run",
+                  file=sys.stderr, flush=True)
+            return None, 130
     comp = compare_runs({label: ids for label, ids in groups.items() if ids})
     return comp, 130 if series.stopped else 0
 

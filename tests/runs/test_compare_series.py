@@ -211,3 +211,37 @@ def test_gpu_figures_per_process_and_contexts_per_gpu(monkeypatch):
     # fork: main and two workers; spawn: and multiprocessing's resource tracker
     assert contexts.values["fork"].median == 3 and contexts.values["spawn"].median == 4
     assert "GPU memory per process" in comp.to_markdown()
+
+
+def test_ctrl_c_stops_the_cli_series(run_env):
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "gpuscope", "compare", "--start-methods", "fork,spawn",
+                             "--repeat", "3", "--json", script("long_nvtx_pool.py")], env=run_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        run = None
+        while time.monotonic() < deadline and run is None:   # the first run is in the store, running
+            with db.connect() as conn:
+                run = next(iter(store_runs.list_runs(conn)), None)
+            time.sleep(0.1)
+        assert run is not None
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err.decode()
+    text = err.decode()
+    assert "stopping the series" in text and "series stopped after 1 of 6 runs" in text
+    assert "nothing to compare" in text and "Traceback" not in text
+    with db.connect() as conn:
+        runs = store_runs.list_runs(conn)
+        assert [r.status for r in runs] == ["stopped"]
+        pids = [p["pid"] for p in store_runs.run_processes(conn, runs[0].id)]
+    assert len(pids) >= 3 and not [p for p in pids if procscan.alive(p)]
