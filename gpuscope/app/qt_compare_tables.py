@@ -85,7 +85,7 @@ class MetricsTable(_Table):
         for r, m in enumerate(cmp.metrics):
             name = QTableWidgetItem(m.title or m.name)
             name.setData(Qt.ItemDataRole.UserRole, m.name)
-            name.setToolTip(m.name)
+            name.setToolTip(f"{m.help} ({m.name})" if getattr(m, "help", "") else m.name)
             row = [name]
             for label in self.labels:
                 spread = m.values.get(label)
