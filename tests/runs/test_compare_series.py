@@ -245,3 +245,16 @@ def test_ctrl_c_stops_the_cli_series(run_env):
         assert [r.status for r in runs] == ["stopped"]
         pids = [p["pid"] for p in store_runs.run_processes(conn, runs[0].id)]
     assert len(pids) >= 3 and not [p for p in pids if procscan.alive(p)]
+
+
+def test_uss_shows_what_fork_shares():
+    """USS per worker (sampled by the series) against peak RSS per worker: a fork worker's RSS counts
+    the 96 MiB it shares with its parent, its USS does not; a spawn worker's 96 MiB are its own."""
+    groups = StartMethodSeries(RunSpec(script=script("compare_cow.py")), ["fork", "spawn"], repeat=1).run()
+    comp = compare_runs(groups)
+    uss, rss = comp.metric("uss_per_worker_bytes"), comp.metric("peak_rss_per_worker_bytes")
+    assert uss is not None and rss is not None
+    assert rss.values["fork"].median > 96 << 20
+    assert uss.values["fork"].median < 48 << 20
+    # a spawn worker re-imports the script, so it fills its own 96 MiB: private memory
+    assert uss.values["spawn"].median > 96 << 20
