@@ -55,8 +55,11 @@ def verdict(comp: "Comparison") -> str:
     measured = [label for label in comp.labels if wall.values.get(label) is not None]
     missing = [label for label in comp.labels if label not in measured]
     if len(measured) < 2:
-        who = ", ".join(missing) or "the runs"
-        return f"Nothing to compare: {who} has no run that ended normally (see the notes)."
+        if not missing:
+            return "Nothing to compare: fewer than two labels have a run that ended normally."
+        who = missing[0] if len(missing) == 1 else ", ".join(missing[:-1]) + " and " + missing[-1]
+        return (f"Nothing to compare: {who} {'has' if len(missing) == 1 else 'have'} no run that ended "
+                "normally (see the warnings).")
     few = [label for label in measured if wall.values[label].n < MIN_RUNS]   # type: ignore[union-attr]
     if few:
         shown = ", ".join(f"{label} {fmt_spread(wall.values[label], 's')}" for label in measured)

@@ -119,3 +119,16 @@ def test_noise_is_never_called_a_result():
         comp = build({"fork": series("fork", a), "spawn": series("spawn", b)})
         overlap = min(a) <= max(b) and min(b) <= max(a)
         assert ("slower" in comp.verdict) == (not overlap), (a, b, comp.verdict)
+
+
+def test_nothing_to_compare_when_no_run_ended_normally():
+    def failed(method):
+        f = fig(method, status="failed", wall_s=1.0)
+        f.why_left_out = "failed (exit code 1)"
+        return f
+
+    comp = build({"fork": [failed("fork")], "spawn": [failed("spawn")]})
+    assert comp.verdict == "Nothing to compare: fork and spawn have no run that ended normally (see the warnings)."
+    assert all(s is None for s in comp.metric("wall_s").values.values())
+    comp = build({"fork": series("fork", [1.0, 1.1]), "spawn": [failed("spawn")]})
+    assert comp.verdict.startswith("Nothing to compare: spawn has no run")
