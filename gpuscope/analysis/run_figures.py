@@ -243,9 +243,6 @@ def _uss(run_dir: Path) -> dict[int, int]:
         return {}
 
 
-NVTX_RANGE_TYPES = (59, 60, 70, 71)   # push/pop and start/end ranges (gpuscope.nsys.reader)
-
-
 def _nsys_coverage(run_dir: Path, logs: list[ProcessEvents]) -> float | None:
     """Of the ranges gpuscope's event logs hold, the share nsys kept too (per process, capped), in %;
     None when the run has no nsys export or no ranges."""
@@ -253,6 +250,7 @@ def _nsys_coverage(run_dir: Path, logs: list[ProcessEvents]) -> float | None:
     ours = {pe.pid: len(pe.ranges) for pe in logs if len(pe.ranges)}
     if not export.is_file() or not ours:
         return None
+    from gpuscope.nsys.reader import NVTX_RANGE_TYPES   # push/pop and start/end ranges
     try:
         conn = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
         try:
