@@ -72,6 +72,9 @@ class QtCompareView(QWidget):
         self.warnings = QLabel(wordWrap=True)
         self.warnings.setStyleSheet(WARN_STYLE)
         self.warnings.hide()
+        self.notes = QLabel(wordWrap=True)
+        self.notes.setStyleSheet("color: palette(dark);")
+        self.notes.hide()
         self.export_md = QPushButton("Export Markdown…")
         self.export_md.setToolTip("The comparison as Markdown, with pictures of the timelines and start-up bars")
         self.export_json = QPushButton("Export JSON…")
@@ -111,6 +114,7 @@ class QtCompareView(QWidget):
         lay = QVBoxLayout(self)
         lay.addLayout(head)
         lay.addWidget(self.warnings)
+        lay.addWidget(self.notes)
         lay.addWidget(self.split, 1)
 
     def _set_enabled(self, on: bool) -> None:
@@ -130,11 +134,16 @@ class QtCompareView(QWidget):
         for label in cmp.labels:
             ids = cmp.runs.get(label, [])
             kept = [i for i in ids if i not in cmp.left_out]
-            runs.append(f"{label}: {len(kept)} run(s)" + (f" ({', '.join(kept)})" if len(kept) <= 3 else ""))
+            text = f"{label}: {len(kept)} run(s)" + (f" ({', '.join(kept)})" if 0 < len(kept) <= 3 else "")
+            left = len(ids) - len(kept)
+            runs.append(text + (f", {left} left out of the medians" if left else ""))
         self.runs_line.setText(" · ".join(runs))
-        notes = list(cmp.warnings) + [f"run {rid} left out of the medians: {why}" for rid, why in cmp.left_out.items()]
-        self.warnings.setText("\n".join(f"⚠ {n}" for n in notes))
-        self.warnings.setVisible(bool(notes))
+        # the core's warnings say which runs are left out and why
+        self.warnings.setText("\n".join(f"⚠ {n}" for n in cmp.warnings))
+        self.warnings.setVisible(bool(cmp.warnings))
+        notes = list(getattr(cmp, "notes", []) or [])
+        self.notes.setText("\n".join(notes))
+        self.notes.setVisible(bool(notes))
         self.metrics.set_comparison(cmp)
         self.ranges.set_comparison(cmp)
         self.startup.set_startup(cmp.startup, cmp.labels)

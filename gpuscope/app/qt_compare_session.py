@@ -10,10 +10,11 @@ repeat 2"; at the end the Compare tab shows the comparison.
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QInputDialog, QWidget
 
@@ -52,6 +53,9 @@ class CompareSession(QObject):
         c.sigComparison.connect(self._show)
         c.sigFailed.connect(self._failed)
         c.sigBusy.connect(self._busy)
+        self._run_started_at = 0.0
+        self._timer = QTimer(self, interval=200)
+        self._timer.timeout.connect(self._tick)
 
     @property
     def view(self) -> "QtCompareView":
@@ -124,10 +128,23 @@ class CompareSession(QObject):
         self.view.show_busy(f"Comparing {self._series_label}… {text}")
 
     def _run_started(self, run_id: str, run_dir: str, pid: int) -> None:
+        self._run_started_at = time.monotonic()
         self.w.roles = RoleReader(Path(run_dir))
         self.w.live.title.setText(f"{self.w.live.title.text()} · run {run_id} · pid {pid}")
 
+    def _tick(self) -> None:
+        """The elapsed time of the run in progress (the window's tick follows single runs only)."""
+        if self.busy and self._run_started_at:
+            elapsed = time.monotonic() - self._run_started_at
+            self.w.live.set_elapsed(elapsed, "running")
+            self.w.elapsed_label.setText(f"series: run {elapsed:.1f} s")
+
     def _busy(self, busy: bool) -> None:
+        if busy:
+            self._timer.start()
+        else:
+            self._timer.stop()
+            self._run_started_at = 0.0
         self.w.panel.set_running(busy)
         self.w.panel.set_comparing(busy)
 

@@ -115,6 +115,9 @@ class Scripted(QObject):
             QTimer.singleShot(100, lambda: w.compare.compare_ids(list(a.compare)))
             return
         w.panel.sigError.connect(lambda _t: self._finish(code=2))
+        if a.screenshot_delay is not None:     # a picture S seconds into the series' first run
+            w.compare.controller.sigRunStarted.connect(
+                lambda *_r: QTimer.singleShot(int(a.screenshot_delay * 1000), self._shoot))
         if a.screenshot and a.screenshot_tab == "launch":
             QTimer.singleShot(200, self._shoot)
             QTimer.singleShot(400, w.panel._on_compare)

@@ -49,6 +49,11 @@ def test_fork_vs_spawn_from_the_launch_panel(qtbot, run_env, gpuscope_home):
     assert progress == [(1, 4, "fork", 1), (2, 4, "spawn", 1), (3, 4, "fork", 2), (4, 4, "spawn", 2)], (progress, statuses)
     assert "run 3 of 4: fork, repeat 2" in statuses
     assert not w.compare.busy and p.run_button.isEnabled()
+    # the Run tab followed the runs: the last one's samples, its output, the series' lines
+    w.console.flush()
+    text = w.console.plain_text()
+    assert "gpuscope: run 4 of 4: spawn, repeat 2" in text and "results" in text
+    assert w.model.batches > 0 and "run 4 of 4" in w.live.title.text()
     view = w.compare.view
     assert w.tabs.currentWidget() is view
     assert cmp.labels == ["fork", "spawn"] and not cmp.left_out
@@ -103,7 +108,7 @@ def test_fork_vs_spawn_from_the_launch_panel(qtbot, run_env, gpuscope_home):
 
 def test_stop_ends_the_whole_series(qtbot, gpuscope_home):
     w = make_window(qtbot)
-    fill(w, "pool_spawn.py", args="30", method="default")
+    fill(w, "pool_spawn.py", args="6", method="default")
     w.panel.repeat.setValue(3)
     progress: list[tuple] = []
     started: list[str] = []
@@ -119,11 +124,32 @@ def test_stop_ends_the_whole_series(qtbot, gpuscope_home):
     assert ended and len(progress) == 2 and len(started) == 2        # no third run started
     assert w.panel.run_button.isEnabled() and not w.panel.stop_button.isEnabled()
     assert not run_processes(gpuscope_home)
-    if isinstance(ended[0], str):        # what was left could not be compared: one line, said
-        assert w.last_error and "\n" not in w.last_error and "Traceback" not in w.last_error
-    else:                                # the stopped run is shown and left out of the medians
-        cmp = ended[0]
-        assert started[1] in cmp.left_out and "stopped" in cmp.left_out[started[1]]
+    cmp = ended[0]                       # what ended is compared; the stopped run is shown, left out, said
+    assert not isinstance(cmp, str), cmp
+    assert cmp.runs == {"fork": [started[0]], "spawn": [started[1]]}
+    assert started[1] in cmp.left_out and "stopped" in cmp.left_out[started[1]]
+    view = w.compare.view
+    assert view.comparison is cmp and "spawn: 0 run(s), 1 left out of the medians" in view.runs_line.text()
+    assert f"run {started[1]} (spawn) stopped" in view.warnings.text()
+    assert "series was stopped" in w.state_label.text()
+
+
+def test_a_failed_run_among_the_repeats(qtbot, tmp_path):
+    w = make_window(qtbot)
+    fill(w, "pool_fails_once.py", args=f"{tmp_path / 'count'} 3", method="default")
+    w.panel.repeat.setValue(2)
+    with qtbot.waitSignal(w.compare.sigShown, timeout=300_000) as shown:
+        w.panel.compare_button.click()
+    cmp = shown.args[0]
+    failed = cmp.runs["fork"][1]                    # the third run: fork, repeat 2
+    assert list(cmp.left_out) == [failed]
+    view = w.compare.view
+    assert "fork: 1 run(s)" in view.runs_line.text() and "1 left out of the medians" in view.runs_line.text()
+    assert view.warnings.isVisible() and f"run {failed} (fork)" in view.warnings.text()
+    assert "left out of the medians" in view.warnings.text()
+    wall = view.metrics.figures()["wall_s"]
+    assert wall["fork"] == pytest.approx(next(m for m in cmp.metrics if m.name == "wall_s").values["fork"].median)
+    assert next(m for m in cmp.metrics if m.name == "wall_s").values["fork"].n == 1     # the failed run is not in it
 
 
 def test_recorded_runs_from_history_and_bad_ids(qtbot, run_env):
@@ -146,6 +172,14 @@ def test_recorded_runs_from_history_and_bad_ids(qtbot, run_env):
     assert "1 run(s)" in w.compare.view.runs_line.text()
     # one run each: said (no "beyond noise" from a single run)
     assert w.compare.view.warnings.isVisible()
+    # runs of different arguments: compared, with a visible warning
+    out = subprocess.run([sys.executable, "-m", "gpuscope", "run", "--start-method", "spawn", "--json",
+                          script("pool_spawn.py"), "0.6"], env=run_env, capture_output=True, text=True, timeout=180)
+    other = json.loads(out.stdout.strip().splitlines()[-1])["run_id"]
+    with qtbot.waitSignal(w.compare.sigShown, timeout=120_000) as shown:
+        w.compare.compare_ids([ids[0], other])
+    assert "differ in their arguments" in w.compare.view.warnings.text() and w.compare.view.warnings.isVisible()
+    cmp = shown.args[0]
     errors: list[str] = []
     w.sigErrorShown.connect(errors.append)
     for bad in (["nosuchrun", ids[0]], [ids[0]]):

@@ -41,7 +41,10 @@ def _comparison(tmp_path, left_out: dict[str, str] | None = None) -> Comparison:
     runs = {"fork": ["r-fork", "r-fork2"], "spawn": ["r-spawn", "r-spawn2"]}
     return Comparison(labels=["fork", "spawn"], runs=runs, left_out=dict(left_out or {}), metrics=[wall, cpu, uss],
                       ranges=ranges, verdict="spawn is 2.00× slower than fork here.",
-                      warnings=["the runs ran different arguments"], representative={"fork": "r-fork",
+                      warnings=["the runs differ in their arguments: 1 (r-fork), 2 (r-spawn); compared anyway",
+                                *(f"run {r} (fork) {why}: shown, left out of the medians"
+                                  for r, why in (left_out or {}).items())],
+                      notes=["CPU of some processes sampled"], representative={"fork": "r-fork",
                                                                                      "spawn": "r-spawn"},
                       startup=startup, run_dirs={"r-fork": str(tmp_path / "a"), "r-spawn": str(tmp_path / "b")},
                       kind="start methods")
@@ -64,9 +67,11 @@ def test_tables_show_the_comparison(qtbot, tmp_path):
         view.show_comparison(cmp)
     assert view.verdict.text() == cmp.verdict
     assert view.warnings.isVisible()
-    assert "different arguments" in view.warnings.text() and "r-fork2 left out of the medians: failed" \
-        in view.warnings.text()
-    assert "fork: 1 run(s)" in view.runs_line.text() and "spawn: 2 run(s)" in view.runs_line.text()
+    assert "differ in their arguments" in view.warnings.text() and "r-fork2 (fork) failed" in view.warnings.text()
+    assert view.warnings.text().count("\n") == 1          # one line per warning
+    assert "fork: 1 run(s) (r-fork), 1 left out of the medians" in view.runs_line.text()
+    assert "spawn: 2 run(s)" in view.runs_line.text()
+    assert view.notes.isVisible() and view.notes.text() == "CPU of some processes sampled"
     figs = view.metrics.figures()
     assert figs["wall_s"] == {"fork": 1.0, "spawn": 2.0, "ratio": 2.0}
     assert figs["uss_per_worker_bytes"] == {"fork": None, "spawn": float(2**24), "ratio": None}
