@@ -152,11 +152,11 @@ class QtCompareView(QWidget):
         self._load_timelines(cmp)
 
     def _fit_sections(self) -> None:
-        """Heights by content: the ranges table as tall as its rows (up to 10), the timelines the rest."""
+        """Heights by content: the ranges table as tall as its rows (up to 6), the timelines the rest."""
         total = sum(self.split.sizes()) or 700
         row = self.ranges.verticalHeader().defaultSectionSize()
-        ranges = 2 * row + 30 + min(max(self.ranges.rowCount(), 2), 10) * row
-        metrics = 2 * row + 30 + min(max(self.metrics.rowCount(), 4), 11) * row
+        ranges = 2 * row + 30 + min(max(self.ranges.rowCount(), 2), 6) * row
+        metrics = 2 * row + 30 + min(max(self.metrics.rowCount(), 4), 9) * row
         top = max(metrics, self.startup.minimumHeight() + 30)
         self.split.setSizes([top, max(200, total - top - ranges), ranges])
 

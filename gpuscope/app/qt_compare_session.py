@@ -145,6 +145,7 @@ class CompareSession(QObject):
         else:
             self._timer.stop()
             self._run_started_at = 0.0
+            self.w.elapsed_label.setText("")
         self.w.panel.set_running(busy)
         self.w.panel.set_comparing(busy)
 

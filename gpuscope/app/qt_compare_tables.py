@@ -101,7 +101,6 @@ class MetricsTable(_Table):
             for c, it in enumerate(row):
                 self.setItem(r, c, it)
         self.resizeColumnsToContents()
-        self.horizontalHeader().setStretchLastSection(True)
 
     def figures(self) -> dict[str, dict[str, float | None]]:
         """metric name -> {label: median shown, "ratio": the first ratio shown} (from the cells)."""

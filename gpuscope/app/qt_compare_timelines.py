@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from gpuscope.app.qt_timeline import QtTimeline
+
+MIN_LANE_H = 90      # px: below this a lane stops shrinking and the stack scrolls
 
 
 def load_layouts(run_dirs: dict[str, str], cancel: Any = None) -> dict[str, Any]:
@@ -41,12 +43,15 @@ class _Lane(QWidget):
         self.title = QLabel(title)
         self.title.setStyleSheet("font-weight: bold; padding: 2px 4px;")
         self.timeline = QtTimeline()
-        self.timeline.setMinimumHeight(90)
         lay = QVBoxLayout(self)
-        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setContentsMargins(0, 0, 0, 4)
         lay.setSpacing(0)
         lay.addWidget(self.title)
         lay.addWidget(self.timeline, 1)
+
+    def fit_height(self, room: int) -> None:
+        """As tall as its processes need, at most ``room`` px (then the timeline scrolls inside)."""
+        self.timeline.setFixedHeight(max(MIN_LANE_H, min(room, self.timeline.content_height() + 6)))
 
 
 class QtStackedTimelines(QWidget):
@@ -58,11 +63,19 @@ class QtStackedTimelines(QWidget):
         self._syncing = False
         self.note = QLabel("Timelines: loading…")
         self.note.setStyleSheet("color: palette(mid); padding: 2px 4px;")
-        self.split = QSplitter(Qt.Orientation.Vertical)
+        self.stack = QWidget()
+        self.stack_layout = QVBoxLayout(self.stack)
+        self.stack_layout.setContentsMargins(0, 0, 0, 0)
+        self.stack_layout.setSpacing(2)
+        self.stack_layout.addStretch(1)
+        self.scroll = QScrollArea(widgetResizable=True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setWidget(self.stack)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.note)
-        lay.addWidget(self.split, 1)
+        lay.addWidget(self.scroll, 1)
 
     @property
     def timelines(self) -> dict[str, QtTimeline]:
@@ -83,13 +96,14 @@ class QtStackedTimelines(QWidget):
         for label, layout in layouts.items():
             lane = _Lane(titles.get(label, label))
             self.lanes[label] = lane
-            self.split.addWidget(lane)
+            self.stack_layout.insertWidget(self.stack_layout.count() - 1, lane)
             if isinstance(layout, str):
                 missing.append(f"{label}: {layout}")
                 lane.timeline.set_layout(None)
             else:
                 lane.timeline.set_layout(layout)
             lane.timeline.sigViewChanged.connect(lambda _a, _b, src=lane.timeline: self._follow(src))
+        self._fit_lanes()
         real = [v for v in layouts.values() if not isinstance(v, str)]
         extent = (float(min([0, *(v.t_min for v in real)])), float(max(v.t_max for v in real))) if real else None
         for lane in self.lanes.values():
@@ -97,6 +111,19 @@ class QtStackedTimelines(QWidget):
         text = "Shared time axis: each run from its own start (t = 0). Zoom or pan one, all follow; Home fits."
         self.note.setText(text + ("  No timeline for " + "; ".join(missing) if missing else ""))
         self.note.setVisible(True)
+
+    def _fit_lanes(self) -> None:
+        """Every lane on screen at once: the height shared out, no lane taller than it needs."""
+        if not self.lanes:
+            return
+        titles = sum(lane.title.sizeHint().height() + 6 for lane in self.lanes.values())
+        room = (self.scroll.viewport().height() - titles) // len(self.lanes)
+        for lane in self.lanes.values():
+            lane.fit_height(room)
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt API
+        super().resizeEvent(event)
+        self._fit_lanes()
 
     def fit(self) -> None:
         for tl in self.timelines.values():
