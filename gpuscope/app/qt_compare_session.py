@@ -151,6 +151,8 @@ class CompareSession(QObject):
 
     # -- the result -----------------------------------------------------------------------------
     def _show(self, comparison: Any) -> None:
+        if not self.w.isVisible():        # the window was closed during the series
+            return
         self.w.tick()
         self.comparison = comparison
         self.w.history.refresh()

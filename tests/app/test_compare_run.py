@@ -221,3 +221,16 @@ def test_scripted_compare_pictures(tmp_path, run_env, app_settings):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "--compare-methods needs --run" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_closing_the_window_ends_the_series(qtbot, gpuscope_home):
+    w = make_window(qtbot)
+    fill(w, "pool_spawn.py", args="30", method="default")
+    started: list[str] = []
+    w.compare.controller.sigRunStarted.connect(lambda rid, _d, _p: started.append(rid))
+    w.panel.compare_button.click()
+    qtbot.waitUntil(lambda: len(started) == 1, timeout=120_000)
+    qtbot.waitUntil(lambda: len(run_processes(gpuscope_home)) >= 3, timeout=60_000)    # main + 2 workers
+    w.close()
+    assert w.compare.controller.wait(120)
+    assert len(started) == 1 and not run_processes(gpuscope_home)
