@@ -356,7 +356,7 @@ class MainWindow(QMainWindow):
     # -- history --------------------------------------------------------------------------------
     def open_past_run(self, row: RunRow) -> None:
         """Show a stored run's plots and console (Run tab) and its timeline (Report tab)."""
-        if self.controller.busy:
+        if self.controller.busy or self.compare.busy:
             self.show_error("a run is in progress: open past runs when it has ended")
             return
         from gpuscope.app.past_run import load_past_run

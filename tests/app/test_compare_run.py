@@ -116,6 +116,8 @@ def test_stop_ends_the_whole_series(qtbot, gpuscope_home):
     w.compare.controller.sigRunStarted.connect(lambda rid, _d, _p: started.append(rid))
     w.panel.compare_button.click()
     qtbot.waitUntil(lambda: len(started) == 2, timeout=120_000)      # the second run (spawn) runs
+    w.open_past_run(None)      # History → Open run while the series runs: refused in one line
+    assert w.last_error == "a run is in progress: open past runs when it has ended"
     ended = []
     w.compare.controller.sigComparison.connect(ended.append)
     w.compare.controller.sigFailed.connect(ended.append)
