@@ -39,6 +39,7 @@ class CompareSession(QObject):
         self.controller = CompareController(window.run_bridge, self)
         self.comparison: Any = None
         self._series_label = ""
+        self._series = False       # the comparison in progress ran new runs (History must refresh)
         window.tabs.addTab(QWidget(), TITLE)
         window.tabs.currentChanged.connect(self._tab_changed)
         self.action = QAction("&Compare runs…", window)
@@ -84,6 +85,7 @@ class CompareSession(QObject):
             return
         self.w.panel.save(self.w.settings, ran=True)
         self.w.console.clear()
+        self._series = True
         self._series_label = f"{Path(spec.script or spec.module or '').name}: {' vs '.join(methods)}, ×{repeat}"
         self.view.show_busy(f"Comparing {self._series_label}…")
         self.w.tabs.setCurrentIndex(0)
@@ -94,6 +96,7 @@ class CompareSession(QObject):
         if self.busy:
             self.w.show_error("a comparison is already in progress")
             return
+        self._series = False
         self.view.show_busy(f"Comparing {', '.join(ids)}…")
         self.w.tabs.setCurrentWidget(self.view)
         self.w.show_status(f"comparing {len(ids)} run(s)…")
@@ -155,7 +158,8 @@ class CompareSession(QObject):
             return
         self.w.tick()
         self.comparison = comparison
-        self.w.history.refresh()
+        if self._series:
+            self.w.history.refresh()
         self.w.tabs.setCurrentWidget(self.view)
         self.view.show_comparison(comparison)
         stopped = " (the series was stopped: only the runs that ended are compared)" if self.controller.stopped else ""
@@ -166,7 +170,8 @@ class CompareSession(QObject):
 
     def _failed(self, text: str) -> None:
         self.w.tick()
-        self.w.history.refresh()
+        if self._series:
+            self.w.history.refresh()
         if self.controller.stopped:
             text = f"series stopped: {text}"
         if self.view.comparison is not None:       # the last comparison stays; the error is a line

@@ -154,7 +154,7 @@ def test_a_failed_run_among_the_repeats(qtbot, tmp_path):
     assert next(m for m in cmp.metrics if m.name == "wall_s").values["fork"].n == 1     # the failed run is not in it
 
 
-def test_recorded_runs_from_history_and_bad_ids(qtbot, run_env):
+def test_recorded_runs_from_history_and_bad_ids(qtbot, run_env, monkeypatch):
     ids = []
     for method in ("fork", "spawn"):
         out = subprocess.run([sys.executable, "-m", "gpuscope", "run", "--start-method", method, "--json",
@@ -171,6 +171,21 @@ def test_recorded_runs_from_history_and_bad_ids(qtbot, run_env):
     cmp = shown.args[0]
     assert sorted(i for label in cmp.labels for i in cmp.runs[label]) == sorted(ids)
     assert cmp.labels == ["fork", "spawn"]
+    # File → Compare runs…: the dialog comes filled with History's selection (the user's typing is
+    # stood in for by returning what the dialog was filled with, separated by a comma)
+    from PySide6.QtWidgets import QInputDialog
+
+    asked: list[str] = []
+
+    def answer(_parent, _title, _label, text=""):
+        asked.append(text)
+        return text.replace(" ", ", "), True
+
+    monkeypatch.setattr(QInputDialog, "getText", staticmethod(answer))
+    with qtbot.waitSignal(w.compare.sigShown, timeout=120_000) as again:
+        w.compare.action.trigger()
+    assert sorted(asked[0].split()) == sorted(ids)
+    assert sorted(i for label in again.args[0].labels for i in again.args[0].runs[label]) == sorted(ids)
     assert "1 run(s)" in w.compare.view.runs_line.text()
     # one run each: said (no "beyond noise" from a single run)
     assert w.compare.view.warnings.isVisible()
