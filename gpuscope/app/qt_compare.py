@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSplitter, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QLabel, QLineEdit, QPushButton, QScrollArea,
+                               QSplitter, QVBoxLayout, QWidget)
 
 from gpuscope.app import bridge, workers
 from gpuscope.app.qt_compare_startup import QtStartupBars
@@ -102,7 +102,11 @@ class QtCompareView(QWidget):
         head.addWidget(self.export_json, 0, Qt.AlignmentFlag.AlignTop)
         top = QSplitter(Qt.Orientation.Horizontal)
         top.addWidget(_section("Metrics (median over the repeats, min–max in brackets)", self.metrics))
-        top.addWidget(_section("Start-up per worker", self.startup))
+        bars = QScrollArea(widgetResizable=True)     # many workers: the bars scroll
+        bars.setFrameShape(QFrame.Shape.NoFrame)
+        bars.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        bars.setWidget(self.startup)
+        top.addWidget(_section("Start-up per worker", bars))
         top.setSizes([800, 480])
         self.top_split = top
         self.split = QSplitter(Qt.Orientation.Vertical)
@@ -157,7 +161,7 @@ class QtCompareView(QWidget):
         row = self.ranges.verticalHeader().defaultSectionSize()
         ranges = 2 * row + 30 + min(max(self.ranges.rowCount(), 2), 6) * row
         metrics = 2 * row + 30 + min(max(self.metrics.rowCount(), 4), 9) * row
-        top = max(metrics, self.startup.minimumHeight() + 30)
+        top = max(metrics, min(self.startup.minimumHeight(), 10 * row) + 30)
         self.split.setSizes([top, max(200, total - top - ranges), ranges])
 
     def _load_timelines(self, cmp: Any) -> None:
