@@ -81,10 +81,16 @@ class CompareController(QObject):
         from gpuscope.analysis.comparison import compare_runs
         from gpuscope.runs.series import StartMethodSeries
 
+        where = {"run": ""}     # "run 3 of 6: spawn, repeat 2", before each run's own progress lines
+
+        def progress(i: int, n: int, method: str, rep: int) -> None:
+            where["run"] = progress_text(i, n, method, rep)
+            bridge.to_gui(self.sigProgress.emit, i, n, method, rep)
+
         series = StartMethodSeries(
-            spec, methods, repeat,
-            progress=lambda i, n, m, r: bridge.to_gui(self.sigProgress.emit, i, n, m, r),
-            run_kwargs={"output": [self.bridge.on_output], "progress": self.bridge.on_progress,
+            spec, methods, repeat, progress=progress,
+            run_kwargs={"output": [self.bridge.on_output],
+                        "progress": lambda line: self.bridge.on_progress(f"{where['run']} · {line}"),
                         "recorders": lambda: [_SeriesRecorder(self.bridge, self.sigRunStarted.emit)]})
         with self._lock:
             self.series = series

@@ -135,6 +135,8 @@ def test_stop_ends_the_whole_series(qtbot, gpuscope_home):
     assert view.comparison is cmp and "spawn: 0 run(s), 1 left out of the medians" in view.runs_line.text()
     assert f"run {started[1]} (spawn) stopped" in view.warnings.text()
     assert "series was stopped" in w.state_label.text()
+    w.console.flush()        # the run's own progress lines say which run of the series they are about
+    assert "gpuscope: run 2 of 6: spawn, repeat 1 · stopping: sending SIGINT" in w.console.plain_text()
 
 
 def test_a_failed_run_among_the_repeats(qtbot, tmp_path):
