@@ -254,3 +254,39 @@ def test_closing_the_window_ends_the_series(qtbot, gpuscope_home):
     w.close()
     assert w.compare.controller.wait(120)
     assert len(started) == 1 and not run_processes(gpuscope_home)
+
+
+@pytest.mark.nsys
+@pytest.mark.timeout(900)
+def test_series_with_nsys_ticked(qtbot, gpuscope_home):
+    """nsys ticked in the launch panel: every run of the series is recorded, the timelines are the exports."""
+    import os
+    from pathlib import Path
+
+    from gpuscope.nsys.locate import list_installs
+
+    if not list_installs():
+        if os.environ.get("CI") == "true":
+            pytest.fail("no Nsight Systems install (scripts/provision_nsys.py)")
+        pytest.skip("no Nsight Systems install (scripts/provision_nsys.py)")
+    w = make_window(qtbot)
+    fill(w, "pool_spawn.py", args="0.5", method="default")
+    w.panel.nsys.setChecked(True)
+    w.panel.repeat.setValue(1)
+    # one nsys recording at a time on a machine (gpuscope/nsys/lock.py): other suites may hold it
+    with qtbot.waitSignal(w.compare.sigShown, timeout=800_000) as shown:
+        w.panel.compare_button.click()
+    cmp = shown.args[0]
+    assert not cmp.left_out, cmp.warnings
+    from gpuscope.store import db, runs
+
+    rows = {r.id: r for r in runs.list_runs(db.connect())}
+    for label in ("fork", "spawn"):
+        (rid,) = cmp.runs[label]
+        assert rows[rid].start_method == label and rows[rid].spec["nsys"]["enabled"]
+        assert (Path(cmp.run_dirs[rid]) / "report.sqlite").exists()
+    assert cmp.metric("nsys_coverage_pct") is not None
+    tls = w.compare.view.timelines.timelines
+    assert all(tl.layout_model is not None for tl in tls.values())
+    assert tls["fork"].view_range() == pytest.approx(tls["spawn"].view_range())
+    assert not run_processes(gpuscope_home)
