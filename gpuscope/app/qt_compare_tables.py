@@ -62,7 +62,8 @@ def _mark(items: list[QTableWidgetItem], beyond: bool) -> None:
     for it in items:
         it.setBackground(QBrush(HIGHLIGHT))
         it.setFont(bold)
-        it.setToolTip("beyond noise: the repeats' ranges do not overlap")
+        tip = "beyond noise: the repeats' ranges do not overlap"
+        it.setToolTip(f"{it.toolTip()}\n{tip}" if it.toolTip() else tip)
 
 
 def ratio_title(labels: list[str], label: str | None = None) -> str:
@@ -137,10 +138,15 @@ class RangesTable(_Table):
                 v = rr.values.get(label) or {}
                 count, total, avg = v.get("count"), v.get("total_ns"), v.get("avg_ns")
                 row.append(NumItem("–" if count is None else f"{count:,}", count))
-                row.append(NumItem("–" if total is None else TT.fmt_ns(total), total))
+                total_item = NumItem("–" if total is None else TT.fmt_ns(total), total)
+                lo, hi, n = v.get("min_total_ns"), v.get("max_total_ns"), v.get("n")
+                if lo is not None and hi is not None:
+                    total_item.setToolTip(f"{label}: median of {n} run(s); min {TT.fmt_ns(lo)}, max {TT.fmt_ns(hi)}")
+                row.append(total_item)
                 row.append(NumItem("–" if avg is None else TT.fmt_ns(avg), avg))
             row.append(NumItem(fmt_ratio(rr.ratio), rr.ratio))
             _mark(row, rr.beyond_noise)
+
             for c, it in enumerate(row):
                 self.setItem(r, c, it)
         self.setSortingEnabled(True)

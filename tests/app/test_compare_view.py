@@ -26,8 +26,8 @@ def _comparison(tmp_path, left_out: dict[str, str] | None = None) -> Comparison:
                  False, "USS per worker")
 
     def rr(name, fork, spawn, ratio, beyond):
-        vals = {label: {"count": c, "total_ns": t, "avg_ns": t / c} for label, (c, t) in (("fork", fork),
-                                                                                           ("spawn", spawn))}
+        vals = {label: {"count": c, "total_ns": t, "avg_ns": t / c, "min_total_ns": t * 0.9, "max_total_ns": t * 1.1,
+                        "n": 2} for label, (c, t) in (("fork", fork), ("spawn", spawn))}
         return RangeRow(name, vals, ratio, beyond)
 
     ranges = [rr("work", (8, 2_000_000_000), (8, 2_100_000_000), 1.05, False),
@@ -83,6 +83,10 @@ def test_tables_show_the_comparison(qtbot, tmp_path):
     # ranges: numbers under UserRole, sortable by number, filterable by name
     r = view.ranges
     assert r.figures()["setup"]["spawn"] == {"count": 1, "total_ns": 900_000_000, "avg_ns": 900_000_000.0}
+    setup_row = next(i for i in range(r.rowCount()) if r.item(i, 0).text() == "setup")
+    assert r.item(setup_row, 5).toolTip().startswith("spawn: median of 2 run(s); min 810")
+    assert m.item(0, 2).toolTip() == ("median of 2 run(s); min 1.9, max 2.2 s\n"
+                                      "beyond noise: the repeats' ranges do not overlap")
     ratio_col = r.columnCount() - 1
     r.sortItems(ratio_col, Qt.SortOrder.DescendingOrder)
     assert [r.item(i, 0).text() for i in range(r.rowCount())] == ["setup", "work", "import torch"]
