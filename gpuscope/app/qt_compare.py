@@ -138,7 +138,10 @@ class QtCompareView(QWidget):
         for label in cmp.labels:
             ids = cmp.runs.get(label, [])
             kept = [i for i in ids if i not in cmp.left_out]
-            text = f"{label}: {len(kept)} run(s)" + (f" ({', '.join(kept)})" if 0 < len(kept) <= 3 else "")
+            if ids == [label]:        # the label is the run itself
+                text = f"run {label}"
+            else:
+                text = f"{label}: {len(kept)} run(s)" + (f" ({', '.join(kept)})" if 0 < len(kept) <= 3 else "")
             left = len(ids) - len(kept)
             runs.append(text + (f", {left} left out of the medians" if left else ""))
         self.runs_line.setText(" · ".join(runs))
@@ -172,7 +175,8 @@ class QtCompareView(QWidget):
         if not dirs:
             self.sigShown.emit(cmp)
             return
-        titles = {label: f"{label} · run {cmp.representative[label]} (representative)" for label in dirs}
+        titles = {label: (f"run {label}" if cmp.representative[label] == label else
+                          f"{label} · run {cmp.representative[label]} (representative)") for label in dirs}
 
         def done(layouts: dict[str, Any]) -> None:
             self._task = None

@@ -16,6 +16,7 @@ from PySide6.QtGui import QColor, QFontMetrics, QPainter
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from gpuscope.app import timeline_text as TT
+from gpuscope.app.qt_compare_tables import short_label
 
 ROW_H = 18
 LEGEND_H = 18     # per legend line (the legend wraps to the widget's width)
@@ -109,7 +110,8 @@ class QtStartupBars(QWidget):
                     p.setPen(QColor(190, 195, 205))
                     p.drawLine(QPointF(4, y), QPointF(self.width() - 4, y))
                 p.setPen(QColor(40, 40, 50))
-                text = fm.elidedText(f"{w.label} · {w.role} {w.pid}", Qt.TextElideMode.ElideRight, LEFT - 10)
+                text = fm.elidedText(f"{short_label(w.label)} · {w.role} {w.pid}", Qt.TextElideMode.ElideRight,
+                                     LEFT - 10)
                 p.drawText(QRectF(6, y, LEFT - 10, ROW_H), Qt.AlignmentFlag.AlignVCenter, text)
                 for (name, t), (_, t_next) in zip(w.phases, w.phases[1:]):
                     x0, x1 = self._x(t), self._x(t_next)

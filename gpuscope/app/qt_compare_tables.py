@@ -8,6 +8,7 @@ Rows whose difference is beyond noise (the core's rule) are highlighted.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from PySide6.QtCore import Qt
@@ -19,6 +20,15 @@ from gpuscope.app import timeline_text as TT
 
 HIGHLIGHT = QColor(255, 236, 179)      # a difference beyond noise
 LEFT_OUT = QColor(130, 130, 130)
+
+
+RUN_ID = re.compile(r"^\d{8}-(\d{6}-[0-9a-f]{6,})$")
+
+
+def short_label(label: str) -> str:
+    """A label for narrow places: a run id without its date (``042530-bca58ab9``), else as it is."""
+    m = RUN_ID.match(label)
+    return m.group(1) if m else label
 
 
 def fmt_ratio(ratio: float | None) -> str:
@@ -69,7 +79,7 @@ def _mark(items: list[QTableWidgetItem], beyond: bool) -> None:
 def ratio_title(labels: list[str], label: str | None = None) -> str:
     if len(labels) < 2:
         return "ratio"
-    return f"{label or labels[1]} / {labels[0]}"
+    return f"{short_label(label or labels[1])} / {short_label(labels[0])}"
 
 
 class MetricsTable(_Table):
@@ -78,7 +88,8 @@ class MetricsTable(_Table):
     def set_comparison(self, cmp: Any) -> None:
         self.labels = list(cmp.labels)
         self.ratio_labels = self.labels[1:] or [None]
-        columns = ["Metric", *self.labels, *(ratio_title(self.labels, lb) for lb in self.ratio_labels)]
+        columns = ["Metric", *map(short_label, self.labels),
+                   *(ratio_title(self.labels, lb) for lb in self.ratio_labels)]
         self.clear()
         self.setColumnCount(len(columns))
         self.setHorizontalHeaderLabels(columns)
@@ -125,7 +136,7 @@ class RangesTable(_Table):
         self.labels = list(cmp.labels)
         columns = ["Name"]
         for label in self.labels:
-            columns += [f"{label} count", f"{label} total", f"{label} avg"]
+            columns += [f"{short_label(label)} {what}" for what in ("count", "total", "avg")]
         columns.append(ratio_title(self.labels))
         self.setSortingEnabled(False)
         self.clear()

@@ -211,3 +211,11 @@ def test_gui_compare_options_refused():
     for bad in ("fork", "fork,default", "fork,spawn,forkserver,fork", "fork,thread"):
         with pytest.raises(SystemExit):
             p.parse_args(["--run", "x.py", "--compare-methods", bad])
+
+
+def test_run_id_labels_are_shortened_in_narrow_places():
+    from gpuscope.app.qt_compare_tables import ratio_title, short_label
+
+    assert short_label("20261201-042530-bca58ab9") == "042530-bca58ab9"
+    assert short_label("fork") == "fork" and short_label("fork 2") == "fork 2"
+    assert ratio_title(["20261201-042530-bca58ab9", "20261201-042531-57787081"]) == "042531-57787081 / 042530-bca58ab9"
