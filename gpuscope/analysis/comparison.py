@@ -1,109 +1,308 @@
-"""Compare two runs side by side (e.g. the same script under fork and under spawn).
+"""Compare runs side by side: the same script under fork, spawn and forkserver, or any runs.
 
-Everything is computed from what the runs recorded: the store's summary (wall time, per-process
-CPU and memory) and each run's event logs (process start-up, ranges per name).
+The model (docs/COMPARE.md): runs are grouped under labels (a start method, or a run id); each
+metric is a :class:`Spread` over the usable runs of a label (median, min-max), and a difference is
+*beyond noise* only when the labels' min-max ranges over >= 2 runs each do not overlap
+(:mod:`gpuscope.analysis.stats`). The verdict (:mod:`gpuscope.analysis.verdict`) is built from
+those numbers only. Markdown and JSON exports: :mod:`gpuscope.analysis.compare_export`.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import statistics
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-import numpy as np
+from gpuscope.analysis.run_figures import METRICS, ROLE_METRIC, RunFigures, run_figures
+from gpuscope.analysis.stats import MIN_RUNS, Spread, beyond_noise, ratio, separated, spread
+from gpuscope.errors import UserError
 
-from gpuscope.trace.process_row import as_row
-from gpuscope.trace.events import ProcessEvents, read_run_events
+__all__ = ["Spread", "Metric", "RangeRow", "WorkerStartup", "Comparison", "compare_runs", "compare_recorded",
+           "figures_of"]
 
-
-@dataclass(frozen=True)
-class RangeStats:
-    count: int
-    total_ns: int
-
-    @property
-    def avg_ns(self) -> float:
-        return self.total_ns / self.count if self.count else 0.0
+# Fields of a run's spec that must agree for a fair comparison (the start method is what differs).
+SPEC_FIELDS = (("script", "script"), ("args", "arguments"), ("python", "interpreter"), ("launcher", "launcher"),
+               ("nproc", "--nproc"), ("annotate", "--annotate"), ("cwd", "working directory"),
+               ("env", "environment"))
+OPTIONAL_METRICS = ("uss_per_worker_bytes", "gpu_mem_per_process_bytes", "cuda_contexts_per_gpu",
+                    "nsys_coverage_pct")
 
 
 @dataclass
-class RunFigures:
-    """What one run looks like, as numbers that can be set beside another run's."""
+class Metric:
+    name: str                          # stable (docs/COMPARE.md): wall_s, child_startup_ms, ...
+    unit: str                          # s, ms, bytes, count
+    values: dict[str, Spread | None]   # label -> spread over its usable runs (None: not measured)
+    ratio: float | None                # second label / first label (medians)
+    beyond_noise: bool                 # some pair of labels: min-max over >= 2 runs each do not overlap
+    title: str
+    ratios: dict[str, float | None] = field(default_factory=dict)   # label -> its median / the first's
+    lower_is_better: bool = True
+    help: str = ""                     # what exactly is measured
 
-    run_id: str
+    def separated(self, a: str, b: str) -> bool:
+        return separated(self.values.get(a), self.values.get(b))
+
+    def median(self, label: str) -> float | None:
+        s = self.values.get(label)
+        return s.median if s is not None else None
+
+
+@dataclass
+class RangeRow:
+    name: str
+    values: dict[str, dict[str, Any]]  # label -> {"count", "total_ns", "avg_ns", "min_total_ns", "max_total_ns", "n"}
+    ratio: float | None                # total time, second label / first label
+    beyond_noise: bool                 # on the total time per run
+    avg_ratio: float | None = None     # average time per range, second / first
+
+
+@dataclass
+class WorkerStartup:
+    """Start-up phases of one worker of a label's representative run."""
+
     label: str
-    duration_s: float | None
-    status: str
-    processes: dict[str, int] = field(default_factory=dict)          # role -> count
-    child_startup_ms: float | None = None    # median: parent start -> child's first line of Python
-    first_task_ms: float | None = None       # median: child start -> its first range
-    cpu_seconds: float | None = None
-    peak_rss_bytes: int | None = None        # sum of the processes' peaks
-    sampled: list[str] = field(default_factory=list)   # figures some process had only sampled ("CPU", "RSS")
-    ranges: dict[str, RangeStats] = field(default_factory=dict)
+    run_id: str
+    pid: int
+    role: str
+    phases: list[tuple[str, float]]    # (phase, ms since the reference = the first phase), in order
 
 
-def _roles(logs: list[ProcessEvents]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for pe in logs:
-        out[pe.role] = out.get(pe.role, 0) + 1
+@dataclass
+class Comparison:
+    labels: list[str]
+    runs: dict[str, list[str]]              # label -> run ids (all, including the left-out ones)
+    left_out: dict[str, str]                # run id -> why it is not in the medians
+    metrics: list[Metric]
+    ranges: list[RangeRow]
+    verdict: str
+    warnings: list[str]
+    representative: dict[str, str]          # label -> run id whose timeline and start-up are shown
+    startup: list[WorkerStartup]
+    run_dirs: dict[str, str]
+    kind: str = "runs"                      # "start methods" (labels are methods) or "runs" (run ids)
+    notes: list[str] = field(default_factory=list)   # facts worth a line (what was sampled, ...)
+
+    def metric(self, name: str) -> Metric | None:
+        return next((m for m in self.metrics if m.name == name), None)
+
+    def usable_runs(self, label: str) -> list[str]:
+        return [r for r in self.runs.get(label, []) if r not in self.left_out]
+
+    def to_json(self) -> dict[str, Any]:
+        from gpuscope.analysis.compare_export import to_json
+
+        return to_json(self)
+
+    def to_markdown(self, figures: dict[str, str] | None = None) -> str:
+        """Markdown; ``figures`` maps a caption to an image path to include (the app's charts)."""
+        from gpuscope.analysis.compare_export import to_markdown
+
+        return to_markdown(self, figures)
+
+
+# -- loading -----------------------------------------------------------------------------------------
+def _rows(run_ids: list[str], conn: sqlite3.Connection) -> list[Any]:
+    from gpuscope.store import runs as store_runs
+
+    rows, seen = [], set()
+    for run_id in run_ids:
+        row = store_runs.get_run(conn, run_id)
+        if row is None:
+            raise UserError(f"no run {run_id!r} in the store (see `gpuscope history`)")
+        if row.id not in seen:
+            seen.add(row.id)
+            rows.append(row)
+    return rows
+
+
+@contextmanager
+def _connected(conn: sqlite3.Connection | None) -> Iterator[sqlite3.Connection]:
+    if conn is not None:
+        yield conn
+        return
+    from gpuscope.store import db
+
+    with db.connect() as own:
+        yield own
+
+
+def figures_of(run_ids: list[str], conn: sqlite3.Connection | None = None) -> list[RunFigures]:
+    """The figures of stored runs (ids or unique prefixes), in the order given."""
+    with _connected(conn) as c:
+        return [run_figures(row, c) for row in _rows(run_ids, c)]
+
+
+# -- comparing ---------------------------------------------------------------------------------------
+def compare_runs(groups: dict[str, list[str]], conn: sqlite3.Connection | None = None,
+                 kind: str = "start methods") -> Comparison:
+    """Compare runs grouped under labels (label -> run ids, e.g. the repeats of each method)."""
+    groups = {label: list(ids) for label, ids in groups.items() if ids}
+    if len(groups) < 2:
+        raise UserError("nothing to compare: it takes runs under at least two labels (e.g. fork and spawn)")
+    with _connected(conn) as c:
+        figs = {label: [run_figures(row, c) for row in _rows(ids, c)] for label, ids in groups.items()}
+    return build(figs, kind)
+
+
+def compare_recorded(run_ids: list[str], conn: sqlite3.Connection | None = None) -> Comparison:
+    """Compare recorded runs. Runs that differ only by start method (each method with its runs)
+    are grouped by method; otherwise each run is its own label (its id)."""
+    if len(set(run_ids)) < 2:
+        raise UserError("compare needs at least two runs (give two or more run ids, see `gpuscope history`)")
+    with _connected(conn) as c:
+        figs = [run_figures(row, c) for row in _rows(run_ids, c)]
+    if len(figs) < 2:
+        raise UserError("compare needs at least two different runs (the ids given name the same run)")
+    methods = [f.start_method for f in figs]
+    same = all(_spec_key(f.spec) == _spec_key(figs[0].spec) for f in figs)
+    if same and len(set(methods)) >= 2 and all(f.spec.get("launcher", "python") == "python" for f in figs):
+        grouped: dict[str, list[RunFigures]] = {}
+        for f in figs:
+            grouped.setdefault(f.start_method, []).append(f)
+        return build(grouped, "start methods")
+    return build({f.run_id: [f] for f in figs}, "runs")
+
+
+def _spec_key(spec: dict[str, Any]) -> tuple:
+    return tuple(repr(spec.get(k)) for k, _ in SPEC_FIELDS)
+
+
+def build(figs: dict[str, list[RunFigures]], kind: str = "start methods") -> Comparison:
+    """The comparison of figures already read (label -> the figures of its runs, in run order)."""
+    from gpuscope.analysis.verdict import verdict
+
+    labels = list(figs)
+    usable = {label: [f for f in runs if f.usable] for label, runs in figs.items()}
+    left_out = {f.run_id: f.why_left_out for runs in figs.values() for f in runs if not f.usable}
+    metrics = _metrics(labels, usable)
+    ranges = _range_rows(labels, usable)
+    representative = {label: _representative(usable[label] or figs[label]) for label in labels}
+    by_id = {f.run_id: f for runs in figs.values() for f in runs}
+    startup = [WorkerStartup(label, representative[label], w.pid, w.role, [(p.name, p.ms) for p in w.phases])
+               for label in labels for w in by_id[representative[label]].workers]
+    comp = Comparison(
+        labels=labels, runs={label: [f.run_id for f in runs] for label, runs in figs.items()},
+        left_out=left_out, metrics=metrics, ranges=ranges, verdict="", warnings=_warnings(figs, usable, kind),
+        representative=representative, startup=startup,
+        run_dirs={f.run_id: f.run_dir for runs in figs.values() for f in runs}, kind=kind,
+        notes=_notes(figs))
+    comp.verdict = verdict(comp)
+    return comp
+
+
+def _representative(runs: list[RunFigures]) -> str:
+    """The run whose wall time is the median of its label's (the one whose timeline is shown)."""
+    timed = [f for f in runs if f.values.get("wall_s") is not None]
+    if not timed:
+        return runs[0].run_id
+    mid = statistics.median_low([f.values["wall_s"] for f in timed])
+    return next(f.run_id for f in timed if f.values["wall_s"] == mid)
+
+
+def _metric(name: str, unit: str, title: str, labels: list[str], values: dict[str, list[float | None]],
+            lower_is_better: bool = True, help: str = "") -> Metric:
+    spreads = {label: spread(values.get(label, [])) for label in labels}
+    first = spreads[labels[0]]
+    ratios = {label: ratio(first.median if first else None, s.median if s else None)
+              for label, s in spreads.items() if label != labels[0]}
+    return Metric(name=name, unit=unit, values=spreads, ratio=ratios.get(labels[1]),
+                  beyond_noise=beyond_noise([spreads[label] for label in labels]), title=title,
+                  ratios=ratios, lower_is_better=lower_is_better, help=help)
+
+
+def _metrics(labels: list[str], usable: dict[str, list[RunFigures]]) -> list[Metric]:
+    out = []
+    for d in METRICS:
+        values = {label: [f.values.get(d.name) for f in usable[label]] for label in labels}
+        m = _metric(d.name, d.unit, d.title, labels, values, d.lower_is_better, d.help)
+        if d.name in OPTIONAL_METRICS and all(s is None for s in m.values.values()):
+            continue   # not measured in any run (no GPU, USS not sampled): no empty row
+        out.append(m)
+        if d.name == "processes":
+            roles = sorted({r for runs in usable.values() for f in runs for r in f.roles})
+            for role in roles:
+                values = {label: [float(f.roles.get(role, 0)) if f.has_events else None for f in usable[label]]
+                          for label in labels}
+                out.append(_metric(ROLE_METRIC.format(role), "count", f"processes: {role}", labels, values))
     return out
 
 
-def _range_stats(logs: list[ProcessEvents]) -> dict[str, RangeStats]:
-    acc: dict[str, list[int]] = {}
-    for pe in logs:
-        r = pe.ranges
-        if not len(r):
-            continue
-        dur = r["t1"] - r["t0"]
-        for nid in np.unique(r["nid"]):
-            sel = r["nid"] == nid
-            entry = acc.setdefault(pe.label(int(nid)), [0, 0])
-            entry[0] += int(sel.sum())
-            entry[1] += int(dur[sel].sum())
-    return {name: RangeStats(c, t) for name, (c, t) in acc.items()}
-
-
-def figures(run_id: str, run_dir: str | Path, summary: dict[str, Any] | None, label: str) -> RunFigures:
-    logs = read_run_events(run_dir)
-    starts = {pe.pid: pe.start_ns for pe in logs}
-    children = [pe for pe in logs if pe.ppid in starts and pe.role not in ("main", "torchrun agent")]
-    startup = [(pe.start_ns - starts[pe.ppid]) / 1e6 for pe in children]
-    first = [(int(pe.ranges["t0"].min()) - pe.start_ns) / 1e6 for pe in children if len(pe.ranges)]
-    procs = [as_row(p) for p in (summary or {}).get("processes", [])]
-    cpu = [p.cpu_seconds for p in procs if p.cpu_seconds is not None]
-    rss = [p.peak_rss_bytes for p in procs if p.peak_rss_bytes is not None]
-    return RunFigures(
-        run_id=run_id, label=label, duration_s=(summary or {}).get("duration_s"),
-        status=(summary or {}).get("status", "?"), processes=_roles(logs),
-        child_startup_ms=statistics.median(startup) if startup else None,
-        first_task_ms=statistics.median(first) if first else None,
-        cpu_seconds=round(sum(cpu), 3) if cpu else None, peak_rss_bytes=sum(rss) if rss else None,
-        sampled=sorted({f for p in procs for f, src in (("CPU", p.cpu_source), ("RSS", p.rss_source))
-                        if src == "sampled"}),
-        ranges=_range_stats(logs),
-    )
-
-
-def ratio(a: float | None, b: float | None) -> float | None:
-    if a is None or b is None or a == 0:
-        return None
-    return b / a
-
-
-def range_rows(a: RunFigures, b: RunFigures) -> list[dict[str, Any]]:
-    """Per range name: count, total and mean in both runs, and B's total over A's."""
+def _range_rows(labels: list[str], usable: dict[str, list[RunFigures]]) -> list[RangeRow]:
+    names = sorted({n for runs in usable.values() for f in runs for n in f.ranges})
     rows = []
-    for name in sorted(set(a.ranges) | set(b.ranges)):
-        ra, rb = a.ranges.get(name), b.ranges.get(name)
-        rows.append({
-            "name": name,
-            "a_count": ra.count if ra else 0, "b_count": rb.count if rb else 0,
-            "a_total_ns": ra.total_ns if ra else 0, "b_total_ns": rb.total_ns if rb else 0,
-            "a_avg_ns": ra.avg_ns if ra else None, "b_avg_ns": rb.avg_ns if rb else None,
-            "ratio": ratio(ra.total_ns if ra else None, rb.total_ns if rb else None),
-        })
-    rows.sort(key=lambda r: -max(r["a_total_ns"], r["b_total_ns"]))
+    for name in names:
+        values: dict[str, dict[str, Any]] = {}
+        totals: dict[str, Spread | None] = {}
+        for label in labels:
+            runs = [f for f in usable[label] if f.has_events]
+            per_run = [f.ranges.get(name, (0, 0)) for f in runs]
+            total = spread([t for _, t in per_run])
+            totals[label] = total
+            avgs = [t / c for c, t in per_run if c]
+            values[label] = {
+                "count": int(statistics.median([c for c, _ in per_run])) if per_run else 0,
+                "total_ns": int(total.median) if total else 0,
+                "avg_ns": float(statistics.median(avgs)) if avgs else None,
+                "min_total_ns": int(total.min) if total else None,
+                "max_total_ns": int(total.max) if total else None,
+                "n": len(per_run),
+            }
+        a, b = values[labels[0]], values[labels[1]]
+        rows.append(RangeRow(name=name, values=values, ratio=ratio(a["total_ns"] or None, b["total_ns"]),
+                             beyond_noise=beyond_noise([totals[label] for label in labels]),
+                             avg_ratio=ratio(a["avg_ns"], b["avg_ns"])))
+    rows.sort(key=lambda r: -max(v["total_ns"] for v in r.values.values()))
     return rows
+
+
+def _warnings(figs: dict[str, list[RunFigures]], usable: dict[str, list[RunFigures]], kind: str) -> list[str]:
+    out = []
+    every = [f for runs in figs.values() for f in runs]
+    for key, what in SPEC_FIELDS:
+        seen = {repr(f.spec.get(key)): f for f in every}
+        if len(seen) > 1:
+            shown = ", ".join(f"{_short(f.spec.get(key))} ({f.run_id})" for f in list(seen.values())[:3])
+            out.append(f"the runs differ in their {what}: {shown}; compared anyway")
+    if kind == "runs":
+        methods = {f.start_method for f in every}
+        if len(methods) > 1:
+            out.append("start methods differ: " + ", ".join(f"{f.run_id} {f.start_method}" for f in every))
+    for label, runs in figs.items():
+        for f in runs:
+            if not f.usable:
+                out.append(f"run {f.run_id} ({label}) {f.why_left_out}: shown, left out of the medians")
+            elif not f.has_events:
+                out.append(f"run {f.run_id} ({label}) has no event logs: its start-up, tasks and ranges are unknown")
+        if not usable[label]:
+            out.append(f"{label}: no run that ended normally; nothing of it is in the figures")
+        elif len(usable[label]) < MIN_RUNS:
+            out.append(f"{label}: one run only; one run cannot separate a difference from noise")
+    return out
+
+
+def _notes(figs: dict[str, list[RunFigures]]) -> list[str]:
+    out = []
+    sampled = sorted({s for runs in figs.values() for f in runs for s in f.sampled})
+    if sampled:
+        out.append(f"{' and '.join(sampled)} of some processes sampled at the telemetry interval (not measured "
+                   "by the process itself); the rest exact")
+    for label, runs in figs.items():
+        for what in ("CPU", "RSS"):
+            worst = max((f.unmeasured.get(what, 0) for f in runs), default=0)
+            if worst:
+                out.append(f"{label}: {what} unknown for up to {worst} process(es) of a run (they ended before "
+                           f"the sampler saw them and wrote no exit record); the sums leave them out")
+    return out
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        text = " ".join(str(v) for v in value) or "(none)"
+    elif isinstance(value, dict):
+        text = ", ".join(f"{k}={v}" for k, v in value.items()) or "(none)"
+    else:
+        text = str(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -55,7 +55,7 @@ def run_app(args: argparse.Namespace) -> int:
     window = MainWindow(open_settings(args.settings))
     install_hooks(lambda line: bridge.to_gui(window.show_error, line))
     script = None
-    if args.run or args.open or args.screenshot or args.exit_when_done:
+    if args.run or args.open or args.compare or args.screenshot or args.exit_when_done:
         from gpuscope.app.scripted import Scripted
 
         script = Scripted(window, args)

@@ -91,9 +91,11 @@ def human(n: int) -> str:
 
 
 class QtHistory(QWidget):
-    """``sigOpenRun(row)`` when the user opens a run; ``sigError(text)``; ``sigBusy(task|None)``."""
+    """``sigOpenRun(row)`` when the user opens a run; ``sigCompare(ids)`` to compare the selected runs;
+    ``sigError(text)``; ``sigLoaded(n)``."""
 
     sigOpenRun = Signal(object)
+    sigCompare = Signal(list)
     sigError = Signal(str)
     sigLoaded = Signal(int)
 
@@ -119,6 +121,10 @@ class QtHistory(QWidget):
         self.table.doubleClicked.connect(self._open_selected)
         self.open_button = QPushButton("Open run")
         self.open_button.clicked.connect(self._open_selected)
+        self.compare_button = QPushButton("Compare")
+        self.compare_button.setToolTip("Compare the selected runs side by side (runs that differ only by start "
+                                       "method are grouped by it); Ctrl/Shift+click selects several")
+        self.compare_button.clicked.connect(self.compare_selected)
         self.refresh_button = QPushButton("Refresh")
         self.refresh_button.clicked.connect(self.refresh)
         self.delete_button = QPushButton("Delete…")
@@ -130,6 +136,7 @@ class QtHistory(QWidget):
         self.footer.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         bar = QHBoxLayout()
         bar.addWidget(self.open_button)
+        bar.addWidget(self.compare_button)
         bar.addWidget(self.refresh_button)
         bar.addWidget(self.delete_button)
         bar.addWidget(self.status, 1)
@@ -186,6 +193,14 @@ class QtHistory(QWidget):
 
     def open_row(self, index: int) -> None:
         self.sigOpenRun.emit(self.rows[index])
+
+    def compare_selected(self) -> None:
+        rows = self.selected_rows()
+        if len(rows) < 2:
+            self.status.setText("select two or more runs to compare (Ctrl/Shift+click)")
+            return
+        rows.sort(key=lambda r: r.started_ns or r.created_ns)     # oldest first: "before" vs "after"
+        self.sigCompare.emit([r.id for r in rows])
 
     def selected_rows(self) -> list[Any]:
         picked = sorted({i.row() for i in self.table.selectionModel().selectedRows()})

@@ -22,6 +22,8 @@ TARGET_KINDS = (("script", "Script"), ("module", "Module (-m)"))
 SCRIPT_HINT = "script.py: browse, drop a file, or pick a recent one"
 MODULE_HINT = "package.module: run as python -m, from the working dir"
 FORK_CHOICES = (("auto", None, "auto: on for fork runs"), ("on", True, "always"), ("off", False, "never"))
+COMPARE_METHODS = ("fork", "spawn", "forkserver")
+COMPARE_DEFAULT = ("fork", "spawn")
 
 
 def _grid(widgets: list[QWidget], columns: int) -> QWidget:
@@ -50,9 +52,11 @@ def _row(*widgets: QWidget) -> QWidget:
 
 
 class QtLaunchPanel(QWidget):
-    """Emits ``sigRun(spec)`` with a validated RunSpec, ``sigStop()``, ``sigError(text)``."""
+    """Emits ``sigRun(spec)`` with a validated RunSpec, ``sigStop()``, ``sigError(text)``,
+    ``sigCompare(spec, methods, repeat)`` ("Compare start methods")."""
 
     sigRun = Signal(object)      # a validated gpuscope.spec.RunSpec
+    sigCompare = Signal(object, list, int)
     sigStop = Signal()
     sigError = Signal(str)
 
@@ -95,6 +99,7 @@ class QtLaunchPanel(QWidget):
         self.nproc = QSpinBox(minimum=1, maximum=512, value=2, prefix="nproc ")
         self.annotate = QLineEdit(placeholderText="module:function, module:Class.* (comma separated)")
         self._build_nsys()
+        self._build_compare()
         self.run_button = QPushButton("▶ Run")
         self.run_button.setDefault(True)
         self.stop_button = QPushButton("■ Stop")
@@ -116,6 +121,7 @@ class QtLaunchPanel(QWidget):
         outer.addLayout(form)
         outer.addWidget(self.nsys)
         outer.addWidget(_row(self.run_button, self.stop_button))
+        outer.addWidget(self.compare_box)
         outer.addStretch(1)
 
     def _build_nsys(self) -> None:
@@ -131,6 +137,20 @@ class QtLaunchPanel(QWidget):
         nsys_form.addRow("trace", _grid(list(self.traces.values()), 3))
         nsys_form.addRow("fork children", self.fork)
 
+    def _build_compare(self) -> None:
+        self.compare_box = QGroupBox("Compare start methods")
+        self.compare_box.setToolTip("Run the same script, arguments, interpreter and options under each ticked "
+                                    "method, alternated (A B A B …), then compare them in the Compare tab")
+        self.compare_methods = {m: QCheckBox(m) for m in COMPARE_METHODS}
+        for m in COMPARE_DEFAULT:
+            self.compare_methods[m].setChecked(True)
+        self.repeat = QSpinBox(minimum=1, maximum=50, value=3, prefix="repeat ", suffix="×")
+        self.repeat.setToolTip("Runs per method; the comparison shows the median with min–max over the repeats")
+        self.compare_button = QPushButton("⇄ Compare")
+        lay = QVBoxLayout(self.compare_box)
+        lay.addWidget(_row(*self.compare_methods.values()))
+        lay.addWidget(_row(self.repeat, self.compare_button))
+
     def _connect(self) -> None:
         self.browse_script.clicked.connect(self._pick_script)
         self.kind.currentIndexChanged.connect(self._kind_changed)
@@ -140,6 +160,7 @@ class QtLaunchPanel(QWidget):
         self.script.currentTextChanged.connect(self._update_method_help)
         self.launcher.currentTextChanged.connect(lambda t: self.nproc.setEnabled(t == "torchrun"))
         self.run_button.clicked.connect(self._on_run)
+        self.compare_button.clicked.connect(self._on_compare)
         self.stop_button.clicked.connect(self.sigStop.emit)
         self.nproc.setEnabled(False)
 
@@ -216,7 +237,16 @@ class QtLaunchPanel(QWidget):
 
     def set_running(self, running: bool) -> None:
         self.run_button.setEnabled(not running)
+        self.compare_button.setEnabled(not running)
         self.stop_button.setEnabled(running)
+
+    def set_comparing(self, comparing: bool) -> None:
+        """A series runs: Stop ends it, Run and Compare wait."""
+        self.compare_button.setText("⇄ Comparing…" if comparing else "⇄ Compare")
+
+    def compare_choice(self) -> tuple[list[str], int]:
+        """The ticked start methods (in fork, spawn, forkserver order) and the repeat count."""
+        return [m for m, box in self.compare_methods.items() if box.isChecked()], self.repeat.value()
 
     def spec(self) -> RunSpec:
         """The RunSpec the fields describe, validated (UserError with one line if not)."""
@@ -248,6 +278,20 @@ class QtLaunchPanel(QWidget):
             self.sigError.emit(str(exc))
             return
         self.sigRun.emit(spec)
+
+    def _on_compare(self) -> None:
+        methods, repeat = self.compare_choice()
+        try:
+            if len(methods) < 2:
+                raise UserError("tick two or three start methods to compare")
+            if self.launcher.currentText() != "python":
+                raise UserError("start methods are compared for the python launcher (torchrun starts its own "
+                                "processes)")
+            spec = self.spec()
+        except UserError as exc:
+            self.sigError.emit(str(exc))
+            return
+        self.sigCompare.emit(spec, methods, repeat)
 
     def apply_fix(self, fix: "Fix | None") -> str:
         """Apply a structured fix to the fields; returns what changed (one line, for the status bar)."""
@@ -281,6 +325,9 @@ class QtLaunchPanel(QWidget):
         for t, box in self.traces.items():
             box.setChecked(t in d.get("nsys_trace", list(NsysOptions.trace)))
         self.fork.setCurrentIndex(max(0, self.fork.findData(d.get("nsys_fork", "auto"))))
+        for m, box in self.compare_methods.items():
+            box.setChecked(m in d.get("compare_methods", list(COMPARE_DEFAULT)))
+        self.repeat.setValue(int(d.get("compare_repeat", 3)))
         self._update_method_help()
 
     def save(self, s: QSettings, ran: bool = False) -> None:
@@ -291,7 +338,8 @@ class QtLaunchPanel(QWidget):
             "start_method": self.method.currentData(), "launcher": self.launcher.currentText(),
             "nproc": self.nproc.value(), "annotate": self.annotate.text(), "nsys": self.nsys.isChecked(),
             "nsys_trace": [t for t, b in self.traces.items() if b.isChecked()],
-            "nsys_fork": self.fork.currentData()})
+            "nsys_fork": self.fork.currentData(),
+            "compare_methods": self.compare_choice()[0], "compare_repeat": self.repeat.value()})
         if ran and script:
             recent = push_recent(s, script)
             current = self.script.currentText()

@@ -23,6 +23,7 @@ from gpuscope.app import bridge, workers
 from gpuscope.app.bridge import RunBridge
 from gpuscope.app.live_model import LiveModel
 from gpuscope.app.procroles import RoleReader
+from gpuscope.app.qt_compare_session import CompareSession
 from gpuscope.app.qt_console import QtConsole
 from gpuscope.app.qt_history import QtHistory
 from gpuscope.app.qt_launch_panel import QtLaunchPanel
@@ -66,6 +67,7 @@ class MainWindow(QMainWindow):
         self._build()
         self._build_menu()
         self._connect()
+        self.compare = CompareSession(self)   # the Compare tab, File → Compare runs…, its signals
         self.panel.load(self.settings)
         geometry = self.settings.value("window/geometry")
         if isinstance(geometry, QByteArray):
@@ -215,7 +217,7 @@ class MainWindow(QMainWindow):
 
     # -- runs -----------------------------------------------------------------------------------
     def start_run(self, spec: RunSpec) -> None:
-        if self.controller.busy:
+        if self.controller.busy or self.compare.busy:
             self.show_error("a run is already in progress: stop it first")
             return
         self.panel.save(self.settings, ran=True)
@@ -232,6 +234,7 @@ class MainWindow(QMainWindow):
 
     def stop_run(self) -> None:
         self.controller.stop()
+        self.compare.stop()
 
     def _gpu_probed(self, reason: str | None) -> None:
         if not self.controller.busy and not self.model.batches:
@@ -376,7 +379,7 @@ class MainWindow(QMainWindow):
     # -- history --------------------------------------------------------------------------------
     def open_past_run(self, row: RunRow) -> None:
         """Show a stored run's plots and console (Run tab) and its timeline (Report tab)."""
-        if self.controller.busy:
+        if self.controller.busy or self.compare.busy:
             self.show_error("a run is in progress: open past runs when it has ended")
             return
         from gpuscope.app.past_run import load_past_run
@@ -413,6 +416,7 @@ class MainWindow(QMainWindow):
         self.settings.sync()
         if self.controller.busy:
             self.controller.stop()
+        self.compare.stop()
         self.cancel_tasks()
         self.timer.stop()
         workers.wait_all(20_000)

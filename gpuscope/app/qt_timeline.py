@@ -65,6 +65,7 @@ class QtTimeline(QWidget):
         self._press_view: tuple[float, int] = (0.0, 0)
         self._dragged = False
         self._auto_fit = True
+        self._extent: tuple[float, float] | None = None
         self._selected: tuple[L.Lane, L.Row, int] | None = None
         self._domains: dict[tuple[int, int], str] = {}
         self.last_paint_ms = 0.0
@@ -155,12 +156,28 @@ class QtTimeline(QWidget):
         self.update()
         self.sigViewChanged.emit(*self.view_range())
 
+    def set_extent(self, extent: tuple[float, float] | None) -> None:
+        """The time span Home fits and zoom/pan stay near (default: the timeline's own span).
+
+        Timelines stacked on one shared axis (the compare view) all get the span of the longest."""
+        self._extent = extent
+        if self._auto_fit:
+            self.fit()
+        else:
+            self._clamp()
+
+    def _span(self) -> tuple[float, float] | None:
+        if self._extent is not None:
+            return self._extent
+        return None if self._layout is None else (self._layout.t_min, self._layout.t_max)
+
     def fit(self) -> None:
         """Show everything (Home)."""
-        if self._layout is None:
+        span = self._span()
+        if span is None:
             self._apply_view(0.0, 1e9)
         else:
-            lo, hi = self._layout.t_min, self._layout.t_max
+            lo, hi = span
             pad = (hi - lo) * 0.02
             self._apply_view(lo - pad, hi + pad)
         self._auto_fit = True    # stays fitted through resizes until the user zooms or pans
@@ -187,8 +204,9 @@ class QtTimeline(QWidget):
         self.sigViewChanged.emit(*self.view_range())
 
     def _clamp(self) -> None:
-        if self._layout is not None:
-            lo, hi = self._layout.t_min, self._layout.t_max
+        span = self._span()
+        if span is not None:
+            lo, hi = span
             span = max(hi - lo, 1)
             self._nspp = min(self._nspp, span * 4.0 / self.plot_width())
             w = self._nspp * self.plot_width()
@@ -399,6 +417,8 @@ class QtTimeline(QWidget):
                 self._scroll_y = self._press_view[1] - d.y()
                 self._clamp()
                 self.update()
+                if d.x():
+                    self.sigViewChanged.emit(*self.view_range())
             return
         item = self.item_at(pos)
         if item is None and pos.x() < GUTTER:

@@ -3,6 +3,11 @@
 Fills the launch panel from the command line, presses Run, waits for the end of the run and for
 its report, shows the chosen tab, saves a picture of the window and quits with the run's exit
 status (0 when it exited cleanly, 1 otherwise, 2 when the options were refused).
+
+Comparisons: ``--compare RUN RUN …`` opens the Compare tab on recorded runs; ``--run SCRIPT
+--compare-methods fork,spawn --repeat N`` presses "Compare start methods" instead of Run. Both
+wait until the comparison is shown, timelines included (exit 0; 1 when it failed or a run of the
+series was left out of the medians).
 """
 
 from __future__ import annotations
@@ -39,8 +44,23 @@ class Scripted(QObject):
         window.show_dialogs = not (args.screenshot or args.exit_when_done)
         window.resize(*parse_size(args.size))
         window.sigErrorShown.connect(lambda text: print(f"gpuscope: {text}", file=sys.stderr, flush=True))
+        compare, methods = getattr(args, "compare", None), getattr(args, "compare_methods", None)
+        if getattr(args, "screenshot_tab", None) is None:
+            args.screenshot_tab = "compare" if compare or methods else "live"
+        self.refused = None
+        if methods and not args.run:
+            self.refused = "--compare-methods needs --run SCRIPT (the script to run under each method)"
+        elif compare and args.run:
+            self.refused = "--compare compares recorded runs; to run a script under several methods use " \
+                           "--run SCRIPT --compare-methods fork,spawn"
+        elif methods and getattr(args, "repeat", 3) < 1:
+            self.refused = "--repeat takes a count of 1 or more"
         if args.run:
             self._fill(window.panel)
+        if methods:
+            for m, box in window.panel.compare_methods.items():
+                box.setChecked(m in methods)
+            window.panel.repeat.setValue(args.repeat)
 
     def _fill(self, panel: Any) -> None:
         a = self.args
@@ -60,7 +80,15 @@ class Scripted(QObject):
     # -- the sequence ---------------------------------------------------------------------------
     def begin(self) -> None:
         w, a = self.window, self.args
-        if a.open:
+        if self.refused:
+            print(f"gpuscope: {self.refused}", file=sys.stderr, flush=True)
+            self.exit_code = 2
+            self.ended = True
+            QTimer.singleShot(0, self._quit)
+            return
+        if getattr(a, "compare", None) or getattr(a, "compare_methods", None):
+            self._begin_compare()
+        elif a.open:
             w.sigReportLoaded.connect(lambda _r: self._finish())
             w.sigReportFailed.connect(lambda _t: self._finish(code=1))
             w.load_report(a.open, switch=True)
@@ -78,6 +106,26 @@ class Scripted(QObject):
                 QTimer.singleShot(100, w.panel._on_run)
         else:
             QTimer.singleShot(300, self._finish)
+
+    def _begin_compare(self) -> None:
+        w, a = self.window, self.args
+        w.compare.sigShown.connect(self._compared)
+        w.compare.controller.sigFailed.connect(lambda _t: self._finish(code=1))
+        if a.compare:
+            QTimer.singleShot(100, lambda: w.compare.compare_ids(list(a.compare)))
+            return
+        w.panel.sigError.connect(lambda _t: self._finish(code=2))
+        if a.screenshot_delay is not None:     # a picture S seconds into the series' first run
+            w.compare.controller.sigRunStarted.connect(
+                lambda *_r: QTimer.singleShot(int(a.screenshot_delay * 1000), self._shoot))
+        if a.screenshot and a.screenshot_tab == "launch":
+            QTimer.singleShot(200, self._shoot)
+            QTimer.singleShot(400, w.panel._on_compare)
+        else:
+            QTimer.singleShot(100, w.panel._on_compare)
+
+    def _compared(self, comparison: Any) -> None:
+        self._finish(code=1 if comparison.left_out else 0)
 
     def _run_ended(self, result: Any) -> None:
         self.exit_code = 0 if result.status == "exited" else 1
@@ -126,6 +174,8 @@ class Scripted(QObject):
             w.tabs.blockSignals(False)
         elif tab == "cleanup":
             w.tabs.setCurrentWidget(w.cleanup)
+        elif tab == "compare":
+            w.tabs.setCurrentWidget(w.compare.view)
 
     def _shoot(self) -> None:
         if not self.args.screenshot or self.shot_taken:

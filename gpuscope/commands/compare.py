@@ -1,74 +1,204 @@
-"""``gpuscope compare``: two runs side by side (fork vs spawn, before vs after)."""
+"""``gpuscope compare``: runs side by side, with a verdict that never calls noise a result.
+
+Two forms (docs/COMPARE.md):
+
+* ``gpuscope compare RUN_A RUN_B [RUN_C ...]`` compares recorded runs;
+* ``gpuscope compare --start-methods fork,spawn[,forkserver] [--repeat N] [run options] SCRIPT
+  [ARGS...]`` runs SCRIPT under each method, alternated, then compares.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict
+import signal
+import sys
 from typing import Any
 
 from gpuscope.errors import UserError
 
+DESCRIPTION = (
+    "Compare runs side by side. Either give recorded run ids (RUN_A RUN_B [RUN_C ...]), or "
+    "--start-methods fork,spawn[,forkserver] and a script: gpuscope runs it under each method, "
+    "alternated (A B A B …) --repeat times, and compares. A difference is called a result only when "
+    "the repeats' min–max ranges do not overlap (beyond noise)."
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_a", help="run id (or unique prefix), e.g. the fork run")
-    p.add_argument("run_b", help="run id (or unique prefix), e.g. the spawn run")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--top", type=int, default=15, help="range names to show")
+    from gpuscope.spec import NsysOptions
+
+    p.add_argument("--start-methods", metavar="M1,M2[,M3]",
+                   help="run SCRIPT under these start methods (fork, spawn, forkserver) and compare")
+    p.add_argument("--repeat", type=int, default=3, help="runs per start method (default 3; alternated)")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON on the last line of stdout")
+    p.add_argument("--markdown", metavar="FILE", help="also write the comparison as Markdown to FILE")
+    p.add_argument("--top", type=int, default=15, help="range names to show (default 15)")
+    g = p.add_argument_group("run options (with --start-methods)")
+    g.add_argument("--python", help="interpreter to run the script with (default: this one)")
+    g.add_argument("--cwd", help="working directory")
+    g.add_argument("--annotate", action="append", default=[], metavar="MODULE:QUALNAME",
+                   help="add a range around matching functions (globs allowed); repeatable")
+    g.add_argument("--interval", type=float, default=0.1, help="telemetry sampling interval in s (0.02-1)")
+    g.add_argument("--output-cap-mb", type=float, default=None, metavar="MB",
+                   help="keep at most MB of each saved output stream")
+    g.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    g.add_argument("--nsys", action="store_true", help="record each run under nsys profile")
+    g.add_argument("--nsys-trace", default=",".join(NsysOptions.trace), help="nsys --trace list")
+    g.add_argument("--nsys-arg", action="append", default=[], help="extra argument for nsys profile; repeatable")
+    g.add_argument("--nsys-fork", choices=("auto", "on", "off"), default="auto",
+                   help="--trace-fork-before-exec (auto: on for fork runs)")
+    g.add_argument("--nsys-timeout", type=float, default=NsysOptions.timeout_s,
+                   help="limit in seconds for nsys after each program ended")
+    p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE [ARGS]",
+                   help="with --start-methods: run a module as `python -m MODULE`")
+    p.add_argument("script", nargs="?", metavar="RUN_A|SCRIPT",
+                   help="a run id (or unique prefix), or with --start-methods the script to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, metavar="RUN_B ...|ARGS",
+                   help="more run ids, or with --start-methods the script's arguments")
 
 
-def _fmt(value: Any, unit: str = "") -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.2f}{unit}"
-    return f"{value:,}{unit}"
-
-
-def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}×"
+def _recorded_ids(args: argparse.Namespace) -> list[str]:
+    """The run ids; options written after them (``A B --json``) are taken out of the ids."""
+    rest = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    rest.add_argument("--json", action="store_true")
+    rest.add_argument("--markdown")
+    rest.add_argument("--top", type=int)
+    try:
+        extra, unknown = rest.parse_known_args(list(args.args))
+    except (argparse.ArgumentError, SystemExit):
+        raise UserError("compare: bad option after the run ids (see gpuscope compare --help)") from None
+    args.json = args.json or extra.json
+    args.markdown = extra.markdown or args.markdown
+    args.top = extra.top if extra.top is not None else args.top
+    bad = [u for u in unknown if u.startswith("-")]
+    if bad:
+        raise UserError(f"compare: {bad[0]} is an option of a run (use it with --start-methods SCRIPT)")
+    if args.module is not None:
+        raise UserError("compare: -m MODULE needs --start-methods (to compare recorded runs, give run ids)")
+    ids = ([args.script] if args.script else []) + unknown
+    if len(set(ids)) < 2:
+        raise UserError("compare needs at least two run ids (see `gpuscope history`), or --start-methods "
+                        "fork,spawn SCRIPT to run and compare")
+    return ids
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuscope.analysis.comparison import figures, range_rows, ratio
-    from gpuscope.store import db
-    from gpuscope.store import runs as store_runs
+    if args.start_methods:
+        comp, code = _run_series(args)
+        if comp is None:
+            return code
+    else:
+        from gpuscope.analysis.comparison import compare_recorded
 
-    loaded = []
-    with db.connect() as conn:
-        for run_id in (args.run_a, args.run_b):
-            row = store_runs.get_run(conn, run_id)
-            if row is None:
-                raise UserError(f"no run {run_id!r} in the store (see `gpuscope history`)")
-            label = row.start_method if row.launcher == "python" else f"torchrun×{row.spec.get('nproc')}"
-            loaded.append(figures(row.id, row.run_dir, row.summary, label))
-    a, b = loaded
-    rows = range_rows(a, b)
+        comp, code = compare_recorded(_recorded_ids(args)), 0
+    if args.markdown:
+        try:
+            with open(args.markdown, "w", encoding="utf-8") as fh:
+                fh.write(comp.to_markdown())
+        except OSError as exc:
+            raise UserError(f"cannot write {args.markdown}: {exc.strerror or exc}") from None
     if args.json:
-        print(json.dumps({"a": asdict(a), "b": asdict(b), "ranges": rows}, default=lambda o: asdict(o)))
-        return 0
-    lines = [f"{'':<28} {'A: ' + a.label:>22} {'B: ' + b.label:>22} {'B/A':>8}",
-             f"{'run':<28} {a.run_id:>22} {b.run_id:>22}"]
-    for title, va, vb, unit in (
-        ("wall time", a.duration_s, b.duration_s, " s"),
-        ("child start-up (median)", a.child_startup_ms, b.child_startup_ms, " ms"),
-        ("child start → first range", a.first_task_ms, b.first_task_ms, " ms"),
-        ("CPU time, all processes", a.cpu_seconds, b.cpu_seconds, " s"),
-        ("peak RSS, summed", a.peak_rss_bytes and a.peak_rss_bytes / 2**20,
-         b.peak_rss_bytes and b.peak_rss_bytes / 2**20, " MiB"),
-    ):
-        lines.append(f"{title:<28} {_fmt(va, unit):>22} {_fmt(vb, unit):>22} {_ratio(ratio(va, vb)):>8}")
-    for fig in (a, b):
-        if fig.sampled:
-            lines.append(f"run {fig.run_id}: {' and '.join(fig.sampled)} of some processes sampled at 10 Hz "
-                         "(not measured by the process itself); the rest exact")
-    roles = sorted(set(a.processes) | set(b.processes))
-    lines.append("processes: " + ", ".join(f"{r} {a.processes.get(r, 0)}→{b.processes.get(r, 0)}" for r in roles))
+        sys.stdout.write(json.dumps(comp.to_json()) + "\n")
+        sys.stdout.flush()
+    else:
+        print(format_text(comp, args.top))
+    return code
+
+
+def _run_series(args: argparse.Namespace) -> tuple[Any, int]:
+    from gpuscope.analysis.comparison import compare_runs
+    from gpuscope.commands.run import spec_from_args
+    from gpuscope.runs.series import StartMethodSeries, parse_methods
+
+    methods = parse_methods(args.start_methods)
+    args.start_method, args.launcher, args.nproc = "default", "python", 1
+
+    def say(message: str) -> None:
+        if not args.quiet:
+            print(f"gpuscope: {message}", file=sys.stderr, flush=True)
+
+    def progress(i: int, n: int, method: str, rep: int) -> None:
+        say(f"run {i} of {n}: {method}, repeat {rep}")
+
+    cap = None if args.output_cap_mb is None else int(max(args.output_cap_mb, 0) * 1024 * 1024)
+    series = StartMethodSeries(spec_from_args(args), methods, args.repeat, progress=progress,
+                               run_kwargs={"output_cap_bytes": cap})
+    presses = {"n": 0}
+
+    def on_signal(_signum: int, _frame: Any) -> None:
+        presses["n"] += 1
+        if presses["n"] == 1:
+            say("stopping the series (Ctrl-C again to kill the run at once)")
+        series.stop()
+
+    old_int = signal.signal(signal.SIGINT, on_signal)
+    old_term = signal.signal(signal.SIGTERM, on_signal)
+    try:
+        groups = series.run()
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+    for result in series.results:
+        if result.status.value != "exited":
+            say(f"run {result.run_id} {result.status.value}" + (f": {result.error}" if result.error else "")
+                + f" (its output: {result.run_dir})")
+    done = sum(len(v) for v in groups.values())
+    if series.stopped:
+        say(f"series stopped after {done} of {len(series.plan())} runs")
+        if sum(1 for ids in groups.values() if ids) < 2:
+            print("gpuscope: nothing to compare: the series was stopped before two start methods had a run",
+                  file=sys.stderr, flush=True)
+            return None, 130
+    comp = compare_runs({label: ids for label, ids in groups.items() if ids})
+    return comp, 130 if series.stopped else 0
+
+
+# -- text -------------------------------------------------------------------------------------------
+def _noise(beyond: bool, spreads: Any) -> str:
+    """BEYOND noise, within noise, or "1 run" when some label has a single run (the rule cannot tell)."""
+    if beyond:
+        return "BEYOND"
+    return "within" if all(s is None or s.n >= 2 for s in spreads) else "1 run"
+
+
+def format_text(comp: Any, top: int = 15) -> str:
+    from gpuscope.analysis.verdict import fmt, fmt_spread
+
+    labels = comp.labels
+    width = max(30, *(len(label) + 2 for label in labels))
+    lines = [f"verdict: {comp.verdict}"]
+    for w in comp.warnings:
+        lines.append(f"warning: {w}")
     lines.append("")
-    lines.append(f"{'range':<34} {'A count':>8} {'A total ms':>11} {'B count':>8} {'B total ms':>11} {'B/A':>7}")
-    for r in rows[: args.top]:
-        lines.append(f"{r['name'][:34]:<34} {r['a_count']:>8} {r['a_total_ns'] / 1e6:>11.2f} "
-                     f"{r['b_count']:>8} {r['b_total_ns'] / 1e6:>11.2f} {_ratio(r['ratio']):>7}")
-    print("\n".join(lines))
-    return 0
+    head = f"{'':<34}" + "".join(f"{label:>{width}}" for label in labels) + f"{labels[1] + '/' + labels[0]:>14}  noise"
+    lines.append(head)
+    lines.append(f"{'runs':<34}" + "".join(f"{len(comp.usable_runs(label)):>{width}}" for label in labels))
+    for m in comp.metrics:
+        cells = "".join(f"{fmt_spread(m.values.get(label), m.unit):>{width}}" for label in labels)
+        r = "-" if m.ratio is None else f"{m.ratio:.2f}×"
+        lines.append(f"{m.title[:33]:<34}{cells}{r:>14}  {_noise(m.beyond_noise, m.values.values())}")
+    for note in comp.notes:
+        lines.append(f"note: {note}")
+    if comp.ranges:
+        lines.append("")
+        lines.append(f"{'range (count, total)':<34}" + "".join(f"{label:>{width}}" for label in labels)
+                     + f"{'ratio':>14}  noise")
+        for r in comp.ranges[:top]:
+            cells = "".join(f"{str(r.values[label]['count']) + ', ' + fmt(r.values[label]['total_ns'] / 1e6, 'ms'):>{width}}"
+                            for label in labels)
+            ratio = "-" if r.ratio is None else f"{r.ratio:.2f}×"
+            runs = min(v["n"] for v in r.values.values())
+            lines.append(f"{r.name[:33]:<34}{cells}{ratio:>14}  "
+                         f"{'BEYOND' if r.beyond_noise else 'within' if runs >= 2 else '1 run'}")
+        if len(comp.ranges) > top:
+            lines.append(f"... {len(comp.ranges) - top} more (--top)")
+    if comp.startup:
+        lines.append("")
+        lines.append("start-up of each worker (ms since the parent's start() call; representative run):")
+        for w in comp.startup:
+            phases = ", ".join(f"{name} {ms:.1f}" for name, ms in w.phases[1:])
+            lines.append(f"  {w.label:<12} pid {w.pid:<8} {w.role:<16} {phases}")
+    lines.append("")
+    lines.append("runs: " + "; ".join(f"{label}: {' '.join(ids)}" for label, ids in comp.runs.items()))
+    return "\n".join(lines)

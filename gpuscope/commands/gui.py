@@ -14,7 +14,7 @@ from gpuscope.spec import LAUNCHERS, START_METHODS
 
 DESCRIPTION = ("Open the gpuscope window. With --run SCRIPT, run it at once; with --screenshot, save "
                "a picture of the window when the run and its report are done (for docs and CI).")
-SHOT_TABS = ("launch", "live", "processes", "console", "timeline", "report", "history", "cleanup")
+SHOT_TABS = ("launch", "live", "processes", "console", "timeline", "report", "history", "cleanup", "compare")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -29,11 +29,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cwd", help="working directory")
     g.add_argument("--annotate", action="append", default=[], metavar="MODULE:QUALNAME")
     g.add_argument("--nsys", action="store_true", help="record the run under nsys profile")
+    c = p.add_argument_group("compare")
+    c.add_argument("--compare", nargs="+", metavar="RUN", help="open the Compare tab on these recorded runs "
+                   "(ids or unique prefixes; runs that differ only by start method are grouped by it)")
+    c.add_argument("--compare-methods", metavar="M1,M2[,M3]", type=_methods,
+                   help="with --run: run the script under each start method, alternated, and compare them "
+                        "(e.g. fork,spawn)")
+    c.add_argument("--repeat", type=int, default=3, metavar="N", help="with --compare-methods: runs per "
+                   "method (default 3)")
     s = p.add_argument_group("scripted screenshots")
     s.add_argument("--screenshot", metavar="OUT.png", help="save a picture of the window when the run "
                    "(or --open) and its report are done")
-    s.add_argument("--screenshot-tab", choices=SHOT_TABS, default="live",
-                   help="what to show in the picture (launch: the filled panel, before the run starts)")
+    s.add_argument("--screenshot-tab", choices=SHOT_TABS, default=None,
+                   help="what to show in the picture (launch: the filled panel, before the run starts); "
+                        "default: compare with --compare/--compare-methods, else live")
     s.add_argument("--screenshot-delay", type=float, metavar="S",
                    help="take the picture S seconds after the run started (a live view mid-run)")
     s.add_argument("--size", default="1280x800", metavar="WxH", help="window size for the picture")
@@ -41,6 +50,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "screenshot are done; the exit code is the run's (0 ok, 1 failed)")
     p.add_argument("--settings", metavar="FILE.ini", help=argparse.SUPPRESS)
     p.add_argument("--quit-after-show", action="store_true", help=argparse.SUPPRESS)
+
+
+def _methods(text: str) -> list[str]:
+    from gpuscope.errors import UserError
+    from gpuscope.runs.series import parse_methods
+
+    try:
+        return parse_methods(text)
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc).replace("--start-methods", "--compare-methods")) from None
 
 
 def run(args: argparse.Namespace) -> int:

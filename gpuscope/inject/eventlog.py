@@ -163,6 +163,12 @@ class State:
         self.buf.append("I\t%d\t%s\n" % (now(), _dumps(info, default=str)))
         self.flush()
 
+    def child_started(self, t_call, t_return, pid):
+        """A multiprocessing child started by this process: a C line, on disk within FLUSH_NS."""
+        self.buf.append("C\t%d\t%d\t%d\n" % (t_call, t_return, pid))
+        if t_return > self.next_flush:
+            self.flush()
+
     def emit(self, info):
         """For periodic reporters (torch memory): an I line, on disk within FLUSH_NS."""
         t = now()

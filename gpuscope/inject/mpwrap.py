@@ -16,7 +16,7 @@ import functools
 import os
 import sys
 
-from .eventlog import STATE, safe
+from .eventlog import STATE, now, safe
 from .frames import hide_frames
 from .procname import WORKER_ROLES, child_role, set_process_name, short_role
 from . import annotate_patterns
@@ -83,13 +83,25 @@ def patch_process(process_module):
 
     def start_(self, *args, **kwargs):
         annotate_patterns.apply_to_main()
+        t_call = now()
         try:
-            return start(self, *args, **kwargs)
+            result = start(self, *args, **kwargs)
         except BaseException as exc:
             hide_frames(exc)
             raise
+        _child_started(t_call, self)
+        return result
 
     base.start = _disguise(start_, start)
+
+
+@safe("recording a child's start")
+def _child_started(t_call, proc):
+    """A C line: when ``Process.start()`` was called and returned, and the child's pid (the
+    reference of the child's start-up phases, docs/EVENTS.md)."""
+    pid = getattr(proc, "pid", None)
+    if pid:
+        STATE.child_started(t_call, now(), pid)
 
 
 def _exit_through_libc(code):

@@ -68,6 +68,8 @@ class ProcessEvents:
     exit: dict[str, Any] | None = None
     end_ns: int | None = None
     truncated: bool = False
+    info_times: list[tuple[int, dict[str, Any]]] = field(default_factory=list)   # (t, I line), in order
+    children: list[tuple[int, int, int]] = field(default_factory=list)  # C lines: (t_call, t_return, pid)
 
     @property
     def pid(self) -> int:
@@ -183,7 +185,11 @@ def read_log(path: str | os.PathLike[str]) -> ProcessEvents | None:
                 pe.marks.append((int(parts[1]), int(parts[2]), int(parts[3])))
             elif tag == "I":
                 last = max(last, int(parts[1]))
-                pe.info.update(json.loads(parts[2]))
+                update = json.loads(parts[2])
+                pe.info.update(update)
+                pe.info_times.append((int(parts[1]), update))
+            elif tag == "C":
+                pe.children.append((int(parts[1]), int(parts[2]), int(parts[3])))
             elif tag == "X":
                 pe.end_ns = int(parts[1])
                 pe.exit = json.loads(parts[2])

@@ -1,4 +1,4 @@
-"""`gpuscope compare`: a fork run and a spawn run of the same script, side by side."""
+"""`gpuscope compare RUN_A RUN_B`: recorded runs side by side (fork vs spawn), and bad input."""
 
 from __future__ import annotations
 
@@ -7,26 +7,48 @@ import json
 from tests.runs.helpers import gpuscope, script, summary
 
 
-def test_compare_fork_and_spawn(run_env):
+def _last_json(proc):
+    return json.loads(proc.stdout.rstrip(b"\n").rsplit(b"\n", 1)[-1])
+
+
+def test_compare_recorded_fork_and_spawn(run_env):
     ids = {}
     for method in ("fork", "spawn"):
         proc = gpuscope("run", "--json", "--quiet", "--start-method", method, script("pool_nvtx.py"), env=run_env)
         ids[method] = summary(proc)["run_id"]
-    out = gpuscope("compare", "--json", ids["fork"], ids["spawn"], env=run_env)
+    out = gpuscope("compare", ids["fork"], ids["spawn"], "--json", env=run_env)   # --json after the ids
     assert out.returncode == 0, out.stderr.decode()
-    data = json.loads(out.stdout)
-    assert data["a"]["label"] == "fork" and data["b"]["label"] == "spawn"
-    assert data["a"]["processes"]["pool worker"] == 2 and data["b"]["processes"]["pool worker"] == 2
-    assert "resource tracker" in data["b"]["processes"]
+    data = _last_json(out)
+    # two runs that differ only by start method are labelled by it
+    assert data["runs"] == {"fork": [ids["fork"]], "spawn": [ids["spawn"]]}
+    metrics = {m["name"]: m for m in data["metrics"]}
+    for name in ("wall_s", "child_startup_ms", "first_task_ms", "cpu_s", "peak_rss_bytes"):
+        assert set(metrics[name]["values"]) == {"fork", "spawn"}, name
+    assert metrics["processes[pool worker]"]["values"]["fork"]["median"] == 2
+    assert metrics["processes[pool worker]"]["values"]["spawn"]["median"] == 2
+    assert metrics["processes[resource tracker]"]["values"]["spawn"]["median"] == 1
     # a spawn child starts a fresh interpreter: its start-up is slower than a fork child's
-    assert data["b"]["child_startup_ms"] > data["a"]["child_startup_ms"]
+    startup = metrics["child_startup_ms"]["values"]
+    assert startup["spawn"]["median"] > startup["fork"]["median"]
     rows = {r["name"]: r for r in data["ranges"]}
-    assert rows["expensive_op"]["a_count"] == 3 and rows["expensive_op"]["b_count"] == 3
+    assert rows["expensive_op"]["values"]["fork"]["count"] == 3
+    assert rows["expensive_op"]["values"]["spawn"]["count"] == 3
+    # one run each: the verdict says that it cannot tell a difference from noise, and no metric is "beyond"
+    assert "cannot separate a difference from noise" in data["verdict"]
+    assert not any(m["beyond_noise"] for m in data["metrics"])
     text = gpuscope("compare", ids["fork"][:-1], ids["spawn"], env=run_env)
-    assert text.returncode == 0 and b"child start-up" in text.stdout
+    assert text.returncode == 0 and b"Child start-up" in text.stdout and b"verdict:" in text.stdout
 
 
 def test_compare_unknown_run(run_env):
     out = gpuscope("compare", "nope", "nada", env=run_env)
     assert out.returncode == 2 and out.stderr.decode().count("\n") == 1
     assert "no run 'nope'" in out.stderr.decode()
+
+
+def test_compare_needs_two_runs(run_env):
+    for argv in (("compare",), ("compare", "only-one"), ("compare", "same", "same")):
+        out = gpuscope(*argv, env=run_env)
+        assert out.returncode == 2 and out.stderr.decode().count("\n") == 1, argv
+        assert "at least two run ids" in out.stderr.decode()
+        assert b"Traceback" not in out.stderr
