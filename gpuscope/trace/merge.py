@@ -1,0 +1,136 @@
+"""Several timelines (one per node of a job) as one: times moved onto one clock, pids made unique.
+
+Each part comes with ``shift_ns`` (added to every time of the part: its own base and clock offset
+moved onto the merged timeline's base) and is given a block of new pids: pids of different hosts
+may be equal, so the merged timeline numbers processes 1, 2, ... part after part, and
+``pid_of[(part, pid)]`` says which new pid a process got. Strings are re-interned into one table.
+Ranges keep their nesting depths (depth is per process and thread, which the merge keeps apart).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from gpuscope.trace import timeline as T
+
+_TIME_COLUMNS = ("start_ns", "end_ns")
+_STRING_COLUMNS = ("name_id", "short_name_id")
+_TABLES = ("processes", "threads", "ranges", "marks", "domains", "kernels", "memops", "cuda_api", "osrt")
+
+
+@dataclass
+class Merged:
+    timeline: T.Timeline
+    pid_of: dict[tuple[int, int], int]     # (part index, original pid) -> merged pid
+
+
+def _pids(tl: T.Timeline) -> np.ndarray:
+    cols = [getattr(tl, t).pid for t in _TABLES] + [tl.nvtx_pids]
+    return np.unique(np.concatenate([np.asarray(c, np.int64) for c in cols])) if cols else np.zeros(0, np.int64)
+
+
+def merge(parts: list[tuple[T.Timeline, int]]) -> Merged:
+    """``parts``: (timeline, shift_ns) each; the result's ``t = 0`` is where each shift put it."""
+    out = T.Timeline()
+    tables: dict[str, list] = {t: [] for t in _TABLES}
+    nvtx_pids, pid_of, next_pid = [], {}, 1
+    ends, last_nvtx = [], []
+    for index, (tl, shift) in enumerate(parts):
+        old = _pids(tl)
+        new = np.arange(next_pid, next_pid + len(old), dtype=np.int64)
+        next_pid += len(old)
+        pid_of.update({(index, int(o)): int(n) for o, n in zip(old.tolist(), new.tolist())})
+        lut = np.array([out.strings.intern(s) for s in tl.strings.values] or [0], dtype=np.int32)
+        for name in _TABLES:
+            table = getattr(tl, name)
+            if not len(table):
+                continue
+            cols = {}
+            for f in fields(table):
+                v = getattr(table, f.name)
+                if f.name in _TIME_COLUMNS:
+                    v = v + np.int64(shift)
+                elif f.name == "pid":
+                    v = new[np.searchsorted(old, v)].astype(v.dtype)
+                elif f.name in _STRING_COLUMNS:
+                    v = np.where(v >= 0, lut[np.clip(v, 0, None)], -1).astype(v.dtype)
+                cols[f.name] = v
+            tables[name].append(type(table)(**cols))
+        if len(tl.nvtx_pids):
+            nvtx_pids.append(new[np.searchsorted(old, tl.nvtx_pids)].astype(np.int32))
+        if tl.duration_ns is not None:
+            ends.append(int(tl.duration_ns) + shift)
+        if tl.nvtx_last_ns is not None:
+            last_nvtx.append(int(tl.nvtx_last_ns) + shift)
+        out.notes.extend(tl.notes)
+    for name in _TABLES:
+        setattr(out, name, type(getattr(out, name)).concat(tables[name]))
+    out.nvtx_pids = np.concatenate(nvtx_pids) if nvtx_pids else np.zeros(0, np.int32)
+    out.duration_ns = max(ends) if ends else None
+    out.nvtx_last_ns = max(last_nvtx) if last_nvtx else None
+    return Merged(out, pid_of)
+
+
+def step_stats(tl: T.Timeline, pid_rank: dict[int, int], step: str | None = None) -> dict | None:
+    """Stragglers: per rank, the durations of one repeated range (the step), and their spread.
+
+    ``step`` None: the range name every rank has at least twice with the largest total time.
+    Returns None when no range name is common to all ranks (or ``step`` is not a range name).
+    """
+    r = tl.ranges
+    if not pid_rank or not len(r):
+        return None
+    pids = np.array(sorted(pid_rank), dtype=np.int64)
+    pos = np.clip(np.searchsorted(pids, r.pid), 0, len(pids) - 1)
+    of_rank = (pids[pos] == r.pid) & (r.name_id >= 0)
+    sid = _common_step(tl, pos, of_rank, len(pids)) if step is None else tl.strings.lookup(step)
+    if sid is None or sid < 0:
+        return None
+    sel = np.flatnonzero(of_rank & (r.name_id == sid))
+    start = r.start_ns[sel]
+    span = int(start.max() - start.min()) + 1 if len(sel) else 1
+    if span * len(pids) < 2**62:      # one int64 key (rank, start): a plain sort, faster than lexsort
+        order = sel[np.argsort(pos[sel].astype(np.int64) * span + (start - start.min()))]
+    else:
+        order = sel[np.lexsort((start, pos[sel]))]
+    which = pos[order]
+    cuts = np.flatnonzero(np.diff(which)) + 1
+    rows, ends_by_rank = [], {}
+    for chunk in np.split(order, cuts) if len(order) else []:
+        rank = pid_rank[int(pids[pos[chunk[0]]])]
+        dur = (r.end_ns[chunk] - r.start_ns[chunk]).astype(np.int64)
+        ends_by_rank[rank] = r.end_ns[chunk]
+        rows.append({"rank": rank, "count": int(len(dur)), "median_ns": int(np.median(dur)),
+                     "mean_ns": int(dur.mean()), "max_ns": int(dur.max()), "total_ns": int(dur.sum())})
+    if not rows:
+        return None
+    rows.sort(key=lambda x: x["rank"])
+    medians = np.array([x["median_ns"] for x in rows], dtype=np.int64)
+    slow, fast = rows[int(medians.argmax())], rows[int(medians.argmin())]
+    n = min(len(e) for e in ends_by_rank.values())
+    skew = None
+    if n and len(ends_by_rank) > 1:      # the k-th step of every rank: how far apart their ends are
+        ends = np.stack([e[:n] for e in ends_by_rank.values()])
+        skew = int(np.median(ends.max(axis=0) - ends.min(axis=0)))
+    return {"step": tl.strings.values[sid], "ranks": rows, "spread_ns": int(medians.max() - medians.min()),
+            "slowest_rank": slow["rank"], "fastest_rank": fast["rank"],
+            "slowest_over_fastest": round(slow["median_ns"] / max(fast["median_ns"], 1), 3),
+            "end_skew_median_ns": skew}
+
+
+def _common_step(tl: T.Timeline, pos: np.ndarray, of_rank: np.ndarray, n_pids: int) -> int | None:
+    """The string id of the range name every rank has twice or more, with the largest total time."""
+    r = tl.ranges
+    width = len(tl.strings)
+    if not of_rank.any() or not width:
+        return None
+    key = pos[of_rank].astype(np.int64) * width + r.name_id[of_rank]
+    counts = np.bincount(key, minlength=n_pids * width).reshape(n_pids, width)
+    total = np.bincount(key, weights=(r.end_ns[of_rank] - r.start_ns[of_rank]).astype(np.float64),
+                        minlength=n_pids * width).reshape(n_pids, width).sum(axis=0)
+    common = (counts >= 2).all(axis=0)
+    if not common.any():
+        return None
+    return int(np.flatnonzero(common)[np.argmax(total[common])])
