@@ -113,10 +113,10 @@ def _zero_on_reference(node: NodeRun, tl: T.Timeline) -> int | None:
     return None
 
 
-def load_job(job_dir: Path, load_export: Callable[[Path, Path], Any], *, job_id: str | None = None,
-             step: str | None = None):
-    """The merged :class:`gpuscope.nsys.report.Report` of a job folder (``report.job`` says the rest)."""
-    from gpuscope.nsys.report import Report
+def merge_job(job_dir: Path, load_export: Callable[[Path, Path], Any], *, job_id: str | None = None,
+              step: str | None = None) -> dict[str, Any]:
+    """The fields of the merged :class:`gpuscope.nsys.report.Report` of a job folder (``job`` says the
+    rest); ``load_export(export, node_folder)`` opens a node's nsys export (``load_report``)."""
     from gpuscope.trace import merge, summary
 
     job_id, nodes, notes = read_nodes(job_dir, job_id)
@@ -162,7 +162,7 @@ def load_job(job_dir: Path, load_export: Callable[[Path, Path], Any], *, job_id:
             notes.append(f"node {node.node_rank}: clock offset not measured ({node.clock['error']}); "
                          "its wall clock is taken as it is")
     first_rep = next((rep for _, _, rep in loaded if rep is not None), None)
-    return Report(path=job_dir, sqlite_path=None, nsys_version=getattr(first_rep, "nsys_version", None),
+    return dict(path=job_dir, sqlite_path=None, nsys_version=getattr(first_rep, "nsys_version", None),
                   schema_version=getattr(first_rep, "schema_version", None),
                   naming=getattr(first_rep, "naming", "plain"), summaries=sums, processes=processes,
                   findings=[f for _, _, rep in loaded if rep is not None for f in rep.findings],
@@ -171,7 +171,7 @@ def load_job(job_dir: Path, load_export: Callable[[Path, Path], Any], *, job_id:
 
 def _lane_name(node: NodeRun, row: dict, current: str) -> str:
     what = f"rank {row['rank']}" if row.get("rank") is not None else (row.get("role") or current)
-    return f"node {node.node_rank} {what} · pid {row.get('pid', '?')}"
+    return f"node {node.node_rank} {what} · pid {row.get('pid', '?')} · {node.host}"
 
 
 def _job_dict(job_dir: Path, job_id: str, loaded: list, tl: T.Timeline, pid_rank: dict[int, int],

@@ -91,8 +91,8 @@ def load_job(job_dir: Path, job_id: str | None = None, step: str | None = None) 
     """A job folder of node runs (``gpuscope run --job-dir``), merged: :mod:`gpuscope.nsys.job`."""
     from gpuscope.nsys import job
 
-    return job.load_job(Path(job_dir), lambda export, node_dir: load_report(export, run_dir=node_dir),
-                        job_id=job_id, step=step)
+    return Report(**job.merge_job(Path(job_dir), lambda export, node_dir: load_report(export, run_dir=node_dir),
+                                  job_id=job_id, step=step))
 
 
 def load_run(run_dir: Path, cancel: threading.Event | None = None) -> Report:
