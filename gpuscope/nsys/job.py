@@ -142,11 +142,12 @@ def merge_job(job_dir: Path, load_export: Callable[[Path, Path], Any], *, job_id
             hit = np.flatnonzero(tl.processes.pid == new)
             if len(hit):
                 tl.processes.name_id[hit[0]] = tl.strings.intern(_lane_name(node, row, tl.process_name(new)))
-    all_nsys = all(rep is not None for _, _, rep in loaded)
-    if all_nsys:
-        sums = summary.all_summaries(tl, naming=loaded[0][2].naming)
-    else:
-        sums = {"nvtx": summary.nvtx_summary(tl, "plain", source=T.SOURCE_GPUSCOPE), "kernel": [], "osrt": []}
+    first_rep = next((rep for _, _, rep in loaded if rep is not None), None)
+    naming = getattr(first_rep, "naming", "plain")
+    # NVTX: every range once, whoever recorded it (nsys on nodes that ran under --nsys, gpuscope's
+    # own records elsewhere and for processes nsys missed), as for one run folder (trace.coverage)
+    sums = summary.all_summaries(tl, naming=naming) if first_rep is not None else {"kernel": [], "osrt": []}
+    sums["nvtx"] = summary.nvtx_summary(tl, naming, source=None)
     processes = []
     for row in summary.process_table(tl):
         node, prow = who.get(row["pid"], (None, {}))
@@ -161,7 +162,9 @@ def merge_job(job_dir: Path, load_export: Callable[[Path, Path], Any], *, job_id
         if node.clock.get("error"):
             notes.append(f"node {node.node_rank}: clock offset not measured ({node.clock['error']}); "
                          "its wall clock is taken as it is")
-    first_rep = next((rep for _, _, rep in loaded if rep is not None), None)
+        rep = next(r for n, _, r in loaded if n is node)
+        if rep is not None:
+            notes.extend(f"node {node.node_rank}: {n}" for n in rep.notes)
     return dict(path=job_dir, sqlite_path=None, nsys_version=getattr(first_rep, "nsys_version", None),
                   schema_version=getattr(first_rep, "schema_version", None),
                   naming=getattr(first_rep, "naming", "plain"), summaries=sums, processes=processes,
@@ -176,18 +179,18 @@ def _lane_name(node: NodeRun, row: dict, current: str) -> str:
 
 def _job_dict(job_dir: Path, job_id: str, loaded: list, tl: T.Timeline, pid_rank: dict[int, int],
               who: dict, stragglers: dict | None) -> dict[str, Any]:
-    r = tl.ranges
-    counts = tl.range_counts()
+    from gpuscope.trace.merge import pid_extents
+
+    extents = pid_extents(tl)
     step_rows = {x["rank"]: x for x in (stragglers or {}).get("ranks", [])}
     ranks = []
     for new, rank in sorted(pid_rank.items(), key=lambda kv: kv[1]):
         node, row = who[new]
-        sel = r.pid == new
+        count, first, last = extents.get(new, (0, None, None))
         ranks.append({"rank": rank, "node": {"host": node.host, "node_rank": node.node_rank},
-                      "pid": int(row.get("pid", new)), "ranges": counts.get(new, 0),
+                      "pid": int(row.get("pid", new)), "ranges": count,
                       "range_names": sorted(row.get("range_names") or []),
-                      "first_ns": int(r.start_ns[sel].min()) if sel.any() else None,
-                      "last_ns": int(r.end_ns[sel].max()) if sel.any() else None,
+                      "first_ns": first, "last_ns": last,
                       "exit_code": row.get("exit_code"),
                       "step": step_rows.get(rank)})
     nodes = []

@@ -32,44 +32,55 @@ def _pids(tl: T.Timeline) -> np.ndarray:
 
 
 def merge(parts: list[tuple[T.Timeline, int]]) -> Merged:
-    """``parts``: (timeline, shift_ns) each; the result's ``t = 0`` is where each shift put it."""
+    """``parts``: (timeline, shift_ns) each; the result's ``t = 0`` is where each shift put it.
+
+    Each column of the result is allocated once and every part written into its slice (shifted,
+    renumbered, re-interned on the way): one copy of the data, not one per step."""
     out = T.Timeline()
-    tables: dict[str, list] = {t: [] for t in _TABLES}
-    nvtx_pids, pid_of, next_pid = [], {}, 1
-    ends, last_nvtx = [], []
-    for index, (tl, shift) in enumerate(parts):
+    pid_of: dict[tuple[int, int], int] = {}
+    maps = []                              # per part: (old pids sorted, new pids, string id lut)
+    next_pid = 1
+    for index, (tl, _shift) in enumerate(parts):
         old = _pids(tl)
         new = np.arange(next_pid, next_pid + len(old), dtype=np.int64)
         next_pid += len(old)
         pid_of.update({(index, int(o)): int(n) for o, n in zip(old.tolist(), new.tolist())})
         lut = np.array([out.strings.intern(s) for s in tl.strings.values] or [0], dtype=np.int32)
-        for name in _TABLES:
-            table = getattr(tl, name)
-            if not len(table):
-                continue
-            cols = {}
-            for f in fields(table):
-                v = getattr(table, f.name)
-                if f.name in _TIME_COLUMNS:
-                    v = v + np.int64(shift)
-                elif f.name == "pid":
-                    v = new[np.searchsorted(old, v)].astype(v.dtype)
-                elif f.name in _STRING_COLUMNS:
-                    v = np.where(v >= 0, lut[np.clip(v, 0, None)], -1).astype(v.dtype)
-                cols[f.name] = v
-            tables[name].append(type(table)(**cols))
-        if len(tl.nvtx_pids):
-            nvtx_pids.append(new[np.searchsorted(old, tl.nvtx_pids)].astype(np.int32))
-        if tl.duration_ns is not None:
-            ends.append(int(tl.duration_ns) + shift)
-        if tl.nvtx_last_ns is not None:
-            last_nvtx.append(int(tl.nvtx_last_ns) + shift)
-        out.notes.extend(tl.notes)
+        maps.append((old, new, lut))
     for name in _TABLES:
-        setattr(out, name, type(getattr(out, name)).concat(tables[name]))
-    out.nvtx_pids = np.concatenate(nvtx_pids) if nvtx_pids else np.zeros(0, np.int32)
+        tables = [getattr(tl, name) for tl, _ in parts]
+        total = sum(len(t) for t in tables)
+        cls = type(getattr(out, name))
+        if not total:
+            continue
+        cols = {}
+        for f in fields(cls):
+            first = next(getattr(t, f.name) for t in tables if len(t))
+            dest = np.empty((total, *first.shape[1:]), dtype=first.dtype)
+            at = 0
+            for (tl, shift), (old, new, lut), table in zip(parts, maps, tables):
+                n = len(table)
+                if not n:
+                    continue
+                v, d = getattr(table, f.name), dest[at:at + n]
+                if f.name in _TIME_COLUMNS:
+                    np.add(v, np.int64(shift), out=d)
+                elif f.name == "pid":
+                    d[...] = new[np.searchsorted(old, v)]
+                elif f.name in _STRING_COLUMNS:
+                    d[...] = np.where(v >= 0, lut[np.clip(v, 0, None)], -1)
+                else:
+                    d[...] = v
+                at += n
+            cols[f.name] = dest
+        setattr(out, name, cls(**cols))
+    nvtx = [new[np.searchsorted(old, tl.nvtx_pids)] for (tl, _), (old, new, _) in zip(parts, maps) if len(tl.nvtx_pids)]
+    out.nvtx_pids = np.concatenate(nvtx).astype(np.int32) if nvtx else np.zeros(0, np.int32)
+    ends = [int(tl.duration_ns) + shift for tl, shift in parts if tl.duration_ns is not None]
+    last = [int(tl.nvtx_last_ns) + shift for tl, shift in parts if tl.nvtx_last_ns is not None]
     out.duration_ns = max(ends) if ends else None
-    out.nvtx_last_ns = max(last_nvtx) if last_nvtx else None
+    out.nvtx_last_ns = max(last) if last else None
+    out.notes = [n for tl, _ in parts for n in tl.notes]
     return Merged(out, pid_of)
 
 
@@ -92,7 +103,9 @@ def step_stats(tl: T.Timeline, pid_rank: dict[int, int], step: str | None = None
     start = r.start_ns[sel]
     span = int(start.max() - start.min()) + 1 if len(sel) else 1
     if span * len(pids) < 2**62:      # one int64 key (rank, start): a plain sort, faster than lexsort
-        order = sel[np.argsort(pos[sel].astype(np.int64) * span + (start - start.min()))]
+        key = pos[sel].astype(np.int64) * span + (start - start.min())
+        # event logs come per process in start order: then the selection is in order already
+        order = sel if bool((key[1:] >= key[:-1]).all()) else sel[np.argsort(key, kind="stable")]
     else:
         order = sel[np.lexsort((start, pos[sel]))]
     which = pos[order]
@@ -118,6 +131,22 @@ def step_stats(tl: T.Timeline, pid_rank: dict[int, int], step: str | None = None
             "slowest_rank": slow["rank"], "fastest_rank": fast["rank"],
             "slowest_over_fastest": round(slow["median_ns"] / max(fast["median_ns"], 1), 3),
             "end_skew_median_ns": skew}
+
+
+def pid_extents(tl: T.Timeline) -> dict[int, tuple[int, int, int]]:
+    """pid -> (ranges, first start, last end) over all ranges, in one pass (no mask per process)."""
+    r = tl.ranges
+    if not len(r):
+        return {}
+    pids, inv = np.unique(r.pid, return_inverse=True)
+    inv = inv.reshape(-1)
+    first = np.full(len(pids), np.iinfo(np.int64).max, np.int64)
+    last = np.full(len(pids), np.iinfo(np.int64).min, np.int64)
+    np.minimum.at(first, inv, r.start_ns)
+    np.maximum.at(last, inv, r.end_ns)
+    counts = np.bincount(inv, minlength=len(pids))
+    return {int(p): (int(c), int(f), int(e)) for p, c, f, e in zip(pids.tolist(), counts.tolist(), first.tolist(),
+                                                                    last.tolist())}
 
 
 def _common_step(tl: T.Timeline, pos: np.ndarray, of_rank: np.ndarray, n_pids: int) -> int | None:
