@@ -57,7 +57,7 @@ def job(tmp_path_factory):
     port = _free_port()
     base = dict(os.environ, GPUSCOPE_HOME=str(home))
     base.pop("PYTHONPATH", None)
-    procs = []
+    procs, files = [], []
     try:
         for node in (0, 1):
             env = dict(base, **({"GPUSCOPE_TEST_CLOCK_SHIFT_NS": str(SHIFT_NS)} if node else {}))
@@ -65,18 +65,28 @@ def job(tmp_path_factory):
                     "--nnodes", "2", "--node-rank", str(node), "--rdzv-endpoint", f"localhost:{port}",
                     "--rdzv-id", "twonodes", "--rdzv-timeout", "240", "--nproc", str(NPROC),
                     "--job-dir", str(job_dir), "--cwd", str(SCRIPTS), "-m", "modpkg.ddp"]
-            procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
-        outs = []
-        deadline = time.monotonic() + 420
-        for p in procs:
-            out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-            outs.append((p.returncode, out, err))
-    except BaseException:
-        for p in procs:
-            _stop(p)
-        raise
-    for rc, out, err in outs:
-        assert rc == 0, err.decode()[-3000:]
+            out, err = (open(home / f"node{node}.{k}", "w+b") for k in ("out", "err"))
+            files.append((out, err))
+            procs.append(subprocess.Popen(argv, env=env, stdout=out, stderr=err))
+        deadline, failed = time.monotonic() + 420, None
+        while any(p.poll() is None for p in procs) and failed is None:
+            # a node that failed leaves the other waiting at the rendezvous: stop it at once
+            if any(p.returncode for p in procs):
+                failed = "a node failed"
+            elif time.monotonic() > deadline:
+                failed = "the nodes did not finish in 420 s"
+            time.sleep(0.5)
+    finally:
+        for p in procs:    # nothing left running, whatever happened
+            if p.poll() is None:
+                _stop(p)
+    outs = []
+    for p, (out, err) in zip(procs, files):
+        out.seek(0), err.seek(0)
+        outs.append((p.returncode, out.read(), err.read()))
+        out.close(), err.close()
+    tails = "\n".join(f"node {k} rc={rc}: {err.decode()[-2000:]}" for k, (rc, _, err) in enumerate(outs))
+    assert failed is None and all(rc == 0 for rc, _, _ in outs), f"{failed}\n{tails}"
     runs = [summary(subprocess.CompletedProcess([], rc, out, err)) for rc, out, err in outs]
     rep = subprocess.run([sys.executable, "-m", "gpuscope", "report", "--json", str(job_dir)], env=base,
                          capture_output=True, timeout=120)
