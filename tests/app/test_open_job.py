@@ -1,5 +1,6 @@
 """File → Open job: a job folder of node runs opens into the report view as one timeline with one
-group of lanes per node (node 0's processes first), the ranks named, the summary of all nodes."""
+group of lanes per node (node 0's processes first), the ranks named, the summary of all nodes, and
+tabs of the ranks and of the nodes with their clock offsets."""
 
 from __future__ import annotations
 
@@ -36,4 +37,12 @@ def test_open_job_shows_lanes_grouped_per_node(qtbot, tmp_path, monkeypatch):
     counts = {n: int(c.replace(",", "")) for n, c in zip(window.report_view.summary.tables["nvtx"].column_values("Name"),
                                                          window.report_view.summary.tables["nvtx"].column_values("Count"))}
     assert counts == {"train_step": 4 * 40}
+    tables = window.report_view.summary.tables
+    ranks = tables["ranks"]
+    assert ranks.column_values("Rank") == ["0", "1", "2", "3"]
+    assert ranks.column_values("Node") == ["0", "0", "1", "1"] and ranks.column_values("Ranges") == ["40"] * 4
+    assert ranks.column_values("Steps") == ["40"] * 4 and ranks.column_values("Step median (ms)") == ["0.001"] * 4
+    nodes = tables["nodes"]
+    assert nodes.column_values("Clock offset (ms)") == ["0.000", "2,000.000"]
+    assert nodes.column_values("Residual (ms)") == ["0.000", "0.002"] and nodes.column_values("Clock") == ["self", "host0:1"]
     save_shot(window, "open-job-synthetic.png", tmp_path)
