@@ -13,8 +13,10 @@ log in one events/ folder: what a single machine with all those ranks would leav
 * baseline: ``load_run`` of the one-folder run (read, timeline, summaries) of the same ranges
 * ``gpuscope report --json JOB_DIR`` as a whole process (interpreter start and imports included)
 
-and prints medians with their spread (min-max), the ratio merge / baseline, the merge time per
-million ranges, and the load average.
+and prints medians with their spread (min-max), wall and CPU (process time) for the in-process
+loads, the ratio merge / baseline, the merge time per million ranges, and the load average. The
+cost a node adds to its own run is measured too: the clock exchange (16 round trips, localhost)
+and copying one node run into the job folder (to a local folder: a lower bound for a shared one).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpuscope.nsys.report import load_job, load_run  # noqa: E402
+from gpuscope.runs import clocksync  # noqa: E402
+from gpuscope.runs.recorders.node_job import copy_run  # noqa: E402
 from tests.runs import jobfolder  # noqa: E402
 
 
@@ -73,16 +77,30 @@ def main() -> int:
         env = dict(os.environ, GPUSCOPE_HOME=str(tmp / "home"))
         env.pop("PYTHONPATH", None)
         res: dict[str, list[float]] = {"merge (load_job)": [], "baseline (load_run, one folder)": [],
-                                       "gpuscope report --json JOB_DIR": []}
-        for _ in range(args.rounds):
-            t = time.perf_counter()
+                                       "merge CPU": [], "baseline CPU": [], "gpuscope report --json JOB_DIR": [],
+                                       "clock exchange (16 round trips)": [], "copy one node run": []}
+        server = clocksync.ClockServer("127.0.0.1")
+        node0 = next(job.glob("node0-*"))
+        size = sum(f.stat().st_size for f in node0.rglob("*") if f.is_file())
+        for i in range(args.rounds):
+            t, c = time.perf_counter(), time.process_time()
             rep = load_job(job)
             res["merge (load_job)"].append(time.perf_counter() - t)
+            res["merge CPU"].append(time.process_time() - c)
             assert len(rep.timeline.ranges) == total and rep.job["stragglers"]["slowest_rank"] == 1
-            t = time.perf_counter()
+            del rep
+            t, c = time.perf_counter(), time.process_time()
             base = load_run(single)
             res["baseline (load_run, one folder)"].append(time.perf_counter() - t)
+            res["baseline CPU"].append(time.process_time() - c)
             assert len(base.timeline.ranges) == total
+            del base
+            t = time.perf_counter()
+            clocksync.measure("127.0.0.1", server.port)
+            res["clock exchange (16 round trips)"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            copy_run(node0, tmp / f"copy{i}")
+            res["copy one node run"].append(time.perf_counter() - t)
             t = time.perf_counter()
             subprocess.run([sys.executable, "-m", "gpuscope", "report", "--json", str(job)], env=env, cwd=ROOT,
                            check=True, stdout=subprocess.DEVNULL, timeout=600)
@@ -92,8 +110,14 @@ def main() -> int:
               f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end")
         for name, values in res.items():
             print(f"{name:34s} {spread(values)}")
-        ratios = [m / b for m, b in zip(res["merge (load_job)"], res["baseline (load_run, one folder)"])]
-        print(f"{'merge / baseline':34s} {statistics.median(ratios):8.2f}    ({min(ratios):.2f}-{max(ratios):.2f})")
+        server.close()
+        print(f"(one node run: {size / 1e6:.1f} MB)")
+        for what in ("", " CPU"):
+            m_key, b_key = (("merge (load_job)", "baseline (load_run, one folder)") if not what
+                            else ("merge CPU", "baseline CPU"))
+            ratios = [m / b for m, b in zip(res[m_key], res[b_key])]
+            print(f"{'merge / baseline' + what:34s} {statistics.median(ratios):8.2f}    "
+                  f"({min(ratios):.2f}-{max(ratios):.2f})")
         per_m = [m / (total / 1e6) for m in res["merge (load_job)"]]
         print(f"{'merge per million ranges':34s} {spread(per_m)}")
     finally:

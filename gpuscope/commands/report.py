@@ -74,15 +74,8 @@ def _redact(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.redact:
         return _redact(args)
-    from gpuscope.nsys.report import load_report
-
     target, run_dir = resolve(args)
-    if getattr(args, "job", None) or getattr(args, "step", None):
-        from gpuscope.nsys.job import is_job_dir
-
-        if not is_job_dir(target):
-            raise UserError(f"--job / --step are for a job folder of node runs (gpuscope run --job-dir), not {target}")
-    report = _load(target, run_dir, args) if target.is_dir() else load_report(target, run_dir=run_dir if target != run_dir else None, use_cache=not args.no_cache)
+    report = _load(target, run_dir, args)
     has_data = any(p["nvtx_ranges"] or p["marks"] or p["kernels"] for p in report.processes)
     if report.sqlite_path is not None and not has_data and "NVTX_EVENTS" not in report.tables:
         raise UserError(f"{report.sqlite_path}: no NVTX or CUDA data in this export "
@@ -104,11 +97,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _load(target: Path, run_dir: Path | None, args: argparse.Namespace):
+    """The report of ``target``: a job folder merged with ``--job`` / ``--step``, else ``load_report``."""
     from gpuscope.nsys.job import is_job_dir
     from gpuscope.nsys.report import load_job, load_report
 
+    job_id, step = getattr(args, "job", None), getattr(args, "step", None)
     if is_job_dir(target):
-        return load_job(target, job_id=getattr(args, "job", None), step=getattr(args, "step", None))
+        return load_job(target, job_id=job_id, step=step)
+    if job_id or step:
+        raise UserError(f"--job / --step are for a job folder of node runs (gpuscope run --job-dir), not {target}")
     return load_report(target, run_dir=run_dir if target != run_dir else None, use_cache=not args.no_cache)
 
 

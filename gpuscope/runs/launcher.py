@@ -53,9 +53,9 @@ def build_command(spec: RunSpec, run_id: str, run_dir: Path, base_env: dict[str,
 def _rendezvous_args(spec: RunSpec) -> list[str]:
     """``--standalone`` on one machine; a c10d rendezvous shared by the nodes of a job across nodes.
 
-    torchrun's c10d rendezvous gives each node its group rank in the order nodes join; gpuscope's
-    ``--node-rank`` names the node in the job folder (GROUP_RANK, in each rank's record, says what
-    torchrun chose). docs/MULTINODE.md."""
+    torchrun's c10d rendezvous gives each node its group rank (and so its ranks) in the order nodes
+    join; gpuscope's ``--node-rank`` names the node in the job folder, and each rank's process
+    records the RANK torchrun gave it. docs/MULTINODE.md."""
     if not spec.multinode or not spec.rdzv_endpoint:
         return ["--standalone"]
     args = ["--nnodes", str(spec.nnodes), "--node-rank", str(spec.node_rank), "--rdzv-backend", "c10d",

@@ -34,8 +34,8 @@ def test_open_job_shows_lanes_grouped_per_node(qtbot, tmp_path, monkeypatch):
     assert all(b.full_name.endswith(f" · host{i // 3}") for i, b in enumerate(timeline.layout_model.processes))
     assert [timeline.layout_model.timeline.groups[b.pid] for b in timeline.layout_model.processes] == \
         ["node 0 · host0"] * 3 + ["node 1 · host1"] * 3
-    counts = {n: int(c.replace(",", "")) for n, c in zip(window.report_view.summary.tables["nvtx"].column_values("Name"),
-                                                         window.report_view.summary.tables["nvtx"].column_values("Count"))}
+    nvtx = window.report_view.summary.tables["nvtx"]
+    counts = {n: int(c.replace(",", "")) for n, c in zip(nvtx.column_values("Name"), nvtx.column_values("Count"))}
     assert counts == {"train_step": 4 * 40}
     tables = window.report_view.summary.tables
     ranks = tables["ranks"]
@@ -44,5 +44,6 @@ def test_open_job_shows_lanes_grouped_per_node(qtbot, tmp_path, monkeypatch):
     assert ranks.column_values("Steps") == ["40"] * 4 and ranks.column_values("Step median (ms)") == ["0.001"] * 4
     nodes = tables["nodes"]
     assert nodes.column_values("Clock offset (ms)") == ["0.000", "2,000.000"]
-    assert nodes.column_values("Residual (ms)") == ["0.000", "0.002"] and nodes.column_values("Clock") == ["self", "host0:1"]
+    assert nodes.column_values("Residual (ms)") == ["0.000", "0.002"]
+    assert nodes.column_values("Clock") == ["self", "host0:1"]
     save_shot(window, "open-job-synthetic.png", tmp_path)

@@ -24,7 +24,8 @@ SHIFT = 5_000_000_000
 
 def _node(folder, node_rank, anchor, shift, processes, measured=None):
     """node.json of a node whose clock reads ``shift`` more than node 0's (``measured``: what the exchange said)."""
-    clock = {"offset_ns": shift if measured is None else measured, "residual_ns": 0 if node_rank == 0 else 10_000, "rounds": 16,
+    clock = {"offset_ns": shift if measured is None else measured,
+             "residual_ns": 0 if node_rank == 0 else 10_000, "rounds": 16,
              "reference": "self" if node_rank == 0 else "h0:1", "error": None}
     meta = {"format": 1, "job_id": "nsysjob", "node_rank": node_rank, "nnodes": 2, "nproc": 1,
             "host": f"h{node_rank}", "run_id": folder.name, "exit_code": 0,

@@ -5,7 +5,6 @@ repeated across hosts kept apart, ranks and stragglers, the CLI's text and JSON,
 from __future__ import annotations
 
 import json
-import os
 import shutil
 
 import numpy as np

@@ -105,7 +105,8 @@ def test_each_node_copies_its_run_into_the_job_folder(job):
     assert [f.split("-")[0] for f in folders] == ["node0", "node1"], folders
     host = socket.gethostname()
     for node, run in enumerate(runs):
-        assert any(n.startswith(f"node {node} of 2 ({host}): run copied to {job_dir}") for n in run["notes"]), run["notes"]
+        copied = f"node {node} of 2 ({host}): run copied to {job_dir}"
+        assert any(n.startswith(copied) for n in run["notes"]), run["notes"]
         ranks = sorted(p["rank"] for p in run["processes"] if p["role"].startswith("rank "))
         assert len(ranks) == NPROC, run["processes"]
     both = sorted(p["rank"] for run in runs for p in run["processes"] if p["rank"] is not None)
