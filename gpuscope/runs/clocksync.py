@@ -33,7 +33,7 @@ from pathlib import Path
 SHIFT_ENV = "GPUSCOPE_TEST_CLOCK_SHIFT_NS"
 ROUNDS = 16
 MAGIC = b"GSC1"
-_ANSWER = struct.Struct("<q")
+_ANSWER = struct.Struct("<4sq")      # MAGIC again, then the wall clock: a stranger's bytes are refused
 
 
 def _shift() -> int:
@@ -71,7 +71,7 @@ class ClockMeasure:
 
 
 class ClockServer:
-    """Answers each 4-byte ``GSC1`` request with its wall clock (8 bytes) until closed."""
+    """Answers each 4-byte ``GSC1`` request with ``GSC1`` and its wall clock (8 bytes) until closed."""
 
     def __init__(self, host: str = "0.0.0.0") -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -98,7 +98,7 @@ class ClockServer:
                 while not self._closed.is_set():
                     if _recv_exact(conn, len(MAGIC)) != MAGIC:
                         return
-                    conn.sendall(_ANSWER.pack(wall_ns()))
+                    conn.sendall(_ANSWER.pack(MAGIC, wall_ns()))
             except OSError:
                 return
 
@@ -134,8 +134,10 @@ def measure(host: str, port: int, rounds: int = ROUNDS, timeout_s: float = 5.0) 
         for _ in range(rounds):
             t0 = wall_ns()
             conn.sendall(MAGIC)
-            (ts,) = _ANSWER.unpack(_recv_exact(conn, _ANSWER.size))
+            magic, ts = _ANSWER.unpack(_recv_exact(conn, _ANSWER.size))
             t3 = wall_ns()
+            if magic != MAGIC:
+                raise ConnectionError("not a gpuscope clock server")
             sample = (t3 - t0, (t0 + t3) // 2 - ts)
             if best is None or sample[0] < best[0]:
                 best = sample

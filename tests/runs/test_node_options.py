@@ -133,3 +133,30 @@ def test_no_server_is_a_measure_with_an_error(tmp_path):
     path.write_text(json.dumps({"host": "127.0.0.1", "port": 1, "pid": 1}))    # a stale file: nobody listens
     m = clocksync.measure_published(path, None, wait_s=1.0, stop=stop)
     assert m.offset_ns == 0 and m.residual_ns is None and "127.0.0.1:1" in m.error
+
+
+def test_a_server_that_is_not_gpuscope_gives_no_offset(tmp_path):
+    """A stale clock file can name a port some other program now listens on: its answer is refused."""
+    import socket
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def answer() -> None:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(4)
+                conn.sendall(b"HTTP/1.1 400 Bad\r\n")
+
+    t = threading.Thread(target=answer, daemon=True)
+    t.start()
+    path = tmp_path / "clock-j.json"
+    path.write_text(json.dumps({"host": "127.0.0.1", "port": srv.getsockname()[1], "pid": 1}))
+    m = clocksync.measure_published(path, None, wait_s=1.0)
+    srv.close()
+    assert m.offset_ns == 0 and m.residual_ns is None and "not a gpuscope clock server" in m.error, m
