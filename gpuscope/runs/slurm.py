@@ -4,11 +4,13 @@ When ``gpuscope run --launcher torchrun --job-dir DIR`` runs without ``--nnodes`
 ``--rdzv-endpoint`` or ``--rdzv-id``, each absent one is read from the step's environment:
 
 ==================  ==============================================================================
-``--nnodes``        ``SLURM_JOB_NUM_NODES`` (else ``SLURM_NNODES``)
+``--nnodes``        ``SLURM_STEP_NUM_NODES`` (the srun step's), else ``SLURM_NNODES``, else
+                    ``SLURM_JOB_NUM_NODES``
 ``--node-rank``     ``SLURM_NODEID``
 ``--rdzv-id``       ``SLURM_JOB_ID``
-``--rdzv-endpoint`` ``MASTER_ADDR:MASTER_PORT`` when set, else the first host of
-                    ``SLURM_JOB_NODELIST`` (``SLURM_NODELIST``) and port ``MASTER_PORT`` or 29500
+``--rdzv-endpoint`` ``MASTER_ADDR:MASTER_PORT`` when set, else the first host of the step's node
+                    list (``SLURM_STEP_NODELIST``, ``SLURM_NODELIST``, ``SLURM_JOB_NODELIST``)
+                    and port ``MASTER_PORT`` or 29500
 ==================  ==============================================================================
 """
 
@@ -43,7 +45,7 @@ def node_options(env: Mapping[str, str]) -> dict[str, object]:
     if not env.get("SLURM_JOB_ID"):
         return {}
     out: dict[str, object] = {"rdzv_id": env["SLURM_JOB_ID"]}
-    nnodes = env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES")
+    nnodes = env.get("SLURM_STEP_NUM_NODES") or env.get("SLURM_NNODES") or env.get("SLURM_JOB_NUM_NODES")
     if nnodes and nnodes.isdigit():
         out["nnodes"] = int(nnodes)
     if (env.get("SLURM_NODEID") or "").isdigit():
@@ -52,7 +54,8 @@ def node_options(env: Mapping[str, str]) -> dict[str, object]:
     if env.get("MASTER_ADDR"):
         out["rdzv_endpoint"] = f"{env['MASTER_ADDR']}:{port}"
     else:
-        hosts = expand_nodelist(env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or "")
+        hosts = expand_nodelist(env.get("SLURM_STEP_NODELIST") or env.get("SLURM_NODELIST")
+                                or env.get("SLURM_JOB_NODELIST") or "")
         if hosts:
             out["rdzv_endpoint"] = f"{hosts[0]}:{port}"
     return out

@@ -29,6 +29,8 @@ def test_slurm_variables_fill_the_node_options():
     env = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NUM_NODES": "4", "SLURM_NODEID": "2",
            "SLURM_JOB_NODELIST": "gpu[07-10]"}
     assert node_options(env) == {"rdzv_id": "4242", "nnodes": 4, "node_rank": 2, "rdzv_endpoint": "gpu07:29500"}
+    step = dict(env, SLURM_STEP_NUM_NODES="2", SLURM_STEP_NODELIST="gpu[09-10]")   # a step on 2 of the 4
+    assert node_options(step)["nnodes"] == 2 and node_options(step)["rdzv_endpoint"] == "gpu09:29500"
     env.update(MASTER_ADDR="head", MASTER_PORT="1234")
     assert node_options(env)["rdzv_endpoint"] == "head:1234"
     assert node_options({"SLURM_NODEID": "1"}) == {}          # not inside a SLURM job
