@@ -1,5 +1,7 @@
 """Two torchrun "nodes" on this machine: two ``gpuscope run --nnodes 2 --node-rank 0|1`` against one
-c10d rendezvous on localhost (CPU, gloo), each with 2 ranks of tests/runs/scripts/modpkg/ddp.py,
+c10d rendezvous on localhost (CPU, gloo), each with 2 ranks of tests/runs/scripts/modpkg/ddp.py
+(node 0 with the flags, node 1 without them, as under srun: SLURM_JOB_ID, SLURM_NNODES,
+SLURM_NODEID, SLURM_NODELIST and MASTER_PORT say the same),
 then ``gpuscope report JOB_DIR --json`` merges the two node runs. Node 1's clock readings are
 shifted by 7 s (the test hook GPUSCOPE_TEST_CLOCK_SHIFT_NS): the exchange must find the 7 s again
 and the merged timeline must line the ranks up as if the clocks agreed.
@@ -61,10 +63,16 @@ def job(tmp_path_factory):
     try:
         for node in (0, 1):
             env = dict(base, **({"GPUSCOPE_TEST_CLOCK_SHIFT_NS": str(SHIFT_NS)} if node else {}))
-            argv = [sys.executable, "-m", "gpuscope", "run", "--json", "--launcher", "torchrun",
-                    "--nnodes", "2", "--node-rank", str(node), "--rdzv-endpoint", f"localhost:{port}",
-                    "--rdzv-id", "twonodes", "--rdzv-timeout", "240", "--nproc", str(NPROC),
-                    "--job-dir", str(job_dir), "--cwd", str(SCRIPTS), "-m", "modpkg.ddp"]
+            if node == 0:   # the flags
+                where = ["--nnodes", "2", "--node-rank", "0", "--rdzv-endpoint", f"localhost:{port}",
+                         "--rdzv-id", "twonodes"]
+            else:           # as under srun: no flags, SLURM's variables
+                where = []
+                env.update(SLURM_JOB_ID="twonodes", SLURM_NNODES="2", SLURM_NODEID="1",
+                           SLURM_NODELIST="localhost", MASTER_PORT=str(port))
+            argv = [sys.executable, "-m", "gpuscope", "run", "--json", "--launcher", "torchrun", *where,
+                    "--rdzv-timeout", "240", "--nproc", str(NPROC), "--job-dir", str(job_dir),
+                    "--cwd", str(SCRIPTS), "-m", "modpkg.ddp"]
             out, err = (open(home / f"node{node}.{k}", "w+b") for k in ("out", "err"))
             files.append((out, err))
             procs.append(subprocess.Popen(argv, env=env, stdout=out, stderr=err))
