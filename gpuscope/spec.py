@@ -152,12 +152,15 @@ def split_endpoint(endpoint: str) -> tuple[str, int]:
 def _checked_nodes(spec: "RunSpec", cwd: Path) -> dict[str, Any]:
     """The multi-node fields, checked (all defaults for a one-machine run)."""
     nnodes, node_rank = int(spec.nnodes), int(spec.node_rank)
+    if not (1 <= nnodes <= 4096):
+        raise UserError(f"--nnodes must be between 1 and 4096, not {nnodes}")
     if not spec.multinode:
+        if node_rank or spec.rdzv_endpoint or spec.rdzv_id or spec.rdzv_timeout_s is not None:
+            raise UserError("--node-rank / --rdzv-* are for a job across nodes: give --job-dir DIR "
+                            "(and --nnodes N) as well")
         return {}
     if spec.launcher != "torchrun":
         raise UserError("--nnodes / --job-dir need --launcher torchrun")
-    if not (1 <= nnodes <= 4096):
-        raise UserError(f"--nnodes must be between 1 and 4096, not {nnodes}")
     if not (0 <= node_rank < nnodes):
         raise UserError(f"--node-rank must be between 0 and {nnodes - 1} for --nnodes {nnodes}, not {node_rank}")
     if nnodes > 1 and not spec.rdzv_endpoint:

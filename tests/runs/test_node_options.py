@@ -80,6 +80,9 @@ def test_torchrun_argv_of_a_node(tmp_path):
     (dict(nnodes=2, rdzv_endpoint="h:1"), "needs --job-dir DIR"),
     (dict(nnodes=2, rdzv_endpoint="h:1", job_dir="J", rdzv_id="a b"), "--rdzv-id takes letters"),
     (dict(launcher="python", nnodes=2, rdzv_endpoint="h:1", job_dir="J"), "need --launcher torchrun"),
+    (dict(nnodes=0), "--nnodes must be between 1 and 4096, not 0"),
+    (dict(node_rank=1), "--node-rank / --rdzv-\\* are for a job across nodes"),
+    (dict(rdzv_endpoint="h:1"), "--node-rank / --rdzv-\\* are for a job across nodes"),
 ])
 def test_bad_node_options_are_one_line_errors(tmp_path, kw, message):
     kw = dict(kw)
