@@ -154,3 +154,26 @@ def test_injected_clock_offset_is_recovered_and_ranks_line_up(job):
     ends = [r["last_ns"] for r in rep["job"]["ranks"]]
     assert max(ends) - min(ends) < 2_000_000_000, ends
     assert "Clock offset (ms)" in text and "7,000." in text and "Stragglers (train_step)" in text, text
+
+
+def test_a_node_alone_gives_up_and_still_leaves_its_run(tmp_path):
+    """Node 1 without node 0: torchrun gives up after --rdzv-timeout, gpuscope does not wait for a
+    clock server that never comes, and the node's run still lands in the job folder, saying why."""
+    env = dict(os.environ, GPUSCOPE_HOME=str(tmp_path / "home"))
+    env.pop("PYTHONPATH", None)
+    job_dir = tmp_path / "job"
+    proc = subprocess.run([sys.executable, "-m", "gpuscope", "run", "--json", "--launcher", "torchrun",
+                           "--nnodes", "2", "--node-rank", "1", "--rdzv-endpoint", f"localhost:{_free_port()}",
+                           "--rdzv-timeout", "5", "--job-dir", str(job_dir), "--cwd", str(SCRIPTS),
+                           "-m", "modpkg.ddp"], env=env, capture_output=True, timeout=240)
+    assert proc.returncode != 0
+    note = next(n for n in summary(proc)["notes"] if n.startswith("node 1 of 2"))
+    assert "clock offset not measured (the reference node published no clock server)" in note, note
+    rep = subprocess.run([sys.executable, "-m", "gpuscope", "report", "--json", str(job_dir)], env=env,
+                         capture_output=True, timeout=120)
+    import json
+
+    out = json.loads(rep.stdout)
+    assert [n["node_rank"] for n in out["job"]["nodes"]] == [1] and out["job"]["nodes"][0]["exit_code"] != 0
+    assert any(n.startswith("node(s) 0 of 2 missing") for n in out["notes"]), out["notes"]
+    assert any("node 1: clock offset not measured" in n for n in out["notes"]), out["notes"]

@@ -74,14 +74,21 @@ class NodeJobRecorder(BaseRecorder):
         self._thread.start()
 
     def program_ended(self, ctx: RunContext) -> None:
+        # the exchange belongs to the program's lifetime: a program that ended before node 0's
+        # clock server showed up (a failed start) does not keep gpuscope waiting for it
+        self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=MEASURE_WAIT_S)
+            self._thread.join(timeout=10)
 
     def finish(self, outcome: Outcome) -> None:
         launch = self._launch
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._thread is not None and self.measure is None:
+            from gpuscope.runs.clocksync import ClockMeasure
+
+            self.measure = ClockMeasure(0, None, 0, "", error="the program ended before node 0's clock answered")
         if self._server is not None:
             self._server.close()
             path = clock_file(Path(launch.spec.job_dir), launch.spec.rdzv_id or "gpuscope")
