@@ -74,6 +74,7 @@ NODE_COLUMNS = [
     Column("Ranks", lambda r: ",".join(map(str, r["ranks"])) or "-", numeric=False),
     Column("Clock offset (ms)", _g("clock_offset_ns"), _ms),
     Column("Residual (ms)", _g("clock_residual_ns"), _ms),
+    Column("Drift (µs)", _g("clock_drift_ns"), lambda v: f"{v / 1e3:+,.1f}"),
     Column("Clock", lambda r: r.get("clock_error") or r.get("clock_reference") or "", numeric=False),
     Column("Exit", _g("exit_code"), str), Column("nsys", lambda r: "yes" if r.get("nsys") else "no", numeric=False),
     Column("Run", _g("run_id"), numeric=False),

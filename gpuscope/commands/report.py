@@ -193,10 +193,12 @@ def _ms(ns) -> str:
 def _print_job(job: dict, out) -> None:
     """A job across nodes: its nodes with their clock offsets, the ranks, the stragglers."""
     out.write(f"\nJob {job['job_id']}: {len(job['nodes'])} of {job['nnodes']} node(s), {len(job['ranks'])} rank(s)\n")
-    rows = [["Node", "Host", "Ranks", "Clock offset (ms)", "Residual (ms)", "Exit", "nsys", "Run"]]
+    rows = [["Node", "Host", "Ranks", "Clock offset (ms)", "Residual (ms)", "Drift (µs)", "Exit", "nsys", "Run"]]
     for n in job["nodes"]:
+        drift = n.get("clock_drift_ns")
         rows.append([str(n["node_rank"]), n["host"], ",".join(map(str, n["ranks"])) or "-",
                      "not measured" if n["clock_error"] else _ms(n["clock_offset_ns"]), _ms(n["clock_residual_ns"]),
+                     "-" if drift is None else f"{drift / 1e3:+,.1f}",
                      str(n["exit_code"]), "yes" if n["nsys"] else "no", str(n["run_id"])])
     _table(rows, out)
     step = (job.get("stragglers") or {}).get("step")

@@ -8,7 +8,9 @@ node 0's clock and merges them (``gpuscope.trace.merge``): one timeline whose pr
 grouped per node, a per-rank table, the stragglers and the clock offsets with their residuals.
 
 Clock alignment, per node K: an event at monotonic time ``m`` (all processes of a host share
-CLOCK_MONOTONIC) happened at ``anchor_wall + (m - anchor_mono) - offset`` on node 0's clock.
+CLOCK_MONOTONIC) happened at ``anchor_wall + (m - anchor_mono) - offset(m)`` on node 0's clock,
+where ``offset(m)`` is the offset measured at start, moved linearly towards the one measured at
+the end (the clocks' drift) when the node has both.
 """
 
 from __future__ import annotations
@@ -104,13 +106,32 @@ def _node_timeline(node: NodeRun, load_export: Callable[[Path, Path], Any]) -> t
 
 
 def _zero_on_reference(node: NodeRun, tl: T.Timeline) -> int | None:
-    """Node 0's wall-clock time (epoch ns) of this node timeline's ``t = 0``."""
+    """Node 0's wall-clock time (epoch ns) of this node timeline's ``t = 0`` (at the start's offset)."""
     anchor = node.meta.get("anchor") or {}
     if tl.mono_base_ns is not None and anchor.get("wall_ns") is not None:
         return int(anchor["wall_ns"]) + (int(tl.mono_base_ns) - int(anchor["mono_ns"])) - node.offset_ns
     if tl.wall_base_ns is not None:
         return int(tl.wall_base_ns) - node.offset_ns
     return None
+
+
+def drift(node: NodeRun, tl: T.Timeline) -> tuple[float, int]:
+    """(slope, pivot): the offset grows by ``slope`` ns per ns of the node's clock from the start
+    exchange (at timeline time ``pivot``) to the end one; (0, 0) without both exchanges."""
+    c0, c1 = node.clock, node.meta.get("clock_end") or {}
+    if c0.get("error") or c1.get("error") or c0.get("mono_ns") is None or c1.get("mono_ns") is None:
+        return 0.0, 0
+    span = int(c1["mono_ns"]) - int(c0["mono_ns"])
+    anchor = node.meta.get("anchor") or {}
+    if tl.mono_base_ns is not None:
+        mono_zero = int(tl.mono_base_ns)
+    elif tl.wall_base_ns is not None and anchor.get("wall_ns") is not None:
+        mono_zero = int(anchor["mono_ns"]) + int(tl.wall_base_ns) - int(anchor["wall_ns"])
+    else:
+        return 0.0, 0
+    if span <= 0:
+        return 0.0, 0
+    return (int(c1["offset_ns"]) - int(c0["offset_ns"])) / span, int(c0["mono_ns"]) - mono_zero
 
 
 def merge_job(job_dir: Path, load_export: Callable[[Path, Path], Any], *, job_id: str | None = None,
@@ -123,7 +144,8 @@ def merge_job(job_dir: Path, load_export: Callable[[Path, Path], Any], *, job_id
     loaded = [(node, *_node_timeline(node, load_export)) for node in nodes]
     zeros = [_zero_on_reference(node, tl) for node, tl, _ in loaded]
     base = min((z for z in zeros if z is not None), default=0)
-    merged = merge.merge([(tl, (z - base) if z is not None else 0) for (_, tl, _), z in zip(loaded, zeros)])
+    merged = merge.merge([(tl, (z - base) if z is not None else 0, *drift(node, tl))
+                          for (node, tl, _), z in zip(loaded, zeros)])
     tl = merged.timeline
     tl.wall_base_ns, tl.mono_base_ns = base, None
     tl.groups = {}
@@ -195,7 +217,8 @@ def _job_dict(job_dir: Path, job_id: str, loaded: list, tl: T.Timeline, pid_rank
                       "step": step_rows.get(rank)})
     nodes = []
     for node, _, rep in loaded:
-        clock = node.clock
+        clock, end = node.clock, node.meta.get("clock_end") or {}
+        drifted = not clock.get("error") and end and not end.get("error")
         nodes.append({"node_rank": node.node_rank, "host": node.host, "run_id": node.meta.get("run_id"),
                       "folder": str(node.folder), "exit_code": node.meta.get("exit_code"),
                       "ranks": sorted(int(p["rank"]) for p in node.meta.get("processes") or []
@@ -203,6 +226,8 @@ def _job_dict(job_dir: Path, job_id: str, loaded: list, tl: T.Timeline, pid_rank
                       "clock_offset_ns": int(clock.get("offset_ns") or 0),
                       "clock_residual_ns": clock.get("residual_ns"), "clock_reference": clock.get("reference"),
                       "clock_error": clock.get("error"),
+                      "clock_drift_ns": int(end["offset_ns"]) - int(clock.get("offset_ns") or 0) if drifted else None,
+                      "clock_end_residual_ns": end.get("residual_ns") if drifted else None,
                       "nsys": str(rep.sqlite_path) if rep is not None else None})
     residuals = [n["clock_residual_ns"] for n in nodes if n["clock_residual_ns"] is not None]
     return {"dir": str(job_dir), "job_id": job_id,

@@ -8,7 +8,9 @@ clock before (t0) and after (t3) each answer (ts), so for that round
     offset = (t0 + t3) / 2 - ts        (this node's clock minus the reference's)
     error  <= (t3 - t0) / 2            (the answer was read somewhere inside the round trip)
 
-The round with the shortest round trip wins; its half round trip is the residual reported.
+The round with the shortest round trip wins; its half round trip is the residual reported. The
+exchange is made when the program has started and again when it has ended (node 0 serves until
+its own run is finished): two offsets give the drift between the clocks, corrected linearly.
 
 Why a TCP exchange of gpuscope's own rather than the c10d store torchrun's rendezvous provides:
 the store lives in the torchrun agent, a process gpuscope does not own, and reaching it takes
@@ -65,13 +67,18 @@ class ClockMeasure:
     rounds: int
     reference: str               # host:port asked, or "self" for the reference node
     error: str | None = None     # why there is no measure (offset 0 then: wall clocks as they are)
+    mono_ns: int | None = None   # this node's CLOCK_MONOTONIC in the middle of the winning round
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 class ClockServer:
-    """Answers each 4-byte ``GSC1`` request with ``GSC1`` and its wall clock (8 bytes) until closed."""
+    """Answers each 4-byte ``GSC1`` request with ``GSC1`` and its wall clock (8 bytes) until closed.
+
+    A client opens with one byte, ``S`` (the exchange at its start) or ``E`` (at its end); the server
+    counts them, so that node 0 can wait for the other nodes' end exchanges before it closes
+    (:meth:`wait_for_ends`)."""
 
     def __init__(self, host: str = "0.0.0.0") -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -80,6 +87,8 @@ class ClockServer:
         self.sock.listen(64)
         self.port = int(self.sock.getsockname()[1])
         self._closed = threading.Event()
+        self._seen = threading.Condition()
+        self.starts = self.ends = 0
         threading.Thread(target=self._accept, name="gpuscope-clock", daemon=True).start()
 
     def _accept(self) -> None:
@@ -93,14 +102,30 @@ class ClockServer:
     def _serve(self, conn: socket.socket) -> None:
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn.settimeout(10)
+        phase = b""
         with conn:
             try:
+                phase = _recv_exact(conn, 1)
+                self._count(phase, "starts")
                 while not self._closed.is_set():
                     if _recv_exact(conn, len(MAGIC)) != MAGIC:
                         return
                     conn.sendall(_ANSWER.pack(MAGIC, wall_ns()))
             except OSError:
                 return
+            finally:
+                self._count(phase, "ends")
+
+    def _count(self, phase: bytes, what: str) -> None:
+        if (phase, what) in ((b"S", "starts"), (b"E", "ends")):
+            with self._seen:
+                setattr(self, what, getattr(self, what) + 1)
+                self._seen.notify_all()
+
+    def wait_for_ends(self, timeout_s: float) -> bool:
+        """Until every node that measured at its start has measured at its end (or ``timeout_s``)."""
+        with self._seen:
+            return self._seen.wait_for(lambda: self.ends >= self.starts, timeout=timeout_s)
 
     def publish(self, path: Path, host: str) -> None:
         """Say where this server listens, in the job folder (written whole, then renamed)."""
@@ -126,23 +151,26 @@ def _recv_exact(conn: socket.socket, n: int) -> bytes:
     return buf
 
 
-def measure(host: str, port: int, rounds: int = ROUNDS, timeout_s: float = 5.0) -> ClockMeasure:
-    """Ask the server ``rounds`` times; the round with the shortest round trip gives the offset."""
-    best: tuple[int, int] | None = None   # (round trip, offset)
+def measure(host: str, port: int, rounds: int = ROUNDS, timeout_s: float = 5.0, end: bool = False) -> ClockMeasure:
+    """Ask the server ``rounds`` times; the round with the shortest round trip gives the offset.
+    ``end``: the exchange at the end of this node's run (the server counts those)."""
+    best: tuple[int, int, int] | None = None   # (round trip, offset, monotonic time)
     with socket.create_connection((host, port), timeout=timeout_s) as conn:
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn.sendall(b"E" if end else b"S")
         for _ in range(rounds):
-            t0 = wall_ns()
+            m0, t0 = time.perf_counter_ns(), wall_ns()
             conn.sendall(MAGIC)
             magic, ts = _ANSWER.unpack(_recv_exact(conn, _ANSWER.size))
-            t3 = wall_ns()
+            t3, m3 = wall_ns(), time.perf_counter_ns()
             if magic != MAGIC:
                 raise ConnectionError("not a gpuscope clock server")
-            sample = (t3 - t0, (t0 + t3) // 2 - ts)
+            sample = (t3 - t0, (t0 + t3) // 2 - ts, (m0 + m3) // 2)
             if best is None or sample[0] < best[0]:
                 best = sample
     assert best is not None
-    return ClockMeasure(offset_ns=best[1], residual_ns=(best[0] + 1) // 2, rounds=rounds, reference=f"{host}:{port}")
+    return ClockMeasure(offset_ns=best[1], residual_ns=(best[0] + 1) // 2, rounds=rounds, reference=f"{host}:{port}",
+                        mono_ns=best[2])
 
 
 def measure_published(path: Path, fallback_host: str | None, wait_s: float = 60.0,

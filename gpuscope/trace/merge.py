@@ -31,8 +31,9 @@ def _pids(tl: T.Timeline) -> np.ndarray:
     return np.unique(np.concatenate([np.asarray(c, np.int64) for c in cols])) if cols else np.zeros(0, np.int64)
 
 
-def merge(parts: list[tuple[T.Timeline, int]]) -> Merged:
-    """``parts``: (timeline, shift_ns) each; the result's ``t = 0`` is where each shift put it.
+def merge(parts: list[tuple]) -> Merged:
+    """``parts``: (timeline, shift_ns) or (timeline, shift_ns, slope, pivot_ns) each; a time ``t`` of a
+    part becomes ``t + shift - slope * (t - pivot)`` (``slope``: a clock's drift, corrected linearly).
 
     Each column of the result is allocated once and every part written into its slice (shifted,
     renumbered, re-interned on the way): one copy of the data, not one per step."""
@@ -40,7 +41,8 @@ def merge(parts: list[tuple[T.Timeline, int]]) -> Merged:
     pid_of: dict[tuple[int, int], int] = {}
     maps = []                              # per part: (old pids sorted, new pids, string id lut)
     next_pid = 1
-    for index, (tl, _shift) in enumerate(parts):
+    parts = [(p[0], int(p[1]), float(p[2]) if len(p) > 2 else 0.0, int(p[3]) if len(p) > 3 else 0) for p in parts]
+    for index, (tl, *_rest) in enumerate(parts):
         old = _pids(tl)
         new = np.arange(next_pid, next_pid + len(old), dtype=np.int64)
         next_pid += len(old)
@@ -48,7 +50,7 @@ def merge(parts: list[tuple[T.Timeline, int]]) -> Merged:
         lut = np.array([out.strings.intern(s) for s in tl.strings.values] or [0], dtype=np.int32)
         maps.append((old, new, lut))
     for name in _TABLES:
-        tables = [getattr(tl, name) for tl, _ in parts]
+        tables = [getattr(tl, name) for tl, *_ in parts]
         total = sum(len(t) for t in tables)
         cls = type(getattr(out, name))
         if not total:
@@ -58,13 +60,15 @@ def merge(parts: list[tuple[T.Timeline, int]]) -> Merged:
             first = next(getattr(t, f.name) for t in tables if len(t))
             dest = np.empty((total, *first.shape[1:]), dtype=first.dtype)
             at = 0
-            for (tl, shift), (old, new, lut), table in zip(parts, maps, tables):
+            for (tl, shift, slope, pivot), (old, new, lut), table in zip(parts, maps, tables):
                 n = len(table)
                 if not n:
                     continue
                 v, d = getattr(table, f.name), dest[at:at + n]
                 if f.name in _TIME_COLUMNS:
                     np.add(v, np.int64(shift), out=d)
+                    if slope:
+                        d -= np.rint((v - np.int64(pivot)) * slope).astype(np.int64)
                 elif f.name == "pid":
                     d[...] = new[np.searchsorted(old, v)]
                 elif f.name in _STRING_COLUMNS:
@@ -74,13 +78,14 @@ def merge(parts: list[tuple[T.Timeline, int]]) -> Merged:
                 at += n
             cols[f.name] = dest
         setattr(out, name, cls(**cols))
-    nvtx = [new[np.searchsorted(old, tl.nvtx_pids)] for (tl, _), (old, new, _) in zip(parts, maps) if len(tl.nvtx_pids)]
+    nvtx = [new[np.searchsorted(old, tl.nvtx_pids)] for (tl, *_), (old, new, _) in zip(parts, maps)
+            if len(tl.nvtx_pids)]
     out.nvtx_pids = np.concatenate(nvtx).astype(np.int32) if nvtx else np.zeros(0, np.int32)
-    ends = [int(tl.duration_ns) + shift for tl, shift in parts if tl.duration_ns is not None]
-    last = [int(tl.nvtx_last_ns) + shift for tl, shift in parts if tl.nvtx_last_ns is not None]
+    ends = [int(tl.duration_ns) + shift for tl, shift, *_ in parts if tl.duration_ns is not None]
+    last = [int(tl.nvtx_last_ns) + shift for tl, shift, *_ in parts if tl.nvtx_last_ns is not None]
     out.duration_ns = max(ends) if ends else None
     out.nvtx_last_ns = max(last) if last else None
-    out.notes = [n for tl, _ in parts for n in tl.notes]
+    out.notes = [n for tl, *_ in parts for n in tl.notes]
     return Merged(out, pid_of)
 
 

@@ -27,7 +27,7 @@ def true_start(rank: int, step: int) -> int:
 
 
 def _write_process(events: Path, pid: int, ppid: int, role: str, rank: int | None, mono0: int, wall0: int,
-                   steps: int, step_ns: int, rank_offset: int) -> None:
+                   steps: int, step_ns: int, rank_offset: int, rate: float = 0.0) -> None:
     header = {"v": 1, "pid": pid, "ppid": ppid, "role": role, "start_method": "default", "rank": rank,
               "forked": False, "anchor_mono_ns": mono0, "anchor_wall_ns": wall0}
     lines = [f"H\t{json.dumps(header)}\n", f"I\t{mono0 + 1}\t{json.dumps({'role': role, 'rank': rank})}\n"]
@@ -40,16 +40,25 @@ def _write_process(events: Path, pid: int, ppid: int, role: str, rank: int | Non
         for block in range(0, steps, BLOCK):       # one block per flush, as the injection writes them
             rows = []
             for i in range(block, min(steps, block + BLOCK)):
-                t = mono0 + T0 + i * PERIOD + rank_offset
-                rows.append((t, t + step_ns, pid, 0, "P"))
+                if rate:   # the node's clock runs (1 + rate) times as fast as node 0's
+                    t = mono0 + round((T0 + i * PERIOD + rank_offset) * (1 + rate))
+                    rows.append((t, t + round(step_ns * (1 + rate)), pid, 0, "P"))
+                else:
+                    t = mono0 + T0 + i * PERIOD + rank_offset
+                    rows.append((t, t + step_ns, pid, 0, "P"))
             fh.write(pack_ranges(rows))
 
 
 def make_job(job_dir: Path, nnodes: int, nproc: int, steps: int, offsets: list[int] | None = None,
-             slow: dict[int, float] | None = None, measured: bool = True, job_id: str = "synthetic") -> Path:
-    """``nnodes`` node folders of ``nproc`` ranks (global rank = node * nproc + local) with ``steps`` ranges each."""
+             slow: dict[int, float] | None = None, measured: bool = True, job_id: str = "synthetic",
+             rates: dict[int, float] | None = None, measured_end: bool = True) -> Path:
+    """``nnodes`` node folders of ``nproc`` ranks (global rank = node * nproc + local) with ``steps`` ranges each.
+
+    ``rates[k]``: node k's clock runs ``1 + rate`` times as fast as node 0's (drift); its offset is
+    measured at the anchor and, with ``measured_end``, again after the last step."""
     offsets = offsets or [0] * nnodes
     slow = slow or {}
+    rates = rates or {}
     for node in range(nnodes):
         folder = job_dir / f"node{node}-host{node}-run{node}"
         events = folder / "events"
@@ -64,14 +73,22 @@ def make_job(job_dir: Path, nnodes: int, nproc: int, steps: int, offsets: list[i
             rank = node * nproc + local
             pid = 2000 + local                               # the same pids on every node
             _write_process(events, pid, agent, f"rank {rank}", rank, mono_anchor, wall_anchor, steps,
-                           int(STEP * slow.get(rank, 1.0)), rank * 1_000)
+                           int(STEP * slow.get(rank, 1.0)), rank * 1_000, rates.get(node, 0.0))
             processes.append({"pid": pid, "role": f"rank {rank}", "rank": rank, "range_names": ["train_step"],
                               "exit_code": 0})
         clock = ({"offset_ns": offsets[node], "residual_ns": 0 if node == 0 else 2_000, "rounds": 16,
-                  "reference": "self" if node == 0 else "host0:1", "error": None} if measured else
+                  "reference": "self" if node == 0 else "host0:1", "error": None, "mono_ns": mono_anchor}
+                 if measured else
                  {"offset_ns": 0, "residual_ns": None, "rounds": 0, "reference": "", "error": "no answer"})
+        clock_end = None
+        if measured and node and measured_end:
+            rate = rates.get(node, 0.0)
+            span = round((T0 + steps * PERIOD + 10**9) * (1 + rate))      # node clock from anchor to the end
+            clock_end = dict(clock, offset_ns=offsets[node] + round(span * rate / (1 + rate)),
+                             mono_ns=mono_anchor + span)
         meta = {"format": 1, "job_id": job_id, "node_rank": node, "nnodes": nnodes, "nproc": nproc,
                 "host": f"host{node}", "run_id": f"run{node}", "exit_code": 0,
-                "anchor": {"wall_ns": wall_anchor, "mono_ns": mono_anchor}, "clock": clock, "processes": processes}
+                "anchor": {"wall_ns": wall_anchor, "mono_ns": mono_anchor}, "clock": clock, "clock_end": clock_end,
+                "processes": processes}
         (folder / "node.json").write_text(json.dumps(meta))
     return job_dir

@@ -53,6 +53,22 @@ def test_clocks_aligned_by_anchor_and_offset(job_dir):
         assert np.array_equal(starts, expected), (rank, starts[:3] - expected[:3])
 
 
+def test_clock_drift_is_corrected_from_the_start_and_end_offsets(tmp_path):
+    """Node 1's clock runs 0.1 % fast (2 ms over the job): the offsets measured at start and end
+    move its ranges back onto node 0's clock; with the start offset alone the last ones are 2 ms off."""
+    job = J.make_job(tmp_path / "job", nnodes=2, nproc=1, steps=50, offsets=[0, 3_000_000_000], rates={1: 1e-3})
+    rep = load_job(job)
+    node1 = rep.job["nodes"][1]
+    assert node1["clock_drift_ns"] == round((J.T0 + 50 * J.PERIOD + 10**9) * 1e-3) and node1["clock_end_residual_ns"]
+    truth = np.array([J.true_start(1, i) for i in range(50)])
+    assert np.abs(_step_starts(rep, 1) - truth).max() <= 2           # ns: rounding only
+    again = tmp_path / "again"
+    J.make_job(again, nnodes=2, nproc=1, steps=50, offsets=[0, 3_000_000_000], rates={1: 1e-3}, measured_end=False)
+    rep = load_job(again)
+    assert rep.job["nodes"][1]["clock_drift_ns"] is None
+    assert np.abs(_step_starts(rep, 1) - truth).max() > 1_900_000    # the drift left in: 2 ms by the last step
+
+
 def test_without_a_measured_offset_a_node_keeps_its_own_clock(tmp_path):
     """The offset is what aligns: a node whose exchange failed stays off by its clock's error, and says so."""
     job = J.make_job(tmp_path / "job", nnodes=2, nproc=1, steps=10, offsets=[0, 5_000_000_000], measured=False)

@@ -165,3 +165,17 @@ def test_a_server_that_is_not_gpuscope_gives_no_offset(tmp_path):
     m = clocksync.measure_published(path, None, wait_s=1.0)
     srv.close()
     assert m.offset_ns == 0 and m.residual_ns is None and "not a gpuscope clock server" in m.error, m
+
+
+def test_reference_waits_for_the_end_exchanges():
+    """Node 0 serves until every node that measured at its start has measured at its end."""
+    server = clocksync.ClockServer("127.0.0.1")
+    try:
+        assert server.wait_for_ends(0.1)                    # nobody came: nothing to wait for
+        start = clocksync.measure("127.0.0.1", server.port)
+        assert not server.wait_for_ends(0.3)                # a node measured at start, not yet at its end
+        end = clocksync.measure("127.0.0.1", server.port, end=True)
+        assert server.wait_for_ends(5)
+    finally:
+        server.close()
+    assert start.mono_ns < end.mono_ns and abs(end.offset_ns - start.offset_ns) <= start.residual_ns + end.residual_ns + 1_000_000

@@ -149,6 +149,9 @@ def test_injected_clock_offset_is_recovered_and_ranks_line_up(job):
     residual = node1["clock_residual_ns"]
     assert 0 < residual < 50_000_000, node1             # a round trip on one host: well under 100 ms
     assert abs(node1["clock_offset_ns"] - SHIFT_NS) <= residual + 1_000_000, node1
+    # measured again when node 1's program ended (node 0 served until then): one clock, no drift
+    assert node1["clock_drift_ns"] is not None, node1
+    assert abs(node1["clock_drift_ns"]) <= residual + node1["clock_end_residual_ns"] + 1_000_000, node1
     # all_reduce ends once every rank joined it: on the merged clock the ranks end it close together,
     # which they would not if node 1's 7 s were left in its times
     ends = [r["last_ns"] for r in rep["job"]["ranks"]]

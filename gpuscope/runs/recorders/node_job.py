@@ -28,6 +28,7 @@ from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext
 NODE_FILE = "node.json"
 NODE_FORMAT = 1
 MEASURE_WAIT_S = 120.0
+END_WAIT_S = 15.0      # node 0 waits at most this long after its own run for the others' end exchanges
 
 
 def clock_file(job_dir: Path, job_id: str) -> Path:
@@ -49,6 +50,7 @@ class NodeJobRecorder(BaseRecorder):
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.measure = None
+        self.measure_end = None
         self.anchor: tuple[int, int] | None = None
 
     def prepare(self, launch: Launch) -> None:
@@ -79,6 +81,16 @@ class NodeJobRecorder(BaseRecorder):
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        start = self.measure
+        if start is not None and start.error is None and start.reference != "self":
+            # again at the end: the two offsets give the clocks' drift (node 0 serves until its run is finished)
+            from gpuscope.runs import clocksync
+
+            host, _, port = start.reference.rpartition(":")
+            try:
+                self.measure_end = clocksync.measure(host, int(port), timeout_s=2.0, end=True)
+            except (OSError, ValueError) as exc:
+                self.measure_end = clocksync.ClockMeasure(0, None, 0, start.reference, error=str(exc))
 
     def finish(self, outcome: Outcome) -> None:
         launch = self._launch
@@ -90,6 +102,8 @@ class NodeJobRecorder(BaseRecorder):
 
             self.measure = ClockMeasure(0, None, 0, "", error="the program ended before node 0's clock answered")
         if self._server is not None:
+            # the other nodes measure again when their programs end: serve until they have
+            self._server.wait_for_ends(END_WAIT_S)
             self._server.close()
             path = clock_file(Path(launch.spec.job_dir), launch.spec.rdzv_id or "gpuscope")
             try:
@@ -110,6 +124,7 @@ class NodeJobRecorder(BaseRecorder):
                 "rdzv_endpoint": spec.rdzv_endpoint, "exit_code": outcome.exit.code, "signal": outcome.exit.signal,
                 "anchor": {"wall_ns": self.anchor[0], "mono_ns": self.anchor[1]} if self.anchor else None,
                 "clock": measure.to_dict() if measure is not None else None,
+                "clock_end": self.measure_end.to_dict() if self.measure_end is not None else None,
                 "processes": outcome.processes,
             }
             tmp = target / f".{NODE_FILE}.tmp"
@@ -119,18 +134,21 @@ class NodeJobRecorder(BaseRecorder):
             outcome.notes.append(f"node {spec.node_rank}: could not copy the run into {target}: {exc}")
             return
         outcome.notes.append(f"node {spec.node_rank} of {spec.nnodes} ({self.host}): run copied to {target}; "
-                             + clock_note(measure))
+                             + clock_note(measure, self.measure_end))
 
 
-def clock_note(measure) -> str:
+def clock_note(measure, end=None) -> str:
     if measure is None:
         return "clock offset not measured"
     if measure.error:
         return f"clock offset not measured ({measure.error}): wall clocks taken as they are"
     if measure.reference == "self":
         return "the job's reference clock"
-    return (f"clock offset {measure.offset_ns / 1e6:+.3f} ms ± {measure.residual_ns / 1e6:.3f} ms "
+    note = (f"clock offset {measure.offset_ns / 1e6:+.3f} ms ± {measure.residual_ns / 1e6:.3f} ms "
             f"to node 0 ({measure.reference})")
+    if end is not None and end.error is None:
+        note += f", {(end.offset_ns - measure.offset_ns) / 1e3:+.1f} µs by the end"
+    return note
 
 
 def clocksync_host(endpoint: str | None) -> str | None:
