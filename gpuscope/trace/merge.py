@@ -17,6 +17,7 @@ from gpuscope.trace import timeline as T
 
 _TIME_COLUMNS = ("start_ns", "end_ns")
 _STRING_COLUMNS = ("name_id", "short_name_id")
+DENSE_STEP_TABLE = 1 << 26      # cells of the (rank, name) table counted densely when looking for the step
 _TABLES = ("processes", "threads", "ranges", "marks", "domains", "kernels", "memops", "cuda_api", "osrt")
 
 
@@ -99,16 +100,18 @@ def step_stats(tl: T.Timeline, pid_rank: dict[int, int], step: str | None = None
     if not pid_rank or not len(r):
         return None
     pids = np.array(sorted(pid_rank), dtype=np.int64)
-    pos = np.clip(np.searchsorted(pids, r.pid), 0, len(pids) - 1)
-    of_rank = (pids[pos] == r.pid) & (r.name_id >= 0)
-    sid = _common_step(tl, pos, of_rank, len(pids)) if step is None else tl.strings.lookup(step)
+    # rank index of each range's process (-1: not a rank) by a lookup table: merged pids are small
+    lut = np.full(max(int(pids.max()), int(r.pid.max())) + 1, -1, dtype=np.int64)
+    lut[pids] = np.arange(len(pids))
+    pos = lut[r.pid]
+    sid = _common_step(tl, pos, len(pids)) if step is None else tl.strings.lookup(step)
     if sid is None or sid < 0:
         return None
-    sel = np.flatnonzero(of_rank & (r.name_id == sid))
+    sel = np.flatnonzero((r.name_id == sid) & (pos >= 0))
     start = r.start_ns[sel]
     span = int(start.max() - start.min()) + 1 if len(sel) else 1
     if span * len(pids) < 2**62:      # one int64 key (rank, start): a plain sort, faster than lexsort
-        key = pos[sel].astype(np.int64) * span + (start - start.min())
+        key = pos[sel] * span + (start - start.min())
         # event logs come per process in start order: then the selection is in order already
         order = sel if bool((key[1:] >= key[:-1]).all()) else sel[np.argsort(key, kind="stable")]
     else:
@@ -154,17 +157,36 @@ def pid_extents(tl: T.Timeline) -> dict[int, tuple[int, int, int]]:
                                                                     last.tolist())}
 
 
-def _common_step(tl: T.Timeline, pos: np.ndarray, of_rank: np.ndarray, n_pids: int) -> int | None:
-    """The string id of the range name every rank has twice or more, with the largest total time."""
+def _common_step(tl: T.Timeline, pos: np.ndarray, n_pids: int) -> int | None:
+    """The string id of the range name every rank has twice or more, with the largest total time.
+
+    ``pos``: each range's rank index (-1: not a rank's)."""
     r = tl.ranges
-    width = len(tl.strings)
-    if not of_rank.any() or not width:
+    width = len(tl.strings) + 1                     # name id + 1: -1 (no name) gets a slot of its own
+    if not width or not n_pids:
         return None
-    key = pos[of_rank].astype(np.int64) * width + r.name_id[of_rank]
-    counts = np.bincount(key, minlength=n_pids * width).reshape(n_pids, width)
-    total = np.bincount(key, weights=(r.end_ns[of_rank] - r.start_ns[of_rank]).astype(np.float64),
-                        minlength=n_pids * width).reshape(n_pids, width).sum(axis=0)
+    key = (pos + 1) * width + (r.name_id.astype(np.int64) + 1)     # pos -1 -> row 0, dropped below
+    size = (n_pids + 1) * width
+    dur = r.end_ns - r.start_ns
+    if size <= DENSE_STEP_TABLE:   # a dense (rank, name) table: two O(n) passes
+        counts = np.bincount(key, minlength=size).reshape(n_pids + 1, width)[1:, 1:]
+        total = np.bincount(key, weights=dur, minlength=size).reshape(n_pids + 1, width)[1:, 1:]
+    else:                     # many ranks times many names: only the pairs that occur
+        uniq, inv = np.unique(key, return_inverse=True)
+        inv = inv.reshape(-1)
+        row, col = uniq // width, uniq % width
+        keep = (row > 0) & (col > 0)
+        names = np.unique(col[keep])
+        counts = np.zeros((n_pids, len(names)), np.int64)
+        total = np.zeros((n_pids, len(names)))
+        at = (row[keep] - 1, np.searchsorted(names, col[keep]))
+        counts[at] = np.bincount(inv, minlength=len(uniq))[keep]
+        total[at] = np.bincount(inv, weights=dur, minlength=len(uniq))[keep]
+        common = (counts >= 2).all(axis=0)
+        if not common.any():
+            return None
+        return int(names[np.flatnonzero(common)[np.argmax(total.sum(axis=0)[common])]] - 1)
     common = (counts >= 2).all(axis=0)
     if not common.any():
         return None
-    return int(np.flatnonzero(common)[np.argmax(total[common])])
+    return int(np.flatnonzero(common)[np.argmax(total.sum(axis=0)[common])])

@@ -87,6 +87,15 @@ def test_stragglers_name_the_slow_rank(job_dir):
     assert load_job(job_dir, step="no such range").job["stragglers"] is None
 
 
+def test_step_found_the_same_with_a_sparse_table(job_dir, monkeypatch):
+    """Many ranks times many names: the (rank, name) pairs that occur, not a dense table; same answer."""
+    from gpuscope.trace import merge
+
+    dense = load_job(job_dir).job["stragglers"]
+    monkeypatch.setattr(merge, "DENSE_STEP_TABLE", 0)
+    assert load_job(job_dir).job["stragglers"] == dense and dense["step"] == "train_step"
+
+
 def test_missing_node_and_rerun_of_a_node_are_noted(job_dir, tmp_path):
     shutil.rmtree(next(job_dir.glob("node2-*")))
     again = job_dir / "node1-host1-run1b"
