@@ -104,7 +104,8 @@ def load_run(run_dir: Path, cancel: threading.Event | None = None) -> Report:
         return load_report(export, run_dir=run_dir, cancel=cancel)
     logs = coverage.read_events(run_dir)
     if not logs:
-        raise UserError(f"{run_dir}: no nsys export and no gpuscope event logs (events/) in this folder")
+        raise UserError(f"{run_dir}: no nsys export, no gpuscope event logs (events/) and no node runs of a job "
+                        "(*/node.json) in this folder")
     tl = coverage.timeline_from_events(logs)
     sums = {"nvtx": summary.nvtx_summary(tl, "plain", source=T.SOURCE_GPUSCOPE), "kernel": [], "osrt": []}
     return Report(path=run_dir, sqlite_path=None, nsys_version=None, schema_version=None, naming="plain",

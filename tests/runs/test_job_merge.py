@@ -147,3 +147,6 @@ def test_read_nodes_picks_a_job(tmp_path):
         read_nodes(tmp_path / "j", "x")
     with pytest.raises(UserError, match="no node runs here"):
         read_nodes(tmp_path, None)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match=r"no gpuscope event logs \(events/\) and no node runs of a job"):
+        load_report(tmp_path / "empty")     # what File → Open job says of a folder that is neither
