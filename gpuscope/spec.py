@@ -65,6 +65,18 @@ class RunSpec:
     # Costly per-process sampling (USS) is off by default; see gpuscope.telemetry.
     sample_interval_s: float = 0.1
     module: str | None = None
+    # torchrun across nodes (docs/MULTINODE.md): one gpuscope run per node, all writing into job_dir
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None       # HOST:PORT of torchrun's c10d rendezvous
+    rdzv_id: str | None = None             # the job id every node shares
+    rdzv_timeout_s: int | None = None      # torchrun's join_timeout (None: torchrun's default, 600 s)
+    job_dir: str | None = None             # shared folder the node runs are copied into
+
+    @property
+    def multinode(self) -> bool:
+        """A node of a torchrun job across nodes (``--nnodes`` or ``--job-dir`` given)."""
+        return self.nnodes > 1 or bool(self.job_dir)
 
     @property
     def is_module(self) -> bool:
@@ -95,7 +107,7 @@ class RunSpec:
             if ":" not in pattern or not pattern.split(":", 1)[1]:
                 raise UserError(f"--annotate takes MODULE:QUALNAME (globs allowed), not {pattern!r}")
         common = dict(cwd=str(cwd), python=python, args=tuple(self.args), annotate=tuple(self.annotate),
-                      nproc=int(self.nproc))
+                      nproc=int(self.nproc), **_checked_nodes(self, cwd))
         if self.module:
             return replace(self, script=f"-m {_checked_module(self.module)}",
                            module=_checked_module(self.module), **common)
@@ -124,6 +136,57 @@ class RunSpec:
         kwargs["annotate"] = tuple(kwargs.get("annotate", ()))
         kwargs["env"] = tuple(sorted((kwargs.get("env") or {}).items()))
         return cls(nsys=nsys_opts, **kwargs)
+
+
+_ENDPOINT = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.:-]+?):(?P<port>[0-9]{1,5})")
+
+
+def split_endpoint(endpoint: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` too) as (host, port); UserError if it is not one."""
+    m = _ENDPOINT.fullmatch(endpoint.strip())
+    if not m or not (1 <= int(m["port"]) <= 65535):
+        raise UserError(f"--rdzv-endpoint takes HOST:PORT (the c10d rendezvous), not {endpoint!r}")
+    return m["host"].strip("[]"), int(m["port"])
+
+
+def _checked_nodes(spec: "RunSpec", cwd: Path) -> dict[str, Any]:
+    """The multi-node fields, checked (all defaults for a one-machine run)."""
+    nnodes, node_rank = int(spec.nnodes), int(spec.node_rank)
+    if not (1 <= nnodes <= 4096):
+        raise UserError(f"--nnodes must be between 1 and 4096, not {nnodes}")
+    if not spec.multinode:
+        if node_rank or spec.rdzv_endpoint or spec.rdzv_id or spec.rdzv_timeout_s is not None:
+            raise UserError("--node-rank / --rdzv-* are for a job across nodes: give --job-dir DIR "
+                            "(and --nnodes N) as well")
+        return {}
+    if spec.launcher != "torchrun":
+        raise UserError("--nnodes / --job-dir need --launcher torchrun")
+    if not (0 <= node_rank < nnodes):
+        raise UserError(f"--node-rank must be between 0 and {nnodes - 1} for --nnodes {nnodes}, not {node_rank}")
+    if nnodes > 1 and not spec.rdzv_endpoint:
+        raise UserError("--nnodes above 1 needs --rdzv-endpoint HOST:PORT (or run it under SLURM's srun)")
+    endpoint = None
+    if spec.rdzv_endpoint:
+        host, port = split_endpoint(spec.rdzv_endpoint)
+        endpoint = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if not spec.job_dir:
+        raise UserError("a run across nodes needs --job-dir DIR (a folder every node can write: a shared file system)")
+    job_dir = Path(spec.job_dir).expanduser()
+    job_dir = (job_dir if job_dir.is_absolute() else cwd / job_dir)
+    try:
+        job_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create the job folder {job_dir}: {exc.strerror}") from None
+    if not os.access(job_dir, os.W_OK | os.X_OK):
+        raise UserError(f"the job folder {job_dir} is not writable")
+    rdzv_id = (spec.rdzv_id or "gpuscope").strip()
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", rdzv_id):
+        raise UserError(f"--rdzv-id takes letters, digits, '_', '.' and '-', not {spec.rdzv_id!r}")
+    timeout = spec.rdzv_timeout_s
+    if timeout is not None and not (1 <= int(timeout) <= 86400):
+        raise UserError(f"--rdzv-timeout must be between 1 s and 1 day, not {timeout}")
+    return dict(nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=endpoint, rdzv_id=rdzv_id,
+                rdzv_timeout_s=None if timeout is None else int(timeout), job_dir=str(job_dir.resolve()))
 
 
 def default_python() -> str:

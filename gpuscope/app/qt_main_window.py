@@ -123,6 +123,9 @@ class MainWindow(QMainWindow):
         self.open_action = QAction("&Open report…", self, shortcut=QKeySequence.StandardKey.Open)
         self.open_action.triggered.connect(self._open_report_dialog)
         file_menu.addAction(self.open_action)
+        self.open_job_action = QAction("Open &job…", self)   # a job folder of node runs (docs/MULTINODE.md)
+        self.open_job_action.triggered.connect(self._open_job_dialog)
+        file_menu.addAction(self.open_job_action)
         quit_action = QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit)
         quit_action.triggered.connect(self.close)
         file_menu.addAction(quit_action)
@@ -310,6 +313,11 @@ class MainWindow(QMainWindow):
     # -- reports --------------------------------------------------------------------------------
     def _open_report_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open a report", str(Path.home()), REPORT_FILTER)
+        if path:
+            self.load_report(path, switch=True)
+
+    def _open_job_dialog(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Open a job folder (gpuscope run --job-dir)", str(Path.home()))
         if path:
             self.load_report(path, switch=True)
 

@@ -53,6 +53,33 @@ PROCESS_COLUMNS = [
     Column("Sources", lambda r: ", ".join(r.get("sources", [])), numeric=False),
 ]
 
+def _ms(v) -> str:
+    return "-" if v is None else f"{v / 1e6:,.3f}"
+
+
+def _step(name: str) -> Callable[[Any], Any]:
+    return lambda r: (r.get("step") or {}).get(name)
+
+
+# A job across nodes (Report.job, docs/MULTINODE.md): same headers and formats as `gpuscope report DIR`.
+RANK_COLUMNS = [
+    Column("Rank", _g("rank"), str), Column("Node", lambda r: r["node"]["node_rank"], str),
+    Column("Host", lambda r: r["node"]["host"], numeric=False), Column("PID", _g("pid"), str),
+    Column("Ranges", _g("ranges")), Column("First (ms)", _g("first_ns"), _ms), Column("Last (ms)", _g("last_ns"), _ms),
+    Column("Steps", _step("count"), lambda v: "-" if v is None else str(v)),
+    Column("Step median (ms)", _step("median_ns"), _ms), Column("Step max (ms)", _step("max_ns"), _ms),
+]
+NODE_COLUMNS = [
+    Column("Node", _g("node_rank"), str), Column("Host", _g("host"), numeric=False),
+    Column("Ranks", lambda r: ",".join(map(str, r["ranks"])) or "-", numeric=False),
+    Column("Clock offset (ms)", _g("clock_offset_ns"), _ms),
+    Column("Residual (ms)", _g("clock_residual_ns"), _ms),
+    Column("Drift (µs)", _g("clock_drift_ns"), lambda v: f"{v / 1e3:+,.1f}"),
+    Column("Clock", lambda r: r.get("clock_error") or r.get("clock_reference") or "", numeric=False),
+    Column("Exit", _g("exit_code"), str), Column("nsys", lambda r: "yes" if r.get("nsys") else "no", numeric=False),
+    Column("Run", _g("run_id"), numeric=False),
+]
+
 COVERAGE_COLUMNS = [
     Column("PID", _g("pid"), str), Column("Role", _g("role"), numeric=False),
     Column("Start", lambda r: r.start_method or "", numeric=False),
@@ -190,6 +217,10 @@ class QtSummaryTables(QTabWidget):
             rows = report.summaries.get(key) if report is not None else None
             if rows:
                 self._add(key, title, rows, summary_columns(rows))
+        job = getattr(report, "job", None)
+        if job:
+            self._add("ranks", "Ranks", job["ranks"], RANK_COLUMNS)
+            self._add("nodes", "Nodes", job["nodes"], NODE_COLUMNS)
         if report is not None and report.processes:
             self._add("processes", "Processes", report.processes, PROCESS_COLUMNS)
         if report is not None and report.coverage is not None and report.coverage.processes:

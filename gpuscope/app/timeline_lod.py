@@ -343,12 +343,15 @@ def build_layout(tl: T.Timeline) -> TimelineLayout:
                   for lv in lane.rows if len(lv.levels[0])]
         first[pid] = float(min(starts)) if starts else float("inf")
     blocks = []
-    for pid in sorted(pids, key=lambda p: (first[p], p)):
+    # a job across nodes: one group of lanes per node (in node order), its processes by first activity
+    group_order = {g: i for i, g in enumerate(dict.fromkeys(tl.groups[p] for p in sorted(tl.groups)))}
+    for pid in sorted(pids, key=lambda p: (group_order.get(tl.groups.get(p), -1), first[p], p)):
         # per thread (main thread first): its NVTX lanes, then its CUDA API lane
         lanes = sorted(nv.get(pid, []) + api.get(pid, []),
                        key=lambda ln: (ln.tid != pid, ln.tid, ln.kind == KIND_API, ln.source, ln.style))
-        blocks.append(ProcessBlock(pid=pid, label=_process_label(tl.process_name(pid), pid),
-                                   lanes=lanes + gpu.get(pid, []), full_name=tl.process_name(pid)))
+        label = tl.process_name(pid) if pid in tl.groups else _process_label(tl.process_name(pid), pid)
+        blocks.append(ProcessBlock(pid=pid, label=label, lanes=lanes + gpu.get(pid, []),
+                                   full_name=tl.process_name(pid)))
     srcs = np.unique(tl.ranges.source) if len(tl.ranges) else np.zeros(0)
     nsys_seen = bool(len(tl.processes) and (tl.processes.source & (1 << T.SOURCE_NSYS)).any())
     mixed = T.SOURCE_GPUSCOPE in srcs.tolist() and (T.SOURCE_NSYS in srcs.tolist() or nsys_seen)

@@ -25,6 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--perfetto", metavar="OUT.json", help="also write a Perfetto/Chrome trace")
     parser.add_argument("--run", metavar="RUN_ID", help="a gpuscope run (id or unique prefix) from the store")
     parser.add_argument("--no-cache", action="store_true", help="do not use or write the parsed-report cache")
+    parser.add_argument("--job", metavar="ID", help="a job folder holding several jobs' node runs: the job to merge")
+    parser.add_argument("--step", metavar="NAME", help="a job: the range whose durations compare the ranks "
+                        "(stragglers; default: the longest range every rank repeats)")
     parser.add_argument("--redact", metavar="OUT.sqlite", help="write a shareable copy of the .sqlite export "
                         "without the program's environment (see docs/STORE.md) and exit")
 
@@ -71,10 +74,8 @@ def _redact(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.redact:
         return _redact(args)
-    from gpuscope.nsys.report import load_report
-
     target, run_dir = resolve(args)
-    report = load_report(target, run_dir=run_dir if target != run_dir else None, use_cache=not args.no_cache)
+    report = _load(target, run_dir, args)
     has_data = any(p["nvtx_ranges"] or p["marks"] or p["kernels"] for p in report.processes)
     if report.sqlite_path is not None and not has_data and "NVTX_EVENTS" not in report.tables:
         raise UserError(f"{report.sqlite_path}: no NVTX or CUDA data in this export "
@@ -95,6 +96,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load(target: Path, run_dir: Path | None, args: argparse.Namespace):
+    """The report of ``target``: a job folder merged with ``--job`` / ``--step``, else ``load_report``."""
+    from gpuscope.nsys.job import is_job_dir
+    from gpuscope.nsys.report import load_job, load_report
+
+    job_id, step = getattr(args, "job", None), getattr(args, "step", None)
+    if is_job_dir(target):
+        return load_job(target, job_id=job_id, step=step)
+    if job_id or step:
+        raise UserError(f"--job / --step are for a job folder of node runs (gpuscope run --job-dir), not {target}")
+    return load_report(target, run_dir=run_dir if target != run_dir else None, use_cache=not args.no_cache)
+
+
 def _finding(f) -> dict:
     return {k: getattr(f, k, None) for k in ("code", "message", "advice")}
 
@@ -112,6 +126,8 @@ def to_json(report) -> dict:
         "notes": report.notes,
         "coverage": report.coverage.to_dict() if report.coverage is not None else None,
     }
+    if getattr(report, "job", None) is not None:
+        out["job"] = report.job
     for key, _ in SUMMARY_KEYS:
         if key in report.summaries:
             out[f"{key}_summary"] = [r.to_dict() for r in report.summaries[key]]
@@ -138,13 +154,18 @@ def _summary_table(title: str, rows, out) -> None:
 
 def print_text(report, out) -> None:
     version = report.nsys_version or "unknown"
-    out.write(f"{report.path}\n  nsys {version}, export schema {report.schema_version or '?'}\n")
+    if getattr(report, "job", None) is not None and report.nsys_version is None:
+        out.write(f"{report.path}\n  job folder: gpuscope's event logs of each node (no nsys report)\n")
+    else:
+        out.write(f"{report.path}\n  nsys {version}, export schema {report.schema_version or '?'}\n")
     procs = [["PID", "Process", "NVTX ranges", "gpuscope ranges", "Marks", "Kernels", "OS calls"]]
     for p in report.processes:
         procs.append([str(p["pid"]), p["name"][:60], str(p["nvtx_ranges"]), str(p["gpuscope_ranges"]),
                       str(p["marks"]), str(p["kernels"]), str(p["osrt_calls"])])
     out.write("\nProcesses\n")
     _table(procs, out)
+    if getattr(report, "job", None) is not None:
+        _print_job(report.job, out)
     for key, title in SUMMARY_KEYS:
         _summary_table(title, report.summaries.get(key), out)
     if report.coverage is not None:
@@ -163,3 +184,37 @@ def _print_coverage(cov, out) -> None:
     _table(rows, out)
     for p in cov.missing:
         out.write(f"  pid {p.pid}: {p.lost} range(s) missing in nsys: {p.reason}\n    fix: {p.fix}\n")
+
+
+def _ms(ns) -> str:
+    return "-" if ns is None else f"{ns / 1e6:,.3f}"
+
+
+def _print_job(job: dict, out) -> None:
+    """A job across nodes: its nodes with their clock offsets, the ranks, the stragglers."""
+    out.write(f"\nJob {job['job_id']}: {len(job['nodes'])} of {job['nnodes']} node(s), {len(job['ranks'])} rank(s)\n")
+    rows = [["Node", "Host", "Ranks", "Clock offset (ms)", "Residual (ms)", "Drift (µs)", "Exit", "nsys", "Run"]]
+    for n in job["nodes"]:
+        drift = n.get("clock_drift_ns")
+        rows.append([str(n["node_rank"]), n["host"], ",".join(map(str, n["ranks"])) or "-",
+                     "not measured" if n["clock_error"] else _ms(n["clock_offset_ns"]), _ms(n["clock_residual_ns"]),
+                     "-" if drift is None else f"{drift / 1e3:+,.1f}",
+                     str(n["exit_code"]), "yes" if n["nsys"] else "no", str(n["run_id"])])
+    _table(rows, out)
+    step = (job.get("stragglers") or {}).get("step")
+    rows = [["Rank", "Node", "Host", "PID", "Ranges", "First (ms)", "Last (ms)"]
+            + ([f"{step} ×", "median (ms)", "max (ms)"] if step else [])]
+    for r in job["ranks"]:
+        s = r.get("step") or {}
+        rows.append([str(r["rank"]), str(r["node"]["node_rank"]), r["node"]["host"], str(r["pid"]), str(r["ranges"]),
+                     _ms(r["first_ns"]), _ms(r["last_ns"])]
+                    + ([str(s.get("count", 0)), _ms(s.get("median_ns")), _ms(s.get("max_ns"))] if step else []))
+    out.write("\nRanks (times on node 0's clock, from the job's first record)\n")
+    _table(rows, out)
+    st = job.get("stragglers")
+    if st:
+        out.write(f"\nStragglers ({st['step']}): median per rank spreads {_ms(st['spread_ns'])} ms; slowest rank "
+                  f"{st['slowest_rank']} takes {st['slowest_over_fastest']}× the fastest (rank {st['fastest_rank']})")
+        if st.get("end_skew_median_ns") is not None:
+            out.write(f"; the ranks end a step {_ms(st['end_skew_median_ns'])} ms apart (median)")
+        out.write("\n")

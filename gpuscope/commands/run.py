@@ -45,6 +45,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--nsys-timeout", type=float, default=NsysOptions.timeout_s,
                    help="limit in seconds for nsys after the program ended: finishing the recording, "
                         "importing and exporting it together")
+    n = p.add_argument_group("torchrun across nodes (docs/MULTINODE.md; under srun, SLURM_* fill absent flags)")
+    n.add_argument("--nnodes", type=int, default=None, help="number of nodes of the job")
+    n.add_argument("--node-rank", type=int, default=None, help="this node's rank (0 .. nnodes-1)")
+    n.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT", help="torchrun's c10d rendezvous")
+    n.add_argument("--rdzv-id", default=None, metavar="ID", help="the job id every node shares")
+    n.add_argument("--rdzv-timeout", type=int, default=None, metavar="S",
+                   help="how long a node waits for the others to join (torchrun's join_timeout; default 600)")
+    n.add_argument("--job-dir", default=None, metavar="DIR",
+                   help="shared folder each node copies its run into (merge them: gpuscope report DIR)")
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE [ARGS]",
                    help="run a module as `python -m MODULE`; every argument after MODULE is the module's")
     p.add_argument("script", nargs="?", help="the Python script to run (or use -m MODULE)")
@@ -62,7 +71,22 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         module, rest = args.module[0], args.module[1:]
     return RunSpec(script=script, module=module, args=tuple(rest), cwd=args.cwd, python=args.python,
                    start_method=args.start_method, launcher=args.launcher, nproc=args.nproc,
-                   annotate=tuple(args.annotate), nsys=nsys, sample_interval_s=args.interval)
+                   annotate=tuple(args.annotate), nsys=nsys, sample_interval_s=args.interval,
+                   **_node_options(args))
+
+
+def _node_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The multi-node flags given, the absent ones from SLURM_* when --job-dir asks for a job across nodes."""
+    given = {"nnodes": getattr(args, "nnodes", None), "node_rank": getattr(args, "node_rank", None),
+             "rdzv_endpoint": getattr(args, "rdzv_endpoint", None), "rdzv_id": getattr(args, "rdzv_id", None),
+             "rdzv_timeout_s": getattr(args, "rdzv_timeout", None), "job_dir": getattr(args, "job_dir", None)}
+    if given["job_dir"] and args.launcher == "torchrun":
+        from gpuscope.runs.slurm import node_options
+
+        for key, value in node_options(os.environ).items():
+            if given.get(key) is None:
+                given[key] = value
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def _write(stream_name: str, chunk: bytes) -> None:

@@ -39,6 +39,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
     coverage: object | None = None  # gpuscope.trace.coverage.Coverage for a gpuscope run
     tables: set[str] = field(default_factory=set)   # tables of the export
+    job: dict | None = None        # a job across nodes: nodes, clocks, ranks, stragglers (gpuscope.nsys.job)
     loaded: T.Timeline | None = field(default=None, repr=False)
     loader: Callable[[], T.Timeline] | None = field(default=None, repr=False)
 
@@ -60,6 +61,10 @@ def load_report(path: str | Path, *, run_dir: str | Path | None = None, use_cach
     """
     p = Path(path)
     if p.is_dir():
+        from gpuscope.nsys import job
+
+        if job.is_job_dir(p):
+            return load_job(p)
         return load_run(p, cancel=cancel)
     if p.suffix == ".nsys-rep":
         if not p.exists():
@@ -80,6 +85,14 @@ def load_report(path: str | Path, *, run_dir: str | Path | None = None, use_cach
         from gpuscope.trace import coverage
         coverage.attach_run(rep, Path(run_dir))
     return rep
+
+
+def load_job(job_dir: Path, job_id: str | None = None, step: str | None = None) -> Report:
+    """A job folder of node runs (``gpuscope run --job-dir``), merged: :mod:`gpuscope.nsys.job`."""
+    from gpuscope.nsys import job
+
+    return Report(**job.merge_job(Path(job_dir), lambda export, node_dir: load_report(export, run_dir=node_dir),
+                                  job_id=job_id, step=step))
 
 
 def load_run(run_dir: Path, cancel: threading.Event | None = None) -> Report:
@@ -104,7 +117,8 @@ def load_events(run_dir: str | Path, note: str = NO_EXPORT_NOTE) -> Report:
     run_dir = Path(run_dir)
     logs = coverage.read_events(run_dir)
     if not logs:
-        raise UserError(f"{run_dir}: no nsys export and no gpuscope event logs (events/) in this folder")
+        raise UserError(f"{run_dir}: no nsys export, no gpuscope event logs (events/) and no node runs of a job "
+                        "(*/node.json) in this folder")
     tl = coverage.timeline_from_events(logs)
     sums = {"nvtx": summary.nvtx_summary(tl, "plain", source=T.SOURCE_GPUSCOPE), "kernel": [], "osrt": []}
     return Report(path=run_dir, sqlite_path=None, nsys_version=None, schema_version=None, naming="plain",

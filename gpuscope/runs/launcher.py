@@ -44,10 +44,25 @@ def build_command(spec: RunSpec, run_id: str, run_dir: Path, base_env: dict[str,
     # Nothing else changes: live output comes from a pty (gpuscope.runs.output), not PYTHONUNBUFFERED.
     if spec.launcher == "torchrun":
         argv = [python, "-m", "torch.distributed.run", "--nproc-per-node", str(spec.nproc),
-                "--standalone", *spec.target_args, *spec.args]
+                *_rendezvous_args(spec), *spec.target_args, *spec.args]
     else:
         argv = [python, *spec.target_args, *spec.args]
     return Command(argv=argv, env=env, cwd=spec.cwd or os.getcwd())
+
+
+def _rendezvous_args(spec: RunSpec) -> list[str]:
+    """``--standalone`` on one machine; a c10d rendezvous shared by the nodes of a job across nodes.
+
+    torchrun's c10d rendezvous gives each node its group rank (and so its ranks) in the order nodes
+    join; gpuscope's ``--node-rank`` names the node in the job folder, and each rank's process
+    records the RANK torchrun gave it. docs/MULTINODE.md."""
+    if not spec.multinode or not spec.rdzv_endpoint:
+        return ["--standalone"]
+    args = ["--nnodes", str(spec.nnodes), "--node-rank", str(spec.node_rank), "--rdzv-backend", "c10d",
+            "--rdzv-endpoint", spec.rdzv_endpoint, "--rdzv-id", spec.rdzv_id or "gpuscope"]
+    if spec.rdzv_timeout_s is not None:
+        args += ["--rdzv-conf", f"join_timeout={spec.rdzv_timeout_s}"]
+    return args
 
 
 def check_torch(python: str, env: dict[str, str]) -> None:

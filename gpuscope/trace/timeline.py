@@ -238,6 +238,8 @@ class Timeline:
     nvtx_last_ns: int | None = None   # nsys stats' "M": the latest NVTX timestamp of the export
     nvtx_pids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))  # pids with any NVTX row
     notes: list[str] = field(default_factory=list)
+    # pid -> lane group (a job across nodes: "node 1 · host"); empty for one machine. Not cached.
+    groups: dict[int, str] = field(default_factory=dict)
 
     def nbytes(self) -> int:
         """Memory held by all columns (strings not included)."""

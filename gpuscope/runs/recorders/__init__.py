@@ -22,4 +22,8 @@ def default_recorders(spec: RunSpec, store_path: Any = None) -> list[BaseRecorde
         from gpuscope.runs.recorders.nsys_recording import NsysRecorder
 
         recorders.append(NsysRecorder())
+    if spec.multinode:   # last: copies what the others wrote into the job folder
+        from gpuscope.runs.recorders.node_job import NodeJobRecorder
+
+        recorders.append(NodeJobRecorder())
     return recorders
