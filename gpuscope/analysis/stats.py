@@ -1,9 +1,11 @@
 """The statistics of a comparison: a spread over repeats, and the one rule for "beyond noise".
 
 The rule (docs/COMPARE.md): two labels differ beyond noise when each has at least two usable
-runs and the ``[min, max]`` ranges of their repeats do not overlap. Nothing else (no threshold on
-the ratio, no p-value): on a noisy shared machine the repeats' own spread is the noise, measured
-in the same series, alternated so that the noise falls on both sides.
+runs, the ``[min, max]`` ranges of their repeats do not overlap, and their medians differ by at
+least ``MIN_EFFECT`` (5 %). No p-value: on a noisy shared machine the repeats' own spread is the
+noise, measured in the same series, alternated so that the noise falls on both sides. The 5 % floor
+keeps two tight but nearly equal spreads (200.3 ms against 200.2 ms over two runs each) from being
+called a difference: what a user could act on is never that small.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 MIN_RUNS = 2   # runs per label the rule needs; one run each cannot separate a difference from noise
+MIN_EFFECT = 0.05  # medians closer than this (relative) are never a difference
 
 
 @dataclass(frozen=True)
@@ -47,10 +50,12 @@ def ratio(first: float | None, other: float | None) -> float | None:
 
 
 def separated(a: Spread | None, b: Spread | None) -> bool:
-    """The rule for one pair: both measured over >= MIN_RUNS runs, and their ranges do not overlap."""
+    """The rule for one pair: both measured over >= MIN_RUNS runs, their ranges do not overlap, and
+    their medians differ by at least MIN_EFFECT."""
     if a is None or b is None or a.n < MIN_RUNS or b.n < MIN_RUNS:
         return False
-    return not a.overlaps(b)
+    scale = max(abs(a.median), abs(b.median))
+    return not a.overlaps(b) and abs(a.median - b.median) >= MIN_EFFECT * scale
 
 
 def beyond_noise(spreads: Sequence[Spread | None]) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import statistics
 
 from gpuscope.analysis.comparison import build
 from gpuscope.analysis.run_figures import RunFigures
@@ -110,7 +111,8 @@ def test_json_and_markdown_forms():
 
 
 def test_noise_is_never_called_a_result():
-    """Whatever the numbers, while the two sides' ranges overlap the verdict names no slower side."""
+    """Whatever the numbers, while the two sides' ranges overlap (or their medians are within 5 %)
+    the verdict names no slower side."""
     rng = random.Random(11)
     for _ in range(200):
         base = rng.uniform(0.1, 10)
@@ -118,7 +120,9 @@ def test_noise_is_never_called_a_result():
         b = [base * rng.uniform(0.8, 1.2) for _ in range(rng.randint(2, 5))]
         comp = build({"fork": series("fork", a), "spawn": series("spawn", b)})
         overlap = min(a) <= max(b) and min(b) <= max(a)
-        assert ("slower" in comp.verdict) == (not overlap), (a, b, comp.verdict)
+        ma, mb = statistics.median(a), statistics.median(b)
+        small = abs(ma - mb) < 0.05 * max(ma, mb)
+        assert ("slower" in comp.verdict) == (not overlap and not small), (a, b, comp.verdict)
 
 
 def test_nothing_to_compare_when_no_run_ended_normally():
@@ -132,3 +136,11 @@ def test_nothing_to_compare_when_no_run_ended_normally():
     assert all(s is None for s in comp.metric("wall_s").values.values())
     comp = build({"fork": series("fork", [1.0, 1.1]), "spawn": [failed("spawn")]})
     assert comp.verdict.startswith("Nothing to compare: spawn has no run")
+
+
+def test_tight_but_equal_spreads_are_no_difference():
+    """Two runs each, ranges that do not overlap, medians 0.05 % apart: not a difference (the 5 % floor)."""
+    comp = build({"fork": series("fork", [200.2e-3, 200.21e-3]), "spawn": series("spawn", [200.3e-3, 200.31e-3])})
+    assert not comp.metric("wall_s").beyond_noise and "No difference beyond noise" in comp.verdict
+    comp = build({"fork": series("fork", [0.200, 0.201]), "spawn": series("spawn", [0.230, 0.231])})
+    assert comp.metric("wall_s").beyond_noise and "slower" in comp.verdict
