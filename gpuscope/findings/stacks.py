@@ -180,8 +180,18 @@ def read_from_outside(pid: int, role: str) -> ProcessStacks:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return ProcessStacks(pid, role, source="none", note=f"{name} failed: {exc}")
     threads = parse_outside(proc.stdout)
-    note = f"read by {name}" + ("" if threads else f": {(proc.stderr or proc.stdout).strip()[:200]}")
-    return ProcessStacks(pid, role, threads, source=name if threads else "none", note=note)
+    if threads:
+        return ProcessStacks(pid, role, threads, source=name, note=f"read by {name}")
+    if not os.path.exists(f"/proc/{pid}"):
+        return ProcessStacks(pid, role, source="none", note="ended before its stack could be read")
+    return ProcessStacks(pid, role, source="none", note=f"{name} could not read it: {_first_line(proc)}")
+
+
+def _first_line(proc: subprocess.CompletedProcess[str]) -> str:
+    """The tool's own message, one line (py-spy adds a Rust backtrace below it)."""
+    lines = [ln.strip() for ln in (proc.stderr or proc.stdout or "").splitlines() if ln.strip()]
+    first = lines[0] if lines else f"exit status {proc.returncode}"
+    return first.removeprefix("Error: ")[:200]
 
 
 _OUTSIDE_THREAD = re.compile(r'^\s*(?:Thread|Traceback for thread) (0x[0-9a-fA-F]+|\d+)\s*(?:\((.*?)\))?(.*)$')
