@@ -13,6 +13,7 @@ new process, and ``get_domain``'s cache is cleared in every fork child.
 
 import functools
 import sys
+import threading
 
 from .eventlog import STATE, native_tid, now, safe
 from .frames import hide_frames
@@ -105,6 +106,15 @@ class annotate:
     def __reduce__(self):
         return (self.__class__, self._args)
 
+    def __enter__(self):
+        reg = self._reg
+        if reg is None or reg.pid != STATE.pid:
+            reg = self._registered()
+        reg.push(reg.attrs, reg.handle)
+        stack = STATE.stacks.setdefault((native_tid(), reg.domain), [])
+        stack.append((reg.nid, now()))
+        return self
+
     def _registered(self):
         reg = self._reg
         if reg is None:
@@ -113,47 +123,70 @@ class annotate:
             reg.resolve()
         return reg
 
-    def __enter__(self):
-        reg = self._registered()
-        reg.enter()
-        stack = STATE.stacks.setdefault((native_tid(), reg.domain), [])
-        stack.append((reg.nid, now()))
-        return self
-
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
         t1 = now()
         reg = self._reg
-        reg.exit(*exc)
+        reg.pop(reg.handle)
         stack = STATE.stacks.get((native_tid(), reg.domain))
         if stack:
             nid, t0 = stack.pop()
             STATE.add_range(t0, t1, nid)
+        if exc is not None:
+            hide_frames(exc)
         return False
 
     def __call__(self, func):
+        """The decorated function holds only ``rec`` and ``func`` and enters ``rec`` as a context
+        manager, as nvtx's own decorator holds its annotate object. Pickled by value (cloudpickle:
+        Ray, joblib/loky) it refers to nothing of gpuscope: ``rec`` pickles as
+        ``nvtx.nvtx.annotate(message, ...)``, which a process without gpuscope rebuilds as nvtx's
+        own annotate (the same NVTX range) and an injected process as this class (recorded)."""
         message = self._args[0] or getattr(func, "__name__", None) or ""
-        reg = _Registered((message,) + self._args[1:])
-        state, clock, tid = STATE, now, native_tid
+        rec = _Decorated((message,) + self._args[1:])
 
         @functools.wraps(func)
         def inner(*args, **kwargs):
-            if reg.pid != state.pid:
-                reg.resolve()
-            reg.push(reg.attrs, reg.handle)
-            t0 = clock()
-            try:
+            with rec:
                 return func(*args, **kwargs)
-            except BaseException as exc:
-                hide_frames(exc)
-                raise
-            finally:
-                t1 = clock()
-                reg.pop(reg.handle)
-                state.buf.append((t0, t1, tid(), reg.nid, "P"))
-                if t1 > state.next_flush:
-                    state.flush()
 
         return inner
+
+
+_tl = threading.local()  # per thread: .s, the start times of the decorated calls open; .tid
+
+
+class _Decorated(_Registered):
+    """The range of an ``@annotate``-decorated function: a lean context manager (start times on
+    a per-thread stack), pickled as the ``annotate`` it stands for."""
+
+    __slots__ = ()
+
+    def __reduce__(self):
+        return (annotate, self.args)
+
+    def __enter__(self):
+        if self.pid != STATE.pid:
+            self.resolve()
+        self.push(self.attrs, self.handle)
+        try:
+            _tl.s.append(now())
+        except AttributeError:
+            _tl.tid = native_tid()
+            _tl.s = [now()]
+
+    def __exit__(self, exc_type, exc, tb):
+        t1 = now()
+        self.pop(self.handle)
+        try:
+            tl, state = _tl, STATE
+            state.buf.append((tl.s.pop(), t1, tl.tid, self.nid, "P"))
+            if t1 > state.next_flush:
+                state.flush()
+        except Exception as err:
+            STATE.error("nvtx decorated call", err)
+        if exc is not None:
+            hide_frames(exc)
+        return False
 
 
 def push_range(message=None, color="blue", domain=None, category=None, payload=None):
@@ -263,6 +296,8 @@ def after_fork_in_child():
     cache_clear = getattr(get_domain, "cache_clear", None)
     if cache_clear is not None:
         cache_clear()
+    if getattr(_tl, "tid", None) is not None:
+        _tl.tid = threading.get_native_id()  # the surviving thread has a new OS id
 
 
 def nvtx_available():
