@@ -9,7 +9,7 @@ import pickle
 import subprocess
 import sys
 
-import cloudpickle
+import cloudpickle  # what joblib (loky) and Ray pickle __main__ functions with
 import nvtx
 from joblib import Parallel, delayed
 
