@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gpuscope.findings import pool_rules, process_rules
+from gpuscope.findings import pool_rules, process_rules, ray_rules
 from gpuscope.finding import CleanupPids, Finding, Severity, evidence, merge
 from gpuscope.findings.output_rules import OutputScanner
 
@@ -106,7 +106,7 @@ def analyse_events(run_dir: Path, events: list | None = None, *, stopped: bool =
     scanner = scanner if scanner is not None else scan_stderr(Path(run_dir) / "stderr.log")
     return (scanner.findings() + process_rules.fork_with_threads(facts, roles)
             + process_rules.died_by_signal(facts, roles, stopped, scanner.torchrun_exits)
-            + pool_rules.pool_findings(events))
+            + pool_rules.pool_findings(events) + ray_rules.object_store_findings(Path(run_dir)))
 
 
 def analyse_run(run_dir: Path) -> list[Finding]:

@@ -61,7 +61,7 @@ def _patch_init(ray_module):
         except BaseException as exc:
             hide_frames(exc)
             raise
-        _became_driver(args, kwargs)
+        _became_driver(args, kwargs, result)
         return result
 
     init = _disguise(init, original)
@@ -70,10 +70,16 @@ def _patch_init(ray_module):
 
 
 @safe("Ray driver")
-def _became_driver(args, kwargs):
+def _became_driver(args, kwargs, context):
     address = kwargs.get("address", args[0] if args else None) or os.environ.get("RAY_ADDRESS")
     role = STATE.info.get("role", "")
     extra = {"ray": "driver", "ray_address": str(address) if address else "local"}
+    info = getattr(context, "address_info", None)
+    if isinstance(info, dict) and info.get("gcs_address"):
+        extra["ray_gcs_address"] = str(info["gcs_address"])   # the object store probe asks it
+        extra["ray_session_dir"] = str(info.get("session_dir") or "")
+        if os.environ.get("RAY_AUTH_MODE"):   # ray.init sets it (token authentication)
+            extra["ray_auth_mode"] = os.environ["RAY_AUTH_MODE"]
     if role not in DRIVER_KEEPS and not role.startswith("rank "):
         extra["role"] = "ray driver"
     STATE.update(**extra)
