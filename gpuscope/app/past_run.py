@@ -20,6 +20,7 @@ class PastRun:
     identities: dict[int, Any] = field(default_factory=dict)
     output: list[tuple[str, bytes]] = field(default_factory=list)
     truncated: dict[str, int] = field(default_factory=dict)   # stream -> bytes not loaded
+    ray_store: list[dict[str, int]] = field(default_factory=list)   # a Ray run's object store samples
 
 
 def _tail(path: Path, limit: int) -> tuple[bytes, int]:
@@ -47,7 +48,9 @@ def load_past_run(run_id: str, run_dir: str | os.PathLike[str]) -> PastRun:
     finally:
         conn.close()
     folder = Path(run_dir)
-    past = PastRun(run_id, folder, series, RoleReader(folder).lookup())
+    from gpuscope.telemetry.ray_store import read_ray_store
+
+    past = PastRun(run_id, folder, series, RoleReader(folder).lookup(), ray_store=read_ray_store(folder))
     for stream, name in (("stdout", layout.STDOUT), ("stderr", layout.STDERR)):
         data, cut = _tail(folder / name, TAIL_BYTES)
         if data:

@@ -13,7 +13,6 @@ new process, and ``get_domain``'s cache is cleared in every fork child.
 
 import functools
 import sys
-import threading
 
 from .eventlog import STATE, native_tid, now, safe
 from .frames import hide_frames
@@ -136,28 +135,33 @@ class annotate:
         return False
 
     def __call__(self, func):
-        """The decorated function holds only ``rec`` and ``func`` and enters ``rec`` as a context
-        manager, as nvtx's own decorator holds its annotate object. Pickled by value (cloudpickle:
-        Ray, joblib/loky) it refers to nothing of gpuscope: ``rec`` pickles as
-        ``nvtx.nvtx.annotate(message, ...)``, which a process without gpuscope rebuilds as nvtx's
-        own annotate (the same NVTX range) and an injected process as this class (recorded)."""
+        """The decorated function holds only ``rec`` and ``func`` and calls ``rec.__enter__()`` and
+        ``rec.__exit__(...)`` around ``func``, as nvtx's own decorator holds its annotate object.
+        Pickled by value (cloudpickle: Ray, joblib/loky) it refers to nothing of gpuscope: ``rec``
+        pickles as ``nvtx.nvtx.annotate(message, ...)``, which a process without gpuscope rebuilds
+        as nvtx's own annotate (the same NVTX range; its ``__exit__`` takes any arguments) and an
+        injected process as this class (recorded). ``__enter__`` returns the start time and
+        ``__exit__`` gets it back as its first argument: no per-thread state."""
         message = self._args[0] or getattr(func, "__name__", None) or ""
         rec = _Decorated((message,) + self._args[1:])
 
         @functools.wraps(func)
         def inner(*args, **kwargs):
-            with rec:
-                return func(*args, **kwargs)
+            t0 = rec.__enter__()
+            try:
+                result = func(*args, **kwargs)
+            except BaseException as exc:
+                rec.__exit__(t0, exc, None)
+                raise
+            rec.__exit__(t0, None, None)
+            return result
 
         return inner
 
 
-_tl = threading.local()  # per thread: .s, the start times of the decorated calls open; .tid
-
-
 class _Decorated(_Registered):
-    """The range of an ``@annotate``-decorated function: a lean context manager (start times on
-    a per-thread stack), pickled as the ``annotate`` it stands for."""
+    """The range of an ``@annotate``-decorated function (see ``annotate.__call__``), pickled as
+    the ``annotate`` it stands for."""
 
     __slots__ = ()
 
@@ -168,24 +172,17 @@ class _Decorated(_Registered):
         if self.pid != STATE.pid:
             self.resolve()
         self.push(self.attrs, self.handle)
-        try:
-            _tl.s.append(now())
-        except AttributeError:
-            _tl.tid = native_tid()
-            _tl.s = [now()]
+        return now()
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, t0, exc, _tb):
         t1 = now()
         self.pop(self.handle)
-        try:
-            tl, state = _tl, STATE
-            state.buf.append((tl.s.pop(), t1, tl.tid, self.nid, "P"))
-            if t1 > state.next_flush:
-                state.flush()
-        except Exception as err:
-            STATE.error("nvtx decorated call", err)
+        state = STATE
+        state.buf.append((t0, t1, native_tid(), self.nid, "P"))
         if exc is not None:
-            hide_frames(exc)
+            hide_frames(exc)   # the decorated function's own frame (this file) leaves the traceback
+        if t1 > state.next_flush:
+            state.flush()
         return False
 
 
@@ -296,8 +293,6 @@ def after_fork_in_child():
     cache_clear = getattr(get_domain, "cache_clear", None)
     if cache_clear is not None:
         cache_clear()
-    if getattr(_tl, "tid", None) is not None:
-        _tl.tid = threading.get_native_id()  # the surviving thread has a new OS id
 
 
 def nvtx_available():

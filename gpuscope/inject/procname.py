@@ -34,12 +34,16 @@ RAY_SCRIPT_ROLES = (
     ("_private/runtime_env/agent/main.py", "ray runtime env agent"),
     ("autoscaler/_private/monitor.py", "ray monitor"),
     ("_private/log_monitor.py", "ray log monitor"),
+    ("_private/workers/setup_worker.py", "ray worker setup"),
 )
+RAY_MODULE_ROLES = {"ray.util.client.server": "ray client server"}   # python -m MODULE
 
 
 def ray_script_role(argv):
     """The role of a Ray process from its command line (``python [-u] .../ray/<script>``), or None."""
-    for arg in argv[1:3]:
+    for i, arg in enumerate(argv[1:3], 1):
+        if arg == "-m":
+            return RAY_MODULE_ROLES.get(argv[i + 1] if i + 1 < len(argv) else "")
         if arg.startswith("-"):
             continue
         if "/ray/" not in arg:

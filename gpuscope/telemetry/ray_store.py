@@ -135,6 +135,30 @@ def read_ray_store(run_dir: str | os.PathLike[str]) -> list[dict[str, int]]:
         text = (Path(run_dir) / FILE).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return []
+    return _parse(text)
+
+
+class StoreTail:
+    """The samples added to a run's ``ray_store.jsonl`` since the last call (complete lines only),
+    for the live plots."""
+
+    def __init__(self, run_dir: str | os.PathLike[str]) -> None:
+        self.path = Path(run_dir) / FILE
+        self.offset = 0
+
+    def read_new(self) -> list[dict[str, int]]:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return []
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        return _parse(data[:end].decode("utf-8", "replace"))
+
+
+def _parse(text: str) -> list[dict[str, int]]:
     out = []
     for raw in text.splitlines():
         try:

@@ -35,7 +35,9 @@ def uses_helper(x):
 
 
 def main():
-    ray.init(num_cpus=2, object_store_memory=80 * 2**20, include_dashboard=False, log_to_driver=False)
+    # address="local": a new local cluster, never one that runs on this machine already
+    ray.init(address="local", num_cpus=2, object_store_memory=80 * 2**20, include_dashboard=False,
+             log_to_driver=False)
     a, b = Counter.remote(0), Counter.remote(100)
     print("incr", ray.get([a.incr.remote(1), b.incr.remote(2), a.incr.remote(3)]))
     print("square", ray.get([square.remote(i) for i in range(5)]))
