@@ -98,7 +98,7 @@ def test_object_store_spilling_and_growth_are_found(run_env):
     assert result["exit_code"] == 0, proc.stderr.decode()[-3000:]
     assert proc.stdout.rstrip(b"\n").rsplit(b"\n", 1)[0] + b"\n" == plain.stdout
     codes = {f["code"]: f for f in result["findings"]}
-    assert "ray-object-store-spilled" in codes and "ray-object-store-growing" in codes, list(codes)
+    assert "ray-object-store-spilled" in codes and "ray-object-store-growing" in codes, (list(codes), result["notes"])
     spilled = codes["ray-object-store-spilled"]["evidence"]["numbers"]
     assert spilled["spilled MiB"] >= 20 and spilled["store MiB"] == 80, spilled
     assert any(n.startswith("Ray object store: peak") for n in result["notes"]), result["notes"]

@@ -1,7 +1,7 @@
 """The Ray object store of a run: a probe that starts only when the run starts a Ray cluster.
 
-It costs nothing to a run without Ray: ``on_batch`` looks only at the processes new in each batch
-until one is Ray's ``raylet`` or ``gcs_server``; then, about once a second, for the driver's GCS
+A run without Ray pays one look at the OS names of each batch's processes (a few µs): until one is
+Ray's ``raylet`` or ``gcs_server``; then, about once a second, for the driver's GCS
 address in the event logs (``ray.init`` writes it); then it starts the probe
 (``gpuscope.telemetry.ray_store``). The probe ends with the program; ``finish`` adds one note
 with the store's peak and spill figures (the findings read ``ray_store.jsonl``).
@@ -35,7 +35,9 @@ class RayObjectStoreRecorder(BaseRecorder):
         if self.probe is not None or self._ended or self._run_dir is None:
             return
         if not self._ray_seen:
-            self._ray_seen = any(p.name in RAY_PROGRAMS for p in batch.started)
+            # every process of the batch, not only the new ones: a raylet is first seen as the fork
+            # child that is about to exec it (its OS name changes a moment later)
+            self._ray_seen = any(p.name in RAY_PROGRAMS for p in batch.processes)
             if not self._ray_seen:
                 return
         now = time.monotonic()
