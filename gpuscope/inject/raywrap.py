@@ -67,6 +67,11 @@ def _patch_init(ray_module):
     init = _disguise(init, original)
     init.__gpuscope__ = True
     ray_module.init = init
+    # pickled by reference as its module's attribute (ray._private.worker.init): that is the wrapper
+    # too, so pickling ray.init finds the same object, and a process without gpuscope the original
+    home = sys.modules.get(getattr(original, "__module__", "") or "")
+    if home is not None and getattr(home, getattr(original, "__name__", ""), None) is original:
+        setattr(home, original.__name__, init)
 
 
 @safe("Ray driver")

@@ -1,6 +1,7 @@
 """A small Ray program as a new user writes it: a local cluster, two actors with an
 @nvtx.annotate'd method, tasks (one calls an annotated helper). Prints the same with and without
 gpuscope. ``--no-shutdown``: end without ray.shutdown() (Ray's atexit handler stops the cluster)."""
+import pickle
 import sys
 
 import nvtx
@@ -42,6 +43,11 @@ def main():
     print("incr", ray.get([a.incr.remote(1), b.incr.remote(2), a.incr.remote(3)]))
     print("square", ray.get([square.remote(i) for i in range(5)]))
     print("helper", ray.get([uses_helper.remote(i) for i in range(2)]))
+    # what gpuscope wraps in Ray pickles by reference like the original
+    print("pickle ray.init", pickle.loads(pickle.dumps(ray.init)) is ray.init)
+    print("pickle manager", pickle.loads(pickle.dumps(
+        ray._private.function_manager.FunctionActorManager.get_execution_info))
+          is ray._private.function_manager.FunctionActorManager.get_execution_info)
     if "--no-shutdown" not in sys.argv:
         ray.shutdown()
     print("done")
