@@ -41,13 +41,11 @@ def install(ray_module):
 
 
 def _disguise(wrapper, original):
-    for attr in ("__module__", "__qualname__", "__name__", "__doc__"):
-        try:
-            setattr(wrapper, attr, getattr(original, attr))
-        except (AttributeError, TypeError):
-            pass
-    wrapper.__wrapped__ = original
-    return wrapper
+    """The wrapper looks like ``original``: name, module, qualname (pickling by reference), doc,
+    attributes, signature (``__wrapped__``)."""
+    import functools
+
+    return functools.update_wrapper(wrapper, original)
 
 
 def _patch_init(ray_module):
