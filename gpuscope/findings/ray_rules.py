@@ -3,8 +3,9 @@
 * ``ray-object-store-spilled``: the store spilled objects to disk. Spilled objects live under the
   session's ``ray_spilled_objects`` folder (/tmp/ray by default) until their references go: the
   seed case is a node whose disk filled with spilled objects that the program still referenced.
-* ``ray-object-store-growing``: what the store holds only grew, sample after sample, up to most
-  of its capacity: references kept alive (a list of ObjectRefs, results never released).
+* ``ray-object-store-growing``: what the store holds (in memory + spilled so far) only grew,
+  sample after sample, up to most of its capacity: references kept alive (a list of ObjectRefs,
+  results never released).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def object_store_findings(run_dir: Path) -> list[Finding]:
                       "restored MiB": s["restored_bytes"] / 2**20, "store MiB": s["capacity"] / 2**20,
                       "peak used MiB": s["peak_used"] / 2**20})))
     if _grows_without_release(samples, s["capacity"]):
-        held = [x["used"] + x["spilled_bytes"] - x["restored_bytes"] for x in samples]
+        held = [_held(x) for x in samples]
         out.append(Finding(
             "ray-object-store-growing",
             f"the Ray object store only grew during the run, to {mib(max(held))} held "
@@ -51,9 +52,17 @@ def object_store_findings(run_dir: Path) -> list[Finding]:
     return out
 
 
+def _held(sample: dict[str, int]) -> int:
+    """In memory plus spilled so far. Spilled bytes are a running total: an object spilled and then
+    restored (or spilled and freed) still counts, so only memory freed in the store lowers this: a
+    release of references. (Subtracting restored bytes made a restore, sampled between Ray's
+    counters, look like a release.)"""
+    return sample["used"] + sample["spilled_bytes"]
+
+
 def _grows_without_release(samples: list[dict[str, int]], capacity: int) -> bool:
     """What the store holds (in memory + spilled) never fell and rose to most of its capacity."""
-    held = [x["used"] + x["spilled_bytes"] - x["restored_bytes"] for x in samples]
+    held = [_held(x) for x in samples]
     active = held[next((i for i, h in enumerate(held) if h > 0), len(held)):]
     if len(active) < MIN_SAMPLES or capacity <= 0:
         return False
