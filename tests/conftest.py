@@ -50,11 +50,14 @@ def pytest_collection_modifyitems(config, items):
         group = rel.parts[0] if rel.parts[0] in _SHARED_FOLDERS else rel.as_posix()
         if item.get_closest_marker("nsys"):
             group = "nsys"   # one worker records, in turn: no test waits on another's machine-wide lock
+        elif item.get_closest_marker("ray"):
+            group = "ray"    # one local Ray cluster at a time: each starts ~10 processes
         groups[item.nodeid] = group
         item.add_marker(pytest.mark.xdist_group(group))
     # Groups with real nsys recordings or torch first: their tests take minutes and nsys ones queue
     # on one machine-wide lock, so started first they overlap with everything else.
-    heavy = {groups[i.nodeid] for i in items if i.get_closest_marker("nsys") or i.get_closest_marker("torch")}
+    heavy = {groups[i.nodeid] for i in items
+             if i.get_closest_marker("nsys") or i.get_closest_marker("torch") or i.get_closest_marker("ray")}
     items.sort(key=lambda i: groups[i.nodeid] not in heavy)
 
 

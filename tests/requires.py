@@ -20,3 +20,9 @@ def torch() -> None:
     """Skip the calling test (or module, at module level) when torch is not installed."""
     if not installed("torch"):
         pytest.skip("torch not importable", allow_module_level=True)
+
+
+def ray() -> None:
+    """Skip the calling test (or module) when Ray is not installed (``pip install gpuscope[ray]``)."""
+    if not installed("ray"):
+        pytest.skip("ray not importable", allow_module_level=True)

@@ -15,6 +15,7 @@ import numpy as np
 
 from gpuscope.app.plot_buffers import SeriesBuffer
 from gpuscope.app.procroles import tool_group
+from gpuscope.trace.process_row import PROGRAM_ROLES
 
 # plot key -> (metric kind, metric key): the curves of each plot, per device, per process, or the
 # total of a tool's processes ("group": Nsight Systems' own, drawn as one curve)
@@ -22,8 +23,11 @@ PLOTS = {
     "gpu_util": (("gpu", "util_gpu"), ("proc", "sm_util")),
     "gpu_mem": (("gpu", "mem_used"), ("proc", "gpu_mem")),
     "cpu": (("proc", "cpu"), ("group", "cpu")),
-    "rss": (("proc", "rss"), ("group", "rss")),
+    "rss": (("proc", "rss"), ("group", "rss"), ("ray", "used"), ("ray", "spilled_bytes")),
 }
+# the Ray object store (gpuscope.telemetry.ray_store) in the memory plot: what it holds in memory,
+# and the bytes it spilled to disk so far
+RAY_KEYS = ("used", "spilled_bytes")
 GROUP_KEYS = ("cpu", "rss")
 
 
@@ -121,6 +125,19 @@ class LiveModel:
             for key in GROUP_KEYS:
                 self._buf("group", key, i).append(t, acc[key] if acc else float("nan"))
 
+    def add_ray_store(self, samples: list[dict[str, int]]) -> None:
+        """Object store samples of a Ray run (``ray_store.jsonl``; same clock as the batches)."""
+        if not samples:
+            return
+        if self.t0_ns is None:
+            self.t0_ns = samples[0]["t_ns"]
+        for sample in samples:
+            t = (sample["t_ns"] - self.t0_ns) / 1e9
+            for key in RAY_KEYS:
+                self._buf("ray", key, 0).append(t, sample[key])
+            self.last_t = max(self.last_t, t)
+        self.version += 1
+
     def group_total(self, group: str) -> tuple[int, float, int]:
         """(live processes, CPU %, RSS bytes) of a tool group now."""
         rows = [r for r in self.procs.values() if r.group == group and r.alive]
@@ -132,6 +149,10 @@ class LiveModel:
         for pid, ident in ids.items():
             row = self.procs.get(pid)
             label = getattr(ident, "label", ident.role)
+            if label == "fork child" and row is not None and row.name and not row.name.startswith("gs:"):
+                # a fork child that exec'd a program that is not Python (Ray's gcs_server, raylet):
+                # named by the program, as its row after the run (trace/process_rows.py)
+                label = PROGRAM_ROLES.get(row.name, row.name)
             if row is not None and (row.role, row.rank) != (label, ident.rank):
                 row.role, row.rank, row.group = label, ident.rank, None   # a logged process is the user's
                 changed = True

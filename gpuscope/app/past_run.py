@@ -23,6 +23,7 @@ class PastRun:
     findings: list[Any] = field(default_factory=list)        # gpuscope.finding.Finding, as `gpuscope findings`
     stacks: tuple[int | None, list[Any]] | None = None         # the last stacks taken (taken_ns, processes)
     started_ns: int | None = None
+    ray_store: list[dict[str, int]] = field(default_factory=list)   # a Ray run's object store samples
 
 
 def _tail(path: Path, limit: int) -> tuple[bytes, int]:
@@ -53,7 +54,10 @@ def load_past_run(run_id: str, run_dir: str | os.PathLike[str], started_ns: int 
     finally:
         conn.close()
     folder = Path(run_dir)
-    past = PastRun(run_id, folder, series, RoleReader(folder).lookup(), started_ns=started_ns)
+    from gpuscope.telemetry.ray_store import read_ray_store
+
+    past = PastRun(run_id, folder, series, RoleReader(folder).lookup(), started_ns=started_ns,
+                   ray_store=read_ray_store(folder))
     for stream, name in (("stdout", layout.STDOUT), ("stderr", layout.STDERR)):
         data, cut = _tail(folder / name, TAIL_BYTES)
         if data:

@@ -71,6 +71,13 @@ def _parse(path: Path) -> tuple[int, Identity] | None:
                          info.get("start_method"), worker if isinstance(worker, int) else None)
 
 
+def _start_of(name: str) -> int:
+    try:
+        return int(name[:-4].rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        return 0
+
+
 class RoleReader:
     """``lookup()`` -> {pid: Identity} for the processes that have an event log so far."""
 
@@ -79,6 +86,7 @@ class RoleReader:
         self.reread_s = reread_s
         self._read_at: dict[str, float] = {}
         self._known: dict[int, Identity] = {}
+        self._start: dict[int, int] = {}   # pid -> start of the log its identity came from
 
     def lookup(self) -> dict[int, Identity]:
         now = time.monotonic()
@@ -91,6 +99,12 @@ class RoleReader:
                 continue
             self._read_at[name] = now
             parsed = _parse(self.folder / name)
-            if parsed is not None:
-                self._known[parsed[0]] = parsed[1]
+            if parsed is None:
+                continue
+            # "<pid>-<start>.log": a process that exec'd Python again has a later log under its
+            # pid; the latest log's identity wins (one process, one identity: docs/PROCESS-ROWS.md)
+            pid, start = parsed[0], _start_of(name)
+            if start >= self._start.get(pid, -1):
+                self._known[pid] = parsed[1]
+                self._start[pid] = start
         return dict(self._known)

@@ -33,6 +33,7 @@ TITLES = {"gpu_util": ("gpu", "util_gpu", "GPU utilization"), "gpu_mem": ("gpu",
           "cpu": ("proc", "cpu", "CPU per process"), "rss": ("proc", "rss", "RSS per process")}
 GPU_PLOTS = ("gpu_util", "gpu_mem")
 TOOL_PEN = "#9a9a9a"
+RAY_PEN = "#202020"
 MIN_SPAN_S = 5.0
 
 
@@ -99,7 +100,11 @@ class _Plot:
             # devices solid; processes dashed past the tenth (the palette repeats); a tool's total grey
             dashed = ident[0] == "group" or (ident[0] != "gpu" and len(self.curves) >= len(PALETTE))
             style = Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine
-            c = self.item.plot(pen=pg.mkPen(TOOL_PEN if ident[0] == "group" else color, width=1, style=style))
+            pen = pg.mkPen(TOOL_PEN if ident[0] == "group" else color, width=1, style=style)
+            if ident[0] == "ray":   # the Ray object store: one thick dark curve, spilled bytes dotted
+                pen = pg.mkPen(RAY_PEN, width=3, style=Qt.PenStyle.DotLine if ident[1] != "used"
+                               else Qt.PenStyle.SolidLine)
+            c = self.item.plot(pen=pen)
             self.legend.addItem(c, label)
             self.curves[ident] = c
             self.legend.setVisible(True)
@@ -240,6 +245,8 @@ class QtLiveView(QWidget):
     def _label(self, kind: str, key: str, subject: int) -> str:
         if kind == "gpu":
             return self.model.devices.get(subject, f"GPU {subject}")
+        if kind == "ray":
+            return "Ray object store" if key == "used" else "Ray spilled to disk (total)"
         if kind == "group":
             group = self.model.groups[subject] if subject < len(self.model.groups) else "tools"
             return f"{group} (total)"

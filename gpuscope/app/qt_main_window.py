@@ -24,6 +24,7 @@ from gpuscope.app.bridge import RunBridge
 from gpuscope.app.live_model import LiveModel
 from gpuscope.app.procroles import RoleReader
 from gpuscope.app.qt_compare_session import CompareSession
+from gpuscope.telemetry.ray_store import StoreTail
 from gpuscope.app.qt_console import QtConsole
 from gpuscope.app.qt_history import QtHistory
 from gpuscope.app.qt_launch_panel import QtLaunchPanel
@@ -56,6 +57,7 @@ class MainWindow(QMainWindow):
         self.controller = RunController(self.run_bridge, self)
         self.model = LiveModel()
         self.roles: RoleReader | None = None
+        self.ray_store: StoreTail | None = None
         self.last_report: Report | None = None
         self.last_result: RunResult | None = None
         self.last_error: str | None = None
@@ -246,6 +248,7 @@ class MainWindow(QMainWindow):
     def _run_started(self, run: Run) -> None:
         self.roles = RoleReader(run.run_dir)
         self.findings.started(run)
+        self.ray_store = StoreTail(run.run_dir)   # a Ray run's object store (docs/RAY.md)
         self.live.set_gpu_reason(self.controller.gpu_reason)
         self.live.title.setText(f"{self.live.title.text()} · run {run.run_id} · pid {run.pid}")
         for note in run.notes:
@@ -285,6 +288,8 @@ class MainWindow(QMainWindow):
             self.model.add(batch)
         if self.roles is not None and self._ticks % 5 == 0:
             self.model.set_identities(self.roles.lookup())
+            if self.ray_store is not None:
+                self.model.add_ray_store(self.ray_store.read_new())
         self.findings.tick(self._ticks)
         if self.tabs.currentIndex() == 0:
             self.live.refresh()
@@ -402,9 +407,11 @@ class MainWindow(QMainWindow):
         self.console.clear()
         self.findings.reset()
         self.roles = None
+        self.ray_store = None
         if past.series is not None:
             self.model.load_series(past.series, past.identities)
             self.live.set_gpu_reason(self.model.gpu_reason)
+        self.model.add_ray_store(past.ray_store)
         self.live.set_whole_run()
         self.live.set_elapsed(self.model.last_t, "ran")
         for stream, cut in past.truncated.items():

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gpuscope.findings import ddp_rules, ipc_rules, pool_rules, process_rules, torch_rules
+from gpuscope.findings import ddp_rules, ipc_rules, pool_rules, process_rules, ray_rules, torch_rules
 from gpuscope.finding import CleanupPids, Finding, Severity, evidence, merge
 from gpuscope.findings.output_rules import OutputScanner
 
@@ -111,7 +111,7 @@ def analyse_events(run_dir: Path, events: list | None = None, *, stopped: bool =
         + process_rules.died_by_signal(facts, roles, stopped, scanner.torchrun_exits, oom_killed)
         + pool_rules.pool_findings(events) + ipc_rules.large_pickles(events)
         + torch_rules.cuda_after_fork(events, output) + torch_rules.sampler_epoch_not_set(events)
-        + ddp_rules.stragglers(events))
+        + ddp_rules.stragglers(events) + ray_rules.object_store_findings(Path(run_dir)))
 
 
 def analyse_run(run_dir: Path) -> list[Finding]:

@@ -5,7 +5,7 @@ import sys
 
 from . import annotate_patterns, exitstatus, importhook, mpwrap, nvtxwrap
 from .eventlog import STATE, python_version
-from .procname import env_rank, name_python_threads, set_process_name, short_role
+from .procname import env_rank, name_python_threads, ray_script_role, set_process_name, short_role
 
 _SCRIPT = os.environ.get("GPUSCOPE_SCRIPT", "")
 _MODULE = os.environ.get("GPUSCOPE_MODULE", "")
@@ -33,7 +33,7 @@ def detect_role(argv):
         return "rank %d" % env_rank(), None
     if _is_script(argv) and _claim_main():
         return "main", None
-    return "subprocess", None
+    return ray_script_role(argv) or "subprocess", None
 
 
 def _is_script(argv):
@@ -153,8 +153,9 @@ def _install(role):
     _exit_now.__doc__ = _os_exit.__doc__
     os._exit = _exit_now  # fork children (multiprocessing's and the user's own) end through it
     os.register_at_fork(after_in_child=_after_fork_in_child)
-    if role not in ("spawn child", "subprocess"):
-        _name_process()  # spawn children are named when they learn what they are (pool/process)
+    if role not in ("spawn child", "subprocess") and not role.startswith("ray "):
+        _name_process()  # spawn children are named when they learn what they are (pool/process);
+        # Ray names its own processes (ray::IDLE, ray::Counter.incr)
     importhook.install()
     from . import forkwatch, stacks  # findings: stacks on a signal, forks with threads, child exits
     stacks.install(STATE.run_dir, importhook.when_imported)
@@ -170,6 +171,7 @@ def _install(role):
     importhook.when_imported("multiprocessing.spawn", mpwrap.patch_spawn)
     importhook.when_imported("concurrent.futures.process", mpwrap.patch_executor)
     importhook.when_imported("nvtx", nvtxwrap.install)
+    importhook.when_imported("ray", _later("raywrap", "install"))                     # Ray tasks, actors
     if annotate_patterns.PATTERNS:
         _install_annotate(role, atexit)
     _start_torchmem()

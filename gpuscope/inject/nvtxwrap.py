@@ -105,6 +105,15 @@ class annotate:
     def __reduce__(self):
         return (self.__class__, self._args)
 
+    def __enter__(self):
+        reg = self._reg
+        if reg is None or reg.pid != STATE.pid:
+            reg = self._registered()
+        reg.push(reg.attrs, reg.handle)
+        stack = STATE.stacks.setdefault((native_tid(), reg.domain), [])
+        stack.append((reg.nid, now()))
+        return self
+
     def _registered(self):
         reg = self._reg
         if reg is None:
@@ -113,47 +122,68 @@ class annotate:
             reg.resolve()
         return reg
 
-    def __enter__(self):
-        reg = self._registered()
-        reg.enter()
-        stack = STATE.stacks.setdefault((native_tid(), reg.domain), [])
-        stack.append((reg.nid, now()))
-        return self
-
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
         t1 = now()
         reg = self._reg
-        reg.exit(*exc)
+        reg.pop(reg.handle)
         stack = STATE.stacks.get((native_tid(), reg.domain))
         if stack:
             nid, t0 = stack.pop()
             STATE.add_range(t0, t1, nid)
+        if exc is not None:
+            hide_frames(exc)
         return False
 
     def __call__(self, func):
+        """The decorated function holds only ``rec`` and ``func`` and calls ``rec.__enter__()`` and
+        ``rec.__exit__(...)`` around ``func``, as nvtx's own decorator holds its annotate object.
+        Pickled by value (cloudpickle: Ray, joblib/loky) it refers to nothing of gpuscope: ``rec``
+        pickles as ``nvtx.nvtx.annotate(message, ...)``, which a process without gpuscope rebuilds
+        as nvtx's own annotate (the same NVTX range; its ``__exit__`` takes any arguments) and an
+        injected process as this class (recorded). ``__enter__`` returns the start time and
+        ``__exit__`` gets it back as its first argument: no per-thread state."""
         message = self._args[0] or getattr(func, "__name__", None) or ""
-        reg = _Registered((message,) + self._args[1:])
-        state, clock, tid = STATE, now, native_tid
+        rec = _Decorated((message,) + self._args[1:])
 
         @functools.wraps(func)
         def inner(*args, **kwargs):
-            if reg.pid != state.pid:
-                reg.resolve()
-            reg.push(reg.attrs, reg.handle)
-            t0 = clock()
+            t0 = rec.__enter__()
             try:
-                return func(*args, **kwargs)
+                result = func(*args, **kwargs)
             except BaseException as exc:
-                hide_frames(exc)
+                rec.__exit__(t0, exc, None)
                 raise
-            finally:
-                t1 = clock()
-                reg.pop(reg.handle)
-                state.buf.append((t0, t1, tid(), reg.nid, "P"))
-                if t1 > state.next_flush:
-                    state.flush()
+            rec.__exit__(t0, None, None)
+            return result
 
         return inner
+
+
+class _Decorated(_Registered):
+    """The range of an ``@annotate``-decorated function (see ``annotate.__call__``), pickled as
+    the ``annotate`` it stands for."""
+
+    __slots__ = ()
+
+    def __reduce__(self):
+        return (annotate, self.args)
+
+    def __enter__(self):
+        if self.pid != STATE.pid:
+            self.resolve()
+        self.push(self.attrs, self.handle)
+        return now()
+
+    def __exit__(self, t0, exc, _tb):
+        t1 = now()
+        self.pop(self.handle)
+        state = STATE
+        state.buf.append((t0, t1, native_tid(), self.nid, "P"))
+        if exc is not None:
+            hide_frames(exc)   # the decorated function's own frame (this file) leaves the traceback
+        if t1 > state.next_flush:
+            state.flush()
+        return False
 
 
 def push_range(message=None, color="blue", domain=None, category=None, payload=None):

@@ -26,6 +26,35 @@ TARGET_ROLES = {
 WORKER_ROLES = ("pool worker", "executor worker", "loky worker", "DataLoader worker")
 
 
+# the script of a Ray process (its path inside the ray package) -> its role (docs/RAY.md)
+RAY_SCRIPT_ROLES = (
+    ("_private/workers/default_worker.py", "ray worker"),
+    ("dashboard/dashboard.py", "ray dashboard"),
+    ("dashboard/agent.py", "ray dashboard agent"),
+    ("_private/runtime_env/agent/main.py", "ray runtime env agent"),
+    ("autoscaler/_private/monitor.py", "ray monitor"),
+    ("_private/log_monitor.py", "ray log monitor"),
+    ("_private/workers/setup_worker.py", "ray worker setup"),
+)
+RAY_MODULE_ROLES = {"ray.util.client.server": "ray client server"}   # python -m MODULE
+
+
+def ray_script_role(argv):
+    """The role of a Ray process from its command line (``python [-u] .../ray/<script>``), or None."""
+    for i, arg in enumerate(argv[1:3], 1):
+        if arg == "-m":
+            return RAY_MODULE_ROLES.get(argv[i + 1] if i + 1 < len(argv) else "")
+        if arg.startswith("-"):
+            continue
+        if "/ray/" not in arg:
+            return None
+        for suffix, role in RAY_SCRIPT_ROLES:
+            if arg.endswith("/ray/" + suffix):
+                return role
+        return None
+    return None
+
+
 def child_role(proc):
     """(role, index, extra identity) of a starting multiprocessing child, from its Process object."""
     target = getattr(proc, "_target", None)

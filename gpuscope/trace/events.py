@@ -70,6 +70,8 @@ class ProcessEvents:
     truncated: bool = False
     info_times: list[tuple[int, dict[str, Any]]] = field(default_factory=list)   # (t, I line), in order
     children: list[tuple[int, int, int]] = field(default_factory=list)  # C lines: (t_call, t_return, pid)
+    # the log the same process wrote before it exec'd this interpreter (a fork child that execs)
+    pre_exec: "ProcessEvents | None" = None
 
     @property
     def pid(self) -> int:
@@ -95,6 +97,11 @@ class ProcessEvents:
     @property
     def start_ns(self) -> int:
         return int(self.header["anchor_mono_ns"])
+
+    @property
+    def first_start_ns(self) -> int:
+        """When the process began: before an ``exec``, when it has a log from before one."""
+        return self.pre_exec.first_start_ns if self.pre_exec is not None else self.start_ns
 
     def wall_ns(self, mono_ns: int) -> int:
         """Wall-clock time (epoch ns) of a monotonic timestamp of this process."""
@@ -217,7 +224,43 @@ def read_run_events(run_dir: str | os.PathLike[str]) -> list[ProcessEvents]:
         if pe is not None:
             logs.append(pe)
     logs.sort(key=lambda p: (p.start_ns, p.pid))
-    return logs
+    return merge_execs(logs)
+
+
+def merge_execs(logs: list[ProcessEvents]) -> list[ProcessEvents]:
+    """One entry per process: a process that ``exec``s a new Python interpreter writes a second log
+    under the same pid (a fork child of ``subprocess.Popen(preexec_fn=...)``, which runs Python's
+    fork handlers before the exec, or ``os.execv``). The earlier log (no exit record, same parent)
+    becomes the later one's ``pre_exec``; its ranges and marks join the later one's.
+    ``logs`` are in start order."""
+    latest: dict[int, ProcessEvents] = {}
+    out: list[ProcessEvents] = []
+    for pe in logs:
+        prev = latest.get(pe.pid)
+        if (prev is not None and prev.exit is None and not pe.header.get("forked")
+                and prev.ppid == pe.ppid and prev.start_ns <= pe.start_ns):
+            _absorb(pe, prev)
+            out.remove(prev)
+        latest[pe.pid] = pe
+        out.append(pe)
+    return out
+
+
+def _absorb(pe: ProcessEvents, prev: ProcessEvents) -> None:
+    pe.pre_exec = prev
+    pe.truncated = pe.truncated or prev.truncated
+    pe.errors = prev.errors + pe.errors
+    if not len(prev.ranges) and not prev.marks:
+        return
+    shift = max(pe.names, default=0) + 1   # the earlier log's name ids, moved past the later one's
+    for nid, name in prev.names.items():
+        pe.names[nid + shift] = Name(nid + shift, name.kind, name.domain, name.name, name.color)
+    if len(prev.ranges):
+        moved = prev.ranges.copy()
+        moved["nid"] += shift
+        both = np.concatenate([moved, pe.ranges]) if len(pe.ranges) else moved
+        pe.ranges = both[np.argsort(both["t0"], kind="stable")]
+    pe.marks = sorted([(t, tid, nid + shift) for t, tid, nid in prev.marks] + pe.marks)
 
 
 def first_process_log(run_dir: str | os.PathLike[str]) -> Path | None:

@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 Source = Literal["exact", "sampled"]
 NOT_INJECTED = "not injected"
+# Programs that are not Python (gpuscope cannot inject them) known by their OS name: their role.
+PROGRAM_ROLES = {"gcs_server": "ray GCS", "raylet": "ray raylet"}
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,7 @@ class ProcessRow:
 
     @property
     def injected(self) -> bool:
-        return self.role != NOT_INJECTED
+        return self.role != NOT_INJECTED and self.role not in PROGRAM_ROLES.values()
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (`run --json`, summary.json, the store)."""

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpuscope.trace.process_row import NOT_INJECTED, ProcessRow, TopRange
+from gpuscope.trace.process_row import NOT_INJECTED, PROGRAM_ROLES, ProcessRow, TopRange
 from gpuscope.status import signal_name
 from gpuscope.trace.events import ProcessEvents, read_run_events
 
 INFO_KEYS = ("argv", "nvtx", "forked", "parent_role", "local_rank", "start_method_explicit", "executable",
-             "target")
+             "target", "ray", "ray_address", "ray_task", "ray_actor")
 # how the process reported its status without evidence of a code: the launcher's wait() knows better
 _INFERRED = ("end",)
 
@@ -25,6 +25,10 @@ def row_from_events(pe: ProcessEvents) -> ProcessRow:
     code = pe.exit_code
     cpu, rss = pe.exact_usage()
     worker_id = pe.info.get("worker_id")
+    info = {k: pe.info.get(k) for k in INFO_KEYS if pe.info.get(k) is not None}
+    if pe.pre_exec is not None:   # a fork child that exec'd this interpreter: one process, one row
+        info["before_exec"] = pe.pre_exec.role
+    started = pe.first_start_ns
     return ProcessRow(
         pid=pe.pid, ppid=pe.ppid, role=pe.role, start_method=pe.start_method, rank=pe.rank,
         name=pe.info.get("os_name"), mp_name=pe.info.get("mp_name"),
@@ -32,12 +36,12 @@ def row_from_events(pe: ProcessEvents) -> ProcessRow:
         exit_signal=signal_name(-code) if code is not None and code < 0 else None,
         exit_source="process" if code is not None else None, exit_how=x.get("how"),
         clean_exit=pe.exit is not None,
-        started_ns=pe.wall_ns(pe.start_ns), ended_ns=pe.wall_ns(ended) if ended is not None else None,
-        lifetime_s=round((ended - pe.start_ns) / 1e9, 3) if ended is not None else None,
+        started_ns=pe.wall_ns(started), ended_ns=pe.wall_ns(ended) if ended is not None else None,
+        lifetime_s=round((ended - started) / 1e9, 3) if ended is not None else None,
         ranges=int(len(pe.ranges)), marks=len(pe.marks), range_names=pe.range_names(),
         top_ranges=[TopRange(n, c, t) for n, c, t in pe.top_ranges(3)],
         injection_errors=len(pe.errors), log_truncated=pe.truncated,
-        info={k: pe.info.get(k) for k in INFO_KEYS if pe.info.get(k) is not None},
+        info=info,
         cpu_seconds=round(cpu, 3) if cpu is not None else None, cpu_source="exact" if cpu is not None else None,
         cpu_user_seconds=x.get("cpu_user_s"), cpu_system_seconds=x.get("cpu_system_s"),
         peak_rss_bytes=rss, rss_source="exact" if rss is not None else None,
@@ -66,11 +70,25 @@ def _merge_sampled(row: ProcessRow, t: dict[str, Any]) -> None:
     row.peak_gpu_mem_bytes = t.get("peak_gpu_mem_bytes")
     if t.get("create_time") is not None:
         row.info["create_time"] = t["create_time"]
+    _exec_of_fork_child(row, t.get("name"))
+
+
+def _exec_of_fork_child(row: ProcessRow, name: str | None) -> None:
+    """A fork child that exec'd a program that is not Python (Ray's ``gcs_server``, ``raylet``:
+    ``subprocess.Popen(preexec_fn=...)`` runs Python's fork handlers before the exec) left only its
+    fork child log: the OS name it ended with says what it became. gpuscope names fork children
+    ``gs:fork``; a fork child that stayed Python and ended wrote its exit record."""
+    if row.role != "fork child" or row.clean_exit or row.ranges or not name or name.startswith("gs:"):
+        return
+    row.role = PROGRAM_ROLES.get(name, NOT_INJECTED)
+    row.name = name
+    row.info["exec"] = name
 
 
 def _not_injected_row(pid: int, t: dict[str, Any]) -> ProcessRow:
     """A process gpuscope could not inject: not Python, isolated (-I/-E/-S), or nsys itself."""
-    row = ProcessRow(pid=pid, ppid=t.get("ppid"), role=NOT_INJECTED, name=t.get("name"),
+    row = ProcessRow(pid=pid, ppid=t.get("ppid"), role=PROGRAM_ROLES.get(t.get("name") or "", NOT_INJECTED),
+                     name=t.get("name"),
                      info={"cmdline": t.get("cmdline"), "create_time": t.get("create_time")})
     _merge_sampled(row, t)
     return row

@@ -17,7 +17,10 @@ def default_recorders(spec: RunSpec, store_path: Any = None) -> list[BaseRecorde
     from gpuscope.runs.recorders.process_logs import EventLogRecorder
     from gpuscope.runs.recorders.telemetry_sampling import TelemetryRecorder
 
-    recorders: list[BaseRecorder] = [EventLogRecorder(), TelemetryRecorder(store_path)]
+    from gpuscope.runs.recorders.ray_object_store import RayObjectStoreRecorder
+
+    # the Ray object store probe starts only when the run starts a Ray cluster
+    recorders: list[BaseRecorder] = [EventLogRecorder(), TelemetryRecorder(store_path), RayObjectStoreRecorder()]
     if spec.nsys.enabled:
         from gpuscope.runs.recorders.nsys_recording import NsysRecorder
 

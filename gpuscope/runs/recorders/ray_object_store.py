@@ -1,0 +1,77 @@
+"""The Ray object store of a run: a probe that starts only when the run starts a Ray cluster.
+
+A run without Ray pays one look at the OS names of each batch's processes (a few µs): until one is
+Ray's ``raylet`` or ``gcs_server``; then, about once a second, for the driver's GCS
+address in the event logs (``ray.init`` writes it); then it starts the probe
+(``gpuscope.telemetry.ray_store``). The probe ends with the program; ``finish`` adds one note
+with the store's peak and spill figures (the findings read ``ray_store.jsonl``).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext
+
+RAY_PROGRAMS = ("raylet", "gcs_server")
+
+
+class RayObjectStoreRecorder(BaseRecorder):
+    name = "ray object store"
+
+    def __init__(self, interval_s: float = 1.0) -> None:
+        self.interval_s = interval_s
+        self._run_dir: Path | None = None
+        self._ray_seen = False
+        self._next_look = 0.0
+        self._ended = False
+        self.probe = None
+
+    def prepare(self, launch: Launch) -> None:
+        self._run_dir = launch.run_dir
+
+    def on_batch(self, batch) -> None:
+        if self.probe is not None or self._ended or self._run_dir is None:
+            return
+        if not self._ray_seen:
+            # every process of the batch, not only the new ones: a raylet is first seen as the fork
+            # child that is about to exec it (its OS name changes a moment later)
+            self._ray_seen = any(p.name in RAY_PROGRAMS for p in batch.processes)
+            if not self._ray_seen:
+                return
+        now = time.monotonic()
+        if now < self._next_look:
+            return
+        self._next_look = now + 1.0
+        from gpuscope.telemetry.ray_store import RayStoreProbe, find_driver
+
+        found = find_driver(self._run_dir)
+        if found is None:
+            return
+        address, executable, ray_env = found
+        probe = RayStoreProbe(self._run_dir, address, executable, self.interval_s, ray_env)
+        probe.start()
+        self.probe = probe
+
+    def program_ended(self, ctx: RunContext) -> None:
+        self._ended = True
+        if self.probe is not None:
+            self.probe.stop()
+
+    def finish(self, outcome: Outcome) -> None:
+        self._ended = True
+        if self.probe is None:
+            return
+        self.probe.stop()
+        from gpuscope.telemetry.ray_store import mib, read_ray_store, summarize
+
+        s = summarize(read_ray_store(self.probe.path.parent))
+        if s is None:
+            why = f": {self.probe.errors[-1]}" if self.probe.errors else ""
+            outcome.notes.append(f"Ray object store: no figures from the cluster{why}")
+            return
+        outcome.notes.append(
+            f"Ray object store: peak {mib(s['peak_used'])} of {mib(s['capacity'])}, "
+            f"{s['peak_objects']} objects at most; spilled {mib(s['spilled_bytes'])} "
+            f"({s['spilled_objects']} objects) to disk ({s['samples']} samples, ray_store.jsonl)")
