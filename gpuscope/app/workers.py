@@ -14,7 +14,8 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
-from PySide6.QtCore import QRunnable, QThreadPool
+import shiboken6
+from PySide6.QtCore import QObject, QRunnable, QThreadPool
 
 from gpuscope.app import bridge
 from gpuscope.app.error_sink import describe_exception
@@ -86,7 +87,11 @@ class Task(QRunnable):
             bridge.to_gui(self._deliver, callback, value)
 
     def _deliver(self, callback: Callable[[Any], None], value: Any) -> None:
-        """On the GUI thread: a Cancel that came after the value was sent, before it arrived, wins."""
+        """On the GUI thread: a Cancel that came after the value was sent, before it arrived, wins;
+        so does the closing of the view it was for (its widget is gone)."""
+        owner = getattr(callback, "__self__", None)
+        if isinstance(owner, QObject) and not shiboken6.isValid(owner):
+            return
         if not self.cancelled:
             callback(value)
 

@@ -37,6 +37,30 @@ def test_long_task_shows_progress_and_cancel_drops_its_result(qtbot):
     assert results == []
 
 
+def test_a_result_for_a_closed_view_is_dropped(qtbot):
+    """A load that finishes after its widget was deleted (the window closed) is dropped: no
+    'Internal C++ object already deleted' in the event loop."""
+    from PySide6.QtWidgets import QLabel
+
+    from gpuscope.app import workers
+
+    make_window(qtbot)                # the GUI bridge the results travel through
+    label = QLabel()
+    release = threading.Event()
+    task = workers.submit(lambda t: release.wait(10) and "late", on_done=label.setText, label="load")
+    label.deleteLater()
+    qtbot.waitUntil(lambda: not _valid(label), timeout=5_000)
+    release.set()
+    assert task.finished.wait(10)
+    qtbot.wait(200)                 # the delivery ran on the GUI thread: nothing raised (pytest-qt fails on it)
+
+
+def _valid(obj) -> bool:
+    import shiboken6
+
+    return shiboken6.isValid(obj)
+
+
 def test_hooks_turn_exceptions_into_one_line_with_a_log(monkeypatch, gpuscope_home):
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)
     monkeypatch.setattr(threading, "excepthook", threading.excepthook)
