@@ -2,7 +2,8 @@
 
 Membership is the rule of :class:`gpuscope.processes.RunScope` (root, parent, session, process
 group, the run id in the environment), decided once, when a pid first appears in ``/proc``
-(``list_pids`` is diffed each tick, so only new pids are read). Once a member, a process is
+(``list_pids`` is diffed, so only new pids are read; ``/proc`` is listed only while the kernel's
+last handed-out pid changes, see :meth:`ProcessTree._new_pids`). Once a member, a process is
 followed by (pid, start time) until it disappears, whoever its parent becomes. Members that
 left the root's session or process group are *escaped*.
 """
@@ -78,23 +79,47 @@ class ProcessTree:
         self._all: list[_Proc] = []
         self._listing: set[str] = set()
         self._stat = procfs.StatReader()
+        self._loadavg = procfs.ProcFile("/proc/loadavg", 256)
+        self._last_pid: int | None = None
+        self._same_pid_ticks = 0
+        self._listed_ns = 0
 
     def close(self) -> None:
         """Release the descriptors kept open on members."""
         self._stat.close()
+        self._loadavg.close()
 
     # -- one tick ---------------------------------------------------------------------------
 
     def update(self, t_ns: int) -> tuple[list[_Proc], list[_Proc]]:
         """Refresh members, find new ones; returns (started, ended) this tick."""
-        listing = procfs.list_pids()
-        new = listing - self._listing
-        self._listing = listing
+        new = self._new_pids(t_ns)
         ended = self._refresh(t_ns)
         started = self._discover(new, t_ns)
         if self._uss_ns:
             self._read_uss(t_ns)
         return started, ended
+
+    def _new_pids(self, t_ns: int) -> set[str]:
+        """Pids that appeared in ``/proc`` since the last listing.
+
+        Listing ``/proc`` (every process of the host) is most of a quiet tick's cost. No process
+        was created while ``/proc/loadavg``'s last pid stays the same, so the listing is skipped
+        then: after the last pid changes, ``/proc`` is listed on that tick and the next one (a
+        process whose pid was handed out just before the first listing may not be in ``/proc``
+        yet), and at least once a second whatever ``loadavg`` says (pid namespaces)."""
+        last = procfs.last_pid(self._loadavg)
+        if last is None or last != self._last_pid:
+            self._last_pid, self._same_pid_ticks = last, 0
+        else:
+            self._same_pid_ticks += 1
+        if last is not None and self._same_pid_ticks >= 2 and t_ns - self._listed_ns < 1_000_000_000:
+            return set()
+        listing = procfs.list_pids()
+        new = listing - self._listing
+        self._listing = listing
+        self._listed_ns = t_ns
+        return new
 
     def _refresh(self, t_ns: int) -> list[_Proc]:
         ended, changed = [], []
