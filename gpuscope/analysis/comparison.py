@@ -36,7 +36,9 @@ class RunFigures:
     duration_s: float | None
     status: str
     processes: dict[str, int] = field(default_factory=dict)          # role -> count
-    child_startup_ms: float | None = None    # median: parent start -> child's first line of Python
+    child_startup_ms: float | None = None    # median: parent start -> child's first line of Python,
+                                             # gpuscope's hook before that moment left out
+    hook_ms: float | None = None             # median: gpuscope's hook in each child's start (its own share)
     first_task_ms: float | None = None       # median: child start -> its first range
     cpu_seconds: float | None = None
     peak_rss_bytes: int | None = None        # sum of the processes' peaks
@@ -70,7 +72,8 @@ def figures(run_id: str, run_dir: str | Path, summary: dict[str, Any] | None, la
     logs = read_run_events(run_dir)
     starts = {pe.pid: pe.start_ns for pe in logs}
     children = [pe for pe in logs if pe.ppid in starts and pe.role not in ("main", "torchrun agent")]
-    startup = [(pe.start_ns - starts[pe.ppid]) / 1e6 for pe in children]
+    startup = [(pe.start_ns - starts[pe.ppid] - _int(pe.info.get("hook_before_anchor_ns"))) / 1e6 for pe in children]
+    hook = [_int(pe.info.get("hook_ns")) / 1e6 for pe in children if pe.info.get("hook_ns") is not None]
     first = [(int(pe.ranges["t0"].min()) - pe.start_ns) / 1e6 for pe in children if len(pe.ranges)]
     procs = [as_row(p) for p in (summary or {}).get("processes", [])]
     cpu = [p.cpu_seconds for p in procs if p.cpu_seconds is not None]
@@ -79,12 +82,17 @@ def figures(run_id: str, run_dir: str | Path, summary: dict[str, Any] | None, la
         run_id=run_id, label=label, duration_s=(summary or {}).get("duration_s"),
         status=(summary or {}).get("status", "?"), processes=_roles(logs),
         child_startup_ms=statistics.median(startup) if startup else None,
+        hook_ms=statistics.median(hook) if hook else None,
         first_task_ms=statistics.median(first) if first else None,
         cpu_seconds=round(sum(cpu), 3) if cpu else None, peak_rss_bytes=sum(rss) if rss else None,
         sampled=sorted({f for p in procs for f, src in (("CPU", p.cpu_source), ("RSS", p.rss_source))
                         if src == "sampled"}),
         ranges=_range_stats(logs),
     )
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) else 0
 
 
 def ratio(a: float | None, b: float | None) -> float | None:

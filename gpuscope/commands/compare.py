@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     for title, va, vb, unit in (
         ("wall time", a.duration_s, b.duration_s, " s"),
         ("child start-up (median)", a.child_startup_ms, b.child_startup_ms, " ms"),
+        ("  gpuscope's share (median)", a.hook_ms, b.hook_ms, " ms"),
         ("child start → first range", a.first_task_ms, b.first_task_ms, " ms"),
         ("CPU time, all processes", a.cpu_seconds, b.cpu_seconds, " s"),
         ("peak RSS, summed", a.peak_rss_bytes and a.peak_rss_bytes / 2**20,

@@ -20,10 +20,14 @@ def test_compare_fork_and_spawn(run_env):
     assert "resource tracker" in data["b"]["processes"]
     # a spawn child starts a fresh interpreter: its start-up is slower than a fork child's
     assert data["b"]["child_startup_ms"] > data["a"]["child_startup_ms"]
+    # gpuscope's own share of it is stated, and left out of the start-up: spawn children run the
+    # hook (a few ms of their start), fork children run none
+    assert data["a"]["hook_ms"] is None
+    assert 0 < data["b"]["hook_ms"] < data["b"]["child_startup_ms"]
     rows = {r["name"]: r for r in data["ranges"]}
     assert rows["expensive_op"]["a_count"] == 3 and rows["expensive_op"]["b_count"] == 3
     text = gpuscope("compare", ids["fork"][:-1], ids["spawn"], env=run_env)
-    assert text.returncode == 0 and b"child start-up" in text.stdout
+    assert text.returncode == 0 and b"child start-up" in text.stdout and b"gpuscope's share" in text.stdout
 
 
 def test_compare_unknown_run(run_env):
