@@ -14,7 +14,6 @@ import argparse
 import importlib
 import sys
 import time
-import traceback
 
 from gpuscope import __version__
 from gpuscope.errors import UserError
@@ -65,6 +64,8 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 
 
 def _internal_error(exc: BaseException) -> int:
+    import traceback
+
     from gpuscope import paths
 
     try:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from gpuscope.findings import engine, process_rules
+from gpuscope.findings import process_rules
 from gpuscope.finding import Finding, Severity, StopRun, evidence, merge, now_ns
 from gpuscope.findings.output_rules import OutputScanner
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext
@@ -91,6 +91,10 @@ class FindingsRecorder(BaseRecorder):
 
     def _watch(self) -> None:
         """Every ``POLL_S``: new I lines and log growth; "looks stuck" once idle long enough."""
+        try:  # the after-run rules need numpy (~0.1 s): load them here, while the program runs
+            from gpuscope.findings import engine  # noqa: F401
+        except Exception:  # noqa: BLE001 - finish() imports it again and reports what is wrong
+            pass
         while not self._stop.wait(POLL_S):
             try:
                 now = time.monotonic()
@@ -112,6 +116,8 @@ class FindingsRecorder(BaseRecorder):
     def finish(self, outcome: Outcome) -> None:
         if self.run_dir is None:
             return
+        from gpuscope.findings import engine  # not at import time: gpuscope run imports this module first
+
         with self._lock:
             self.scanner.finish()
         found = engine.analyse_events(self.run_dir, stopped=outcome.stopped, scanner=self.scanner)

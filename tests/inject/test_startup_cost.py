@@ -44,15 +44,18 @@ def _no_errors(run_dir: Path) -> None:
 
 
 def test_an_injected_start_loads_no_standard_library_module_a_plain_one_does_not(tmp_path):
-    plain = _modules({k: v for k, v in os.environ.items() if not k.startswith("GPUSCOPE_")})
-    injected = _modules(_env(tmp_path))
-    _no_errors(tmp_path)
-    ours = {m for m in injected if m == "_gpuscope_inject" or m.startswith("_gpuscope_inject.")}
-    assert "_gpuscope_inject.hook" in ours
-    # json, threading, signal, array, resource, importlib.util/abc used to come with the hook
-    assert injected - plain - ours == {"sitecustomize", "atexit", "faulthandler"}
-    # the wrappers of what this process never imports stay unloaded
-    assert not ours & {"_gpuscope_inject.mpwrap", "_gpuscope_inject.nvtxwrap", "_gpuscope_inject.torchmem"}
+    # this virtualenv's Python (its site already imports much), and a bare CPython when there is one
+    other = _other_python()
+    for python in [sys.executable, *([other] if other else [])]:
+        plain = _modules({k: v for k, v in os.environ.items() if not k.startswith("GPUSCOPE_")}, python=python)
+        injected = _modules(_env(tmp_path), python=python)
+        _no_errors(tmp_path)
+        ours = {m for m in injected if m == "_gpuscope_inject" or m.startswith("_gpuscope_inject.")}
+        assert "_gpuscope_inject.hook" in ours
+        # json, threading, signal, array, resource, types, importlib.util/abc came with the hook
+        assert injected - plain - ours == {"sitecustomize", "atexit", "faulthandler"}, (python, injected - plain - ours)
+        # the wrappers of what this process never imports stay unloaded
+        assert not ours & {"_gpuscope_inject.mpwrap", "_gpuscope_inject.nvtxwrap", "_gpuscope_inject.torchmem"}
 
 
 def test_the_wrappers_load_when_the_program_imports_what_they_wrap(tmp_path):
