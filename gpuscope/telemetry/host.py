@@ -5,12 +5,10 @@ state is global to the process and would be shared by two samplers). Both files 
 descriptors kept open (``procfs.ProcFile``) and parsed for the few fields used: psutil's
 ``cpu_times(percpu=True)`` builds a named tuple per core and ``swap_memory`` also parses
 /proc/vmstat each call (together most of the host cost per tick). psutil is the fallback where a
-file is not as expected.
+file is not as expected (imported only then).
 """
 
 from __future__ import annotations
-
-import psutil
 
 from gpuscope.processes import read_bytes
 from gpuscope.telemetry.batch import HostSample
@@ -26,6 +24,8 @@ def memory(meminfo: ProcFile | None = None) -> tuple[int, int, int, int]:
     if None not in values:
         total, avail, stotal, sfree = (v * 1024 for v in values)  # type: ignore[operator]
         return total - avail, total, stotal - sfree, stotal
+    import psutil  # the fallback only (~15 ms to import, while the program runs)
+
     vm, sw = psutil.virtual_memory(), psutil.swap_memory()
     return int(vm.total - vm.available), int(vm.total), int(sw.used), int(sw.total)
 
@@ -88,6 +88,8 @@ class HostSampler:
     def sample(self) -> HostSample:
         now = cpu_busy_idle(self._stat.read() or b"")
         if now is None:
+            import psutil  # the fallback only
+
             now = [_busy_idle(t) for t in psutil.cpu_times(percpu=True)]
         cores: tuple[float, ...] = ()
         if self._prev is not None and len(self._prev) == len(now):
