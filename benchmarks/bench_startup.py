@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -46,10 +47,16 @@ def _env(injected: bool, run_dir: str, boot: Path = BOOT) -> dict[str, str]:
     return env
 
 
-def _start(python: str, env: dict[str, str]) -> float:
-    t = time.perf_counter()
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _start(python: str, env: dict[str, str]) -> tuple[float, float]:
+    """(wall s, CPU s) of one ``python -c pass``: CPU time is less at the mercy of a busy machine."""
+    t, c = time.perf_counter(), _children_cpu()
     subprocess.run([python, "-c", "pass"], env=env, check=True)
-    return time.perf_counter() - t
+    return time.perf_counter() - t, _children_cpu() - c
 
 
 def _hook_share(python: str, env: dict[str, str]) -> float:
@@ -88,16 +95,18 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--boot", default=str(BOOT), help="another copy's boot folder (e.g. an older commit's)")
     args = ap.parse_args()
-    res: dict[str, list[float]] = {k: [] for k in ("plain", "gpuscope", "hook (importtime)", "spawn plain",
-                                                    "spawn gpuscope")}
+    res: dict[str, list[float]] = {k: [] for k in ("plain", "gpuscope", "plain CPU", "gpuscope CPU",
+                                                    "hook (importtime)", "spawn plain", "spawn gpuscope")}
     with tempfile.TemporaryDirectory() as tmp:
         script = os.path.join(tmp, "spawn_bench.py")
         Path(script).write_text(SPAWN)
         plain, injected = _env(False, tmp), _env(True, tmp, Path(args.boot))
         _start(args.python, injected)  # fill gpuscope's code cache once
         for _ in range(args.rounds):
-            res["plain"].append(_start(args.python, plain))
-            res["gpuscope"].append(_start(args.python, injected))
+            for key, env in (("plain", plain), ("gpuscope", injected)):
+                wall, cpu = _start(args.python, env)
+                res[key].append(wall)
+                res[key + " CPU"].append(cpu)
             res["hook (importtime)"].append(_hook_share(args.python, injected))
             res["spawn plain"].append(_spawn(args.python, plain, script))
             res["spawn gpuscope"].append(_spawn(args.python, injected, script))
@@ -109,8 +118,10 @@ def main() -> None:
     if recorded:
         print(f"  hook (recorded)   {_fmt(recorded)}  ({len(recorded)} processes: its own hook_ns)")
     extra = [g - p for g, p in zip(res["gpuscope"], res["plain"])]
+    extra_cpu = [g - p for g, p in zip(res["gpuscope CPU"], res["plain CPU"])]
     spawn_extra = [g - p for g, p in zip(res["spawn gpuscope"], res["spawn plain"])]
     print(f"  start, gpuscope - plain:       {_fmt(extra)}")
+    print(f"  start CPU, gpuscope - plain:   {_fmt(extra_cpu)}")
     print(f"  spawn child, gpuscope - plain: {_fmt(spawn_extra)}")
 
 
