@@ -119,3 +119,62 @@ def test_unexpected_proc_stat_text_falls_back():
     assert host._meminfo_kib(b"MemTotal:  10 kB\n", b"SwapFree:") is None
 
 
+
+
+WAKES = """
+import sys, time
+print("ready", flush=True)
+sys.stdin.readline()
+t = time.process_time()
+while time.process_time() - t < 0.3:
+    pass
+print("done", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_process_asleep_for_a_while_is_read_less_often_and_seen_when_it_wakes_and_ends(monkeypatch):
+    from gpuscope.telemetry import tree as tree_module
+
+    reads: list[int] = []
+    real = procfs.StatReader.read_raw
+    monkeypatch.setattr(procfs.StatReader, "read_raw", lambda self, pid: reads.append(pid) or real(self, pid))
+    root = subprocess.Popen([sys.executable, "-c", WAKES], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            start_new_session=True)
+    tree = ProcessTree(root.pid)
+    step, t = 100_000_000, time.monotonic_ns()
+
+    def ticks(n: int) -> list[int]:
+        nonlocal t
+        ended = []
+        for _ in range(n):
+            t += step
+            ended += [r.pid for r in tree.update(t)[1]]
+        return ended
+
+    try:
+        assert root.stdout.readline() == b"ready\n"     # asleep on its stdin from here
+        ticks(2 + tree_module.IDLE_AFTER)              # found, then read every tick until idle
+        reads.clear()
+        ticks(4 * tree_module.IDLE_EVERY)
+        assert reads.count(root.pid) == 4, reads      # one tick in IDLE_EVERY
+        cpu = tree.summary(gpu=False)[root.pid]["cpu_seconds"]
+        root.stdin.write(b"go\n")
+        root.stdin.flush()
+        assert root.stdout.readline() == b"done\n"     # 0.3 s of CPU, then asleep again
+        ticks(tree_module.IDLE_EVERY)                  # read again within IDLE_EVERY ticks
+        assert tree.summary(gpu=False)[root.pid]["cpu_seconds"] >= cpu + 0.25
+        reads.clear()
+        ticks(tree_module.IDLE_EVERY)                  # awake again: read every tick
+        assert reads.count(root.pid) == tree_module.IDLE_EVERY
+        ticks(tree_module.IDLE_AFTER)
+        os.killpg(root.pid, signal.SIGKILL)
+        root.wait()
+        assert ticks(tree_module.IDLE_EVERY) == [root.pid]   # its end, within IDLE_EVERY ticks
+    finally:
+        tree.close()
+        try:
+            os.killpg(root.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        root.wait()
