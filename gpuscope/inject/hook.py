@@ -185,13 +185,13 @@ def _install(role):
     _start_torchmem()
 
 
-def _later(module, function):
-    """A post-import callback that loads ``module`` of this package when it first runs: a process
-    that never imports multiprocessing or nvtx does not load their wrappers (start-up cost)."""
-    def callback(target):
-        getattr(__import__("%s.%s" % (__package__, module), fromlist=(function,)), function)(target)
+def _later(name, func="patch"):
+    """A post-import callback that imports ``gpuscope.inject.<name>`` only when it fires."""
+    def call(module):
+        import importlib
 
-    return callback
+        getattr(importlib.import_module("." + name, __package__), func)(module)
+    return call
 
 
 def _loaded(module):
