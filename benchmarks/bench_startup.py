@@ -80,9 +80,12 @@ def _recorded_share(run_dir: str) -> list[float]:
     return out
 
 
-def _spawn(python: str, env: dict[str, str], script: str) -> float:
+def _spawn(python: str, env: dict[str, str], script: str) -> tuple[float, float]:
+    """(a spawn child's start + join, as the parent timed it; CPU of the whole tree: the parent,
+    its 3 children and multiprocessing's resource tracker, 5 interpreters)."""
+    c = _children_cpu()
     out = subprocess.run([python, script], env=env, capture_output=True, text=True, check=True).stdout
-    return float(out.strip().splitlines()[-1])
+    return float(out.strip().splitlines()[-1]), _children_cpu() - c
 
 
 def _fmt(values: list[float]) -> str:
@@ -96,7 +99,8 @@ def main() -> None:
     ap.add_argument("--boot", default=str(BOOT), help="another copy's boot folder (e.g. an older commit's)")
     args = ap.parse_args()
     res: dict[str, list[float]] = {k: [] for k in ("plain", "gpuscope", "plain CPU", "gpuscope CPU",
-                                                    "hook (importtime)", "spawn plain", "spawn gpuscope")}
+                                                    "hook (importtime)", "spawn plain", "spawn gpuscope",
+                                                    "spawn plain CPU", "spawn gpuscope CPU")}
     with tempfile.TemporaryDirectory() as tmp:
         script = os.path.join(tmp, "spawn_bench.py")
         Path(script).write_text(SPAWN)
@@ -108,8 +112,10 @@ def main() -> None:
                 res[key].append(wall)
                 res[key + " CPU"].append(cpu)
             res["hook (importtime)"].append(_hook_share(args.python, injected))
-            res["spawn plain"].append(_spawn(args.python, plain, script))
-            res["spawn gpuscope"].append(_spawn(args.python, injected, script))
+            for key, env in (("spawn plain", plain), ("spawn gpuscope", injected)):
+                wall, cpu = _spawn(args.python, env, script)
+                res[key].append(wall)
+                res[key + " CPU"].append(cpu)
         recorded = _recorded_share(tmp)
     print(f"python {args.python}; PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}; "
           f"{args.rounds} alternated rounds; load average {os.getloadavg()[0]:.1f}")
@@ -123,6 +129,8 @@ def main() -> None:
     print(f"  start, gpuscope - plain:       {_fmt(extra)}")
     print(f"  start CPU, gpuscope - plain:   {_fmt(extra_cpu)}")
     print(f"  spawn child, gpuscope - plain: {_fmt(spawn_extra)}")
+    tree_extra = [(g - p) / 5 for g, p in zip(res["spawn gpuscope CPU"], res["spawn plain CPU"])]
+    print(f"  spawn benchmark CPU, gpuscope - plain, per interpreter (5): {_fmt(tree_extra)}")
 
 
 if __name__ == "__main__":
