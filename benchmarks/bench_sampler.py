@@ -18,6 +18,10 @@ is the sampler's alone; the main thread only sleeps. nvitop modes need a Python 
 (``--nvitop-python``, e.g. a throwaway venv: ``python -m venv /tmp/nv && /tmp/nv/bin/pip install nvitop``).
 
     python benchmarks/bench_sampler.py [--seconds 10] [--rounds 5] [--nvitop-python /tmp/nvitop-venv/bin/python]
+                                       [--other-tree OLD_CHECKOUT]
+
+``--other-tree`` adds ``gpuscope@other`` (and ``gpuscope-tree@other``): the same modes on another
+source tree (e.g. an older commit from ``git archive``), alternated with this one's in the rounds.
 
 With ``--rounds N`` the modes run N times in alternation (mode A, B, C, A, B, C, ...) and the
 table gives each mode's median % of one core with the spread (min-max) over the rounds.
@@ -78,7 +82,9 @@ def steady(interval: float, seconds: float, tick) -> int:
 
 
 def inner_gpuscope(root: int, seconds: float, mode: str) -> dict:
-    sys.path.insert(0, str(ROOT))
+    other = mode.endswith("@other")   # the same mode on the tree of --other-tree
+    mode = mode.removesuffix("@other")
+    sys.path.insert(0, os.environ["GS_BENCH_OTHER_TREE"] if other else str(ROOT))
     from gpuscope.telemetry.gpu import NoGpuBackend
     from gpuscope.telemetry.sampler import RunSampler
 
@@ -177,7 +183,7 @@ def run_inner(python: str, mode: str, root: int, seconds: float) -> dict:
 
 def _runnable(mode: str, nvitop_python: str) -> bool:
     if mode.startswith("nvitop") and not Path(nvitop_python).exists():
-        print(f"{mode:<15} skipped: no {nvitop_python}")
+        print(f"{mode:<20} skipped: no {nvitop_python}")
         return False
     return True
 
@@ -188,6 +194,7 @@ def main() -> int:
     ap.add_argument("--nvitop-python", default="/tmp/nvitop-venv/bin/python")
     ap.add_argument("--modes", default="idle-loop,gpuscope,gpuscope-tree,gpuscope-uss,psutil-naive,nvitop-host,nvitop-rmc")
     ap.add_argument("--rounds", type=int, default=1, help="alternated rounds of all modes")
+    ap.add_argument("--other-tree", help="also run the gpuscope modes on this source tree (@other)")
     ap.add_argument("--inner")
     ap.add_argument("--root", type=int)
     args = ap.parse_args()
@@ -211,18 +218,21 @@ def main() -> int:
         print(f"# {os.cpu_count()} CPUs, python {sys.version.split()[0]}, {args.seconds:.0f} s per mode, "
               f"10 Hz, tree of 64 processes, load average {os.getloadavg()[0]:.2f}")
         modes = [m for m in args.modes.split(",") if _runnable(m, args.nvitop_python)]
-        print(f"{'mode':<15} {'procs':>5} {'ticks':>5} {'CPU s/s':>8} {'% core':>7} {'ms/tick':>8} {'hot ms':>7}")
+        if args.other_tree:
+            os.environ["GS_BENCH_OTHER_TREE"] = str(Path(args.other_tree).resolve())
+            modes += [m + "@other" for m in modes if m in ("gpuscope", "gpuscope-tree")]
+        print(f"{'mode':<20} {'procs':>5} {'ticks':>5} {'CPU s/s':>8} {'% core':>7} {'ms/tick':>8} {'hot ms':>7}")
         rates: dict[str, list[float]] = {m: [] for m in modes}
         for rnd in range(args.rounds):
             for mode in modes:
                 python = args.nvitop_python if mode.startswith("nvitop") else sys.executable
                 r = run_inner(python, mode, tree.pid, args.seconds)
                 if "error" in r:
-                    print(f"{mode:<15} failed: {r['error']}")
+                    print(f"{mode:<20} failed: {r['error']}")
                     continue
                 rate = r["cpu"] / r["wall"]
                 rates[mode].append(100 * rate)
-                print(f"{mode:<15} {r['procs']:>5} {r['ticks']:>5} {rate:>8.4f} {100 * rate:>6.2f}% "
+                print(f"{mode:<20} {r['procs']:>5} {r['ticks']:>5} {rate:>8.4f} {100 * rate:>6.2f}% "
                       f"{1000 * r['cpu'] / max(r['ticks'], 1):>8.2f} {r.get('hot_ms', float('nan')):>7.2f}"
                       + (f"  (round {rnd + 1})" if args.rounds > 1 else ""), flush=True)
         if args.rounds > 1:
@@ -230,7 +240,7 @@ def main() -> int:
                   f"load average now {os.getloadavg()[0]:.2f}")
             for mode, vals in rates.items():
                 if vals:
-                    print(f"{mode:<15} {statistics.median(vals):6.2f}%  ({min(vals):.2f}-{max(vals):.2f})")
+                    print(f"{mode:<20} {statistics.median(vals):6.2f}%  ({min(vals):.2f}-{max(vals):.2f})")
     finally:
         os.killpg(tree.pid, signal.SIGKILL)
         tree.wait()

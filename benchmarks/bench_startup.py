@@ -3,8 +3,9 @@
 Two measures, alternated round by round (median and spread over the rounds):
 
 * ``python -c pass``: wall time of a whole interpreter start, plain and with gpuscope's hook
-  (``PYTHONPATH`` = the boot folder, ``GPUSCOPE_RUN_DIR`` set), and the hook's own share from
-  ``-X importtime`` (the cumulative time of ``sitecustomize``);
+  (``PYTHONPATH`` = the boot folder and the ``GPUSCOPE_*`` variables a run's processes get), and
+  the hook's own share from ``-X importtime`` (the cumulative time of ``sitecustomize``) and as the
+  process itself recorded it (``hook_ns`` in its event log);
 * spawn child start-up: ``Process(target=noop).start(); join()`` under spawn, timed inside a
   parent that runs plain or injected.
 
@@ -16,7 +17,9 @@ PYTHONDONTWRITEBYTECODE is honoured as set in the environment (run it both ways)
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -37,29 +40,52 @@ SPAWN = ("import multiprocessing as mp, time\n"
 
 def _env(injected: bool, run_dir: str, boot: Path = BOOT) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUSCOPE_") and k != "PYTHONPATH"}
-    if injected:
-        env.update(PYTHONPATH=str(boot), GPUSCOPE_RUN_DIR=run_dir)
+    if injected:   # what gpuscope.runs.launcher gives a run's processes
+        env.update(PYTHONPATH=str(boot), GPUSCOPE_RUN_DIR=run_dir, GPUSCOPE_RUN_ID="bench",
+                   GPUSCOPE_SCRIPT=os.path.join(run_dir, "spawn_bench.py"), GPUSCOPE_START_METHOD="default",
+                   GPUSCOPE_TORCHMEM_INTERVAL="0.1")
     return env
 
 
-def _start(python: str, env: dict[str, str]) -> float:
-    t = time.perf_counter()
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _start(python: str, env: dict[str, str]) -> tuple[float, float]:
+    """(wall s, CPU s) of one ``python -c pass``: CPU time is less at the mercy of a busy machine."""
+    t, c = time.perf_counter(), _children_cpu()
     subprocess.run([python, "-c", "pass"], env=env, check=True)
-    return time.perf_counter() - t
+    return time.perf_counter() - t, _children_cpu() - c
 
 
 def _hook_share(python: str, env: dict[str, str]) -> float:
     err = subprocess.run([python, "-X", "importtime", "-c", "pass"], env=env, capture_output=True,
                          text=True, check=True).stderr
-    for line in err.splitlines():
-        if line.rstrip().endswith("| sitecustomize"):
-            return int(line.split("|")[1]) / 1e6
-    return 0.0
+    for line in err.splitlines():   # "import time: self | cumulative |   sitecustomize" (under site)
+        parts = line.split("|")
+        if len(parts) == 3 and parts[2].strip() == "sitecustomize":
+            return int(parts[1]) / 1e6
+    raise SystemExit("no sitecustomize in -X importtime's output: is the hook on PYTHONPATH?")
 
 
-def _spawn(python: str, env: dict[str, str], script: str) -> float:
+def _recorded_share(run_dir: str) -> list[float]:
+    """``hook_ns`` of every process's event log in ``run_dir`` (the hook's own measure)."""
+    out = []
+    for name in os.listdir(os.path.join(run_dir, "events")):
+        if name.endswith(".log"):
+            for line in Path(run_dir, "events", name).read_text().splitlines():
+                if line.startswith("I\t") and '"hook_ns"' in line:
+                    out.append(json.loads(line.split("\t", 2)[2])["hook_ns"] / 1e9)
+    return out
+
+
+def _spawn(python: str, env: dict[str, str], script: str) -> tuple[float, float]:
+    """(a spawn child's start + join, as the parent timed it; CPU of the whole tree: the parent,
+    its 3 children and multiprocessing's resource tracker, 5 interpreters)."""
+    c = _children_cpu()
     out = subprocess.run([python, script], env=env, capture_output=True, text=True, check=True).stdout
-    return float(out.strip().splitlines()[-1])
+    return float(out.strip().splitlines()[-1]), _children_cpu() - c
 
 
 def _fmt(values: list[float]) -> str:
@@ -72,26 +98,39 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--boot", default=str(BOOT), help="another copy's boot folder (e.g. an older commit's)")
     args = ap.parse_args()
-    res: dict[str, list[float]] = {k: [] for k in ("plain", "gpuscope", "hook", "spawn plain", "spawn gpuscope")}
+    res: dict[str, list[float]] = {k: [] for k in ("plain", "gpuscope", "plain CPU", "gpuscope CPU",
+                                                    "hook (importtime)", "spawn plain", "spawn gpuscope",
+                                                    "spawn plain CPU", "spawn gpuscope CPU")}
     with tempfile.TemporaryDirectory() as tmp:
         script = os.path.join(tmp, "spawn_bench.py")
         Path(script).write_text(SPAWN)
         plain, injected = _env(False, tmp), _env(True, tmp, Path(args.boot))
         _start(args.python, injected)  # fill gpuscope's code cache once
         for _ in range(args.rounds):
-            res["plain"].append(_start(args.python, plain))
-            res["gpuscope"].append(_start(args.python, injected))
-            res["hook"].append(_hook_share(args.python, injected))
-            res["spawn plain"].append(_spawn(args.python, plain, script))
-            res["spawn gpuscope"].append(_spawn(args.python, injected, script))
+            for key, env in (("plain", plain), ("gpuscope", injected)):
+                wall, cpu = _start(args.python, env)
+                res[key].append(wall)
+                res[key + " CPU"].append(cpu)
+            res["hook (importtime)"].append(_hook_share(args.python, injected))
+            for key, env in (("spawn plain", plain), ("spawn gpuscope", injected)):
+                wall, cpu = _spawn(args.python, env, script)
+                res[key].append(wall)
+                res[key + " CPU"].append(cpu)
+        recorded = _recorded_share(tmp)
     print(f"python {args.python}; PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}; "
           f"{args.rounds} alternated rounds; load average {os.getloadavg()[0]:.1f}")
     for key, values in res.items():
-        print(f"  {key:<15} {_fmt(values)}")
+        print(f"  {key:<17} {_fmt(values)}")
+    if recorded:
+        print(f"  hook (recorded)   {_fmt(recorded)}  ({len(recorded)} processes: its own hook_ns)")
     extra = [g - p for g, p in zip(res["gpuscope"], res["plain"])]
+    extra_cpu = [g - p for g, p in zip(res["gpuscope CPU"], res["plain CPU"])]
     spawn_extra = [g - p for g, p in zip(res["spawn gpuscope"], res["spawn plain"])]
     print(f"  start, gpuscope - plain:       {_fmt(extra)}")
+    print(f"  start CPU, gpuscope - plain:   {_fmt(extra_cpu)}")
     print(f"  spawn child, gpuscope - plain: {_fmt(spawn_extra)}")
+    tree_extra = [(g - p) / 5 for g, p in zip(res["spawn gpuscope CPU"], res["spawn plain CPU"])]
+    print(f"  spawn benchmark CPU, gpuscope - plain, per interpreter (5): {_fmt(tree_extra)}")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import secrets
 import time
 from pathlib import Path
 
@@ -22,7 +21,7 @@ ID_ATTEMPTS = 50
 
 
 def _candidate_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(4)
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + os.urandom(4).hex()  # as secrets.token_hex(4)
 
 
 def new_run_id() -> str:

@@ -26,7 +26,7 @@ __all__ = ["Spread", "Metric", "RangeRow", "WorkerStartup", "Comparison", "compa
 SPEC_FIELDS = (("script", "script"), ("args", "arguments"), ("python", "interpreter"), ("launcher", "launcher"),
                ("nproc", "--nproc"), ("annotate", "--annotate"), ("cwd", "working directory"),
                ("env", "environment"))
-OPTIONAL_METRICS = ("uss_per_worker_bytes", "gpu_mem_per_process_bytes", "cuda_contexts_per_gpu",
+OPTIONAL_METRICS = ("hook_ms", "uss_per_worker_bytes", "gpu_mem_per_process_bytes", "cuda_contexts_per_gpu",
                     "nsys_coverage_pct")
 
 

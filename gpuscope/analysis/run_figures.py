@@ -42,7 +42,11 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef("first_task_ms", "ms", "Time to first task",
               "the run's first process starts → the first pool task starts (no tasks: a worker's first range)"),
     MetricDef("child_startup_ms", "ms", "Child start-up",
-              "median over the workers: the parent calls Process.start() → the child's first line of Python"),
+              "median over the workers: the parent calls Process.start() → the child's first line of Python, "
+              "gpuscope's own hook before that moment left out"),
+    MetricDef("hook_ms", "ms", "  gpuscope's share",
+              "median over the workers that started a fresh interpreter: gpuscope's hook in their start "
+              "(stated, not counted in the child start-up)"),
     MetricDef("task_ms_median", "ms", "Per-task time, median", "the pool tasks' durations, all workers"),
     MetricDef("task_ms_p95", "ms", "Per-task time, p95", "the pool tasks' durations, all workers"),
     MetricDef("cpu_s", "s", "CPU time", "user + system CPU seconds of all processes"),
@@ -142,6 +146,12 @@ def _references(logs: list[ProcessEvents]) -> dict[int, tuple[int, int | None, s
     return out
 
 
+def _hook_before(pe: ProcessEvents) -> int:
+    """The part of gpuscope's hook that ran before the log's anchor (its start time), in ns."""
+    value = pe.info.get("hook_before_anchor_ns")
+    return value if isinstance(value, int) and value > 0 else 0
+
+
 def _task_ids(pe: ProcessEvents) -> list[int]:
     return [nid for nid, n in pe.names.items() if n.kind == "task"]
 
@@ -152,7 +162,11 @@ def _phases(pe: ProcessEvents, ref: tuple[int, int | None, str], method: str) ->
     phases = [Phase(what, 0.0)]
     if t_ret is not None:
         phases.append(Phase("process created", ms(t_ret)))
-    phases.append(Phase("interpreter ready", ms(pe.start_ns)))
+    ready = pe.start_ns - _hook_before(pe)
+    phases.append(Phase("interpreter ready", ms(ready)))
+    hook = pe.info.get("hook_ns")
+    if isinstance(hook, int) and hook > 0:
+        phases.append(Phase("gpuscope's hook set up", ms(ready + hook)))
     boot = next((t for t, upd in pe.info_times if "mp_name" in upd), None)
     if boot is not None:
         phases.append(Phase("__main__ re-imported" if method in ("spawn", "forkserver") else "process bootstrap",
@@ -281,7 +295,8 @@ def run_figures(row: Any, conn: sqlite3.Connection | None = None) -> RunFigures:
     worker_pids = {pe.pid for pe in workers}
     method = fig.start_method
     fig.workers = [_phases(pe, refs[pe.pid], pe.start_method or method) for pe in workers]
-    startup = [(pe.start_ns - refs[pe.pid][0]) / 1e6 for pe in workers]
+    startup = [(pe.start_ns - _hook_before(pe) - refs[pe.pid][0]) / 1e6 for pe in workers]
+    hook = [pe.info["hook_ns"] / 1e6 for pe in workers if isinstance(pe.info.get("hook_ns"), int)]
     for pe in logs:
         fig.roles[pe.role] = fig.roles.get(pe.role, 0) + 1
     fig.ranges = _range_totals(logs)
@@ -309,6 +324,7 @@ def run_figures(row: Any, conn: sqlite3.Connection | None = None) -> RunFigures:
         "wall_s": float(wall) if wall is not None else None,
         "first_task_ms": _first_task_ms(logs, root),
         "child_startup_ms": _median(startup),
+        "hook_ms": _median(hook),
         "task_ms_median": float(np.median(durations)) / 1e6 if len(durations) else None,
         "task_ms_p95": float(np.percentile(durations, 95)) / 1e6 if len(durations) else None,
         "cpu_s": round(sum(cpu), 3) if cpu else None,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -145,6 +144,8 @@ def run(args: argparse.Namespace) -> int:
         for finding in result.findings:
             print(f"gpuscope: {finding.line()}\n    fix: {finding.fix}", file=sys.stderr, flush=True)
     if args.json:
+        import json
+
         sys.stdout.write(json.dumps(result.to_json()) + "\n")
         sys.stdout.flush()
     if result.status is RunStatus.STOPPED:

@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from gpuscope.findings import ddp_rules, engine, process_rules
+from gpuscope.findings import process_rules
 from gpuscope.findings.telemetry_rules import TelemetryWatch
 from gpuscope.finding import Finding, Severity, StopRun, evidence, merge, now_ns
 from gpuscope.findings.output_rules import OutputScanner
@@ -119,6 +119,10 @@ class FindingsRecorder(BaseRecorder):
 
     def _watch(self) -> None:
         """Every ``POLL_S``: new I lines and log growth; "looks stuck" once idle long enough."""
+        try:  # the after-run rules need numpy (~0.1 s): load them here, while the program runs
+            from gpuscope.findings import engine  # noqa: F401
+        except Exception:  # noqa: BLE001 - finish() imports it again and reports what is wrong
+            pass
         while not self._stop.wait(POLL_S):
             try:
                 now = time.monotonic()
@@ -140,6 +144,8 @@ class FindingsRecorder(BaseRecorder):
     def finish(self, outcome: Outcome) -> None:
         if self.run_dir is None:
             return
+        from gpuscope.findings import engine  # not at import time: gpuscope run imports this module first
+
         with self._lock:
             self.scanner.finish()
         found = engine.analyse_events(self.run_dir, stopped=outcome.stopped, scanner=self.scanner,
@@ -214,7 +220,7 @@ class FindingsRecorder(BaseRecorder):
         ranks: list[Finding] = []
         if self.take_stacks and self.run_dir is not None:
             try:
-                from gpuscope.findings import stacks
+                from gpuscope.findings import ddp_rules, stacks
 
                 procs = stacks.dump_processes(self.run_dir, stacks.roles_of(self.run_dir, pids), timeout_s=10.0)
                 stacks.save_latest(self.run_dir, procs)

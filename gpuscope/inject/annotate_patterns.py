@@ -17,7 +17,6 @@ matched nothing in a process gets ``annotate_missed`` with the closest names the
 
 import os
 import sys as _sys
-import types
 
 from .eventlog import STATE
 
@@ -36,6 +35,7 @@ def parse(text):
     return patterns
 
 
+_FUNCTION = type(parse)   # types.FunctionType, without importing types into every process
 PATTERNS = parse(os.environ.get("GPUSCOPE_ANNOTATE", ""))
 _SCRIPT_MODULE = (os.environ.get("GPUSCOPE_MODULE")
                   or os.path.splitext(os.path.basename(os.environ.get("GPUSCOPE_SCRIPT", "")))[0])
@@ -92,7 +92,7 @@ def _wrap(func, label, owner=None, attr=None):
 
 def _function_of(value):
     func = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
-    return func if isinstance(func, types.FunctionType) else None
+    return func if isinstance(func, _FUNCTION) else None
 
 
 def _candidates(module, qualname_patterns):
@@ -101,7 +101,7 @@ def _candidates(module, qualname_patterns):
     name = module.__name__
     class_patterns = [q.rsplit(".", 1) for q in qualname_patterns if "." in q]
     for attr, value in list(vars(module).items()):
-        if isinstance(value, types.FunctionType) and value.__module__ == name:
+        if isinstance(value, _FUNCTION) and value.__module__ == name:
             yield value.__qualname__, module, attr, value, False
         elif isinstance(value, type) and value.__module__ == name:
             own = vars(value)

@@ -9,21 +9,19 @@ of a complete buffer; a reader drops a final partial line).
 
 import os
 import sys
-import threading
 import time
-from array import array
-# Bound at import, before --annotate may wrap json.dumps: gpuscope's own log lines never count as
-# the user's calls of it.
-from json import dumps as _dumps
+from _thread import allocate_lock, get_ident as _get_ident, get_native_id as _get_native_id
 
 from . import exitstatus
+
+# Start-up cost (docs/INJECTION.md): this module is loaded in every process, so it imports no
+# threading (_thread is built in), no json (_dumps below) and no array until ranges are written.
 
 now = time.perf_counter_ns  # CLOCK_MONOTONIC on Linux: one clock for all processes of the host
 FLUSH_NS = 100_000_000
 FORMAT_VERSION = 1
 RANGES_MAGIC = b"GSR1"
 
-_get_ident = threading.get_ident
 _tids = {}
 
 
@@ -31,7 +29,7 @@ def native_tid():
     """The OS thread id, cached per thread (get_native_id is a system call: ~190 ns)."""
     tid = _tids.get(_get_ident())
     if tid is None:
-        tid = _tids[_get_ident()] = threading.get_native_id()
+        tid = _tids[_get_ident()] = _get_native_id()
     return tid
 
 
@@ -58,7 +56,7 @@ class State:
         self.stacks = {}
         self.open_se = {}
         self.info = {}
-        self.lock = threading.Lock()
+        self.lock = allocate_lock()
         self.exited = False
         self.at_exit = []   # callables run just before the exit record (lazy counters write their last line)
 
@@ -71,10 +69,10 @@ class State:
         self.stacks = {}
         self.open_se = {}
         self.exited = False
-        mono = now()
+        mono, wall = now(), time.time_ns()   # side by side: the two clocks' anchors agree closely
         header = dict(header)
         header.update(v=FORMAT_VERSION, pid=self.pid, ppid=os.getppid(),
-                      anchor_mono_ns=mono, anchor_wall_ns=time.time_ns())
+                      anchor_mono_ns=mono, anchor_wall_ns=wall)
         self.info = dict(header)
         events = os.path.join(self.run_dir, "events")
         try:
@@ -99,7 +97,7 @@ class State:
         self.fd = self.rfd = -1
         self.buf = []
         forget_thread_ids()
-        self.lock = threading.Lock()
+        self.lock = allocate_lock()
 
     # -- writing --------------------------------------------------------------------------------
     def _write(self, text, fd=None):
@@ -211,6 +209,8 @@ class State:
 
 def pack_ranges(ranges):
     """One block of the .ranges file: magic, count, then the columns (docs/EVENTS.md)."""
+    from array import array  # first use only: a process without ranges never loads it
+
     t0, t1, tid, nid, style = zip(*ranges)
     return b"".join((
         RANGES_MAGIC, array("I", (len(ranges),)).tobytes(),
@@ -251,6 +251,65 @@ def safe(where):
         wrapper.__name__ = getattr(fn, "__name__", "wrapper")
         return wrapper
     return deco
+
+
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
+
+
+def _json_str(text):
+    """A JSON string literal, escaped as ``json.dumps`` does (ASCII only)."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return '"%s"' % text
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif 0x20 <= code < 0x7F:
+            out.append(ch)
+        elif code < 0x10000:
+            out.append("\\u%04x" % code)
+        else:
+            code -= 0x10000
+            out.append("\\u%04x\\u%04x" % (0xD800 | (code >> 10), 0xDC00 | (code & 0x3FF)))
+    return '"%s"' % "".join(out)
+
+
+def _json_key(key):
+    if isinstance(key, str):
+        return _json_str(key)
+    if key is True or key is False or key is None or isinstance(key, (int, float)):
+        return _json_str(_dumps(key))
+    return _json_str(str(key))
+
+
+def _dumps(value, default=str):
+    """``json.dumps(value, default=default)`` without importing json (~2 ms of every process's
+    start). It is also not the ``json.dumps`` that ``--annotate json.dumps`` wraps, so gpuscope's own
+    log lines never count as the program's calls of it."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return _json_str(value)
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        if value != value:
+            return "NaN"
+        if value in (float("inf"), float("-inf")):
+            return "Infinity" if value > 0 else "-Infinity"
+        return float.__repr__(value)
+    if isinstance(value, dict):
+        return "{%s}" % ", ".join("%s: %s" % (_json_key(k), _dumps(v, default)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return "[%s]" % ", ".join(_dumps(v, default) for v in value)
+    if default is None:
+        raise TypeError("Object of type %s is not JSON serializable" % type(value).__name__)
+    return _dumps(default(value), None)
 
 
 def python_version():

@@ -17,10 +17,6 @@ Standard library only; never raises.
 import os
 import sys
 
-try:
-    import resource
-except ImportError:  # not on Linux/macOS: os.times() gives the CPU time, no peak memory
-    resource = None
 
 _EXIT = {"code": None, "how": None}
 _original_exit = sys.exit
@@ -79,6 +75,8 @@ def usage():
     """This process's CPU seconds (user, system) and peak memory, as the kernel counted them."""
     out = {}
     try:
+        import resource  # at exit, not at start; not on Linux/macOS: os.times(), no peak memory
+
         r = resource.getrusage(resource.RUSAGE_SELF)
         out.update(cpu_user_s=round(r.ru_utime, 6), cpu_system_s=round(r.ru_stime, 6), maxrss_kib=r.ru_maxrss)
     except Exception:

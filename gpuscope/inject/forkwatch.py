@@ -11,6 +11,7 @@ Standard library only; never raises into the program; changes no result of the c
 """
 
 import os
+import sys
 import time
 
 _SEEN = {"forks": 0, "exits": {}}
@@ -25,8 +26,9 @@ def _state():
 
 def _before_fork():
     try:
-        import threading
-
+        threading = sys.modules.get("threading")
+        if threading is None:  # never imported: no thread it could list (and none imported for it)
+            return
         current = threading.current_thread()
         others = [t for t in threading.enumerate() if t is not current and t.is_alive()]
         if not others:

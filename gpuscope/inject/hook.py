@@ -3,8 +3,8 @@
 import os
 import sys
 
-from . import annotate_patterns, exitstatus, importhook, mpwrap, nvtxwrap
-from .eventlog import STATE, python_version
+from . import annotate_patterns, exitstatus, importhook
+from .eventlog import STATE, now, python_version
 from .procname import env_rank, name_python_threads, ray_script_role, set_process_name, short_role
 
 _SCRIPT = os.environ.get("GPUSCOPE_SCRIPT", "")
@@ -102,8 +102,11 @@ def _after_fork_in_child():
         parent = dict(STATE.info)
         STATE.forget_parent()
         exitstatus.forget()
-        nvtxwrap.after_fork_in_child()
-        method = mpwrap.fork_start_method()
+        nvtxwrap = _loaded("nvtxwrap")
+        if nvtxwrap is not None:   # not loaded: nvtx was never imported, nothing to forget
+            nvtxwrap.after_fork_in_child()
+        mpwrap = _loaded("mpwrap")
+        method = mpwrap.fork_start_method() if mpwrap is not None else "fork"
         header = _header("fork child", method, True)
         header["rank"] = parent.get("rank")
         header["parent_role"] = parent.get("role")
@@ -133,8 +136,8 @@ def _at_exit():
         pass
 
 
-def activate():
-    """Called once per fresh interpreter by the startup hook."""
+def activate(boot_ns=None):
+    """Called once per fresh interpreter by the startup hook (``boot_ns``: when it began)."""
     if not STATE.run_dir:
         return
     role, method = detect_role(_orig_argv())
@@ -143,6 +146,17 @@ def activate():
         _install(role)
     except Exception as exc:
         STATE.error("activate", exc)
+    if boot_ns is not None:
+        _note_own_share(boot_ns)
+
+
+def _note_own_share(boot_ns):
+    """gpuscope's own share of this process's start: the hook's time in all (``hook_ns``) and
+    before the log's anchor (``hook_before_anchor_ns``), so start-up figures can leave it out.
+    Buffered: written with the process's next flush (a range, a task's end, or its exit)."""
+    end = now()
+    before = STATE.info.get("anchor_mono_ns", end) - boot_ns
+    STATE.buf.append("I\t%d\t{\"hook_ns\": %d, \"hook_before_anchor_ns\": %d}\n" % (end, end - boot_ns, before))
 
 
 def _install(role):
@@ -165,12 +179,12 @@ def _install(role):
     importhook.when_imported("torch.cuda", _later("cudawatch", "on_torch_cuda"))     # fork after CUDA init
     importhook.when_imported("torch.utils.data.distributed", _later("samplerwatch"))  # set_epoch
     importhook.when_imported("threading", name_python_threads)
-    importhook.when_imported("multiprocessing.context", mpwrap.patch_context)
-    importhook.when_imported("multiprocessing.process", mpwrap.patch_process)
-    importhook.when_imported("multiprocessing.pool", mpwrap.patch_pool)
-    importhook.when_imported("multiprocessing.spawn", mpwrap.patch_spawn)
-    importhook.when_imported("concurrent.futures.process", mpwrap.patch_executor)
-    importhook.when_imported("nvtx", nvtxwrap.install)
+    importhook.when_imported("multiprocessing.context", _later("mpwrap", "patch_context"))
+    importhook.when_imported("multiprocessing.process", _later("mpwrap", "patch_process"))
+    importhook.when_imported("multiprocessing.pool", _later("mpwrap", "patch_pool"))
+    importhook.when_imported("multiprocessing.spawn", _later("mpwrap", "patch_spawn"))
+    importhook.when_imported("concurrent.futures.process", _later("mpwrap", "patch_executor"))
+    importhook.when_imported("nvtx", _later("nvtxwrap", "install"))
     importhook.when_imported("ray", _later("raywrap", "install"))                     # Ray tasks, actors
     if annotate_patterns.PATTERNS:
         _install_annotate(role, atexit)
@@ -186,9 +200,13 @@ def _later(name, func="patch"):
     return call
 
 
+def _loaded(module):
+    return sys.modules.get("%s.%s" % (__package__, module))
+
+
 def _install_annotate(role, atexit):
     """--annotate: modules imported later, those already imported, the script's own functions."""
-    from . import maintrace
+    from . import maintrace, nvtxwrap  # noqa: F401 - the wrappers record through nvtxwrap (found in sys.modules)
 
     importhook.when_imported_matching(annotate_patterns.wants, annotate_patterns.apply)
     annotate_patterns.apply_to_imported()
@@ -201,11 +219,13 @@ def _start_torchmem():
     interval = os.environ.get("GPUSCOPE_TORCHMEM_INTERVAL")
     if not interval:
         return
-    try:
-        from . import torchmem
-    except ImportError:
-        return
-    try:
-        torchmem.start(STATE.emit, float(interval))
-    except Exception as exc:
-        STATE.error("torch memory reporter", exc)
+
+    def start(_cuda=None):   # loaded once the program imports torch.cuda (or at once if it has)
+        try:
+            from . import torchmem
+
+            torchmem.start(STATE.emit, float(interval))
+        except Exception as exc:
+            STATE.error("torch memory reporter", exc)
+
+    importhook.when_imported("torch.cuda", start)

@@ -20,18 +20,19 @@ only; never raises into the program.
 """
 
 import os
+import sys
 
 _STATE = {"fh": None, "dir": "", "signum": 0}
 
 
 def signal_number():
     """The signal gpuscope asks for stacks with (``SIGRTMAX - 2`` unless overridden)."""
-    import signal
+    import _signal  # built in: ``signal`` (its enums) costs ~1 ms of every process's start
 
     value = os.environ.get("GPUSCOPE_STACKS_SIGNAL", "")
     if value.isdigit():
         return int(value)
-    return int(signal.SIGRTMAX) - 2
+    return int(_signal.SIGRTMAX) - 2
 
 
 def _append(path, text):
@@ -48,8 +49,8 @@ def _thread_line(ident, native_id, name):
 
 def _register():
     """Open this process's dump file and register the signal (in a fresh process or a fork child)."""
+    import _thread
     import faulthandler
-    import threading
 
     pid = os.getpid()
     folder = _STATE["dir"]
@@ -62,19 +63,20 @@ def _register():
             old.close()  # the parent's file object, inherited by a fork child
         except Exception:
             pass
-    current = threading.current_thread()
+    threading = sys.modules.get("threading")  # not imported for it: a fresh process has one thread
+    name = threading.current_thread().name if threading is not None else "MainThread"
     _append(os.path.join(folder, "%d.threads" % pid),
-            _thread_line(threading.get_ident(), threading.get_native_id(), current.name))
+            _thread_line(_thread.get_ident(), _thread.get_native_id(), name))
     _append(os.path.join(folder, "%d.ready" % pid), "%d\n" % _STATE["signum"])
 
 
 def install(run_dir, when_imported):
     """Register the dump signal for this process and its fork children; record thread names."""
     try:
-        import signal
+        import _signal
 
         signum = signal_number()
-        if signal.getsignal(signum) not in (signal.SIG_DFL, None):
+        if _signal.getsignal(signum) not in (_signal.SIG_DFL, None):
             return False  # inherited SIG_IGN (or a handler): the program's choice, leave it
         folder = os.path.join(run_dir, "stacks")
         os.makedirs(folder, exist_ok=True)

@@ -18,12 +18,10 @@ never initializes CUDA.
 
 import os
 import sys
-import threading
 import time
 
 KEEPALIVE_S = 1.0
-_state = {"pid": None, "thread": None, "emit": None, "interval": 0.1, "hooked": False}
-_stop = threading.Event()
+_state = {"pid": None, "thread": None, "emit": None, "interval": 0.1, "hooked": False, "stop": None}
 
 
 def start(emit, interval_s):
@@ -78,6 +76,10 @@ def _ensure_thread():
     thread = _state["thread"]
     if thread is not None and thread.is_alive() and _state["pid"] == os.getpid():
         return
+    import threading  # only once CUDA is in use (torch has imported it by then)
+
+    if _state["stop"] is None:
+        _state["stop"] = threading.Event()
     _state["pid"] = os.getpid()
     thread = threading.Thread(target=_loop, name="gpuscope-torchmem", daemon=True)
     _state["thread"] = thread
@@ -98,7 +100,8 @@ def read(cuda):
 
 def _loop():
     last, last_emit, failures = None, 0.0, 0
-    while not _stop.wait(_state["interval"]):
+    stop = _state["stop"]
+    while not stop.wait(_state["interval"]):
         try:
             torch = sys.modules.get("torch")
             cuda = getattr(torch, "cuda", None)

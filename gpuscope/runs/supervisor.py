@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import signal
 import subprocess
 import sys
@@ -131,7 +130,10 @@ class Run:
                 self._note_failure(recorder, "prepare", exc)
         self._proc = self._spawn(launch)
         self.started_ns = time.time_ns()
-        # From here on the program runs: gpuscope's own imports and store work cost it nothing.
+        # From here on the program runs: gpuscope's own imports and store work overlap with it.
+        # The summary needs numpy (~0.1 s to import): a thread loads it now, beside the store and
+        # sampler set-up below, so that a short program does not wait for both one after the other.
+        threading.Thread(target=_preload_summary, name="gpuscope-preload", daemon=True).start()
         launch.versions = {**_versions(self.spec), **launch.versions}
         self._write_spec(launch)
         from gpuscope.store import db
@@ -145,8 +147,6 @@ class Run:
                                self._stop_requested, notes=self.notes, progress=self.progress)
         self._connect_batches()
         self._each("started", self._ctx)
-        # The summary needs numpy (~0.1 s to import): load it while the program runs, not after.
-        threading.Thread(target=_preload_summary, name="gpuscope-preload", daemon=True).start()
         if self._stop_requested.is_set() and self._stop_thread is None:  # Stop came while it started
             self._stop_thread = threading.Thread(target=self._escalate, args=(STOP_GRACE_S,),
                                                  name="gpuscope-stop", daemon=True)
@@ -384,10 +384,15 @@ def _status(outcome: Outcome, exit_status: ExitStatus, stopped: bool) -> RunStat
 
 
 def _preload_summary() -> None:
-    import gpuscope.trace.process_rows  # noqa: F401
+    try:
+        import gpuscope.trace.process_rows  # noqa: F401
+    except Exception:  # noqa: BLE001 - the end of the run imports it again and reports what is wrong
+        pass
 
 
 def _versions(spec: RunSpec) -> dict[str, Any]:
+    import platform  # after the program started (platform.platform() runs `uname -p`)
+
     return {
         "gpuscope": __version__,
         "python": platform.python_version(),

@@ -13,9 +13,49 @@ import os
 
 from gpuscope.processes import list_pids, read_bytes
 
-__all__ = ["StatReader", "list_pids", "uss_bytes"]
+__all__ = ["ProcFile", "StatReader", "list_pids", "last_pid", "uss_bytes"]
 
 _O_RDONLY = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+
+
+class ProcFile:
+    """One ``/proc`` file read each tick through a descriptor kept open (``pread`` at offset 0
+    regenerates it): no open/close per read. Reopened once if a read fails."""
+
+    def __init__(self, path: str, size: int = 65536) -> None:
+        self.path, self.size = path, size
+        self._fd = -1
+
+    def read(self) -> bytes | None:
+        for _attempt in (0, 1):
+            if self._fd < 0:
+                try:
+                    self._fd = os.open(self.path, _O_RDONLY)
+                except OSError:
+                    return None
+            try:
+                data = os.pread(self._fd, self.size, 0)
+            except OSError:
+                data = b""
+            if data:
+                return data
+            self.close()
+        return None
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def last_pid(loadavg: ProcFile) -> int | None:
+    """The last process id the kernel handed out (the 5th field of ``/proc/loadavg``): while it
+    stays the same, no process was created, so ``/proc`` need not be listed again."""
+    data = loadavg.read()
+    try:
+        return int(data.split()[4]) if data else None
+    except (IndexError, ValueError):
+        return None
 
 
 class StatReader:

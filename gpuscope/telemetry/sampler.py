@@ -164,6 +164,8 @@ class Sampler:
     def _close(self) -> None:
         if self._own_gpu:
             self.gpu.close()
+        if self._host is not None:
+            self._host.close()
         if self.tree is not None:
             with self._lock:
                 self.tree.close()

@@ -2,7 +2,8 @@
 
 Membership is the rule of :class:`gpuscope.processes.RunScope` (root, parent, session, process
 group, the run id in the environment), decided once, when a pid first appears in ``/proc``
-(``list_pids`` is diffed each tick, so only new pids are read). Once a member, a process is
+(``list_pids`` is diffed, so only new pids are read; ``/proc`` is listed only while the kernel's
+last handed-out pid changes, see :meth:`ProcessTree._new_pids`). Once a member, a process is
 followed by (pid, start time) until it disappears, whoever its parent becomes. Members that
 left the root's session or process group are *escaped*.
 """
@@ -18,6 +19,12 @@ from gpuscope.processes import CLK_TCK, ProcInfo, Reason, RunScope
 from gpuscope.telemetry import procfs
 from gpuscope.telemetry.batch import ProcSample, StartedProc
 
+# A member whose stat text stayed the same for IDLE_AFTER reads (asleep, ~1 s at 10 Hz) is read on
+# one tick in IDLE_EVERY (2 Hz) until it changes: its CPU is still counted exactly (over the longer
+# interval); a wake-up, an exit or a change of RSS is seen at most IDLE_EVERY - 1 ticks later.
+IDLE_AFTER = 10
+IDLE_EVERY = 5
+
 
 class _Proc:
     """Mutable record of one member (owned by the sampler thread)."""
@@ -25,7 +32,7 @@ class _Proc:
     __slots__ = ("pid", "start_ticks", "ppid", "pgrp", "session", "name", "cmdline", "create_time",
                  "via", "first_ns", "last_ns", "state", "ticks", "cpu", "rss", "peak_rss", "threads",
                  "uss", "uss_ns", "gpu_mem", "sm_util", "peak_gpu", "alive", "escaped", "orphaned",
-                 "raw", "sample")
+                 "raw", "sample", "idle")
 
     def __init__(self, st: ProcInfo, via: Reason, t_ns: int) -> None:
         self.pid, self.start_ticks, self.via = st.pid, st.start_ticks, via.value
@@ -43,6 +50,7 @@ class _Proc:
         self.orphaned = False
         self.raw = b""                          # last stat text: unchanged text = nothing to parse
         self.sample: ProcSample | None = None   # last immutable sample, reused while unchanged
+        self.idle = 0                           # reads in a row that found the same stat text
         age = time.time() - self.create_time
         # first CPU figure: the average since the process started
         self.cpu: float | None = (100.0 * st.cpu_ticks / CLK_TCK / age) if age > 0.05 else None
@@ -78,29 +86,58 @@ class ProcessTree:
         self._all: list[_Proc] = []
         self._listing: set[str] = set()
         self._stat = procfs.StatReader()
+        self._loadavg = procfs.ProcFile("/proc/loadavg", 256)
+        self._last_pid: int | None = None
+        self._same_pid_ticks = 0
+        self._listed_ns = 0
+        self._tick = 0
 
     def close(self) -> None:
         """Release the descriptors kept open on members."""
         self._stat.close()
+        self._loadavg.close()
 
     # -- one tick ---------------------------------------------------------------------------
 
     def update(self, t_ns: int) -> tuple[list[_Proc], list[_Proc]]:
         """Refresh members, find new ones; returns (started, ended) this tick."""
-        listing = procfs.list_pids()
-        new = listing - self._listing
-        self._listing = listing
+        new = self._new_pids(t_ns)
         ended = self._refresh(t_ns)
         started = self._discover(new, t_ns)
         if self._uss_ns:
             self._read_uss(t_ns)
         return started, ended
 
+    def _new_pids(self, t_ns: int) -> set[str]:
+        """Pids that appeared in ``/proc`` since the last listing.
+
+        Listing ``/proc`` (every process of the host) is most of a quiet tick's cost. No process
+        was created while ``/proc/loadavg``'s last pid stays the same, so the listing is skipped
+        then: after the last pid changes, ``/proc`` is listed on that tick and the next one (a
+        process whose pid was handed out just before the first listing may not be in ``/proc``
+        yet), and at least once a second whatever ``loadavg`` says (pid namespaces)."""
+        last = procfs.last_pid(self._loadavg)
+        if last is None or last != self._last_pid:
+            self._last_pid, self._same_pid_ticks = last, 0
+        else:
+            self._same_pid_ticks += 1
+        if last is not None and self._same_pid_ticks >= 2 and t_ns - self._listed_ns < 1_000_000_000:
+            return set()
+        listing = procfs.list_pids()
+        new = listing - self._listing
+        self._listing = listing
+        self._listed_ns = t_ns
+        return new
+
     def _refresh(self, t_ns: int) -> list[_Proc]:
         ended, changed = [], []
+        self._tick += 1
         for rec in list(self._alive.values()):
+            if rec.idle >= IDLE_AFTER and (self._tick + rec.pid) % IDLE_EVERY:
+                continue                                # asleep for a while: read at 2 Hz (see IDLE_AFTER)
             raw = self._stat.read_raw(rec.pid)
             if raw is not None and raw == rec.raw:      # an idle process: no CPU used, nothing new
+                rec.idle += 1
                 rec.last_ns = t_ns
                 if rec.cpu != 0.0:
                     rec.cpu, rec.sample = 0.0, None
@@ -113,7 +150,7 @@ class ProcessTree:
                 ended.append(rec)
                 continue
             rec.refresh(st, t_ns)
-            rec.raw, rec.sample = raw, None
+            rec.raw, rec.sample, rec.idle = raw, None, 0
             changed.append(rec)
         for rec in changed:
             self._classify(rec)

@@ -30,6 +30,11 @@ def test_compare_recorded_fork_and_spawn(run_env):
     # a spawn child starts a fresh interpreter: its start-up is slower than a fork child's
     startup = metrics["child_startup_ms"]["values"]
     assert startup["spawn"]["median"] > startup["fork"]["median"]
+    # gpuscope's own share of it is stated, and left out of the start-up: spawn children run the
+    # hook (a few ms of their start), fork children run none
+    hook = metrics["hook_ms"]["values"]
+    assert hook["fork"] is None
+    assert 0 < hook["spawn"]["median"] < startup["spawn"]["median"]
     rows = {r["name"]: r for r in data["ranges"]}
     assert rows["expensive_op"]["values"]["fork"]["count"] == 3
     assert rows["expensive_op"]["values"]["spawn"]["count"] == 3
@@ -38,6 +43,7 @@ def test_compare_recorded_fork_and_spawn(run_env):
     assert not any(m["beyond_noise"] for m in data["metrics"])
     text = gpuscope("compare", ids["fork"][:-1], ids["spawn"], env=run_env)
     assert text.returncode == 0 and b"Child start-up" in text.stdout and b"verdict:" in text.stdout
+    assert b"gpuscope's share" in text.stdout
 
 
 def test_compare_unknown_run(run_env):

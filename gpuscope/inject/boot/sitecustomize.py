@@ -9,6 +9,9 @@
 import marshal as _marshal
 import os as _os
 import sys as _sys
+import time as _time
+
+_BOOT_NS = _time.perf_counter_ns()   # gpuscope's own share of the start is measured from here
 
 _PKG = "_gpuscope_inject"
 
@@ -99,7 +102,7 @@ def _gpuscope_boot():
             _sys.meta_path.append(_Finder(_os.path.dirname(here)))
             from _gpuscope_inject import hook
 
-            hook.activate()
+            hook.activate(_BOOT_NS)
         except Exception as exc:  # never break the user's interpreter start
             try:
                 with open(_os.path.join(_os.environ["GPUSCOPE_RUN_DIR"], "inject-errors.log"), "a") as fh:

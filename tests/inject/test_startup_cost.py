@@ -1,0 +1,136 @@
+"""What the injection costs every Python process at start (docs/INJECTION.md, issue 14.5), checked
+by what it loads, not by timing: an injected ``python -c`` imports no standard library module a
+plain one does not (beyond ``atexit`` and ``faulthandler``, both built in), the wrappers of
+multiprocessing and nvtx load only when the program imports those, and the compiled copy of the
+injected code is per interpreter version, safe when many processes create it at once, and never
+stale. ``_dumps`` (the event log's JSON without importing json) writes what ``json.dumps`` writes."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuscope import rundir
+from gpuscope.inject.eventlog import _dumps
+
+MODULES = "import sys; print(' '.join(sorted(sys.modules)))"
+
+
+def _env(run_dir: Path, boot: str | None = None, **extra: str) -> dict[str, str]:
+    """The variables a run's processes get (gpuscope.runs.launcher), without a run."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUSCOPE_")}
+    env.update(PYTHONPATH=boot or rundir.boot_dir(), GPUSCOPE_RUN_DIR=str(run_dir), GPUSCOPE_RUN_ID="test",
+               GPUSCOPE_SCRIPT="/nonexistent/script.py", GPUSCOPE_START_METHOD="default",
+               GPUSCOPE_TORCHMEM_INTERVAL="0.1", **extra)
+    return env
+
+
+def _modules(env: dict[str, str], code: str = MODULES, python: str = sys.executable) -> set[str]:
+    out = subprocess.run([python, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return set(out.stdout.split())
+
+
+def _no_errors(run_dir: Path) -> None:
+    log = run_dir / "inject-errors.log"
+    assert not log.exists(), log.read_text()
+
+
+def test_an_injected_start_loads_no_standard_library_module_a_plain_one_does_not(tmp_path):
+    # this virtualenv's Python (its site already imports much), and a bare CPython when there is one
+    other = _other_python()
+    for python in [sys.executable, *([other] if other else [])]:
+        plain = _modules({k: v for k, v in os.environ.items() if not k.startswith("GPUSCOPE_")}, python=python)
+        injected = _modules(_env(tmp_path), python=python)
+        _no_errors(tmp_path)
+        ours = {m for m in injected if m == "_gpuscope_inject" or m.startswith("_gpuscope_inject.")}
+        assert "_gpuscope_inject.hook" in ours
+        # json, threading, signal, array, resource, types, importlib.util/abc came with the hook
+        assert injected - plain - ours == {"sitecustomize", "atexit", "faulthandler"}, (python, injected - plain - ours)
+        # the wrappers of what this process never imports stay unloaded
+        assert not ours & {"_gpuscope_inject.mpwrap", "_gpuscope_inject.nvtxwrap", "_gpuscope_inject.torchmem"}
+
+
+def test_the_wrappers_load_when_the_program_imports_what_they_wrap(tmp_path):
+    code = ("import multiprocessing.pool, sys, concurrent.futures.process as p; "
+            "print(' '.join(sorted(sys.modules)), "
+            "getattr(multiprocessing.pool.Pool.__init__, '__wrapped__', None) is not None or "
+            "any(getattr(getattr(multiprocessing.pool, n, None), '__wrapped__', None) for n in dir(multiprocessing.pool)))")
+    mods = _modules(_env(tmp_path), code)
+    _no_errors(tmp_path)
+    assert "_gpuscope_inject.mpwrap" in mods and "True" in mods
+
+
+def _cache_files(cache: Path) -> list[str]:
+    return sorted(os.path.relpath(p, cache) for p in glob.glob(str(cache / "*" / "*")))
+
+
+def test_the_compiled_copy_is_made_once_by_many_processes_at_once_and_per_python_version(tmp_path):
+    cache = tmp_path / "cache"
+    env = _env(tmp_path / "run", GPUSCOPE_INJECT_CACHE=str(cache), PYTHONDONTWRITEBYTECODE="1")
+    procs = [subprocess.Popen([sys.executable, "-c", "print('ok')"], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(12)]
+    outs = [p.communicate(timeout=180) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 12, [e[-500:] for _, e in outs]
+    assert [o for o, _ in outs] == ["ok\n"] * 12
+    _no_errors(tmp_path / "run")
+    files = _cache_files(cache)
+    tag = sys.implementation.cache_tag
+    assert files and all(f.endswith(f".{tag}.pyc") for f in files), files     # no *.tmp left behind
+    assert {os.path.basename(f).split(".")[0] for f in files} >= {"__init__", "hook", "eventlog", "stacks"}
+    stamps = {f: os.stat(cache / f).st_mtime_ns for f in files}
+    subprocess.run([sys.executable, "-c", "pass"], env=env, check=True, timeout=120)
+    assert {f: os.stat(cache / f).st_mtime_ns for f in files} == stamps      # read, not written again
+    other = _other_python()
+    if other is not None:   # another CPython: its own files beside these, these untouched
+        subprocess.run([other, "-c", "pass"], env=env, check=True, timeout=120)
+        _no_errors(tmp_path / "run")
+        assert len(_cache_files(cache)) == 2 * len(files)
+        assert {f: os.stat(cache / f).st_mtime_ns for f in files} == stamps
+
+
+def _other_python() -> str | None:
+    mine = "%d.%d" % sys.version_info[:2]
+    for version in ("3.12", "3.11", "3.13", "3.10"):
+        if version == mine:
+            continue
+        for found in [*sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}.*/bin/python{version}"))),
+                      shutil.which(f"python{version}")]:
+            if found and subprocess.run([found, "-c", "pass"], capture_output=True, timeout=60).returncode == 0:
+                return found
+    return None
+
+
+def test_a_changed_or_damaged_source_copy_is_compiled_again(tmp_path):
+    pkg = tmp_path / "inject"
+    shutil.copytree(Path(rundir.boot_dir()).parent, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    cache = tmp_path / "cache"
+    env = _env(tmp_path / "run", boot=str(pkg / "boot"), GPUSCOPE_INJECT_CACHE=str(cache),
+               PYTHONDONTWRITEBYTECODE="1")
+    probe = "import sys; print(getattr(sys.modules['_gpuscope_inject.procname'], 'MARK', None))"
+    assert _modules(env, probe) == {"None"}
+    with open(pkg / "procname.py", "a") as fh:
+        fh.write("\nMARK = 'changed'\n")
+    assert _modules(env, probe) == {"changed"}
+    for f in glob.glob(str(cache / "*" / "procname.*.pyc")):
+        Path(f).write_bytes(b"not a code cache")
+    assert _modules(env, probe) == {"changed"}
+    _no_errors(tmp_path / "run")
+
+
+@pytest.mark.parametrize("value", [
+    None, True, False, 0, -7, 2 ** 70, 1.5, 0.1, 1e300, float("nan"), float("inf"), -float("inf"),
+    "plain", 'a "quote"', "back\\slash", "nl\n tab\t cr\r \b \f \x00 \x1f \x7f", "é 漢字", "\U0001F600",
+    "\udcff (surrogateescape)", [1, "a", None, [2.5, []]], (1, 2),
+    {"a": 1, 2: "b", 1.5: None, True: 3, None: 4, "nested": {"x": [1, {"y": "z"}]}},
+    {"obj": Path("/p"), "argv": ["python", "-c", "print('hi')\n"]}, {}, [],
+])
+def test_dumps_writes_what_json_dumps_writes(value):
+    assert _dumps(value, default=str) == json.dumps(value, default=str)
