@@ -226,6 +226,59 @@ def _become_pool_worker():
         _libc_exit()
         if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
             signal.signal(signal.SIGTERM, _flush_on_sigterm)
+            _arm_sigterm_fallback(signal)
+
+
+def _arm_sigterm_fallback(signal):
+    """If the main thread cannot run the SIGTERM handler, end the process from a thread.
+
+    Python runs a signal handler on the main thread, when it next runs Python code. A pool worker
+    that terminate() catches blocked on the task queue's lock (the parent holds it for good) only
+    gets there if the lock wait is interrupted; under nsys the signal can land on one of nsys's own
+    threads, the wait goes on, and the worker (and the program's ``with Pool()``) would hang for
+    ever where the default action would have killed it. Python's C handler also writes the signal's
+    number to the wakeup fd, from any thread: a thread waiting on it ends the process 1 s later
+    unless the handler did. Not armed when the program has a wakeup fd of its own.
+    """
+    import _thread
+
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    try:
+        old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    except (ValueError, OSError):
+        old = None
+    if old != -1:
+        if old is not None:
+            signal.set_wakeup_fd(old)
+        os.close(r)
+        os.close(w)
+        return
+    _thread.start_new_thread(_wait_for_sigterm, (r, int(signal.SIGTERM)))
+
+
+def _wait_for_sigterm(fd, signum):
+    import time
+
+    try:
+        while True:
+            data = os.read(fd, 64)
+            if not data:
+                return
+            if signum in data:
+                break
+        time.sleep(1.0)    # the main thread's handler normally ends the process long before this
+        if STATE.exited:   # it is ending on its own (see _flush_on_sigterm)
+            return
+        STATE.exit(128 + signum)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        _libc_exit()(128 + signum)   # C exit(): nsys's exit handlers flush its buffers
+    except Exception as exc:
+        STATE.error("ending a pool worker on SIGTERM", exc)
 
 
 _LIBC = {}

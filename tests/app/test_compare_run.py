@@ -264,6 +264,8 @@ def test_series_with_nsys_ticked(qtbot, gpuscope_home):
     from pathlib import Path
 
     from gpuscope.nsys.locate import list_installs
+    from tests.app.timeline_support import _nsys_output
+    from tests.flaky import known_flake, note_retry
 
     if not list_installs():
         if os.environ.get("CI") == "true":
@@ -273,10 +275,16 @@ def test_series_with_nsys_ticked(qtbot, gpuscope_home):
     fill(w, "pool_spawn.py", args="0.5", method="default")
     w.panel.nsys.setChecked(True)
     w.panel.repeat.setValue(1)
-    # one nsys recording at a time on a machine (gpuscope/nsys/lock.py): other suites may hold it
-    with qtbot.waitSignal(w.compare.sigShown, timeout=800_000) as shown:
-        w.panel.compare_button.click()
-    cmp = shown.args[0]
+    for attempt in (1, 2):
+        # one nsys recording at a time on a machine (gpuscope/nsys/lock.py): other suites may hold it
+        with qtbot.waitSignal(w.compare.sigShown, timeout=800_000) as shown:
+            w.panel.compare_button.click()
+        cmp = shown.args[0]
+        flakes = [known_flake(_nsys_output(Path(cmp.run_dirs[rid]))) for rid in cmp.left_out]
+        if cmp.left_out and all(flakes) and attempt == 1:   # nsys failing on its own (tests/flaky.py)
+            note_retry("compare series with nsys (attempt 1)", flakes[0])
+            continue
+        break
     assert not cmp.left_out, cmp.warnings
     from gpuscope.store import db, runs
 

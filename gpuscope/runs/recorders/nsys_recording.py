@@ -146,3 +146,6 @@ class NsysRecorder(BaseRecorder):
         if not result.ok:
             outcome.error = f"nsys: {result.reason}"
             outcome.failed = not outcome.stopped and not outcome.cancelled.is_set()
+            left = self.session.kill()  # an nsys that failed (a lost agent) can leave its tools running
+            if left:
+                outcome.notes.append(f"stopped what the failed nsys left running: pid {', '.join(map(str, sorted(left)))}")
