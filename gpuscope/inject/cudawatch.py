@@ -67,37 +67,20 @@ def _after_fork_in_child():
 
 def on_torch_cuda(cuda):
     """Right after ``torch.cuda`` is imported (or at once if it already was)."""
+    from . import cudainit
+
     try:
         _S["cuda"] = cuda
         if not _S["registered"]:
             _S["registered"] = True
             os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
-        if cuda.is_initialized():
-            return                                  # initialised before we could see where
-        original = getattr(cuda, "_lazy_init", None)
-        if original is None or getattr(original, "_gpuscope_site", False):
-            return
     except Exception:
         return
+    cudainit.when_initialised(cuda, _initialised)
 
-    def _lazy_init(*args, **kwargs):
-        result = original(*args, **kwargs)          # the program's own errors pass through unchanged
-        try:
-            if cuda.is_initialized():
-                if _S["site"] is None:
-                    _S["site"] = caller_site(sys._getframe(1))
-                if getattr(cuda, "_lazy_init", None) is _lazy_init:
-                    cuda._lazy_init = original      # seen once: the later calls go straight through
-        except Exception:
-            pass
-        return result
 
-    _lazy_init._gpuscope_site = True
-    _lazy_init.__wrapped__ = original
-    for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
-        try:
-            setattr(_lazy_init, attr, getattr(original, attr))
-        except (AttributeError, TypeError):
-            pass
-    cuda._lazy_init = _lazy_init
+def _initialised(frame):
+    """CUDA has just started (``frame``: the call that started it; None: it had before we looked)."""
+    if frame is not None and _S["site"] is None:
+        _S["site"] = caller_site(frame)
 

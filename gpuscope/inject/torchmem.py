@@ -46,30 +46,9 @@ def start(emit, interval_s):
 
 def _on_torch_cuda(cuda):
     """Right after ``torch.cuda`` is imported (or at start if it already was)."""
-    try:
-        if cuda.is_initialized():
-            _ensure_thread()
-            return
-        original = getattr(cuda, "_lazy_init", None)
-        if original is None or getattr(original, "_gpuscope_wrapped", False):
-            return
-    except Exception:
-        return
+    from . import cudainit
 
-    def _lazy_init(*args, **kwargs):
-        result = original(*args, **kwargs)  # the program's own errors pass through unchanged
-        try:
-            if cuda.is_initialized():
-                if getattr(cuda, "_lazy_init", None) is _lazy_init:
-                    cuda._lazy_init = original
-                _ensure_thread()
-        except Exception:
-            pass
-        return result
-
-    _lazy_init._gpuscope_wrapped = True
-    _lazy_init.__wrapped__ = original
-    cuda._lazy_init = _lazy_init
+    cudainit.when_initialised(cuda, lambda _frame: _ensure_thread())
 
 
 def _ensure_thread():
