@@ -13,6 +13,7 @@ The view displays; it computes nothing. Timelines load off the GUI thread (``app
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,9 @@ from gpuscope.app import bridge, workers
 from gpuscope.app.qt_compare_startup import QtStartupBars
 from gpuscope.app.qt_compare_tables import MetricsTable, RangesTable
 from gpuscope.app.qt_compare_timelines import QtStackedTimelines, load_layouts
+from gpuscope.app.qt_findings import FindingsList
+from gpuscope.finding import Finding
+from gpuscope.findings.engine import read_saved
 
 WARN_STYLE = ("color: #8a4500; background: #fff3cd; border: 1px solid #e0b252; border-radius: 3px; "
               "padding: 4px;")
@@ -47,6 +51,22 @@ def _section(title: str, widget: QWidget, *extra: QWidget) -> QWidget:
     lay.addLayout(head)
     lay.addWidget(widget, 1)
     return box
+
+
+def findings_by_label(cmp: Any) -> list[Finding]:
+    """The findings saved with each compared run, once per label and code, titled with their label
+    ("[spawn] ..."), errors first."""
+    out: dict[tuple[str, str], Finding] = {}
+    for label in cmp.labels:
+        for run_id in cmp.runs.get(label, []):
+            folder = cmp.run_dirs.get(run_id)
+            for f in read_saved(Path(folder)) if folder else []:
+                key = (label, f.code)
+                if key not in out:
+                    title = f.title if len(cmp.labels) < 2 else f"[{label}] {f.title}"
+                    out[key] = dataclasses.replace(f, title=title)
+    order = {"error": 0, "warning": 1, "info": 2}
+    return sorted(out.values(), key=lambda f: order.get(f.severity.value, 3))
 
 
 class QtCompareView(QWidget):
@@ -75,6 +95,9 @@ class QtCompareView(QWidget):
         self.notes = QLabel(wordWrap=True)
         self.notes.setStyleSheet("color: palette(dark);")
         self.notes.hide()
+        self.findings = FindingsList()      # what the assistant found in the compared runs, per label
+        self.findings.setMaximumHeight(150)
+        self.findings.hide()
         self.export_md = QPushButton("Export Markdown…")
         self.export_md.setToolTip("The comparison as Markdown, with pictures of the timelines and start-up bars")
         self.export_json = QPushButton("Export JSON…")
@@ -119,6 +142,7 @@ class QtCompareView(QWidget):
         lay.addLayout(head)
         lay.addWidget(self.warnings)
         lay.addWidget(self.notes)
+        lay.addWidget(self.findings)
         lay.addWidget(self.split, 1)
 
     def _set_enabled(self, on: bool) -> None:
@@ -151,6 +175,9 @@ class QtCompareView(QWidget):
         notes = list(getattr(cmp, "notes", []) or [])
         self.notes.setText("\n".join(notes))
         self.notes.setVisible(bool(notes))
+        found = findings_by_label(cmp)
+        self.findings.set_findings(found)
+        self.findings.setVisible(bool(found))
         self.metrics.set_comparison(cmp)
         self.ranges.set_comparison(cmp)
         self.startup.set_startup(cmp.startup, cmp.labels)

@@ -67,6 +67,7 @@ class CompareSession(QObject):
             view = self.w._tab_widget(TITLE, QtCompareView)
             view.sigShown.connect(self._shown)
             view.sigError.connect(self.w.show_error)
+            view.findings.sigApplyFix.connect(self.w.apply_fix)   # "Apply to next run" from a compared run
         return self.w._lazy[TITLE]
 
     def _tab_changed(self, index: int) -> None:

@@ -298,3 +298,24 @@ def test_series_with_nsys_ticked(qtbot, gpuscope_home):
     assert all(tl.layout_model is not None for tl in tls.values())
     assert tls["fork"].view_range() == pytest.approx(tls["spawn"].view_range())
     assert not run_processes(gpuscope_home)
+
+
+def test_findings_of_the_compared_runs_are_shown_per_label(qtbot, run_env):
+    """Issue 12 in the compare view: each compared run's findings, once per label, titled with it."""
+    from pathlib import Path
+
+    leak = str(Path(__file__).resolve().parents[1] / "findings" / "scripts" / "shm_leak.py")
+    ids = []
+    for method in ("fork", "spawn"):
+        out = subprocess.run([sys.executable, "-m", "gpuscope", "run", "--start-method", method, "--json", leak],
+                             env=run_env, capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0, out.stderr
+        ids.append(json.loads(out.stdout.strip().splitlines()[-1])["run_id"])
+    w = make_window(qtbot)
+    with qtbot.waitSignal(w.compare.sigShown, timeout=120_000):
+        w.compare.compare_ids(ids)
+    view = w.compare.view
+    assert view.findings.isVisibleTo(view)
+    titles = sorted(f.title for f in view.findings.findings)
+    assert [f.code for f in view.findings.findings] == ["leaked-shm", "leaked-shm"], titles
+    assert titles[0].startswith("[fork] ") and titles[1].startswith("[spawn] "), titles
