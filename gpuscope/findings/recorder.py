@@ -129,11 +129,18 @@ class FindingsRecorder(BaseRecorder):
                 self._poll_logs(now)
                 idle = now - self._last_progress
                 if (not self._stuck_reported and self._pids and idle >= self.stuck_after_s
-                        and not self._stop_requested.is_set()):
+                        and not self._stop_requested.is_set() and not self._program_exited()):
                     self._stuck_reported = True
                     self._stuck(idle, self._cpu, list(self._pids))
             except Exception:  # noqa: BLE001 - the watchdog must outlive a bad read
                 pass
+
+    def _program_exited(self) -> bool:
+        """The program's main process has ended, and what is left is a recorder finishing (nsys
+        writing its report): not a stuck program."""
+        from gpuscope.trace.events import main_exited
+
+        return self.run_dir is not None and main_exited(self.run_dir)
 
     def program_ended(self, ctx: RunContext) -> None:
         self.ended = True

@@ -94,3 +94,19 @@ def test_nsys_diagnostics_are_findings_with_actions(tmp_path):
     assert found["nvtx-discarded-handles"].evidence.number("annotations discarded") == 3
     assert found["nvtx-none-collected"].pids == (2,)
     assert launch_changes(found["nvtx-none-collected"].action) == {"nsys": "on", "nsys_fork": "on"}
+
+
+def test_no_progress_is_not_said_once_the_program_has_ended(tmp_path):
+    """Under nsys the run lasts past the program (nsys writes its report, its processes idle): the
+    watchdog does not call that stuck once the main process has written its exit record."""
+    from gpuscope.findings.recorder import FindingsRecorder
+
+    rec = FindingsRecorder()
+    rec.run_dir = tmp_path
+    (tmp_path / "events").mkdir()
+    log = tmp_path / "events" / "100-1.log"
+    log.write_text('H\t{"role": "main", "pid": 100}\nR\t1\t2\t0\t1\n')
+    assert not rec._program_exited()
+    with log.open("a") as fh:
+        fh.write('X\t3\t{"exit_code": 0}\n')
+    assert rec._program_exited()
