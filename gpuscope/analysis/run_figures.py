@@ -163,10 +163,11 @@ def _phases(pe: ProcessEvents, ref: tuple[int, int | None, str], method: str) ->
     if t_ret is not None:
         phases.append(Phase("process created", ms(t_ret)))
     ready = pe.start_ns - _hook_before(pe)
-    phases.append(Phase("interpreter ready", ms(ready)))
     hook = pe.info.get("hook_ns")
-    if isinstance(hook, int) and hook > 0:
-        phases.append(Phase("gpuscope's hook set up", ms(ready + hook)))
+    if isinstance(hook, int) and hook > 0:   # a fresh interpreter ran gpuscope's hook first: its own segment
+        phases.append(Phase("gpuscope's hook", ms(ready)))
+        ready += hook
+    phases.append(Phase("interpreter ready", ms(ready)))
     boot = next((t for t, upd in pe.info_times if "mp_name" in upd), None)
     if boot is not None:
         phases.append(Phase("__main__ re-imported" if method in ("spawn", "forkserver") else "process bootstrap",
