@@ -226,7 +226,8 @@ def _become_pool_worker():
         _libc_exit()
         if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
             signal.signal(signal.SIGTERM, _flush_on_sigterm)
-            _arm_sigterm_fallback(signal)
+            if not STATE.info.get("forked"):   # no new thread in a fork child nsys traces before exec
+                _arm_sigterm_fallback(signal)
 
 
 def _arm_sigterm_fallback(signal):

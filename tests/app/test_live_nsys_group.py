@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from apphelpers import fill, make_window, run_processes, wait_report
+from apphelpers import fill, make_window, run_processes, start_nsys_run, wait_report
 from PySide6.QtGui import QColor
 
 from gpuscope.app.live_model import LiveModel
@@ -74,11 +74,8 @@ def test_nsys_run_live_view_groups_nsys(qtbot, gpuscope_home):
     w = make_window(qtbot)
     fill(w, "pool_spawn.py", "2", "spawn")
     w.panel.nsys.setChecked(True)
-    # one nsys recording at a time on a machine (gpuscope/nsys/lock.py): the run waits for the lock
-    with qtbot.waitSignal(w.controller.sigStarted, timeout=600_000):
-        w.panel.run_button.click()
     # while it runs: main at the root, nsys's processes in their group
-    qtbot.waitUntil(lambda: _main_at_root(w) and NSYS_GROUP in w.tree.group_items, timeout=240_000)
+    start_nsys_run(qtbot, w, lambda w: _main_at_root(w) and NSYS_GROUP in w.tree.group_items)
     wait_report(qtbot, w, timeout=400_000)
     assert w.last_result.status == "exited", w.console.plain_text()[-2000:]
     w.tick()
