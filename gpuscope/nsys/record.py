@@ -327,8 +327,15 @@ class NsysSession:
 
 
 def _last_line(path: Path) -> str:
+    """What an nsys step's log says went wrong, in one line: its status line when it printed one
+    (the importer ends with a brace-structured error dump whose last line is "}"), else its last
+    line with words in it."""
     try:
         lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
     except OSError:
         return "no output"
-    return lines[-1][:200] if lines else "no output"
+    status = [ln for ln in lines if "Status: " in ln] or [ln for ln in lines if "Failed" in ln]
+    if status:
+        return status[-1][-200:]
+    worded = [ln for ln in lines if any(c.isalpha() for c in ln)]
+    return worded[-1][:200] if worded else "no output"

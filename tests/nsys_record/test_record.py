@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from gpuscope.nsys import agents as procs, record
+from tests.flaky import known_flake, note_retry
 from tests.nsys_record.helpers import (NVTX_SCRIPT, VERSIONS, launch, make_spec, need, nvtx_rows,
                                        record_script, wait_gone)
 
@@ -129,16 +130,24 @@ def test_kill_stops_a_hung_nsys_its_agent_and_the_program(provisioned, tmp_path)
 
 
 def test_interrupt_stops_the_program_and_keeps_the_report(newest, tmp_path):
-    (tmp_path / "sleeper.py").write_text(SLEEPER)
-    spec = make_spec(tmp_path / "sleeper.py", trace=("nvtx",))
-    session = record.prepare(spec, tmp_path, [spec.python, spec.script], dict(os.environ), install=newest)
-    proc = launch(session, tmp_path)
-    agent, app = _wait_for_agent_and_app(proc.pid, spec.script)
-    time.sleep(0.5)                              # let the program enter its range
-    assert session.interrupt()
-    assert proc.wait(timeout=60) != 0            # nsys passes on the program's status (KeyboardInterrupt)
-    assert wait_gone([app, agent.pid]) == []
-    result = session.finish(timeout_s=60)
+    for attempt in (1, 2):
+        out = tmp_path / f"attempt{attempt}"
+        out.mkdir()
+        (out / "sleeper.py").write_text(SLEEPER)
+        spec = make_spec(out / "sleeper.py", trace=("nvtx",))
+        session = record.prepare(spec, out, [spec.python, spec.script], dict(os.environ), install=newest)
+        proc = launch(session, out)
+        agent, app = _wait_for_agent_and_app(proc.pid, spec.script)
+        time.sleep(0.5)                              # let the program enter its range
+        assert session.interrupt()
+        assert proc.wait(timeout=60) != 0            # nsys passes on the program's status (KeyboardInterrupt)
+        assert wait_gone([app, agent.pid]) == []
+        result = session.finish(timeout_s=60)
+        flake = None if result.ok else known_flake(result.reason)
+        if flake and attempt == 1:   # the importer failing on its own, as without gpuscope (tests/flaky.py)
+            note_retry("nsys interrupt recording (attempt 1)", flake)
+            continue
+        break
     assert result.ok, result.reason
     assert (59, "sleeping") in {(t, n) for _, t, n in nvtx_rows(result.sqlite_path)}
     assert not session.interrupt()               # nothing left to interrupt
@@ -215,3 +224,16 @@ def _cmd(pid: int) -> list[str]:
 def _live_with(text: str) -> list[int]:
     """Live processes whose command line mentions ``text`` (checked through /proc)."""
     return [p.pid for p in psutil.process_iter() if any(text in a for a in _cmd(p.pid)) and procs.alive(p.pid)]
+
+
+def test_a_failed_step_says_its_status_line(tmp_path):
+    """The importer ends its error with a brace-structured dump whose last line is "}": the reason
+    given is its status line (which tests/flaky.py recognises), not the brace."""
+    log = tmp_path / "nsys-import.log"
+    log.write_text("Processing [====100%]\n\nImport Failed with unexpected exception: main.cpp(34)\n"
+                   "[QuadDCommon::tag_message*] = Status: AnalysisFailed\nError {\n  Type: RuntimeError\n"
+                   '  Value: "QuadDAnalysis::AnalysisHelper::AnalysisStatus::SetNextState"\n}\n')
+    line = record._last_line(log)
+    assert line.endswith("Status: AnalysisFailed") and known_flake(line)
+    log.write_text("one\ntwo words\n}\n")
+    assert record._last_line(log) == "two words"
