@@ -10,6 +10,8 @@ its errors through unchanged. Standard library only; never raises into the progr
 
 import sys
 
+from .disguise import disguise
+
 _S = {"callbacks": [], "cuda": None}
 
 
@@ -46,12 +48,5 @@ def when_initialised(cuda, callback):
             pass
         return result
 
-    _lazy_init._gpuscope_wrapped = True
-    _lazy_init.__wrapped__ = original
-    for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
-        try:
-            setattr(_lazy_init, attr, getattr(original, attr))
-        except (AttributeError, TypeError):
-            pass
-    cuda._lazy_init = _lazy_init
+    cuda._lazy_init = disguise(_lazy_init, original, _gpuscope_wrapped=True)
     _S["cuda"] = cuda

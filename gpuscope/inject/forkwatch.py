@@ -14,6 +14,8 @@ import os
 import sys
 import time
 
+from .disguise import disguise
+
 _SEEN = {"forks": 0, "exits": {}}
 _MAX_EXITS = 256
 
@@ -72,14 +74,7 @@ def _wrap_poll(cls):
                 pass
         return result
 
-    for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
-        try:
-            setattr(poll, attr, getattr(original, attr))
-        except (AttributeError, TypeError):
-            pass
-    poll.__gpuscope__ = True
-    poll.__wrapped__ = original
-    cls.poll = poll
+    cls.poll = disguise(poll, original, __gpuscope__=True)
 
 
 def _patch_popen(module):

@@ -16,19 +16,11 @@ import functools
 import os
 import sys
 
+from .disguise import disguise as _disguise
 from .eventlog import STATE, now, safe
 from .frames import hide_frames
 from .procname import WORKER_ROLES, child_role, set_process_name, short_role
 from . import annotate_patterns
-
-def _disguise(wrapper, original):
-    wrapper.__module__ = original.__module__
-    wrapper.__qualname__ = original.__qualname__
-    wrapper.__name__ = original.__name__
-    wrapper.__doc__ = original.__doc__
-    wrapper.__wrapped__ = original
-    return wrapper
-
 
 # -- start method ------------------------------------------------------------------------------
 @safe("forcing the start method")

@@ -15,6 +15,8 @@ a failure of its own bookkeeping is swallowed. Standard library only.
 import os
 import time
 
+from .disguise import disguise
+
 FLUSH_NS = 500_000_000
 _clock = time.perf_counter_ns
 _C = {"bytes": 0, "calls": 0, "max_bytes": 0, "ns": 0, "next": 0, "pid": 0, "written": 0}
@@ -79,14 +81,7 @@ def patch(module):
             pass
         return result
 
-    for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
-        try:
-            setattr(dumps, attr, getattr(func, attr))
-        except (AttributeError, TypeError):
-            pass
-    dumps.__gpuscope__ = True
-    dumps.__wrapped__ = func
-    cls.dumps = classmethod(dumps)
+    cls.dumps = classmethod(disguise(dumps, func, __gpuscope__=True))
     try:
         if not _C["pid"]:
             _C["pid"] = os.getpid()

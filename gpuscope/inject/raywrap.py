@@ -18,6 +18,7 @@ Loaded only in a process that imports ``ray`` (a post-import hook), never at sta
 import os
 import sys
 
+from .disguise import disguise
 from .eventlog import STATE, safe
 from .frames import hide_frames
 
@@ -162,13 +163,7 @@ def _task_runner(func, name):
             hide_frames(exc)
             raise
 
-    for attr in ("__name__", "__qualname__", "__module__", "__doc__"):
-        try:
-            setattr(task, attr, getattr(func, attr))
-        except (AttributeError, TypeError):
-            pass
-    task.__wrapped__ = func
-    return task
+    return disguise(task, func)
 
 
 def _actor_runner(executor, method_name, method):

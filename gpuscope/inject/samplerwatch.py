@@ -15,6 +15,8 @@ Standard library only; never raises into the program; returns what ``__iter__`` 
 
 import sys
 
+from .disguise import disguise
+
 _MAX_SAMPLERS = 64
 _S = {"iters": 0, "shuffled": 0, "repeats": 0, "site": None, "epochs": {}, "last": []}
 
@@ -62,12 +64,5 @@ def patch(module):
             pass
         return result
 
-    for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
-        try:
-            setattr(__iter__, attr, getattr(original, attr))
-        except (AttributeError, TypeError):
-            pass
-    __iter__.__gpuscope__ = True
-    __iter__.__wrapped__ = original
-    cls.__iter__ = __iter__
+    cls.__iter__ = disguise(__iter__, original, __gpuscope__=True)
 
