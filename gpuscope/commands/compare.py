@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 from typing import Any
 
@@ -108,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_series(args: argparse.Namespace) -> tuple[Any, int]:
     from gpuscope.analysis.comparison import compare_runs
-    from gpuscope.commands.run import spec_from_args
+    from gpuscope.commands.run import output_cap, spec_from_args, stop_on_signals
     from gpuscope.runs.series import StartMethodSeries, parse_methods
 
     methods = parse_methods(args.start_methods)
@@ -121,24 +120,10 @@ def _run_series(args: argparse.Namespace) -> tuple[Any, int]:
     def progress(i: int, n: int, method: str, rep: int) -> None:
         say(f"run {i} of {n}: {method}, repeat {rep}")
 
-    cap = None if args.output_cap_mb is None else int(max(args.output_cap_mb, 0) * 1024 * 1024)
     series = StartMethodSeries(spec_from_args(args), methods, args.repeat, progress=progress,
-                               run_kwargs={"output_cap_bytes": cap})
-    presses = {"n": 0}
-
-    def on_signal(_signum: int, _frame: Any) -> None:
-        presses["n"] += 1
-        if presses["n"] == 1:
-            say("stopping the series (Ctrl-C again to kill the run at once)")
-        series.stop()
-
-    old_int = signal.signal(signal.SIGINT, on_signal)
-    old_term = signal.signal(signal.SIGTERM, on_signal)
-    try:
+                               run_kwargs={"output_cap_bytes": output_cap(args)})
+    with stop_on_signals(series.stop, say, "stopping the series (Ctrl-C again to kill the run at once)"):
         groups = series.run()
-    finally:
-        signal.signal(signal.SIGINT, old_int)
-        signal.signal(signal.SIGTERM, old_term)
     for result in series.results:
         if result.status.value != "exited":
             say(f"run {result.run_id} {result.status.value}" + (f": {result.error}" if result.error else "")

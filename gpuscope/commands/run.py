@@ -6,7 +6,8 @@ import argparse
 import os
 import signal
 import sys
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from gpuscope.errors import UserError
 from gpuscope.spec import LAUNCHERS, START_METHODS, NsysOptions, RunSpec
@@ -59,6 +60,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script or module")
 
 
+def output_cap(args: argparse.Namespace) -> int | None:
+    """``--output-cap-mb`` in bytes (None: the default cap)."""
+    return None if args.output_cap_mb is None else int(max(args.output_cap_mb, 0) * 1024 * 1024)
+
+
+@contextmanager
+def stop_on_signals(stop: Callable[[], None], say: Callable[[str], None], message: str) -> Iterator[None]:
+    """Ctrl-C or SIGTERM while the block runs calls ``stop`` (the first time after saying ``message``;
+    a second press calls it again, which kills at once); the previous handlers come back after."""
+    presses = {"n": 0}
+
+    def on_signal(_signum: int, _frame: Any) -> None:
+        presses["n"] += 1
+        if presses["n"] == 1:
+            say(message)
+        stop()
+
+    old_int = signal.signal(signal.SIGINT, on_signal)
+    old_term = signal.signal(signal.SIGTERM, on_signal)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+
+
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
     fork = {"auto": None, "on": True, "off": False}[args.nsys_fork]
     nsys = NsysOptions(enabled=args.nsys, trace=tuple(t for t in args.nsys_trace.split(",") if t),
@@ -109,32 +136,18 @@ def run(args: argparse.Namespace) -> int:
 
     from gpuscope.findings.recorder import FindingsRecorder
 
-    cap = None if args.output_cap_mb is None else int(max(args.output_cap_mb, 0) * 1024 * 1024)
     findings = FindingsRecorder(on_finding=lambda f: progress(f"finding: {f.line()}"))
     from gpuscope.runs.output import widen_pipe
 
     widen_pipe(1)   # our stdout, when it is a pipe: 1 MiB, so each chunk relayed goes on in one write
     run_ = Run(spec_from_args(args), output=[_write], progress=progress, stdin=None,
-               live_output=_is_terminal(1), output_cap_bytes=cap, recorders=[findings])
-    interrupted = {"n": 0}
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        interrupted["n"] += 1
-        if interrupted["n"] == 1:
-            progress("stopping the run (Ctrl-C again to kill it at once)")
-        run_.stop()
-
-    old_int = signal.signal(signal.SIGINT, on_signal)
-    old_term = signal.signal(signal.SIGTERM, on_signal)
-    try:
+               live_output=_is_terminal(1), output_cap_bytes=output_cap(args), recorders=[findings])
+    with stop_on_signals(run_.stop, progress, "stopping the run (Ctrl-C again to kill it at once)"):
         run_.start()
         for note in run_.notes:
             progress(note)
         shown = len(run_.notes)
         result = run_.wait()
-    finally:
-        signal.signal(signal.SIGINT, old_int)
-        signal.signal(signal.SIGTERM, old_term)
     if not args.quiet:
         from gpuscope.runs.table import format_table
 
