@@ -167,7 +167,7 @@ def head_line(report, findings: list[Finding]) -> str:
 
 TABLES_KEY = "report/tables_height"   # QSettings: the tables' height (px) the user dragged them to
 TABLES_SHARE = 0.35       # the tables' default share of the area under the banner
-TABLES_MAX_SHARE = 0.65   # never more (also for a remembered height): the timeline keeps the rest
+TABLES_MAX_SHARE = 0.5    # never more (also for a remembered height): the timeline keeps the larger share
 TIMELINE_MIN_H = 90
 
 
@@ -225,6 +225,7 @@ class QtReportView(QWidget):
         self.details.setPlaceholderText("Click a range in the timeline to see its details.")
         self.status = QLabel(self)
         self.status.setWordWrap(True)
+        self.status.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         self._build_layout()
         self.timeline.sigRangeSelected.connect(self._range_selected)
         self.banner.sigFixRequested.connect(self.sigFixRequested)
@@ -413,8 +414,12 @@ class QtReportView(QWidget):
         self.sigError.emit(text)
 
     def _set_status(self, text: str, error: bool = False) -> None:
+        """An error wraps, to be read whole; notes keep to one line (all of it in the tooltip), so
+        they take no height from the timeline."""
         self.status.setStyleSheet("color: #b00020;" if error else "color: #444;")
+        self.status.setWordWrap(error)
         self.status.setText(text)
+        self.status.setToolTip(text)
 
     # ----------------------------------------------------------------- selection
 

@@ -302,9 +302,9 @@ def attach_run(report, run_dir: Path) -> None:
         # the NVTX summary covers what the timeline draws: nsys's rows (equal to `nsys stats`), then
         # gpuscope's records of the processes nsys missed as rows of their own, marked
         report.summaries["nvtx"] = summary.run_nvtx_summary(report.timeline, report.naming)
-        report.notes.append(f"the NVTX summary adds {added:,} range(s) from gpuscope's own records of "
-                            f"{len(missed)} process(es) nsys did not record (rows marked \"{summary.RECORD_MARK}\"); "
-                            "nsys's rows are nsys stats', Time (%) is within each source")
+        report.notes.append(f"the NVTX summary adds {added:,} range(s) of {len(missed)} process(es) nsys did not "
+                            f"record, from gpuscope's own records (rows marked \"{summary.RECORD_MARK}\"; "
+                            "the other rows are nsys stats')")
         report.processes = summary.process_table(report.timeline)
         return
     if report.loaded is not None:   # still name the processes from the logs
