@@ -124,6 +124,8 @@ class CoverageBanner(QFrame):
         self.folded = folded
         self.view.setVisible(not folded)
         self.fold_button.setText("Details ▾" if folded else "Hide details ▴")
+        # unfolded, the list's own button applies the selected finding's fix: one button at a time
+        self.apply_button.setVisible(folded and self.action is not None)
 
     def show_report(self, report) -> None:
         self.findings = coverage_findings(report) if report is not None else []
@@ -131,7 +133,7 @@ class CoverageBanner(QFrame):
         self.action = next((f.action for f in self.findings if launch_changes(f.action)), None)
         self.view.set_findings(self.findings)
         self.head.setText(head_line(report, self.findings))
-        self.apply_button.setVisible(self.action is not None)
+        self.apply_button.setVisible(self.folded and self.action is not None)
         if self.action is not None:
             self.apply_button.setText(f"Apply to next run: {describe(self.action)}")
         self.setVisible(bool(self.findings))

@@ -131,8 +131,10 @@ def test_timeline_gets_the_space_and_the_tables_height_is_remembered(qtbot, fork
     assert banner.apply_button.isVisible() and "fork tracing" in banner.apply_button.text()
     qtbot.mouseClick(banner.fold_button, Qt.LeftButton)
     assert banner.view.isVisible() and banner.view.findings == banner.findings
+    assert not banner.apply_button.isVisible() and banner.view.apply_button.isVisible()   # one Apply at a time
     qtbot.mouseClick(banner.fold_button, Qt.LeftButton)
     qtbot.waitUntil(lambda: banner.height() <= 2 * line + 20)
+    assert banner.apply_button.isVisible()
     # 1280x800: every lane of the three processes fits (no vertical scrolling of lanes)
     lanes = {b.pid for b in view.timeline.layout_model.processes}
     assert len(lanes) == 3
