@@ -202,6 +202,7 @@ class QtReportView(QWidget):
         self.report: Any = None
         self._task: workers.Task | None = None
         self._settings = settings
+        self._own_settings: QSettings | None = None
         self.title = QLabel("No report loaded. File → Open report…", self)
         self.title.setTextInteractionFlags(Qt.TextSelectableByMouse)
         # a long path must not set the view's minimum width (the window goes down to 800 px)
@@ -259,15 +260,18 @@ class QtReportView(QWidget):
     # ----------------------------------------------------------------- the tables' height
 
     def settings(self) -> QSettings:
-        """The settings the tables' height is kept in: the one given, else the window's, else the app's."""
-        if self._settings is None:
-            own = getattr(self.window(), "settings", None)
-            if isinstance(own, QSettings):
-                return own
+        """The settings the tables' height is kept in: the one given, else the window's (asked each
+        time: the main window adopts this view after building it), else the app's."""
+        if self._settings is not None:
+            return self._settings
+        own = getattr(self.window(), "settings", None)
+        if isinstance(own, QSettings):
+            return own
+        if self._own_settings is None:
             from gpuscope.app.settings import open_settings
 
-            self._settings = open_settings()
-        return self._settings
+            self._own_settings = open_settings()
+        return self._own_settings
 
     def remembered_tables_height(self) -> int | None:
         raw = self.settings().value(TABLES_KEY)
