@@ -287,16 +287,14 @@ class QtReportView(QWidget):
         self.settings().setValue(TABLES_KEY, self.tables_height())
 
     def _place_tables(self) -> None:
-        """The tables get the height the user chose last (at most ``TABLES_MAX_SHARE``); without one,
-        ``TABLES_SHARE``, or more when the timeline's lanes need less; the timeline gets the rest."""
+        """The tables get the height the user chose last (at most ``TABLES_MAX_SHARE``), else
+        ``TABLES_SHARE``; the timeline gets the rest."""
         total = sum(self._split.sizes())
         if total <= 0:
             return
         want = self.remembered_tables_height()
         if want is None:
             want = int(total * TABLES_SHARE)
-            if self.timeline.layout_model is not None:
-                want = max(want, total - self.timeline.content_height() - 8)
         want = max(0, min(want, int(total * TABLES_MAX_SHARE), total - TIMELINE_MIN_H))
         if self._split.sizes()[1] != want:
             self._split.setSizes([total - want, want])
