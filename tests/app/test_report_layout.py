@@ -22,9 +22,11 @@ from PySide6.QtCore import QSettings, Qt
 from gpuscope.app import workers
 from gpuscope.app.qt_report_view import TABLES_KEY, QtReportView
 from gpuscope.app.qt_summary import RECORD_TINT
+from gpuscope.nsys import locate
 from gpuscope.trace import timeline as T
 from gpuscope.trace.summary import RECORD_MARK
 from tests.app.timeline_support import nsys_available, nsys_run, nsys_stats_nvtx, save_shot
+from tests.nsys_versions import NEWEST, VERSIONS
 
 pytestmark = [pytest.mark.gui, pytest.mark.nsys,
               pytest.mark.skipif(not nsys_available() and os.environ.get("CI") != "true",
@@ -61,12 +63,34 @@ NSYS_SEES = {"setup": 1, "work": 1}                     # the main process's ran
 RECORDED = {"work": 8, "gpuscope:work": 8}              # the workers', from gpuscope's records
 
 
+INSTALLS = locate.provisioned_installs()
+_RECORDED: dict[str, dict] = {}
+
+
+def _recorded(release: str, tmp_path_factory) -> dict:
+    """The fork run recorded with that nsys release (once per module)."""
+    if release not in _RECORDED:
+        folder = tmp_path_factory.mktemp(f"forkrun-{release}")
+        script = folder / "fork_pool.py"
+        script.write_text(SCRIPT, encoding="utf-8")
+        with pytest.MonkeyPatch.context() as mp:
+            if release in INSTALLS:
+                mp.setenv("GPUSCOPE_NSYS", str(INSTALLS[release].nsys))
+            _RECORDED[release] = nsys_run(script, "--nsys-trace", "nvtx", "--nsys-fork", "off", method="fork",
+                                          home=folder / "home")
+    return _RECORDED[release]
+
+
 @pytest.fixture(scope="module")
 def fork_run(tmp_path_factory) -> dict:
-    folder = tmp_path_factory.mktemp("forkrun")
-    script = folder / "fork_pool.py"
-    script.write_text(SCRIPT, encoding="utf-8")
-    return nsys_run(script, "--nsys-trace", "nvtx", "--nsys-fork", "off", method="fork", home=folder / "home")
+    """The layout tests' recording: the newest release (tests/nsys_versions.py BEHAVIOUR)."""
+    return _recorded(NEWEST, tmp_path_factory)
+
+
+@pytest.fixture(scope="module", params=[v for v in VERSIONS if v in INSTALLS] or [NEWEST])
+def any_fork_run(request, tmp_path_factory) -> dict:
+    """The agreement with nsys stats is the reader's: the oldest and newest releases (VERSIONS)."""
+    return _recorded(request.param, tmp_path_factory)
 
 
 def _view(qtbot, settings: QSettings, size: tuple[int, int]) -> QtReportView:
@@ -90,7 +114,8 @@ def _rows(view: QtReportView) -> list[tuple[str, str, int]]:
     return list(zip(table.column_values("Source"), table.column_values("Name"), counts))
 
 
-def test_tables_count_what_the_timeline_draws_and_mark_gpuscope_records(qtbot, fork_run, tmp_path):
+def test_tables_count_what_the_timeline_draws_and_mark_gpuscope_records(qtbot, any_fork_run, tmp_path):
+    fork_run = any_fork_run
     settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
     view = _view(qtbot, settings, (1280, 800))
     report = _load(qtbot, view, fork_run["run_dir"])
