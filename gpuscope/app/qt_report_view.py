@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QSettings, Qt, Signal
-from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QLabel, QProgressBar,
-                               QPushButton, QSizePolicy, QSplitter, QTextBrowser, QToolButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton,
+                               QSizePolicy, QSplitter, QTextBrowser, QToolButton, QVBoxLayout, QWidget)
 
 from gpuscope.app import bridge, workers
 from gpuscope.app import timeline_lod as L
@@ -153,7 +153,7 @@ def head_line(report, findings: list[Finding]) -> str:
     missed = [f for f in findings if f.code == MISSED]
     parts = []
     if missed:
-        procs = [p for p in getattr(getattr(report, "coverage", None), "missing", [])]
+        procs = list(getattr(getattr(report, "coverage", None), "missing", []))
         reason = (procs[0].reason or "").split(";")[0].split(" (")[0] if procs else ""
         drawn = sum(p.gpuscope_ranges for p in procs if p.status == "missing")
         text = f"nsys did not see the ranges of {sum(len(f.pids) for f in missed)} process(es) of this run"
