@@ -17,9 +17,9 @@ import html
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QLabel, QProgressBar,
-                               QPushButton, QSplitter, QTextBrowser, QVBoxLayout, QWidget)
+from PySide6.QtCore import QSettings, Qt, Signal
+from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton,
+                               QSizePolicy, QSplitter, QTextBrowser, QToolButton, QVBoxLayout, QWidget)
 
 from gpuscope.app import bridge, workers
 from gpuscope.app import timeline_lod as L
@@ -28,7 +28,8 @@ from gpuscope.app.qt_summary import QtSummaryTables
 from gpuscope.app.qt_timeline import QtTimeline
 from gpuscope.app.qt_findings import FindingsList
 from gpuscope.finding import Finding, Fix, Severity, evidence
-from gpuscope.findings.fixes import fix_for_text, launch_changes
+from gpuscope.findings.fixes import describe, fix_for_text, launch_changes
+from gpuscope.trace.summary import RECORD_MARK
 
 REPORT_FILTER = "Nsight Systems reports (*.nsys-rep *.sqlite);;All files (*)"
 SYNC_LAYOUT_ITEMS = 200_000   # about 30 ms of layout: below it show_report lays out on the GUI thread
@@ -77,9 +78,10 @@ def _timeline_in_memory(report):
 
 
 class CoverageBanner(QFrame):
-    """A yellow strip with the processes nsys missed and nsys's diagnostics, as findings in the
-    app's one findings list (:class:`~gpuscope.app.qt_findings.FindingsList`): the selected one's
-    evidence and fix, "Apply to next run" for a structured fix."""
+    """A compact yellow strip: one or two lines saying which processes nsys missed and why (and how
+    many Nsight Systems diagnostics the report has), "Apply to next run" for the first structured fix,
+    and "Details" unfolding the findings in the app's one findings list
+    (:class:`~gpuscope.app.qt_findings.FindingsList`: each one's evidence and fix)."""
 
     sigFixRequested = Signal(object)   # a gpuscope.finding.Fix (PySide6 signals take no dataclass types)
 
@@ -90,41 +92,103 @@ class CoverageBanner(QFrame):
         self.head = QLabel(self)
         self.head.setTextFormat(Qt.RichText)
         self.head.setWordWrap(True)
+        self.head.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.apply_button = QPushButton("Apply to next run", self)
+        self.apply_button.clicked.connect(self._apply)
+        self.fold_button = QToolButton(self)
+        self.fold_button.setAutoRaise(True)
+        self.fold_button.clicked.connect(lambda: self.set_folded(not self.folded))
         self.view = FindingsList(self)
         self.view.setMaximumHeight(160)
         self.view.setMinimumHeight(110)
         self.view.sigApplyFix.connect(self.sigFixRequested)
-        self.apply_button = self.view.apply_button
+        top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(self.head, 1)
+        top.addWidget(self.apply_button, 0, Qt.AlignTop)
+        top.addWidget(self.fold_button, 0, Qt.AlignTop)
         lay = QVBoxLayout(self)
-        lay.setContentsMargins(8, 4, 8, 4)
+        lay.setContentsMargins(8, 3, 8, 3)
         lay.setSpacing(3)
-        lay.addWidget(self.head)
+        lay.addLayout(top)
         lay.addWidget(self.view)
         self.findings: list[Finding] = []
         self.fixes: list[str] = []         # the fix texts, in order
         self.action: Fix | None = None     # the first structured fix the launch panel can apply
+        self.folded = True
+        self.set_folded(True)
         self.hide()
+
+    def set_folded(self, folded: bool) -> None:
+        """Folded (the default): the head line only; unfolded: the findings with evidence and fix."""
+        self.folded = folded
+        self.view.setVisible(not folded)
+        self.fold_button.setText("Details ▾" if folded else "Hide details ▴")
+        # unfolded, the list's own button applies the selected finding's fix: one button at a time
+        self.apply_button.setVisible(folded and self.action is not None)
 
     def show_report(self, report) -> None:
         self.findings = coverage_findings(report) if report is not None else []
         self.fixes = list(dict.fromkeys(f.fix for f in self.findings if f.fix))
         self.action = next((f.action for f in self.findings if launch_changes(f.action)), None)
         self.view.set_findings(self.findings)
-        missed = [f for f in self.findings if f.code == MISSED]
-        parts = [f"nsys did not see the ranges of {sum(len(f.pids) for f in missed)} process(es) of this run"] \
-            if missed else []
-        if len(self.findings) > len(missed):
-            parts.append(f"{len(self.findings) - len(missed)} Nsight Systems diagnostic(s)")
-        self.head.setText(f"<b>{html.escape('; '.join(parts))}</b> — select one for its evidence and fix")
+        self.head.setText(head_line(report, self.findings))
+        self.apply_button.setVisible(self.folded and self.action is not None)
+        if self.action is not None:
+            self.apply_button.setText(f"Apply to next run: {describe(self.action)}")
         self.setVisible(bool(self.findings))
+
+    def _apply(self) -> None:
+        if self.action is not None:
+            self.sigFixRequested.emit(self.action)
 
     def plain_text(self) -> str:
         """Every finding's title and fix (what the user can read in the list and its details)."""
         return "\n".join(f"{f.title}\nFix: {f.fix}" for f in self.findings)
 
 
+def head_line(report, findings: list[Finding]) -> str:
+    """The banner's folded text: who nsys missed and the first reason, what the report shows instead,
+    and how many diagnostics there are (rich text, one or two lines)."""
+    missed = [f for f in findings if f.code == MISSED]
+    parts = []
+    if missed:
+        procs = list(getattr(getattr(report, "coverage", None), "missing", []))
+        reason = (procs[0].reason or "").split(";")[0].split(" (")[0] if procs else ""
+        drawn = sum(p.gpuscope_ranges for p in procs if p.status == "missing")
+        text = f"nsys did not see the ranges of {sum(len(f.pids) for f in missed)} process(es) of this run"
+        parts.append(f"<b>⚠ {html.escape(text)}</b>" + (f" ({html.escape(reason)})" if reason else ""))
+        if drawn:
+            parts.append(f"their {drawn:,} ranges are drawn from gpuscope's own records (hatched), "
+                         f"in the tables as “{html.escape(RECORD_MARK)}”")
+    others = len(findings) - len(missed)
+    if others:
+        parts.append(f"<b>{others} Nsight Systems diagnostic(s)</b>")
+    return " — ".join(parts)
+
+
+TABLES_KEY = "report/tables_height"   # QSettings: the tables' height (px) the user dragged them to
+TABLES_SHARE = 0.35       # the tables' default share of the area under the banner
+TABLES_MAX_SHARE = 0.5    # never more (also for a remembered height): the timeline keeps the larger share
+TIMELINE_MIN_H = 90
+
+
+class _Split(QSplitter):
+    """A splitter that calls ``on_resize`` after laying out its own new size."""
+
+    def __init__(self, orientation, on_resize, parent: QWidget | None = None) -> None:
+        super().__init__(orientation, parent)
+        self._on_resize = on_resize
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self._on_resize()
+
+
 class QtReportView(QWidget):
-    """Timeline on top, summary tables and the selected range's details below."""
+    """Title and a compact coverage banner; the timeline gets the space; under it the summary tables
+    and the selected range's details, in a panel whose height the user drags and the app remembers
+    (``TABLES_KEY`` in the window's QSettings)."""
 
     sigError = Signal(str)
     sigSummary = Signal(object)      # a Report's summaries are shown; its timeline is still loading
@@ -132,13 +196,17 @@ class QtReportView(QWidget):
     sigRangeSelected = Signal(dict)
     sigFixRequested = Signal(object)  # a gpuscope.finding.Fix: the banner's "Apply fix to next run"
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, settings: QSettings | None = None) -> None:
         super().__init__(parent)
         bridge.install()
         self.report: Any = None
         self._task: workers.Task | None = None
+        self._settings = settings
+        self._own_settings: QSettings | None = None
         self.title = QLabel("No report loaded. File → Open report…", self)
         self.title.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        # a long path must not set the view's minimum width (the window goes down to 800 px)
+        self.title.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         self.busy_label = QLabel(self)
         self.progress = QProgressBar(self)
         self.progress.setRange(0, 0)          # load_report gives no fraction: a busy bar
@@ -154,11 +222,13 @@ class QtReportView(QWidget):
         self.busy_row.hide()
         self.banner = CoverageBanner(self)
         self.timeline = QtTimeline(parent=self)
+        self.timeline.setMinimumHeight(TIMELINE_MIN_H)
         self.summary = QtSummaryTables(self)
         self.details = QTextBrowser(self)
         self.details.setPlaceholderText("Click a range in the timeline to see its details.")
         self.status = QLabel(self)
         self.status.setWordWrap(True)
+        self.status.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         self._build_layout()
         self.timeline.sigRangeSelected.connect(self._range_selected)
         self.banner.sigFixRequested.connect(self.sigFixRequested)
@@ -169,19 +239,65 @@ class QtReportView(QWidget):
         below.addWidget(self.details)
         below.setStretchFactor(0, 3)
         below.setStretchFactor(1, 1)
-        split = QSplitter(Qt.Vertical, self)
+        self.tables_panel = below
+        split = _Split(Qt.Vertical, self._place_tables, self)
         split.addWidget(self.timeline)
         split.addWidget(below)
-        split.setStretchFactor(0, 3)
-        split.setStretchFactor(1, 2)
+        split.setStretchFactor(0, 1)        # a taller window grows the timeline; the tables keep their height
+        split.setStretchFactor(1, 0)
+        split.setCollapsible(0, False)
+        split.splitterMoved.connect(self._tables_dragged)
         self._split = split
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
+        lay.setSpacing(3)
         lay.addWidget(self.title)
         lay.addWidget(self.busy_row)
         lay.addWidget(self.banner)
         lay.addWidget(split, 1)
         lay.addWidget(self.status)
+
+    # ----------------------------------------------------------------- the tables' height
+
+    def settings(self) -> QSettings:
+        """The settings the tables' height is kept in: the one given, else the window's (asked each
+        time: the main window adopts this view after building it), else the app's."""
+        if self._settings is not None:
+            return self._settings
+        own = getattr(self.window(), "settings", None)
+        if isinstance(own, QSettings):
+            return own
+        if self._own_settings is None:
+            from gpuscope.app.settings import open_settings
+
+            self._own_settings = open_settings()
+        return self._own_settings
+
+    def remembered_tables_height(self) -> int | None:
+        raw = self.settings().value(TABLES_KEY)
+        try:
+            return int(raw) if raw is not None else None
+        except (TypeError, ValueError):
+            return None
+
+    def tables_height(self) -> int:
+        return self._split.sizes()[1]
+
+    def _tables_dragged(self, _pos: int, _index: int) -> None:
+        self.settings().setValue(TABLES_KEY, self.tables_height())
+
+    def _place_tables(self) -> None:
+        """The tables get the height the user chose last (at most ``TABLES_MAX_SHARE``), else
+        ``TABLES_SHARE``; the timeline gets the rest."""
+        total = sum(self._split.sizes())
+        if total <= 0:
+            return
+        want = self.remembered_tables_height()
+        if want is None:
+            want = int(total * TABLES_SHARE)
+        want = max(0, min(want, int(total * TABLES_MAX_SHARE), total - TIMELINE_MIN_H))
+        if self._split.sizes()[1] != want:
+            self._split.setSizes([total - want, want])
 
     # ----------------------------------------------------------------- loading
 
@@ -264,6 +380,7 @@ class QtReportView(QWidget):
         version = f"nsys {report.nsys_version}" if report.nsys_version else "gpuscope event logs"
         self.title.setText(f"<b>{html.escape(str(report.path))}</b> — {html.escape(version)}, "
                            f"{ranges}, {len(report.processes)} processes")
+        self.title.setToolTip(str(report.path))
         self._set_status(" ".join(f"Note: {n}" for n in report.notes))
 
     def cancel(self) -> None:
@@ -284,7 +401,7 @@ class QtReportView(QWidget):
         summary_shown = report is self.report and "timeline loading…" in self.title.text()
         self.report = report
         self.timeline.set_layout(layout)
-        self._fit_split()
+        self._place_tables()
         tl = report.timeline
         counts = f"{len(tl.ranges):,} ranges, {len(tl.kernels):,} kernels"
         if summary_shown:   # progressive load: the tables are up, only the title changes
@@ -292,14 +409,6 @@ class QtReportView(QWidget):
         else:
             self._show_tables(report, counts)
         self.sigLoaded.emit(report)
-
-    def _fit_split(self) -> None:
-        """Give the timeline the height its lanes need (at most 70 %), the tables the rest."""
-        total = sum(self._split.sizes())
-        if total <= 0:
-            return
-        want = min(int(total * 0.7), max(int(total * 0.3), self.timeline.content_height() + 8))
-        self._split.setSizes([want, total - want])
 
     def _failed(self, text: str) -> None:
         text = one_line(text)
@@ -309,8 +418,12 @@ class QtReportView(QWidget):
         self.sigError.emit(text)
 
     def _set_status(self, text: str, error: bool = False) -> None:
+        """An error wraps, to be read whole; notes keep to one line (all of it in the tooltip), so
+        they take no height from the timeline."""
         self.status.setStyleSheet("color: #b00020;" if error else "color: #444;")
+        self.status.setWordWrap(error)
         self.status.setText(text)
+        self.status.setToolTip(text)
 
     # ----------------------------------------------------------------- selection
 

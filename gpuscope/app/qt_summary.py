@@ -11,8 +11,13 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
-from PySide6.QtWidgets import (QHeaderView, QLabel, QLineEdit, QTableView, QTabWidget, QVBoxLayout,
-                               QWidget)
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QLineEdit, QTableView, QTabWidget,
+                               QVBoxLayout, QWidget)
+
+from gpuscope.app.qt_elided_label import ElidedLabel
+
+from gpuscope.trace.summary import RECORD_MARK, source_text
 
 RAW_ROLE = Qt.UserRole
 
@@ -43,6 +48,11 @@ SUMMARY_COLUMNS = [
 STYLE_COLUMN = Column("Style", _g("style"), numeric=False)
 GRID_COLUMNS = [Column("GridXYZ", _g("grid"), numeric=False), Column("BlockXYZ", _g("block"), numeric=False)]
 NAME_COLUMN = Column("Name", lambda r: r.name or "", numeric=False)
+NAME_WIDTH = 320          # px at most for the first column at first (long kernel names); the user can widen it
+# Rows of ranges nsys did not record, from gpuscope's own records (a run whose processes nsys missed):
+# marked in this column and tinted like the timeline's gpuscope badge.
+SOURCE_COLUMN = Column("Source", source_text, numeric=False)
+RECORD_TINT = QColor("#fff4cc")
 
 PROCESS_COLUMNS = [
     Column("PID", _g("pid"), str), Column("Process", _g("name"), numeric=False),
@@ -94,13 +104,29 @@ SUMMARY_TABS = (("nvtx", "NVTX ranges"), ("kernel", "CUDA kernels"), ("cuda_api"
 
 
 def summary_columns(rows: list) -> list[Column]:
-    """The columns `gpuscope report` prints for these rows (Style / grid+block when present)."""
+    """The columns `gpuscope report` prints for these rows (Style / grid+block when present, Source
+    when some rows are gpuscope's records), with the name first: the column a reader looks for must
+    not be scrolled out of a narrow table (the CLI prints it last, as nsys stats does)."""
+    first = [NAME_COLUMN]
+    if any(getattr(r, "source", None) for r in rows):
+        first.append(SOURCE_COLUMN)
     extra = []
     if rows and getattr(rows[0], "style", None):
         extra.append(STYLE_COLUMN)
     if rows and getattr(rows[0], "grid", None):
         extra += GRID_COLUMNS
-    return SUMMARY_COLUMNS + extra + [NAME_COLUMN]
+    return first + SUMMARY_COLUMNS + extra
+
+
+def records_note(rows: list) -> str:
+    """The line above a summary with rows from gpuscope's records: how many ranges, and why."""
+    own = [r for r in rows if getattr(r, "source", None)]
+    if not own:
+        return ""
+    n, total = sum(r.count for r in own), sum(r.count for r in rows)
+    return (f"{n:,} of {total:,} ranges: gpuscope's own records of processes nsys did not record (tinted rows, "
+            f"“{RECORD_MARK}”, hatched in the timeline). nsys's rows equal nsys stats; Time (%) is within "
+            "each source.")
 
 
 class RowsModel(QAbstractTableModel):
@@ -141,6 +167,8 @@ class RowsModel(QAbstractTableModel):
             return col.text(v) if col.text else str(v)
         if role == Qt.TextAlignmentRole:
             return int((Qt.AlignRight if col.numeric else Qt.AlignLeft) | Qt.AlignVCenter)
+        if role == Qt.BackgroundRole and getattr(row, "source", None):
+            return RECORD_TINT
         return None
 
 
@@ -178,10 +206,23 @@ class SummaryTable(QWidget):
         self.view.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
         self.view.horizontalHeader().setStretchLastSection(True)
         self.view.horizontalHeader().setSectionResizeMode(QHeaderView.Interactive)
+        self.note = ElidedLabel(self)   # what the rows hold beyond the obvious (records_note); one line
+        self.note.setStyleSheet("color: #6b5400;")
+        self.note.hide()
+        top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(self.filter, 1)
+        top.addWidget(self.note, 3)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 2, 0, 0)
-        lay.addWidget(self.filter)
+        lay.setSpacing(2)
+        lay.addLayout(top)
         lay.addWidget(self.view)
+
+    def set_note(self, text: str) -> None:
+        """A line beside the filter (the whole text in its tooltip); none when ``text`` is empty."""
+        self.note.set_full_text(text)
+        self.note.setVisible(bool(text))
 
     def set_rows(self, rows: list, columns: list[Column] | None = None) -> None:
         if columns is not None and columns != self.model.columns:
@@ -192,6 +233,8 @@ class SummaryTable(QWidget):
         self.view.sortByColumn(-1, Qt.AscendingOrder)   # the core's order until the user sorts
         self.proxy.sort(-1)
         self.view.resizeColumnsToContents()
+        if self.model.columns and self.model.columns[0] is NAME_COLUMN:
+            self.view.setColumnWidth(0, min(self.view.columnWidth(0), NAME_WIDTH))
 
     def column_values(self, title: str, role: int = Qt.DisplayRole) -> list:
         """The values of a column in display order (tests and the app's copy actions)."""
@@ -232,5 +275,6 @@ class QtSummaryTables(QTabWidget):
     def _add(self, key: str, title: str, rows: list, columns: list[Column]) -> None:
         table = SummaryTable(columns, self)
         table.set_rows(rows, columns)
+        table.set_note(records_note(rows))
         self.tables[key] = table
         self.addTab(table, f"{title} ({len(rows)})")

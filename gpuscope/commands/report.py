@@ -146,10 +146,13 @@ def _summary_table(title: str, rows, out) -> None:
         return
     out.write(f"\n{title}\n")
     head = ["Time (%)", "Total (ns)", "Count", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)"]
+    from gpuscope.trace.summary import source_text
+
+    marked = any(r.source for r in rows)     # rows from gpuscope's records of processes nsys missed
     body = [[f"{r.time_pct:.1f}", f"{r.total_ns:,}", f"{r.count:,}", f"{r.avg_ns:,.1f}", f"{r.med_ns:,.1f}",
              f"{r.min_ns:,}", f"{r.max_ns:,}", f"{r.stddev_ns:,.1f}"]
-            + ([r.style] if r.style else []) + [r.name or ""] for r in rows]
-    _table([head + (["Style"] if rows[0].style else []) + ["Name"]] + body, out)
+            + ([r.style] if r.style else []) + ([source_text(r)] if marked else []) + [r.name or ""] for r in rows]
+    _table([head + (["Style"] if rows[0].style else []) + (["Source"] if marked else []) + ["Name"]] + body, out)
 
 
 def print_text(report, out) -> None:

@@ -298,12 +298,13 @@ def attach_run(report, run_dir: Path) -> None:
     missed = {p.pid for p in cov.processes if p.status == "missing"}
     report.coverage = cov
     if missed:
-        add_process_events(report.timeline, logs, missed)
-        # the NVTX summary covers the run: nsys's ranges plus gpuscope's records of the processes
-        # nsys missed (without a run folder it stays equal to `nsys stats`)
-        report.summaries["nvtx"] = summary.nvtx_summary(report.timeline, report.naming, source=None)
-        report.notes.append(f"the NVTX summary includes gpuscope's own records of {len(missed)} "
-                            f"process(es) nsys did not record")
+        added = add_process_events(report.timeline, logs, missed)
+        # the NVTX summary covers what the timeline draws: nsys's rows (equal to `nsys stats`), then
+        # gpuscope's records of the processes nsys missed as rows of their own, marked
+        report.summaries["nvtx"] = summary.run_nvtx_summary(report.timeline, report.naming)
+        report.notes.append(f"the NVTX summary adds {added:,} range(s) of {len(missed)} process(es) nsys did not "
+                            f"record, from gpuscope's own records (rows marked \"{summary.RECORD_MARK}\"; "
+                            "the other rows are nsys stats')")
         report.processes = summary.process_table(report.timeline)
         return
     if report.loaded is not None:   # still name the processes from the logs

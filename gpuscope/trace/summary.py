@@ -29,6 +29,11 @@ def sqlite_round(x: float | int, digits: int = 1) -> float:
     return float(Decimal(repr(x)).quantize(q, rounding=ROUND_HALF_UP))
 
 
+# How a summary row of ranges nsys did not record, taken from gpuscope's own event logs, is marked
+# (the app's Source column, the CLI's text); in --json such rows carry "source": "gpuscope".
+RECORD_MARK = "from gpuscope's record"
+
+
 @dataclass
 class SummaryRow:
     """One row of a ``*_sum`` report."""
@@ -45,6 +50,8 @@ class SummaryRow:
     style: str | None = None
     grid: str | None = None     # 2022.4 gpukernsum only: "%4d %4d %4d"
     block: str | None = None
+    source: str | None = None   # "gpuscope": a row of ranges nsys did not record, from gpuscope's own
+                                # records (RECORD_MARK); None: nsys's row, equal to ``nsys stats``
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None or k == "name"}
@@ -129,6 +136,11 @@ def _rows(g: _Groups, names: list[str | None], styles: list[str | None] | None =
     return rows
 
 
+def source_text(row: SummaryRow) -> str:
+    """Who recorded a summary row's ranges, as the app and the CLI show it."""
+    return RECORD_MARK if row.source else "nsys"
+
+
 # --------------------------------------------------------------------------- NVTX
 
 def range_full_names(tl: T.Timeline, naming: str = "plain", source: int = T.SOURCE_NSYS):
@@ -179,6 +191,17 @@ def nvtx_summary(tl: T.Timeline, naming: str = "plain", source: int | None = T.S
     sel = np.arange(len(r.source)) if source is None else np.flatnonzero(r.source == source)
     return nvtx_summary_of(tl.strings, tl.domains, r.pid[sel], r.domain_id[sel], r.name_id[sel],
                            r.style[sel], r.end_ns[sel] - r.start_ns[sel], naming)
+
+
+def run_nvtx_summary(tl: T.Timeline, naming: str = "plain") -> list[SummaryRow]:
+    """The NVTX summary of a run whose timeline adds gpuscope's records of processes nsys missed:
+    nsys's rows first, exactly ``nsys stats`` (their Time (%) over nsys's ranges), then the rows of
+    gpuscope's records, ``source="gpuscope"`` (their Time (%) over those ranges). Every range the
+    timeline draws is counted once; a name in both keeps two rows, so nsys's stay nsys's."""
+    own = nvtx_summary(tl, naming, source=T.SOURCE_GPUSCOPE)
+    for row in own:
+        row.source = T.SOURCE_NAMES[T.SOURCE_GPUSCOPE]
+    return nvtx_summary(tl, naming, source=T.SOURCE_NSYS) + own
 
 
 def nvtx_summary_of(strings: T.StringTable, domains: T.Domains, pid: np.ndarray, domain_id: np.ndarray,

@@ -91,7 +91,7 @@ def test_run_loads_off_thread_and_summary_matches_gpuscope_report(qtbot, view, s
     assert ranges[main] == sum(MAIN_NVTX.values()) and sum(ranges.values()) == sum(WORKLOAD_NVTX.values())
     nvtx = view.summary.tables["nvtx"]
     # numeric sort on raw values: Count ascending is ascending numbers, not text
-    nvtx.view.sortByColumn(2, Qt.AscendingOrder)
+    nvtx.view.sortByColumn([c.title for c in nvtx.model.columns].index("Count"), Qt.AscendingOrder)
     raw = nvtx.column_values("Count", Qt.UserRole)
     assert raw == sorted(raw)
     assert not view.banner.isVisible()      # no nsys: nothing to explain

@@ -339,6 +339,30 @@ def test_coverage_flags_forked_process(tmp_path):
     assert {p["pid"] for p in rep.processes} == {10, 11, 21, 22}
 
 
+def test_run_summary_keeps_nsys_rows_and_marks_gpuscope_records(tmp_path):
+    """A run whose processes nsys missed (issue 16.3): nsys's NVTX rows are the bare export's
+    (= nsys stats), then one row per name of gpuscope's records, marked; together they count
+    every range the timeline draws."""
+    (tmp_path / "events").mkdir()
+    write_log(tmp_path / "events", 10, forked=False, ranges=2)               # nsys has it (partial)
+    write_log(tmp_path / "events", 21, forked=True, ranges=2)                # missed: 5 ranges
+    write_log(tmp_path / "events", 22, forked=False, ranges=3, exit_ok=False)  # missed: 7 ranges
+    export = make_export(tmp_path / "report.sqlite")
+    bare = nsys_report.load_report(export, use_cache=False).summaries["nvtx"]
+    rep = nsys_report.load_report(tmp_path, use_cache=False)
+    rows = rep.summaries["nvtx"]
+    nsys_rows = [r for r in rows if r.source is None]
+    own = [r for r in rows if r.source is not None]
+    assert [r.to_dict() for r in nsys_rows] == [r.to_dict() for r in bare]
+    assert {r.source for r in own} == {"gpuscope"} and summary.source_text(own[0]) == summary.RECORD_MARK
+    assert {(r.name, r.style, r.count) for r in own} == {
+        ("gpuscope:work", "PushPop", 5), ("expensive_op", "PushPop", 5), ("expensive_op", "StartEnd", 2)}
+    assert sum(r.count for r in own) == int((rep.timeline.ranges.source == T.SOURCE_GPUSCOPE).sum()) == 12
+    assert round(sum(r.time_pct for r in own)) == 100 and rows.index(own[0]) == len(nsys_rows)
+    assert any("12 range(s) of 2 process(es)" in n for n in rep.notes)
+    assert all("source" not in r.to_dict() for r in nsys_rows) and own[0].to_dict()["source"] == "gpuscope"
+
+
 def test_run_folder_shows_tables_before_its_timeline(tmp_path):
     """A run whose processes nsys all kept: coverage and the named process table come without
     reading the Timeline; the Timeline read later carries the same names (issue 14, part 3)."""
