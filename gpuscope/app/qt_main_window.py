@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QScrollArea
 
 from gpuscope.app import bridge, workers
 from gpuscope.app.bridge import RunBridge
+from gpuscope.app.left_running import LeftRunning
 from gpuscope.app.live_model import LiveModel
 from gpuscope.app.procroles import RoleReader
 from gpuscope.app.qt_compare_session import CompareSession
@@ -61,6 +62,7 @@ class MainWindow(QMainWindow):
         self.last_report: Report | None = None
         self.last_result: RunResult | None = None
         self.last_error: str | None = None
+        self.left_running: LeftRunning | None = None   # what the last run left running (Cleanup ends it)
         self.show_dialogs = True
         self._report_task: workers.Task | None = None
         self._report_pending: Report | None = None
@@ -184,9 +186,25 @@ class MainWindow(QMainWindow):
     @property
     def cleanup(self) -> "QtCleanup":
         """The Cleanup tab, built on first use."""
+        if "Cleanup" in self._lazy:
+            return self._lazy["Cleanup"]  # type: ignore[return-value]
         from gpuscope.app.qt_cleanup import QtCleanup
 
-        return self._tab_widget("Cleanup", QtCleanup)  # type: ignore[return-value]
+        view = self._tab_widget("Cleanup", QtCleanup)
+        view.sigCleaned.connect(lambda _r: self._left_running_changed(cleaned=True))
+        view.sigRefreshed.connect(lambda _r: self._left_running_changed(cleaned=False))
+        return view  # type: ignore[return-value]
+
+    def _left_running_changed(self, cleaned: bool) -> None:
+        """The last run's "N process(es) still running (see Cleanup)" said again when that changed:
+        after a clean-up, or on a listing while that line is still the one shown."""
+        left = self.left_running
+        if left is None or not (cleaned or self.state_label.toolTip() == left.line):
+            return
+        if left.update() is not None:
+            self.show_status(left.line)
+        if not left.alive:
+            self.left_running = None
 
     # -- errors and status ----------------------------------------------------------------------
     def show_error(self, text: str) -> None:
@@ -234,6 +252,7 @@ class MainWindow(QMainWindow):
         self.findings.reset()
         self.roles = None
         self.last_result = None
+        self.left_running = None
         self.tabs.setCurrentIndex(0)
         self.controller.start(spec)
 
@@ -259,6 +278,7 @@ class MainWindow(QMainWindow):
         self.tick()
         self.last_result = result
         line = describe_result(result)
+        self.left_running = LeftRunning.of(result, line)
         for note in result.notes:
             self.console.append_text(f"gpuscope: {note}")
         self.console.append_text(f"gpuscope: {line}")
