@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QScrollArea, QSplitter, QTabWidget, QWidget
+from PySide6.QtWidgets import (QFileDialog, QMainWindow, QMessageBox, QScrollArea, QSplitter, QTabWidget,
+                               QVBoxLayout, QWidget)
 
 from gpuscope.app import bridge, workers
 from gpuscope.app.bridge import RunBridge
@@ -102,12 +103,17 @@ class MainWindow(QMainWindow):
         scroll.setWidget(self.panel)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         scroll.setMinimumWidth(340)
-        self.run_split = QSplitter(Qt.Orientation.Horizontal)
-        self.run_split.addWidget(scroll)
-        self.run_split.addWidget(right)
-        self.run_split.setSizes([410, 870])
         self.history = QtHistory()
         self.history.runner = self.run_task
+        left = QWidget()                  # a past run shown: its bar says the panel is the next run's
+        left_lay = QVBoxLayout(left)
+        left_lay.setContentsMargins(0, 0, 0, 0)
+        left_lay.addWidget(self.history.past_bar)
+        left_lay.addWidget(scroll, 1)
+        self.run_split = QSplitter(Qt.Orientation.Horizontal)
+        self.run_split.addWidget(left)
+        self.run_split.addWidget(right)
+        self.run_split.setSizes([410, 870])
         self.tabs = QTabWidget()
         self.tabs.addTab(self.run_split, "Run")
         # Report and Cleanup are built on first use (their imports cost ~0.2 s of start-up)
@@ -150,6 +156,7 @@ class MainWindow(QMainWindow):
         self.controller.sigState.connect(self._state_changed)
         self.run_bridge.sigProgress.connect(self._progress_line)
         self.history.sigOpenRun.connect(self.open_past_run)
+        self.history.sigRerun.connect(self.load_run_settings)
         self.history.sigError.connect(self.show_error)
         self.tabs.currentChanged.connect(self._tab_changed)
         self.findings = RunFindings(self)     # the findings strip, row badges and Stacks tab
@@ -253,6 +260,7 @@ class MainWindow(QMainWindow):
         self.roles = None
         self.last_result = None
         self.left_running = None
+        self.history.past_bar.hide()
         self.tabs.setCurrentIndex(0)
         self.controller.start(spec)
 
@@ -443,6 +451,13 @@ class MainWindow(QMainWindow):
         self.live.refresh()
         self.tree.refresh()
         self.show_status(f"showing past run {past.run_id}" + ("" if past.series else " (no stored samples)"))
+        self.history.showing_past(past.run_id)
+
+    def load_run_settings(self, spec: RunSpec, run_id: str) -> None:
+        """History's "Run again with these settings": the launch panel gets the run's RunSpec."""
+        self.show_status(f"{self.panel.set_spec(spec)}, from run {run_id}: press Run to start it")
+        self.history.past_bar.hide()
+        self.tabs.setCurrentIndex(0)
 
     # -- closing --------------------------------------------------------------------------------
     def closeEvent(self, event) -> None:  # noqa: N802, ANN001 - Qt override
