@@ -215,14 +215,16 @@ class QtCleanup(QWidget):
         self._auto_pending = False                 # the listing running was started by the timer
         self._listed_once = False
         self.hint.setText(self._hint_text())
+        self.hint.setVisible(bool(self.hint.text()))
         self._update_buttons()
 
     def _hint_text(self) -> str:
         age = self._scanner_args["shm_min_age_s"]
         auto = (f"Lists again every {self.auto_refresh_ms / 1000:g} s while shown. "
                 if self.auto_refresh_ms > 0 else "")
-        return (f"{auto}/dev/shm segments and semaphores younger than {age:g} s are not judged yet "
-                "(their creator may be about to map them).")
+        young = (f"/dev/shm segments and semaphores younger than {age:g} s are not judged yet (their creator "
+                 "may be about to map them)." if age > 0 else "")
+        return (auto + young).strip()
 
     def _build(self) -> None:
         self.refresh_button = QPushButton("Refresh", self)
@@ -233,7 +235,7 @@ class QtCleanup(QWidget):
         self.state = QLabel("Press Refresh to look for leftovers.", self)
         self.hint = QLabel(self)
         self.hint.setWordWrap(True)
-        self.hint.setStyleSheet("color: palette(mid);")
+        self.hint.setStyleSheet("color: #505050;")
         top = QHBoxLayout()
         for w in (self.refresh_button, self.clean_button, self.force_box):
             top.addWidget(w)

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QMessageBox
 
 from gpuscope.app import workers
 from gpuscope.app.qt_cleanup import QtCleanup
+from gpuscope.cleanup.shm import SHM_MIN_AGE_S
 from tests.app.timeline_support import Subreaper, leave_sleeper, save_shot, state_of
 
 pytestmark = pytest.mark.gui
@@ -304,5 +305,8 @@ def test_status_line_of_a_run_that_left_a_process_is_updated_after_the_clean_up(
     assert line.startswith(f"run {run_id} exited") and "still running" not in line, line
     assert line.endswith("the process(es) it left running have ended"), line
     assert w.left_running is None
+    assert f"younger than {SHM_MIN_AGE_S:g} s are not judged yet" in view.hint.text()   # the real threshold
+    qtbot.waitUntil(lambda: not view.busy, timeout=WAIT_MS)
+    save_shot(w, "cleanup-tab.png", tmp_path)
     w.close()
     assert workers.wait_all(30_000)

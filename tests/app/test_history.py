@@ -13,6 +13,7 @@ from apphelpers import fill, make_window, script, wait_report
 from PySide6.QtCore import Qt
 
 from gpuscope.spec import NsysOptions, RunSpec
+from tests.app.timeline_support import save_shot
 
 pytestmark = pytest.mark.gui
 
@@ -104,7 +105,7 @@ def _col(name: str) -> int:
 
 
 @pytest.mark.timeout(240)
-def test_arguments_column_multi_select_and_run_again_fills_the_panel(qtbot, run_env):
+def test_arguments_column_multi_select_and_run_again_fills_the_panel(qtbot, run_env, tmp_path):
     """Two runs of one script with different arguments: the Arguments column tells them apart;
     Ctrl+click selects both (Compare and Delete act on them); "Run again with these settings" fills
     the launch panel with exactly the chosen run's RunSpec and shows the Run tab."""
@@ -128,6 +129,7 @@ def test_arguments_column_multi_select_and_run_again_fills_the_panel(qtbot, run_
     assert not h.rerun_button.isEnabled() and not h.open_button.isEnabled()
     assert _menu_action(h, "Compare 2 runs").isEnabled() and _menu_action(h, "Delete 2 run(s)…").isEnabled()
     assert not _menu_action(h, "Run again with these settings").isEnabled()
+    save_shot(h, "history-actions.png", tmp_path)
     # one row: run it again from the context menu
     _click_row(qtbot, h, rows[large])
     assert [r.id for r in h.selected_rows()] == [large]
@@ -145,7 +147,7 @@ def test_arguments_column_multi_select_and_run_again_fills_the_panel(qtbot, run_
 
 
 @pytest.mark.timeout(240)
-def test_an_opened_past_run_says_the_panel_is_the_next_runs_and_loads_its_settings(qtbot, run_env):
+def test_an_opened_past_run_says_the_panel_is_the_next_runs_and_loads_its_settings(qtbot, run_env, tmp_path):
     past = _cli_run(run_env, "--start-method", "spawn", script("pool_spawn.py"), "0.4")
     w = make_window(qtbot)
     fill(w, "demo_pool.py", "--next", "fork")
@@ -158,6 +160,7 @@ def test_an_opened_past_run_says_the_panel_is_the_next_runs_and_loads_its_settin
     text = bar.label.text()
     assert past in text and "pool_spawn.py 0.4" in text and "<b>next</b> run" in text
     assert w.panel.args.text() == "--next"                     # opening changed nothing in the panel
+    save_shot(w, "past-run-bar.png", tmp_path)
     bar.load_button.click()
     assert not bar.isVisible()
     assert w.panel.spec() == _stored_spec(past)
