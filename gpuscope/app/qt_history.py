@@ -206,6 +206,7 @@ class QtHistory(QWidget):
                                       "and their rows in the store")
         self.delete_button.clicked.connect(self.ask_delete)
         self.delete_shortcut = QShortcut(QKeySequence(QKeySequence.StandardKey.Delete), self.table)
+        self.delete_shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)   # the table has focus
         self.delete_shortcut.activated.connect(self.ask_delete)
         self.selection = QLabel()
         self.status = QLabel()

@@ -232,7 +232,9 @@ def test_delete_from_the_context_menu_removes_runs_from_store_and_disk(qtbot, gp
     doomed = ids[:2]
     _click_row(qtbot, h, _row_of(h, doomed[0]))
     _click_row(qtbot, h, _row_of(h, doomed[1]), ctrl=True)
-    # the Delete key asks too; cancel it
+    # the Delete key (in the table) asks too; cancel it
+    h.table.setFocus()
+    qtbot.waitUntil(h.table.hasFocus, timeout=5000)
     qtbot.keyClick(h.table, Qt.Key.Key_Delete)
     box = h.confirm_box
     assert box is not None and box.text().startswith("Delete 2 run(s)")
