@@ -4,6 +4,11 @@ Listing and acting go through :mod:`gpuscope.cleanup` (the same ``Scanner`` / ``
 ``gpuscope cleanup``) on a worker thread. Nothing is changed until the user checks rows, presses
 "Clean up selected…" and confirms a dialog that lists exactly what will happen. Each action
 re-checks its target's identity; refusals come back as their one-line reasons.
+
+While the tab is shown it lists again every ``auto_refresh_ms`` (a scan costs tens of ms on a
+worker thread, see docs/CLEANUP.md), keeping the user's check marks and selected row; it pauses
+while a listing, a clean-up or the confirmation is open. /dev/shm files younger than the
+scanner's threshold are not judged yet, and the tab says so.
 """
 
 from __future__ import annotations
@@ -20,10 +25,18 @@ from gpuscope.app import bridge, workers
 from gpuscope.app.qt_summary import RAW_ROLE, RawSortProxy
 from gpuscope.cleanup import model as m
 from gpuscope.cleanup.evidence import human_bytes, human_s
+from gpuscope.cleanup.shm import SHM_MIN_AGE_S
 
 OBSERVE_EVERY_MS = 5000   # idle-GPU-holder evidence needs observations over a window
+AUTO_REFRESH_MS = 3000    # while the tab is shown: list again (a scan is cheap, off the GUI thread)
 _KIND = {m.KIND_PROCESS: "process", m.KIND_ZOMBIE: "zombie", m.KIND_SHM: "shared memory",
          m.KIND_GPU_GHOST: "GPU memory"}
+
+
+def _kind(s: m.Suspect) -> str:
+    if s.kind == m.KIND_SHM and s.evidence.get("semaphore"):
+        return "semaphore"
+    return _KIND.get(s.kind, s.kind)
 
 
 def _size(s: m.Suspect) -> int | None:
@@ -38,7 +51,7 @@ def _age(s: m.Suspect) -> float | None:
 
 # (title, raw value, display text) per column; column 0 also carries the check box.
 COLUMNS: list[tuple[str, Callable[[m.Suspect], Any], Callable[[Any], str]]] = [
-    ("Kind", lambda s: _KIND.get(s.kind, s.kind), str),
+    ("Kind", _kind, str),
     ("Target", lambda s: s.title, str),
     ("Why", lambda s: "; ".join(r.text for r in s.reasons), str),
     ("User", lambda s: s.evidence.get("user") or s.evidence.get("owner") or "", str),
@@ -61,6 +74,8 @@ def actionable(s: m.Suspect) -> bool:
 def plan_line(s: m.Suspect, force: bool, grace_s: float) -> str:
     """What "clean up" will do to one suspect, in words (the confirmation lists these)."""
     ev = s.evidence
+    if s.kind == m.KIND_SHM and ev.get("semaphore"):
+        return f"unlink the named semaphore {s.identity}"
     if s.kind == m.KIND_SHM:
         return f"unlink {s.identity} ({human_bytes(ev.get('allocated_bytes'))} in RAM)"
     if s.kind == m.KIND_ZOMBIE:
@@ -160,15 +175,16 @@ def result_html(r: m.ActionResult) -> str:
 
 
 class QtCleanup(QWidget):
-    """Suspects table, Refresh, "Clean up selected…" with a confirmation, results below."""
+    """Suspects table, Refresh (and an automatic one while shown), "Clean up selected…" with a
+    confirmation, results below."""
 
     sigRefreshed = Signal(object)     # the ScanResult shown
     sigCleaned = Signal(list)         # the ActionResults of one clean-up
     sigError = Signal(str)
 
     def __init__(self, parent: QWidget | None = None, *, use_gpu: bool = True, idle_window_s: float = 300.0,
-                 shm_min_age_s: float = 10.0, grace_s: float = 3.0, connect: Callable | None = None,
-                 observe_every_ms: int = OBSERVE_EVERY_MS) -> None:
+                 shm_min_age_s: float = SHM_MIN_AGE_S, grace_s: float = 3.0, connect: Callable | None = None,
+                 observe_every_ms: int = OBSERVE_EVERY_MS, auto_refresh_ms: int = AUTO_REFRESH_MS) -> None:
         super().__init__(parent)
         bridge.install()
         self._scanner_args = dict(use_gpu=use_gpu, idle_window_s=idle_window_s, shm_min_age_s=shm_min_age_s)
@@ -193,7 +209,22 @@ class QtCleanup(QWidget):
         self._observe_timer.timeout.connect(self._observe)
         if observe_every_ms > 0:
             self._observe_timer.start(observe_every_ms)
+        self.auto_refresh_ms = auto_refresh_ms
+        self._auto_timer = QTimer(self)            # runs only while the tab is shown
+        self._auto_timer.timeout.connect(self._auto_refresh)
+        self._auto_pending = False                 # the listing running was started by the timer
+        self._listed_once = False
+        self.hint.setText(self._hint_text())
+        self.hint.setVisible(bool(self.hint.text()))
         self._update_buttons()
+
+    def _hint_text(self) -> str:
+        age = self._scanner_args["shm_min_age_s"]
+        auto = (f"Lists again every {self.auto_refresh_ms / 1000:g} s while shown. "
+                if self.auto_refresh_ms > 0 else "")
+        young = (f"/dev/shm segments and semaphores younger than {age:g} s are not judged yet (their creator "
+                 "may be about to map them)." if age > 0 else "")
+        return (auto + young).strip()
 
     def _build(self) -> None:
         self.refresh_button = QPushButton("Refresh", self)
@@ -202,6 +233,9 @@ class QtCleanup(QWidget):
         self.refresh_button.clicked.connect(self.refresh)
         self.clean_button.clicked.connect(self.ask_clean)
         self.state = QLabel("Press Refresh to look for leftovers.", self)
+        self.hint = QLabel(self)
+        self.hint.setWordWrap(True)
+        self.hint.setStyleSheet("color: #505050;")
         top = QHBoxLayout()
         for w in (self.refresh_button, self.clean_button, self.force_box):
             top.addWidget(w)
@@ -232,6 +266,7 @@ class QtCleanup(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addLayout(top)
+        lay.addWidget(self.hint)
         lay.addWidget(self.notes)
         lay.addWidget(split, 1)
 
@@ -265,12 +300,29 @@ class QtCleanup(QWidget):
         if self._observer is not None:     # the scanner is not thread-safe: list right after it
             self._refresh_pending = True
             return
-        self.state.setText("Looking for leftovers…")
+        if not self._auto_pending:
+            self.state.setText("Looking for leftovers…")
         self._submit(lambda task: self._ensure().scan(), self._listed, "cleanup scan")
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt API
+        super().showEvent(event)
+        if self.auto_refresh_ms > 0:
+            self._auto_timer.start(self.auto_refresh_ms)
+
+    def hideEvent(self, event) -> None:  # noqa: N802 - Qt API
+        self._auto_timer.stop()
+        super().hideEvent(event)
+
+    def _auto_refresh(self) -> None:
+        """The timer's listing: quiet (no "Looking…" flicker), never over a dialog or a clean-up."""
+        if self.busy or self._observer is not None or self.confirm_box is not None or not self.isVisible():
+            return
+        self._auto_pending = True
+        self.refresh()
 
     def _observe(self) -> None:
         if self._task is not None or self._observer is not None or self._scanner is None \
-                or not self.isVisible():
+                or not self.isVisible() or self._auto_timer.isActive():   # (the listing observes too)
             return
         self._observer = workers.submit(lambda task: (self._scanner.observe(), None)[1],
                                         on_done=self._observed, on_error=self._observed,
@@ -285,12 +337,17 @@ class QtCleanup(QWidget):
 
     def _listed(self, result: m.ScanResult) -> None:
         self._task = None
+        self._auto_pending = False
         self.result = result
+        current = self._current_key()
         self.model.set_suspects(result.suspects)
-        self.details.clear()
-        self.view.resizeColumnsToContents()
-        for col in (1, 2):
-            self.view.setColumnWidth(col, min(self.view.columnWidth(col), 360))
+        if not self._reselect(current):
+            self.details.clear()
+        if not self._listed_once:          # later listings keep the widths the user chose
+            self._listed_once = True
+            self.view.resizeColumnsToContents()
+            for col in (1, 2):
+                self.view.setColumnWidth(col, min(self.view.columnWidth(col), 360))
         n_act = sum(1 for s in result.suspects if actionable(s))
         self.state.setText(f"{len(result.suspects)} suspect(s), {n_act} that gpuscope can clean up."
                            if result.suspects else "No leftovers found.")
@@ -299,8 +356,28 @@ class QtCleanup(QWidget):
         self._update_buttons()
         self.sigRefreshed.emit(result)
 
+    def _current_key(self) -> str | None:
+        index = self.view.selectionModel().currentIndex()
+        if not index.isValid():
+            return None
+        row = self.proxy.mapToSource(index).row()
+        return self.model.suspects[row].key if 0 <= row < len(self.model.suspects) else None
+
+    def _reselect(self, key: str | None) -> bool:
+        """Select the row of ``key`` again after a listing (and show its fresh evidence)."""
+        for row, s in enumerate(self.model.suspects):
+            if s.key == key:
+                index = self.proxy.mapFromSource(self.model.index(row, 0))
+                self.view.selectionModel().setCurrentIndex(
+                    index, self.view.selectionModel().SelectionFlag.ClearAndSelect
+                    | self.view.selectionModel().SelectionFlag.Rows)
+                self.details.setHtml(evidence_html(s))
+                return True
+        return False
+
     def _failed(self, text: str) -> None:
         self._task = None
+        self._auto_pending = False
         self.state.setText(text)
         self._update_buttons()
         self.sigError.emit(text)
@@ -385,4 +462,5 @@ class QtCleanup(QWidget):
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt API
         self._observe_timer.stop()
+        self._auto_timer.stop()
         super().closeEvent(event)

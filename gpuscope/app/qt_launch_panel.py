@@ -306,6 +306,39 @@ class QtLaunchPanel(QWidget):
             return f"no automatic change for this fix; do it by hand: {describe(fix) or 'see the report'}"
         return "next run: " + ", ".join(f"{k.replace('_', ' ')} = {v}" for k, v in changes.items())
 
+    def set_spec(self, spec: RunSpec) -> str:
+        """Fill every field from ``spec`` (History's "Run again with these settings"), so that
+        :meth:`spec` gives it back; returns one line for the status bar, naming what the panel has
+        no field for (those parts of ``spec`` are not carried)."""
+        if spec.is_module:
+            self.set_module(str(spec.module))
+        else:
+            self.set_script(spec.script)
+        self.args.setText(shlex.join(spec.args))
+        self.cwd.setText(spec.cwd or "")
+        self.python.setText(spec.python or "")
+        self.method.setCurrentIndex(max(0, self.method.findData(spec.start_method)))
+        self.launcher.setCurrentText(spec.launcher)
+        self.nproc.setValue(int(spec.nproc))
+        self.annotate.setText(", ".join(spec.annotate))
+        self.nsys.setChecked(spec.nsys.enabled)
+        for t, box in self.traces.items():
+            box.setChecked(t in spec.nsys.trace)
+        fork = next(key for key, value, _ in FORK_CHOICES if value == spec.nsys.trace_fork)
+        self.fork.setCurrentIndex(self.fork.findData(fork))
+        self._update_method_help()
+        default = RunSpec(script="")
+        left = [text for text, differs in (
+            ("nsys trace " + ",".join(t for t in spec.nsys.trace if t not in self.traces),
+             any(t not in self.traces for t in spec.nsys.trace)),
+            ("nsys arguments " + " ".join(spec.nsys.extra_args), bool(spec.nsys.extra_args)),
+            ("environment " + ", ".join(k for k, _ in spec.env), bool(spec.env)),
+            (f"sampling interval {spec.sample_interval_s:g} s", spec.sample_interval_s != default.sample_interval_s),
+            ("the multi-node settings", spec.multinode)) if differs]
+        target = f"-m {spec.module}" if spec.is_module else Path(spec.script).name
+        line = f"launch panel: the settings of {target} {shlex.join(spec.args)}".rstrip()
+        return line + (f" (not carried, the panel has no field for: {'; '.join(left)})" if left else "")
+
     # -- settings -------------------------------------------------------------------------------
     def load(self, s: QSettings) -> None:
         d = get_json(s, "launch/fields", {})

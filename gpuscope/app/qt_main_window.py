@@ -17,10 +17,12 @@ if TYPE_CHECKING:
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QScrollArea, QSplitter, QTabWidget, QWidget
+from PySide6.QtWidgets import (QFileDialog, QMainWindow, QMessageBox, QScrollArea, QSplitter, QTabWidget,
+                               QVBoxLayout, QWidget)
 
 from gpuscope.app import bridge, workers
 from gpuscope.app.bridge import RunBridge
+from gpuscope.app.left_running import LeftRunning
 from gpuscope.app.live_model import LiveModel
 from gpuscope.app.procroles import RoleReader
 from gpuscope.app.qt_compare_session import CompareSession
@@ -61,6 +63,7 @@ class MainWindow(QMainWindow):
         self.last_report: Report | None = None
         self.last_result: RunResult | None = None
         self.last_error: str | None = None
+        self.left_running: LeftRunning | None = None   # what the last run left running (Cleanup ends it)
         self.show_dialogs = True
         self._report_task: workers.Task | None = None
         self._report_pending: Report | None = None
@@ -100,12 +103,17 @@ class MainWindow(QMainWindow):
         scroll.setWidget(self.panel)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         scroll.setMinimumWidth(340)
-        self.run_split = QSplitter(Qt.Orientation.Horizontal)
-        self.run_split.addWidget(scroll)
-        self.run_split.addWidget(right)
-        self.run_split.setSizes([410, 870])
         self.history = QtHistory()
         self.history.runner = self.run_task
+        left = QWidget()                  # a past run shown: its bar says the panel is the next run's
+        left_lay = QVBoxLayout(left)
+        left_lay.setContentsMargins(0, 0, 0, 0)
+        left_lay.addWidget(self.history.past_bar)
+        left_lay.addWidget(scroll, 1)
+        self.run_split = QSplitter(Qt.Orientation.Horizontal)
+        self.run_split.addWidget(left)
+        self.run_split.addWidget(right)
+        self.run_split.setSizes([410, 870])
         self.tabs = QTabWidget()
         self.tabs.addTab(self.run_split, "Run")
         # Report and Cleanup are built on first use (their imports cost ~0.2 s of start-up)
@@ -148,6 +156,7 @@ class MainWindow(QMainWindow):
         self.controller.sigState.connect(self._state_changed)
         self.run_bridge.sigProgress.connect(self._progress_line)
         self.history.sigOpenRun.connect(self.open_past_run)
+        self.history.sigRerun.connect(self.load_run_settings)
         self.history.sigError.connect(self.show_error)
         self.tabs.currentChanged.connect(self._tab_changed)
         self.findings = RunFindings(self)     # the findings strip, row badges and Stacks tab
@@ -184,9 +193,25 @@ class MainWindow(QMainWindow):
     @property
     def cleanup(self) -> "QtCleanup":
         """The Cleanup tab, built on first use."""
+        if "Cleanup" in self._lazy:
+            return self._lazy["Cleanup"]  # type: ignore[return-value]
         from gpuscope.app.qt_cleanup import QtCleanup
 
-        return self._tab_widget("Cleanup", QtCleanup)  # type: ignore[return-value]
+        view = self._tab_widget("Cleanup", QtCleanup)
+        view.sigCleaned.connect(lambda _r: self._left_running_changed(cleaned=True))
+        view.sigRefreshed.connect(lambda _r: self._left_running_changed(cleaned=False))
+        return view  # type: ignore[return-value]
+
+    def _left_running_changed(self, cleaned: bool) -> None:
+        """The last run's "N process(es) still running (see Cleanup)" said again when that changed:
+        after a clean-up, or on a listing while that line is still the one shown."""
+        left = self.left_running
+        if left is None or not (cleaned or self.state_label.toolTip() == left.line):
+            return
+        if left.update() is not None:
+            self.show_status(left.line)
+        if not left.alive:
+            self.left_running = None
 
     # -- errors and status ----------------------------------------------------------------------
     def show_error(self, text: str) -> None:
@@ -234,6 +259,8 @@ class MainWindow(QMainWindow):
         self.findings.reset()
         self.roles = None
         self.last_result = None
+        self.left_running = None
+        self.history.past_bar.hide()
         self.tabs.setCurrentIndex(0)
         self.controller.start(spec)
 
@@ -259,6 +286,7 @@ class MainWindow(QMainWindow):
         self.tick()
         self.last_result = result
         line = describe_result(result)
+        self.left_running = LeftRunning.of(result, line)
         for note in result.notes:
             self.console.append_text(f"gpuscope: {note}")
         self.console.append_text(f"gpuscope: {line}")
@@ -423,6 +451,13 @@ class MainWindow(QMainWindow):
         self.live.refresh()
         self.tree.refresh()
         self.show_status(f"showing past run {past.run_id}" + ("" if past.series else " (no stored samples)"))
+        self.history.showing_past(past.run_id)
+
+    def load_run_settings(self, spec: RunSpec, run_id: str) -> None:
+        """History's "Run again with these settings": the launch panel gets the run's RunSpec."""
+        self.show_status(f"{self.panel.set_spec(spec)}, from run {run_id}: press Run to start it")
+        self.history.past_bar.hide()
+        self.tabs.setCurrentIndex(0)
 
     # -- closing --------------------------------------------------------------------------------
     def closeEvent(self, event) -> None:  # noqa: N802, ANN001 - Qt override

@@ -14,6 +14,7 @@ RUN_LEFTOVER = "run-leftover"
 ORPHAN_WORKER = "orphan-worker"
 ZOMBIE = "zombie"
 LEAKED_SHM = "leaked-shm"
+LEAKED_SEM = "leaked-semaphore"   # a named semaphore (/dev/shm/sem.*), judged like a segment
 STALE_NSYS_AGENT = "stale-nsys-agent"
 GPU_DEAD_PID = "gpu-memory-dead-pid"
 GPU_PID_MISMATCH = "gpu-pid-not-here"
@@ -28,7 +29,7 @@ KIND_GPU_GHOST = "gpu-ghost"
 TERMINATE = "terminate"        # SIGTERM, grace period, then SIGKILL
 KILL = "kill"                  # SIGKILL at once
 SIGNAL_PARENT = "signal-parent"  # SIGCHLD to a zombie's parent
-UNLINK = "unlink"              # remove a /dev/shm segment
+UNLINK = "unlink"              # remove a /dev/shm segment or named semaphore
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class ProcIdentity:
 
 @dataclass(frozen=True)
 class ShmIdentity:
-    """A /dev/shm segment as it was listed (a new file with the same name has another inode)."""
+    """A /dev/shm segment (or named semaphore) as it was listed (a new file with the same name has another inode)."""
 
     name: str
     dev: int
@@ -135,6 +136,7 @@ class ShmEvidence(_Fields):
     dev: int
     ino: int
     resource_trackers: list[int] = field(default_factory=list)  # live trackers that may unlink it
+    semaphore: bool = False          # a named semaphore (sem.NAME) rather than a segment
 
 
 @dataclass

@@ -84,7 +84,9 @@ def _python_ancestor(proc: ProcInfo, table: ProcTable) -> bool:
 
 
 def shm_creator(name: str) -> str | None:
-    """Who usually creates a /dev/shm segment with this name."""
+    """Who usually creates a /dev/shm segment (or ``sem.*`` named semaphore) with this name."""
+    if name.startswith("sem."):
+        return _sem_creator(name[len("sem."):])
     if name.startswith("psm_"):
         return "Python multiprocessing.shared_memory"
     if name.startswith("torch_"):
@@ -98,3 +100,20 @@ def shm_creator(name: str) -> str | None:
     if name.startswith("cuda.shm") or name.startswith("cuda_"):
         return "CUDA IPC"
     return None
+
+
+def _sem_creator(name: str) -> str:
+    if name.startswith("mp-"):
+        return "Python multiprocessing (a Lock, Semaphore, Event, Condition or Queue) named semaphore"
+    if name.startswith("loky-"):
+        return "joblib/loky named semaphore"
+    if name.startswith(("nsys", "NSys-")):
+        return "Nsight Systems named semaphore"
+    return "POSIX named semaphore (sem_open)"
+
+
+def resource_tracked(name: str) -> bool:
+    """Whether multiprocessing's resource tracker may still unlink this /dev/shm name when its
+    program exits: ``psm_*`` segments (shared_memory) and ``sem.mp-*`` semaphores (SemLock under
+    spawn/forkserver), the names it registers."""
+    return name.startswith(("psm_", "sem.mp-"))

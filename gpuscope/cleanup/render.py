@@ -8,7 +8,7 @@ from gpuscope.cleanup.evidence import human_bytes, human_s
 _HEADINGS = {
     m.KIND_PROCESS: "Processes",
     m.KIND_ZOMBIE: "Zombies",
-    m.KIND_SHM: "Shared memory (/dev/shm)",
+    m.KIND_SHM: "Shared memory and named semaphores (/dev/shm)",
     m.KIND_GPU_GHOST: "GPU memory without a process here",
 }
 
@@ -28,6 +28,8 @@ def _process_lines(ev: m.ProcessEvidence) -> list[str]:
 
 
 def _shm_lines(ev: m.ShmEvidence) -> list[str]:
+    if ev.semaphore:
+        return [f"  {ev.path}  named semaphore  owner {ev.owner}  modified {human_s(ev.modified_s_ago)} ago"]
     return [f"  {ev.path}  owner {ev.owner}  size {human_bytes(ev.size_bytes)}"
             f"  in RAM {human_bytes(ev.allocated_bytes)}  modified {human_s(ev.modified_s_ago)} ago"]
 
@@ -53,7 +55,7 @@ def _suspect_lines(s: m.Suspect) -> list[str]:
 def render_listing(result: m.ScanResult) -> str:
     out: list[str] = []
     if not result.suspects:
-        out.append("No suspects: no leftover processes, zombies or leaked shared memory found.")
+        out.append("No suspects: no leftover processes, zombies, leaked shared memory or semaphores found.")
     for kind, heading in _HEADINGS.items():
         group = [s for s in result.suspects if s.kind == kind]
         if not group:

@@ -18,6 +18,7 @@ from gpuscope.cleanup.gpu_holders import (GpuHolding, IdleTracker, gpu_holdings,
                                           open_gpu_backend)
 from gpuscope.cleanup.runlink import link_runs
 from gpuscope.cleanup.safety import Policy, listing_refusal
+from gpuscope.cleanup.shm import SHM_MIN_AGE_S
 from gpuscope.cleanup.snapshot import ProcInfo, ProcTable, ancestors, nvidia_files_open
 from gpuscope.cleanup.suspects import add_gpu_ghosts, add_shm_suspects, process_reasons, zombie_suspect
 
@@ -27,7 +28,7 @@ class Scanner:
 
     def __init__(self, *, conn: sqlite3.Connection | None = None, backend: Any = None,
                  use_gpu: bool = True, idle_window_s: float = 300.0, shm_dir: str = "/dev/shm",
-                 shm_min_age_s: float = 10.0, policy: Policy | None = None,
+                 shm_min_age_s: float = SHM_MIN_AGE_S, policy: Policy | None = None,
                  verify_gpu_pids: bool = True) -> None:
         """``verify_gpu_pids``: a pid NVML names counts as a GPU user here only if it has a
         /dev/nvidia* device open (else it is a pid of another PID namespace). Only a test with
@@ -207,7 +208,7 @@ def _ordered(suspects: dict[str, m.Suspect]) -> list[m.Suspect]:
 
 
 def scan(*, conn: sqlite3.Connection | None = None, backend: Any = None, use_gpu: bool = True,
-         idle_window_s: float = 5.0, shm_dir: str = "/dev/shm", shm_min_age_s: float = 10.0,
+         idle_window_s: float = 5.0, shm_dir: str = "/dev/shm", shm_min_age_s: float = SHM_MIN_AGE_S,
          policy: Policy | None = None, interval: float = 1.0) -> m.ScanResult:
     """One listing: observe for the idle window (GPU present) or briefly, then scan."""
     with Scanner(conn=conn, backend=backend, use_gpu=use_gpu, idle_window_s=idle_window_s,

@@ -1,8 +1,12 @@
-"""Leaked POSIX shared memory: /dev/shm files that no live process maps or keeps open.
+"""Leaked POSIX shared memory and named semaphores: /dev/shm files no live process maps or keeps open.
 
 A segment is "in use" when any process maps it (a line of /proc/<pid>/maps with its device and
-inode) or holds a file descriptor on it (/proc/<pid>/fd). Named semaphores (``sem.*``) are left
-alone: multiprocessing unlinks its own at once, and others belong to programs gpuscope cannot judge.
+inode) or holds a file descriptor on it (/proc/<pid>/fd). A named semaphore (``sem_open``, e.g.
+a multiprocessing Lock under spawn/forkserver) is the file ``sem.NAME``, which every process that
+opened it maps: the same rule judges it, by the same code.
+
+Files younger than :data:`SHM_MIN_AGE_S` are not judged: their creator may not have mapped them
+yet (``shm_open`` + ``ftruncate`` + ``mmap``), or may be about to hand the name to another process.
 """
 
 from __future__ import annotations
@@ -18,6 +22,10 @@ from gpuscope.cleanup.snapshot import user_name
 from gpuscope.processes import all_pids
 
 SHM_DIR = "/dev/shm"
+SEM_PREFIX = "sem."          # glibc's sem_open("/NAME") is the file /dev/shm/sem.NAME
+# Segments and semaphores unmodified for less than this are not judged yet (the CLI's
+# --shm-min-age and the Cleanup tab's note use it).
+SHM_MIN_AGE_S = 10.0
 
 
 @dataclass
@@ -36,6 +44,10 @@ class ShmSegment:
     def owner(self) -> str:
         return user_name(self.uid)
 
+    @property
+    def is_semaphore(self) -> bool:
+        return self.name.startswith(SEM_PREFIX)
+
 
 @dataclass
 class ShmUsage:
@@ -45,18 +57,14 @@ class ShmUsage:
     unreadable: list[int]
 
 
-def list_segments(shm_dir: str = SHM_DIR) -> tuple[list[ShmSegment], int]:
-    """Regular files directly in ``shm_dir`` (no directories, no ``sem.*``); and the skipped count."""
+def list_segments(shm_dir: str = SHM_DIR) -> list[ShmSegment]:
+    """Regular files directly in ``shm_dir``: segments and named semaphores (no directories)."""
     segments: list[ShmSegment] = []
-    skipped = 0
     try:
         entries = list(os.scandir(shm_dir))
     except OSError:
-        return [], 0
+        return []
     for entry in entries:
-        if entry.name.startswith("sem."):
-            skipped += 1
-            continue
         try:
             st = entry.stat(follow_symlinks=False)
         except OSError:
@@ -66,7 +74,7 @@ def list_segments(shm_dir: str = SHM_DIR) -> tuple[list[ShmSegment], int]:
         segments.append(ShmSegment(
             name=entry.name, path=entry.path, dev=st.st_dev, ino=st.st_ino, uid=st.st_uid,
             size=st.st_size, allocated=st.st_blocks * 512, mtime=st.st_mtime, atime=st.st_atime))
-    return segments, skipped
+    return segments
 
 
 def _maps_usage(pid: int, users: dict[tuple[int, int], list[int]], devs: set[int]) -> bool:
@@ -119,15 +127,17 @@ def scan_usage(devs: set[int]) -> ShmUsage:
     return ShmUsage(users, unreadable)
 
 
-def leaked_segments(shm_dir: str = SHM_DIR, min_age_s: float = 10.0,
-                    now: float | None = None) -> tuple[list[ShmSegment], ShmUsage, int]:
-    """Segments no live process uses, last modified at least ``min_age_s`` ago."""
+def leaked_segments(shm_dir: str = SHM_DIR, min_age_s: float = SHM_MIN_AGE_S,
+                    now: float | None = None) -> tuple[list[ShmSegment], ShmUsage, list[ShmSegment]]:
+    """Segments and semaphores no live process uses, last modified at least ``min_age_s`` ago;
+    the usage scan; and the unused ones held back because they are younger than that."""
     now = time.time() if now is None else now
-    segments, skipped = list_segments(shm_dir)
+    segments = list_segments(shm_dir)
     usage = scan_usage({s.dev for s in segments})
-    leaked = [s for s in segments
-              if (s.dev, s.ino) not in usage.users and now - s.mtime >= min_age_s]
-    return leaked, usage, skipped
+    unused = [s for s in segments if (s.dev, s.ino) not in usage.users]
+    leaked = [s for s in unused if now - s.mtime >= min_age_s]
+    young = [s for s in unused if now - s.mtime < min_age_s]
+    return leaked, usage, young
 
 
 def segment_evidence(seg: ShmSegment, now: float) -> ShmEvidence:
@@ -135,4 +145,4 @@ def segment_evidence(seg: ShmSegment, now: float) -> ShmEvidence:
         name=seg.name, path=seg.path, owner=seg.owner, uid=seg.uid, size_bytes=seg.size,
         allocated_bytes=seg.allocated, modified_s_ago=round(now - seg.mtime, 1),
         accessed_s_ago=round(now - seg.atime, 1), creator=shm_creator(seg.name), dev=seg.dev,
-        ino=seg.ino)
+        ino=seg.ino, semaphore=seg.is_semaphore)

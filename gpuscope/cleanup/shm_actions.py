@@ -1,4 +1,5 @@
-"""Unlinking a leaked /dev/shm segment, with the same care as signalling a process."""
+"""Unlinking a leaked /dev/shm segment or named semaphore (``sem.*``), with the same care as
+signalling a process."""
 
 from __future__ import annotations
 
@@ -24,8 +25,6 @@ def identify_segment(name: str, shm_dir: str = "/dev/shm") -> m.ShmIdentity | No
 def _name_refusal(name: str) -> str | None:
     if not name or "/" in name or name in (".", ".."):
         return f"refusing: {name!r} is not a shared memory segment name"
-    if name.startswith("sem."):
-        return f"refusing: {name} is a named semaphore, which gpuscope leaves alone"
     return None
 
 
@@ -51,7 +50,8 @@ def _refusal(ident: m.ShmIdentity, path: str, policy: Policy) -> tuple[str | Non
 
 
 def unlink_segment(ident: m.ShmIdentity, policy: Policy, shm_dir: str = "/dev/shm") -> m.ActionResult:
-    """Remove a segment that is still the listed file and that no live process maps or holds."""
+    """Remove a segment (or named semaphore) that is still the listed file and that no live
+    process maps or holds."""
     path = os.path.join(shm_dir, ident.name)
 
     def result(res: str, ok: bool, msg: str, **kw) -> m.ActionResult:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import gpuscope.cleanup.model as m
 from gpuscope.cleanup.evidence import human_bytes, human_s, process_evidence, short_cmd
 from gpuscope.cleanup.gpu_holders import IdleVerdict
-from gpuscope.cleanup.patterns import REAPING_INITS, reparented, worker_kind
+from gpuscope.cleanup.patterns import REAPING_INITS, reparented, resource_tracked, worker_kind
 from gpuscope.cleanup.runlink import RunLink
 from gpuscope.cleanup.safety import listing_refusal, owner_refusal
 from gpuscope.cleanup.shm import leaked_segments, segment_evidence
@@ -122,22 +122,28 @@ def add_gpu_ghosts(scanner: "Scanner", table: ProcTable, suspects: dict[str, m.S
 
 def add_shm_suspects(scanner: "Scanner", table: ProcTable, suspects: dict[str, m.Suspect],
                      notes: list[str], now: float) -> None:
-    """Segments in /dev/shm that no live process maps or keeps open."""
-    leaked, usage, skipped = leaked_segments(scanner.shm_dir, scanner.shm_min_age_s, now)
+    """Segments and named semaphores in /dev/shm that no live process maps or keeps open."""
+    leaked, usage, young = leaked_segments(scanner.shm_dir, scanner.shm_min_age_s, now)
     trackers = [p for p in table if not p.is_zombie
                 and "multiprocessing.resource_tracker import main" in " ".join(p.cmdline)]
     for seg in leaked:
         ev = segment_evidence(seg, now)
-        text = (f"{ev.creator or 'shared memory segment'}: {human_bytes(seg.allocated)} in RAM "
-                f"(size {human_bytes(seg.size)}), owned by {seg.owner}, not mapped or open by any "
-                f"process, last modified {human_s(now - seg.mtime)} ago")
+        if seg.is_semaphore:
+            code = m.LEAKED_SEM
+            text = (f"{ev.creator}: owned by {seg.owner}, not mapped or open by any process (nothing "
+                    f"can wait on it or post it now), last modified {human_s(now - seg.mtime)} ago")
+        else:
+            code = m.LEAKED_SHM
+            text = (f"{ev.creator or 'shared memory segment'}: {human_bytes(seg.allocated)} in RAM "
+                    f"(size {human_bytes(seg.size)}), owned by {seg.owner}, not mapped or open by any "
+                    f"process, last modified {human_s(now - seg.mtime)} ago")
         mine = [p.pid for p in trackers if p.uid == seg.uid]
-        if seg.name.startswith("psm_") and mine:
+        if resource_tracked(seg.name) and mine:
             ev.resource_trackers = mine
             text += f" (a live multiprocessing resource tracker, pid {mine[0]}, may still unlink it)"
         suspects[f"shm:{seg.name}"] = m.Suspect(
             key=f"shm:{seg.name}", kind=m.KIND_SHM, title=f"/dev/shm/{seg.name}",
-            reasons=[m.Reason(m.LEAKED_SHM, text)], evidence=ev,
+            reasons=[m.Reason(code, text)], evidence=ev,
             identity=m.ShmIdentity(seg.name, seg.dev, seg.ino), actions=[m.UNLINK],
             blocked=owner_refusal(seg.uid, f"/dev/shm/{seg.name}", scanner.policy))
     if usage.unreadable:
@@ -146,5 +152,11 @@ def add_shm_suspects(scanner: "Scanner", table: ProcTable, suspects: dict[str, m
         more = f" and {len(usage.unreadable) - 5} more" if len(usage.unreadable) > 5 else ""
         notes.append(f"could not read the memory maps of pid {', '.join(names)}{more} (not "
                      "permitted); a segment only they use would be listed as leaked")
-    if skipped:
-        notes.append(f"{skipped} named semaphore(s) (sem.*) in {scanner.shm_dir} were not examined")
+    if young:
+        notes.append(young_note(len(young), scanner.shm_min_age_s, scanner.shm_dir))
+
+
+def young_note(count: int, min_age_s: float, shm_dir: str = "/dev/shm") -> str:
+    """The note for unused files of ``shm_dir`` held back because they are younger than the threshold."""
+    return (f"{count} unused file(s) in {shm_dir} younger than {min_age_s:g} s are not judged yet "
+            "(their creator may be about to map them); they are listed once they are older")

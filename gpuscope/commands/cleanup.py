@@ -12,24 +12,28 @@ from gpuscope.errors import UserError
 DESCRIPTION = (
     "List processes that hold GPU memory while idle, outlive their gpuscope run, or are orphaned "
     "multiprocessing/torch workers; zombies; stale Nsight Systems agents; leaked /dev/shm "
-    "segments; GPU memory of pids that do not exist. Without --kill/--unlink nothing is changed. "
+    "segments and named semaphores (sem.*); GPU memory of pids that do not exist. Without --kill/--unlink nothing is changed. "
     "With them, targets are re-checked (pid + create time) right before each signal and every "
     "action is logged in the run store."
 )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from gpuscope.cleanup.shm import SHM_MIN_AGE_S
+
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.add_argument("--idle-window", type=float, default=5.0, metavar="S",
                    help="seconds to watch GPU holders for idleness (0: skip; default 5)")
-    p.add_argument("--shm-min-age", type=float, default=10.0, metavar="S",
-                   help="only list /dev/shm segments unmodified for S seconds (default 10)")
+    p.add_argument("--shm-min-age", type=float, default=SHM_MIN_AGE_S, metavar="S",
+                   help="only judge /dev/shm segments and semaphores unmodified for S seconds "
+                        f"(default {SHM_MIN_AGE_S:g})")
     p.add_argument("--no-gpu", action="store_true", help="skip the GPU checks")
     p.add_argument("--kill", action="extend", nargs="+", type=int, default=[], metavar="PID",
                    help="terminate these pids (SIGTERM, then SIGKILL after --grace); for a zombie, signal "
                         "its parent; repeatable: --kill A --kill B kills both")
     p.add_argument("--unlink", action="extend", nargs="+", default=[], metavar="NAME",
-                   help="unlink these /dev/shm segments (names, not paths; repeatable)")
+                   help="unlink these /dev/shm segments or semaphores (names such as psm_x or sem.mp-x, "
+                        "not paths; repeatable)")
     p.add_argument("--force", action="store_true", help="SIGKILL at once instead of SIGTERM first")
     p.add_argument("--grace", type=float, default=3.0, metavar="S",
                    help="seconds between SIGTERM and SIGKILL (default 3)")

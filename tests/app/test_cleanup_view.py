@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QMessageBox
 
 from gpuscope.app import workers
 from gpuscope.app.qt_cleanup import QtCleanup
+from gpuscope.cleanup.shm import SHM_MIN_AGE_S
 from tests.app.timeline_support import Subreaper, leave_sleeper, save_shot, state_of
 
 pytestmark = pytest.mark.gui
@@ -46,7 +47,8 @@ def reaper():
 
 @pytest.fixture
 def view(qtbot):
-    v = QtCleanup(use_gpu=False, idle_window_s=0, shm_min_age_s=0, grace_s=2, observe_every_ms=0)
+    v = QtCleanup(use_gpu=False, idle_window_s=0, shm_min_age_s=0, grace_s=2, observe_every_ms=0,
+                  auto_refresh_ms=0)
     qtbot.addWidget(v)
     v.resize(1300, 700)
     v.show()
@@ -160,7 +162,7 @@ def test_rows_gpuscope_may_not_touch_cannot_be_checked(qtbot, view, reaper):
 
 
 def test_refresh_during_a_background_observation_runs_right_after_it(qtbot, leaked_shm):
-    v = QtCleanup(use_gpu=False, idle_window_s=0, shm_min_age_s=0, observe_every_ms=20)
+    v = QtCleanup(use_gpu=False, idle_window_s=0, shm_min_age_s=0, observe_every_ms=20, auto_refresh_ms=0)
     qtbot.addWidget(v)
     v.show()
     _refresh(qtbot, v)                                 # the scanner exists: observations start
@@ -170,3 +172,175 @@ def test_refresh_during_a_background_observation_runs_right_after_it(qtbot, leak
     assert sig.args[0].by_shm(leaked_shm) is not None
     v.close()
     assert workers.wait_all(30_000)
+
+
+# --------------------------------------------------------------------------- automatic listing (16.8)
+
+def _leak_segment() -> str:
+    """A segment nobody maps, made without multiprocessing (no resource tracker knows it)."""
+    name = PREFIX + uuid.uuid4().hex[:10]
+    fd = os.open(f"/dev/shm/{name}", os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    try:
+        os.ftruncate(fd, 4096)
+    finally:
+        os.close(fd)
+    return name
+
+
+def test_shown_tab_finds_a_segment_leaked_after_it_was_opened_without_refresh(qtbot):
+    """The user's case: a segment leaked seconds after the tab was opened. The tab lists again by
+    itself while shown; the segment is held back (and the note says why) while younger than the
+    threshold, and listed once it is older — no Refresh pressed."""
+    min_age = 3.0
+    v = QtCleanup(use_gpu=False, idle_window_s=0, shm_min_age_s=min_age, observe_every_ms=0,
+                  auto_refresh_ms=200)
+    qtbot.addWidget(v)
+    v.resize(1300, 700)
+    assert "younger than 3 s are not judged yet" in v.hint.text()
+    assert "every 0.2 s while shown" in v.hint.text()
+    seen: list = []
+    v.sigRefreshed.connect(seen.append)
+    v.show()
+    qtbot.waitUntil(lambda: len(seen) >= 1, timeout=WAIT_MS)     # the first listing, by the timer
+    name = _leak_segment()
+    try:
+        made = os.stat(f"/dev/shm/{name}").st_mtime
+        qtbot.waitUntil(lambda: any(r.by_shm(name) for r in seen), timeout=WAIT_MS)
+        after = [r for r in seen if r.scanned_at > made]
+        young = [r for r in after if r.scanned_at - made < min_age - 0.5]
+        assert young, "no listing while the segment was young (the timer did not run)"
+        for r in young:
+            assert r.by_shm(name) is None
+            assert any("not judged yet" in n for n in r.notes), r.notes
+        listed = next(r for r in after if r.by_shm(name))
+        assert listed.scanned_at - made >= min_age
+        assert any(s.key == f"shm:{name}" for s in v.model.suspects)
+        assert v.refresh_button.isEnabled()
+        # hidden: no more listings
+        v.hide()
+        qtbot.waitUntil(lambda: not v.busy, timeout=WAIT_MS)
+        count = len(seen)
+        qtbot.wait(800)
+        assert len(seen) == count
+    finally:
+        os.unlink(f"/dev/shm/{name}")
+    v.close()
+    assert workers.wait_all(30_000)
+
+
+def test_automatic_listing_keeps_the_check_marks_and_the_selected_row(qtbot, leaked_shm):
+    v = QtCleanup(use_gpu=False, idle_window_s=0, shm_min_age_s=0, observe_every_ms=0, auto_refresh_ms=150)
+    qtbot.addWidget(v)
+    seen: list = []
+    v.sigRefreshed.connect(seen.append)
+    v.show()
+    qtbot.waitUntil(lambda: any(r.by_shm(leaked_shm) for r in seen), timeout=WAIT_MS)
+    key = f"shm:{leaked_shm}"
+    assert v.set_checked(key)
+    row = next(r for r, s in enumerate(v.model.suspects) if s.key == key)
+    v.view.selectRow(v.proxy.mapFromSource(v.model.index(row, 0)).row())
+    assert leaked_shm in v.details.toPlainText()
+    n = len(seen)
+    qtbot.waitUntil(lambda: len(seen) >= n + 2, timeout=WAIT_MS)
+    assert key in v.model.checked and v.clean_button.isEnabled()
+    assert v._current_key() == key and leaked_shm in v.details.toPlainText()
+    # the confirmation pauses it: the listing the dialog was made from stays
+    qtbot.mouseClick(v.clean_button, Qt.LeftButton)
+    assert v.confirm_box is not None
+    qtbot.waitUntil(lambda: not v.busy, timeout=WAIT_MS)
+    n = len(seen)
+    qtbot.wait(600)
+    assert len(seen) == n
+    v.confirm_box.reject()
+    qtbot.waitUntil(lambda: len(seen) > n, timeout=WAIT_MS)
+    v.close()
+    assert workers.wait_all(30_000)
+
+
+# --------------------------------------------------------------------------- the status line (16.8)
+
+WAITS_FOR_GO = r"""
+import os, sys, time
+print("waiting", flush=True)
+for _ in range(1200):
+    if os.path.exists(sys.argv[1]):
+        break
+    time.sleep(0.05)
+print("done", flush=True)
+"""
+
+
+@pytest.mark.timeout(240)
+def test_status_line_of_a_run_that_left_a_process_is_updated_after_the_clean_up(qtbot, reaper, tmp_path):
+    """A run ends leaving a process running ("1 process(es) still running (see Cleanup)"); after
+    the Cleanup tab ends it, the status bar says so instead of the stale count."""
+    from tests.app.apphelpers import make_window
+
+    w = make_window(qtbot)
+    script, go = tmp_path / "waits.py", tmp_path / "go"
+    script.write_text(WAITS_FOR_GO, encoding="utf-8")
+    w.panel.set_script(str(script))
+    w.panel.args.setText(str(go))
+    w.panel.method.setCurrentIndex(w.panel.method.findData("default"))
+    with qtbot.waitSignal(w.controller.sigStarted, timeout=WAIT_MS) as started:
+        w.panel.run_button.click()
+    run_id = started.args[0].run_id
+    # a process of the run (its GPUSCOPE_RUN_ID) that outlives it, adopted by our subreaper
+    sleeper = reaper.sleeper({"GPUSCOPE_RUN_ID": run_id}, "import time; time.sleep(600)")
+    go.write_text("go")
+    with qtbot.waitSignal(w.controller.sigEnded, timeout=WAIT_MS) as ended:
+        pass
+    assert ended.args[0].left_running == [sleeper]
+    assert w.state_label.toolTip().endswith("1 process(es) still running (see Cleanup)")
+    w.tabs.setCurrentWidget(w.cleanup)
+    view = w.cleanup
+    qtbot.waitUntil(lambda: view.result is not None and view.result.by_pid(sleeper) is not None
+                    and not view.busy, timeout=WAIT_MS)
+    assert view.result.by_pid(sleeper).codes == ["run-leftover"]
+    assert w.state_label.toolTip().endswith("still running (see Cleanup)")   # nothing changed yet
+    assert view.set_checked(f"pid:{sleeper}")
+    _confirm(qtbot, view, accept=True)
+    assert view.last_results[0].ok
+    line = w.state_label.toolTip()
+    assert line.startswith(f"run {run_id} exited") and "still running" not in line, line
+    assert line.endswith("the process(es) it left running have ended"), line
+    assert w.left_running is None
+    assert f"younger than {SHM_MIN_AGE_S:g} s are not judged yet" in view.hint.text()   # the real threshold
+    qtbot.waitUntil(lambda: not view.busy, timeout=WAIT_MS)
+    save_shot(w, "cleanup-tab.png", tmp_path)
+    w.close()
+    assert workers.wait_all(30_000)
+
+
+def test_a_leftover_semaphore_is_a_semaphore_row_and_is_unlinked_after_confirmation(qtbot, view):
+    """A named semaphore left by a SIGKILLed process (CPython's _multiprocessing.SemLock, as a
+    multiprocessing Lock makes it): its own Kind, its own plan line, removed like a segment."""
+    import signal
+    import subprocess
+    import sys
+
+    name = "mp-gpuscopetest-" + uuid.uuid4().hex[:10]
+    code = ("import _multiprocessing, sys, time; s = _multiprocessing.SemLock(1, 1, 1, sys.argv[1], False); "
+            "print('ready', flush=True); time.sleep(120)")
+    proc = subprocess.Popen([sys.executable, "-c", code, "/" + name], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        key = f"shm:sem.{name}"
+        result = _refresh(qtbot, view)
+        assert result.by_shm(f"sem.{name}").codes == ["leaked-semaphore"]
+        row = next(r for r, s in enumerate(view.model.suspects) if s.key == key)
+        assert view.model.index(row, 0).data(Qt.DisplayRole) == "semaphore"
+        assert view.set_checked(key)
+        box = _confirm(qtbot, view, accept=True)
+        assert f"unlink the named semaphore /dev/shm/sem.{name}" in box.text_shown
+        (res,) = view.last_results
+        assert res.ok and res.result == "done", res
+        assert not os.path.exists(f"/dev/shm/sem.{name}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        if os.path.exists(f"/dev/shm/sem.{name}"):
+            os.unlink(f"/dev/shm/sem.{name}")

@@ -67,23 +67,12 @@ def _remove_our_nsys_leftovers(names: set[str]) -> None:
     from gpuscope.cleanup.shm import leaked_segments
 
     ours = {n for n in names if n.startswith(NSYS_SHM)}
-    sems = {n for n in ours if n.startswith("sem.")}     # the scan skips semaphores: check here
-    leaked = {seg.name for seg in leaked_segments(min_age_s=0)[0]}
-    for name in ours & leaked | {n for n in sems if not _in_use(n)}:
+    leaked = {seg.name for seg in leaked_segments(min_age_s=0)[0]}    # semaphores (sem.*) too
+    for name in ours & leaked:
         try:
             os.unlink(os.path.join("/dev/shm", name))
         except FileNotFoundError:
             pass
-
-
-def _in_use(name: str) -> bool:
-    from gpuscope.cleanup.shm import scan_usage
-
-    try:
-        st = os.stat(os.path.join("/dev/shm", name))
-    except OSError:
-        return False
-    return (st.st_dev, st.st_ino) in scan_usage({st.st_dev}).users
 
 
 @pytest.mark.nsys

@@ -53,11 +53,13 @@ def _click(box, role) -> None:
 
 
 def test_disk_column_and_footer(qtbot, history, two_runs):
+    from gpuscope.app.qt_history import COLUMNS
+
     _load(qtbot, history)
     assert history.table.rowCount() == 2
     for r in range(2):
         run_id = history.table.item(r, 0).text()
-        assert history.table.item(r, 8).text() == human(disk_usage(two_runs / "runs" / run_id))
+        assert history.table.item(r, COLUMNS.index("Disk")).text() == human(disk_usage(two_runs / "runs" / run_id))
     assert history.footer.text().startswith(f"Disk: {human(disk_usage(two_runs / 'runs'))} in run folders")
     SHOTS.mkdir(parents=True, exist_ok=True)
     history.grab().save(str(SHOTS / "history-disk-use.png"))
