@@ -259,6 +259,7 @@ class QtReportView(QWidget):
 
     def _show_tables(self, report, ranges: str) -> None:
         self.summary.show_report(report)
+        self._wire_summary_rows()
         self.banner.show_report(report)
         self.details.clear()
         version = f"nsys {report.nsys_version}" if report.nsys_version else "gpuscope event logs"
@@ -311,6 +312,21 @@ class QtReportView(QWidget):
     def _set_status(self, text: str, error: bool = False) -> None:
         self.status.setStyleSheet("color: #b00020;" if error else "color: #444;")
         self.status.setText(text)
+
+    # ----------------------------------------------------------------- summary row -> timeline
+
+    def _wire_summary_rows(self) -> None:
+        """A click (or Enter) on a summary row highlights its items on the timeline and shows the
+        longest (QtTimeline.highlight_name); the tables are made anew for each report."""
+        for key, table in self.summary.tables.items():
+            for sig in (table.view.clicked, table.view.activated):
+                sig.connect(lambda index, k=key, t=table: self._summary_row_chosen(k, t, index))
+
+    def _summary_row_chosen(self, key: str, table, index) -> None:
+        row = table.model.rows[table.proxy.mapToSource(index).row()]
+        name = getattr(row, "name", None)
+        if name is not None and self.report is not None:
+            self.timeline.highlight_name(key, name, self.report.naming)
 
     # ----------------------------------------------------------------- selection
 
