@@ -365,7 +365,7 @@ class QtTimeline(QWidget):
         Returns how many items are highlighted."""
         if self._layout is None:
             return 0
-        table, index = Q.matching(self._layout.timeline, summary_key, name, naming)
+        table, index = Q.matching(self._layout.timeline, summary_key, name, naming, self._layout.names)
         self.highlight(table, index, jump)
         return len(index)
 

@@ -242,7 +242,23 @@ def _thread_label(tl: T.Timeline, pid: int, tid: int, names: dict) -> str:
     name = names.get((pid, tid))
     if name:
         return f"{name} ({tid})"
+    if tid == 0:
+        return "no thread id"     # nsys's OS runtime rows of a process without a thread (globalTid's tid 0)
     return f"main thread ({tid})" if tid == pid else f"thread {tid}"
+
+
+INJECTED_PREFIX = "gpuscope:"   # gpuscope's own ranges (pool tasks, --annotate): NVTX domain "gpuscope"
+
+
+def _without_injected_colour(color: np.ndarray, names: Q.RangeNames) -> np.ndarray:
+    """Colours with gpuscope's own ranges' set to none: nvtx gives them its default blue under nsys,
+    gpuscope's logs none, so they get their name's palette colour in both."""
+    injected = np.array([bool(n) and n.startswith(INJECTED_PREFIX) for n in names.names], dtype=bool)
+    if not injected.any():
+        return color
+    out = np.asarray(color, dtype=np.uint32).copy()
+    out[injected[names.ids]] = 0
+    return out
 
 
 def nvtx_lanes(tl: T.Timeline, names: Q.RangeNames | None = None) -> dict[int, list[Lane]]:
@@ -252,7 +268,7 @@ def nvtx_lanes(tl: T.Timeline, names: Q.RangeNames | None = None) -> dict[int, l
     if not len(r):
         return out
     names = names or Q.range_names(tl)
-    colors = default_colors(names.ids, r.color, names.names)
+    colors = default_colors(names.ids, _without_injected_colour(r.color, names), names.names)
     tnames = {(int(p), int(t)): tl.strings.get(int(n)) for p, t, n in
               zip(tl.threads.pid, tl.threads.tid, tl.threads.name_id) if n >= 0}
     keys = (r.pid.astype(np.int64), r.tid.astype(np.int64), r.source.astype(np.int64),

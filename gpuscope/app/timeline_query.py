@@ -61,13 +61,18 @@ def item_names(tl: T.Timeline, table: str, names: RangeNames | None = None) -> t
     return text, inv.reshape(-1).astype(np.int32)
 
 
-def matching(tl: T.Timeline, summary_key: str, name: str, naming: str = "plain") -> tuple[str, np.ndarray]:
+def matching(tl: T.Timeline, summary_key: str, name: str, naming: str = "plain",
+             plain: RangeNames | None = None) -> tuple[str, np.ndarray]:
     """(table, indexes of its items) named ``name`` in the summary tab ``summary_key``
-    (``nvtx``, ``kernel``, ``memop``, ``cuda_api``, ``osrt``)."""
+    (``nvtx``, ``kernel``, ``memop``, ``cuda_api``, ``osrt``); ``plain``: the ranges' names under
+    the "plain" rule when already known."""
     table = SUMMARY_TABLE.get(summary_key)
     if table is None:
         return "ranges", np.zeros(0, np.int64)
-    names, ids = item_names(tl, table, range_names(tl, naming) if table == "ranges" else None)
+    rn = None
+    if table == "ranges":
+        rn = plain if plain is not None and naming == "plain" else range_names(tl, naming)
+    names, ids = item_names(tl, table, rn)
     hit = [i for i, n in enumerate(names) if n == name]
     if not hit:
         return table, np.zeros(0, np.int64)
