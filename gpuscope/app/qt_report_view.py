@@ -76,6 +76,14 @@ def _timeline_in_memory(report):
     return report.timeline
 
 
+def _run_flows(report):
+    """Pool flow arrows of a run folder's event logs (None for a bare export)."""
+    from gpuscope.trace.flows import run_flows
+
+    path = Path(getattr(report, "path", "") or "")
+    return run_flows(path, report.timeline) if path.is_dir() else None
+
+
 class CoverageBanner(QFrame):
     """A yellow strip with the processes nsys missed and nsys's diagnostics, as findings in the
     app's one findings list (:class:`~gpuscope.app.qt_findings.FindingsList`): the selected one's
@@ -212,7 +220,9 @@ class QtReportView(QWidget):
         if tl is not None and len(tl.ranges) + len(tl.kernels) + len(tl.memops) + len(tl.marks) <= SYNC_LAYOUT_ITEMS:
             if self._task is not None:
                 self._task.cancel()
-            self._loaded((report, L.build_layout(tl)))
+            layout = L.build_layout(tl)
+            layout.flows = _run_flows(report)
+            self._loaded((report, layout))
             return
         self._start(lambda task: self._lay_out(task, report), "Laying out the timeline…")
 
@@ -236,7 +246,9 @@ class QtReportView(QWidget):
         if task.cancelled:
             return None
         task.progress(f"Laying out {len(tl.ranges):,} ranges…")
-        return report, L.build_layout(tl)
+        layout = L.build_layout(tl)
+        layout.flows = _run_flows(report)
+        return report, layout
 
     def _start(self, fn, label: str) -> None:
         if self._task is not None:

@@ -25,7 +25,7 @@ from gpuscope.app import timeline_lod as L
 from gpuscope.app import timeline_query as Q
 from gpuscope.app import timeline_text as TT
 from gpuscope.app.qt_timeline_paint import (AXIS_H, GUTTER, RowPainter, paint_axis, paint_focus, paint_gutter,
-                                            paint_highlight, paint_measure)
+                                            paint_flows, paint_highlight, paint_measure)
 from gpuscope.trace import timeline as T
 
 ROW_H = 18
@@ -34,6 +34,7 @@ LANE_GAP = 4
 MARK_H = 7         # px: NVTX marks are small triangles on top of a thread's first row
 ZOOM_STEP = 1.25
 MIN_NS_PER_PX = 0.01
+FLOWS_MAX = 400    # flow arrows are drawn when at most this many cross the view (zoom in for more)
 
 
 @dataclass
@@ -128,12 +129,17 @@ class QtTimeline(QWidget):
 
     def _build_slots(self) -> None:
         self._slots = []
+        self._thread_y: dict[tuple[int, int], int] = {}    # (pid, tid) -> y of its first NVTX row
+        self._process_y: dict[int, int] = {}
         y = 0
         if self._layout is not None:
             for block in self._layout.processes:
                 self._slots.append(_Slot(y, PROC_H, block))
+                self._process_y.setdefault(block.pid, y)
                 y += PROC_H
                 for lane in block.lanes:
+                    if lane.kind == L.KIND_NVTX:
+                        self._thread_y.setdefault((lane.pid, lane.tid), y)
                     for depth, row in enumerate(lane.rows):
                         self._slots.append(_Slot(y, ROW_H, block, lane, row, depth))
                         y += ROW_H
@@ -327,6 +333,38 @@ class QtTimeline(QWidget):
     def selected(self) -> dict[str, Any] | None:
         return self.details(self._selected) if self._selected is not None else None
 
+    # ----------------------------------------------------------------- flows
+
+    def set_flows(self, flows) -> None:
+        """Arrows from a pool job's submission to each of its tasks (``gpuscope.trace.flows.Flows``)."""
+        if self._layout is not None:
+            self._layout.flows = flows
+            self.update()
+
+    @property
+    def flows(self):
+        return self._layout.flows if self._layout is not None else None
+
+    def flow_y(self, pid: int, tid: int) -> float | None:
+        """Widget y where a flow meets thread (pid, tid): its first NVTX row, else its process header."""
+        y = self._thread_y.get((pid, tid))
+        if y is None:
+            y = self._process_y.get(pid)
+            if y is None:
+                return None
+            return AXIS_H + y - self._scroll_y + PROC_H / 2
+        return AXIS_H + y - self._scroll_y + ROW_H / 2
+
+    def visible_flows(self) -> np.ndarray:
+        """Indexes of the flows drawn in this view: those crossing it, when at most FLOWS_MAX do."""
+        fl = self.flows
+        if fl is None or not len(fl):
+            return np.zeros(0, np.int64)
+        t0, t1 = self.view_range()
+        lo, hi = np.minimum(fl.src_ns, fl.dst_ns), np.maximum(fl.src_ns, fl.dst_ns)
+        hit = np.flatnonzero((lo <= t1) & (hi >= t0))
+        return hit if len(hit) <= FLOWS_MAX else np.zeros(0, np.int64)
+
     # ----------------------------------------------------------------- measure
 
     @property
@@ -472,6 +510,7 @@ class QtTimeline(QWidget):
                 self.painter.paint_marks(p, s.lane, self._layout.timeline, t0, self._nspp, GUTTER, y, w)
         if self._highlight is not None:
             paint_highlight(self, p, self._visible_slots(), self._hl_rows, t0)
+        paint_flows(self, p, self.visible_flows())
         if self._selected is not None:
             self._paint_selection(p)
         p.restore()

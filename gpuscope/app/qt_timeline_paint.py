@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QImage, QPainter, QPen, QPolygonF
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QImage, QPainter, QPainterPath, QPen, QPolygonF
 
 from gpuscope.app import timeline_lod as L
 from gpuscope.app import timeline_text as TT
@@ -372,3 +372,36 @@ def _measure_box(view, p: QPainter, m, ca: float, cb: float, right_edge: float) 
             p.setFont(view.font())
         p.drawText(QRectF(box.left() + 16 + name_w, y, cnt_w, lh), Qt.AlignVCenter | Qt.AlignRight, b)
         p.drawText(QRectF(box.left() + 24 + name_w + cnt_w, y, dur_w, lh), Qt.AlignVCenter | Qt.AlignRight, c)
+
+
+FLOW_COLOR = QColor(70, 70, 90, 190)
+
+
+def paint_flows(view, p: QPainter, index: np.ndarray) -> None:
+    """Pool flows: a curve from the job's submission (parent thread) to the task's start in the
+    worker, with an arrowhead at the worker."""
+    if not len(index):
+        return
+    fl = view.flows
+    t0, _ = view.view_range()
+    nspp = view.ns_per_px
+    p.save()
+    p.setRenderHint(QPainter.Antialiasing, True)
+    pen = QPen(FLOW_COLOR, 1.2)
+    p.setPen(pen)
+    for k in index.tolist():
+        ya = view.flow_y(int(fl.src_pid[k]), int(fl.src_tid[k]))
+        yb = view.flow_y(int(fl.dst_pid[k]), int(fl.dst_tid[k]))
+        if ya is None or yb is None:
+            continue
+        xa = GUTTER + (int(fl.src_ns[k]) - t0) / nspp
+        xb = GUTTER + (int(fl.dst_ns[k]) - t0) / nspp
+        path = QPainterPath(QPointF(xa, ya))
+        bend = max(20.0, min(120.0, abs(xb - xa) / 2))
+        path.cubicTo(QPointF(xa + bend, ya), QPointF(xb - bend, yb), QPointF(xb, yb))
+        p.setBrush(Qt.NoBrush)
+        p.drawPath(path)
+        p.setBrush(FLOW_COLOR)
+        p.drawPolygon(QPolygonF([QPointF(xb, yb), QPointF(xb - 7, yb - 4), QPointF(xb - 7, yb + 4)]))
+        p.drawEllipse(QPointF(xa, ya), 2.5, 2.5)
+    p.restore()

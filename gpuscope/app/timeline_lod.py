@@ -155,6 +155,7 @@ class TimelineLayout:
     t_max: int
     mixed_sources: bool    # nsys and gpuscope ranges side by side: mark gpuscope's
     names: Q.RangeNames | None = None    # every NVTX range's full name (labels, highlight, measure)
+    flows: object | None = None          # gpuscope.trace.flows.Flows: pool job submitted -> task taken
 
     @property
     def n_items(self) -> int:
