@@ -169,6 +169,7 @@ class QtReportView(QWidget):
         self.status.setWordWrap(True)
         self._build_layout()
         self.timeline.sigRangeSelected.connect(self._range_selected)
+        self.timeline.sigMeasured.connect(self._measured)
         self.banner.sigFixRequested.connect(self.sigFixRequested)
 
     def _build_layout(self) -> None:
@@ -339,6 +340,13 @@ class QtReportView(QWidget):
         name = getattr(row, "name", None)
         if name is not None and self.report is not None:
             self.timeline.highlight_name(key, name, self.report.naming)
+
+    def _measured(self, m) -> None:
+        """A measured span (shift+drag on the timeline) in the details pane; None: cleared."""
+        if m is None:
+            self.details.clear()
+            return
+        self.details.setHtml(TT.measure_html(m))
 
     # ----------------------------------------------------------------- selection
 

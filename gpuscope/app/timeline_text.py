@@ -164,3 +164,17 @@ def tooltip_html(d: dict[str, Any]) -> str:
                    for k, v in detail_pairs(d) if k in ("duration", "start", "process", "pid", "tid",
                                                         "depth", "source", "device", "stream", "domain"))
     return f"<b>{html.escape(str(d['name']))}</b><table>{rows}</table>"
+
+
+def measure_html(m) -> str:
+    """A measured span (``timeline_query.Measure``) as the details pane shows it: the duration, then
+    per kind and name the items overlapping it, their time inside it and their whole durations."""
+    rows = "".join(
+        f"<tr><td>{html.escape(r.name)}</td><td>{html.escape(r.kind)}</td><td align=right>{r.count:,}</td>"
+        f"<td align=right>{html.escape(fmt_ns(r.inside_ns))}</td><td align=right>{html.escape(fmt_ns(r.total_ns))}</td></tr>"
+        for r in m.rows)
+    head = "<tr><th align=left>name</th><th align=left>kind</th><th>count</th><th>inside</th><th>whole</th></tr>"
+    return (f"<h3>{html.escape(fmt_ns(m.duration_ns))} measured</h3>"
+            f"<p>from {html.escape(fmt_ns(m.t0))} to {html.escape(fmt_ns(m.t1))}; Esc clears</p>"
+            f"<table cellspacing=4>{head}{rows}</table>" if m.rows else
+            f"<h3>{html.escape(fmt_ns(m.duration_ns))} measured</h3><p>no ranges in this span</p>")

@@ -216,6 +216,15 @@ def test_summary_row_click_highlights_its_ranges_and_shows_the_longest(qtbot, sp
         d = QColor(img.pixel(view.position_of("nvtx", inner).toPoint()))
         assert d.red() > 0x80 and d.green() > 0x80, d.name()          # purple (#800080) lightened
         save_shot(rv, "timeline-highlight.png", tmp_path)
+        # a measure over the longest lands in the details pane, with its names
+        view.setFocus()
+        a_x = view.position_of("nvtx", longest).x() - 40
+        _drag(view, QPointF(a_x, AXIS_H / 2), QPointF(a_x + 80, AXIS_H / 2))
+        text = rv.details.toPlainText()
+        assert view.measure is not None and fmt_ns(view.measure.duration_ns) + " measured" in text
+        assert "gpuscope:load_batch" in text
+        qtbot.keyClick(view, Qt.Key_Escape)
+        assert view.measure is None and rv.details.toPlainText() == ""
         # another row moves the highlight; Esc clears it
         row2 = names.index("load_batch")
         qtbot.mouseClick(table.view.viewport(), Qt.LeftButton,
