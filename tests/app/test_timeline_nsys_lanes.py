@@ -104,3 +104,25 @@ def test_os_runtime_calls_get_a_lane_per_thread(qtbot, nsys_spawn, tmp_path):
     # without OS runtime calls (the event-log report of the same run) there is no such lane
     logs = L.build_layout(load_events(nsys_spawn).timeline)
     assert not [ln for b in logs.processes for ln in b.lanes if ln.kind == L.KIND_OSRT]
+
+
+@pytest.mark.timeout(300)
+def test_flows_land_on_nsys_task_ranges(nsys_spawn):
+    """The J/T records are on gpuscope's clock; on an nsys report's time base each flow still ends
+    where nsys's own record of the worker's task range begins."""
+    from gpuscope.trace.flows import run_flows
+
+    tl = load_report(nsys_spawn, use_cache=False).timeline
+    fl = run_flows(nsys_spawn, tl)
+    assert len(fl) == EPOCHS * TASKS
+    r = tl.ranges
+    doms = tl.domain_names()
+    nsys_tasks = np.array([i for i in range(len(r)) if r.source[i] == 0
+                           and doms.get((int(r.pid[i]), int(r.domain_id[i]))) == "gpuscope"])
+    assert len(nsys_tasks) == EPOCHS * TASKS
+    for k in range(len(fl)):
+        mine = nsys_tasks[(r.pid[nsys_tasks] == fl.dst_pid[k]) & (r.tid[nsys_tasks] == fl.dst_tid[k])]
+        gap = r.start_ns[mine] - fl.dst_ns[k]
+        # the range starts after the task was taken (a first task imports nvtx first: ms), never
+        # before it by more than the two clocks' alignment (measured: µs)
+        assert ((gap > -100_000) & (gap < 20_000_000)).any(), (k, sorted(gap.tolist())[:3])
