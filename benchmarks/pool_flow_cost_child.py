@@ -8,7 +8,6 @@ timeline's flow arrows, measured in this injected process against the code paths
 """
 import json
 import multiprocessing.pool as mpp
-import statistics
 import sys
 import time
 

@@ -439,18 +439,16 @@ class QtTimeline(QWidget):
             ok &= row.is_memop == (table == "memops")
         return np.flatnonzero(ok)
 
-    def highlight_rows(self) -> dict[int, np.ndarray]:
-        return self._hl_rows
-
     def _jump_to(self, table: str, index: int) -> None:
         """Zoom to item ``index`` of ``table`` (with context either side), scroll its lane into
         view and select it."""
         if index < 0:
             return
+        one = _one(len(getattr(self._layout.timeline, table)), index)
         for s in self._slots:
             if s.row is None or s.lane is None:
                 continue
-            pos = self._row_hits(s.lane, s.row, table, _one(len(getattr(self._layout.timeline, table)), index))
+            pos = self._row_hits(s.lane, s.row, table, one)
             if not len(pos):
                 continue
             lv = s.row.levels[0]

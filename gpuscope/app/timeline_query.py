@@ -29,10 +29,6 @@ class RangeNames:
     names: list[str | None]
     ids: np.ndarray
 
-    def label(self, i: int) -> str:
-        name = self.names[int(self.ids[i])] if len(self.ids) else None
-        return name if name is not None else "(unnamed)"
-
 
 def range_names(tl: T.Timeline, naming: str = "plain") -> RangeNames:
     """Every range's full name as the NVTX summary prints it (``naming``: the report's rule)."""
@@ -41,10 +37,6 @@ def range_names(tl: T.Timeline, naming: str = "plain") -> RangeNames:
         return RangeNames([], np.zeros(0, np.int32))
     final, inv, _ = S.full_names(tl.strings, tl.domains, r.pid, r.domain_id, r.name_id, naming)
     return RangeNames(list(final), np.asarray(inv, dtype=np.int32))
-
-
-def _strip_version(name: str | None) -> str | None:
-    return S._strip_version(name)   # cuda_api_sum's rule (cudaLaunchKernel_v7000 -> cudaLaunchKernel)
 
 
 def item_names(tl: T.Timeline, table: str, names: RangeNames | None = None) -> tuple[list[str], np.ndarray]:
@@ -57,7 +49,7 @@ def item_names(tl: T.Timeline, table: str, names: RangeNames | None = None) -> t
     uniq, inv = np.unique(ids, return_inverse=True) if len(ids) else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     text = [tl.strings.get(int(u)) or "(unnamed)" for u in uniq.tolist()]
     if table == "cuda_api":
-        text = [_strip_version(t) or t for t in text]
+        text = [S._strip_version(t) or t for t in text]   # cuda_api_sum's rule (cudaLaunchKernel_v7000 -> …)
     return text, inv.reshape(-1).astype(np.int32)
 
 

@@ -4,7 +4,6 @@ longest; Tab focus with an outline; W/A/S/D and Home; one label and one colour p
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
