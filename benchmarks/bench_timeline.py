@@ -9,6 +9,10 @@ zoom in step by step around the centre down to single ranges, pan left/right at 
 levels, zoom back out — and times each frame with ``grab()`` (the widget's full paintEvent into a
 pixmap). Prints the median and p95 frame time, both for the paintEvent alone and for the whole
 step (view change + grab), and the layout build time.
+
+``--overlays`` alternates each plain pass with a pass that has a summary row's highlight (every
+"step" range, a fifth of them) and a measured span (the middle third of the run) on screen, and
+prints both medians and their ratio (same run, same machine load).
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ def main() -> int:
     ap.add_argument("--ranges", type=int, default=1_000_000)
     ap.add_argument("--size", default="1600x900")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--overlays", action="store_true", help="alternate passes with a highlight and a measure")
     args = ap.parse_args()
     width, height = (int(v) for v in args.size.split("x"))
 
@@ -72,8 +77,22 @@ def main() -> int:
     w.set_layout(layout)
     w.grab()   # warm caches (fonts, colours)
     paint, step_ms, rects = [], [], []
-    for _ in range(args.repeat):
+    over_paint: list[float] = []
+    passes = [False, True] * args.repeat if args.overlays else [False] * args.repeat
+    for overlay in passes:
+        if overlay:
+            w.highlight_name("nvtx", "step", jump=False)
+            w.measure_span(layout.t_min + (layout.t_max - layout.t_min) / 3,
+                           layout.t_min + 2 * (layout.t_max - layout.t_min) / 3, emit=False)
+        else:
+            w.clear_highlight()
+            w.clear_measure()
         for _label, change in steps(w):
+            if overlay:
+                change()
+                w.grab()
+                over_paint.append(w.last_paint_ms)
+                continue
             w.painter.rects_drawn = 0
             t = time.perf_counter()
             change()
@@ -89,6 +108,10 @@ def main() -> int:
     print(f"paintEvent ms: median {statistics.median(paint):.1f}, p95 {p95(paint):.1f}, max {max(paint):.1f}")
     print(f"step (view change + grab) ms: median {statistics.median(step_ms):.1f}, p95 {p95(step_ms):.1f}")
     print(f"rectangles per frame: median {int(statistics.median(rects))}, max {max(rects)}")
+    if over_paint:
+        ratio = statistics.median(over_paint) / statistics.median(paint)
+        print(f"with highlight + measure, paintEvent ms: median {statistics.median(over_paint):.1f}, "
+              f"p95 {p95(over_paint):.1f}, max {max(over_paint):.1f} (x{ratio:.2f} of the plain passes)")
     return 0
 
 

@@ -77,6 +77,14 @@ def _timeline_in_memory(report):
     return report.timeline
 
 
+def _run_flows(report):
+    """Pool flow arrows of a run folder's event logs (None for a bare export)."""
+    from gpuscope.trace.flows import run_flows
+
+    path = Path(getattr(report, "path", "") or "")
+    return run_flows(path, report.timeline) if path.is_dir() else None
+
+
 class CoverageBanner(QFrame):
     """A compact yellow strip: one or two lines saying which processes nsys missed and why (and how
     many Nsight Systems diagnostics the report has), "Apply to next run" for the first structured fix,
@@ -231,6 +239,7 @@ class QtReportView(QWidget):
         self.status.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         self._build_layout()
         self.timeline.sigRangeSelected.connect(self._range_selected)
+        self.timeline.sigMeasured.connect(self._measured)
         self.banner.sigFixRequested.connect(self.sigFixRequested)
 
     def _build_layout(self) -> None:
@@ -328,7 +337,9 @@ class QtReportView(QWidget):
         if tl is not None and len(tl.ranges) + len(tl.kernels) + len(tl.memops) + len(tl.marks) <= SYNC_LAYOUT_ITEMS:
             if self._task is not None:
                 self._task.cancel()
-            self._loaded((report, L.build_layout(tl)))
+            layout = L.build_layout(tl)
+            layout.flows = _run_flows(report)
+            self._loaded((report, layout))
             return
         self._start(lambda task: self._lay_out(task, report), "Laying out the timeline…")
 
@@ -352,7 +363,9 @@ class QtReportView(QWidget):
         if task.cancelled:
             return None
         task.progress(f"Laying out {len(tl.ranges):,} ranges…")
-        return report, L.build_layout(tl)
+        layout = L.build_layout(tl)
+        layout.flows = _run_flows(report)
+        return report, layout
 
     def _start(self, fn, label: str) -> None:
         if self._task is not None:
@@ -375,6 +388,7 @@ class QtReportView(QWidget):
 
     def _show_tables(self, report, ranges: str) -> None:
         self.summary.show_report(report)
+        self._wire_summary_rows()
         self.banner.show_report(report)
         self.details.clear()
         version = f"nsys {report.nsys_version}" if report.nsys_version else "gpuscope event logs"
@@ -424,6 +438,28 @@ class QtReportView(QWidget):
         self.status.setWordWrap(error)
         self.status.setText(text)
         self.status.setToolTip(text)
+
+    # ----------------------------------------------------------------- summary row -> timeline
+
+    def _wire_summary_rows(self) -> None:
+        """A click (or Enter) on a summary row highlights its items on the timeline and shows the
+        longest (QtTimeline.highlight_name); the tables are made anew for each report."""
+        for key, table in self.summary.tables.items():
+            for sig in (table.view.clicked, table.view.activated):
+                sig.connect(lambda index, k=key, t=table: self._summary_row_chosen(k, t, index))
+
+    def _summary_row_chosen(self, key: str, table, index) -> None:
+        row = table.model.rows[table.proxy.mapToSource(index).row()]
+        name = getattr(row, "name", None)
+        if name is not None and self.report is not None:
+            self.timeline.highlight_name(key, name, self.report.naming)
+
+    def _measured(self, m) -> None:
+        """A measured span (shift+drag on the timeline) in the details pane; None: cleared."""
+        if m is None:
+            self.details.clear()
+            return
+        self.details.setHtml(TT.measure_html(m))
 
     # ----------------------------------------------------------------- selection
 

@@ -1,10 +1,13 @@
 """QtTimeline: the timeline view, a QWidget painting a Timeline with QPainter.
 
-One lane per process thread (NVTX ranges, a row per nesting depth) and per GPU stream (kernels,
-memory operations). Level of detail comes from :mod:`gpuscope.app.timeline_lod`: items narrower
-than a pixel are merged into blocks, so a frame costs about the same for a thousand ranges as for
-a million. Wheel / Ctrl+wheel / ``+`` ``-`` zoom, drag and arrow keys pan, Home fits, hover shows a
-tooltip, a click selects a range and emits :attr:`QtTimeline.sigRangeSelected`.
+One lane per process thread (NVTX ranges, a row per nesting depth, then its CUDA API and OS
+runtime calls) and per GPU stream (kernels, memory operations). Level of detail comes from
+:mod:`gpuscope.app.timeline_lod`: items narrower than a pixel are merged into blocks, so a frame
+costs about the same for a thousand ranges as for a million. Wheel / Ctrl+wheel / ``+`` ``-`` /
+W S zoom, drag, arrow keys and A D pan, Home resets, hover shows a tooltip, a click selects a range
+and emits :attr:`QtTimeline.sigRangeSelected`. Shift+drag (or a drag on the time axis) measures a
+span (:attr:`QtTimeline.sigMeasured`), Esc clears it; :meth:`QtTimeline.highlight_name` highlights
+the items of a summary row and shows the longest.
 """
 
 from __future__ import annotations
@@ -15,12 +18,14 @@ from typing import Any
 
 import numpy as np
 from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QPainter, QPen
+from PySide6.QtGui import QColor, QCursor, QPainter, QPen
 from PySide6.QtWidgets import QScrollBar, QSizePolicy, QToolTip, QWidget
 
 from gpuscope.app import timeline_lod as L
+from gpuscope.app import timeline_query as Q
 from gpuscope.app import timeline_text as TT
-from gpuscope.app.qt_timeline_paint import AXIS_H, GUTTER, RowPainter, paint_axis, paint_gutter
+from gpuscope.app.qt_timeline_paint import (AXIS_H, GUTTER, RowPainter, paint_axis, paint_focus, paint_gutter,
+                                            paint_flows, paint_highlight, paint_measure)
 from gpuscope.trace import timeline as T
 
 ROW_H = 18
@@ -29,6 +34,7 @@ LANE_GAP = 4
 MARK_H = 7         # px: NVTX marks are small triangles on top of a thread's first row
 ZOOM_STEP = 1.25
 MIN_NS_PER_PX = 0.01
+FLOWS_MAX = 400    # flow arrows are drawn when at most this many cross the view (zoom in for more)
 
 
 @dataclass
@@ -48,6 +54,7 @@ class QtTimeline(QWidget):
 
     sigRangeSelected = Signal(dict)
     sigViewChanged = Signal(float, float)
+    sigMeasured = Signal(object)     # a timeline_query.Measure (None: the measure was cleared)
 
     def __init__(self, timeline: T.Timeline | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -62,12 +69,17 @@ class QtTimeline(QWidget):
         self._nspp = 1.0
         self._scroll_y = 0
         self._press: QPoint | None = None
+        self._press_x = 0.0
         self._press_view: tuple[float, int] = (0.0, 0)
         self._dragged = False
         self._auto_fit = True
         self._extent: tuple[float, float] | None = None
         self._selected: tuple[L.Lane, L.Row, int] | None = None
         self._domains: dict[tuple[int, int], str] = {}
+        self._measuring = False                       # a measure drag is in progress
+        self._measure: Q.Measure | None = None
+        self._highlight: tuple[str, np.ndarray] | None = None   # (table, bool mask over its items)
+        self._hl_rows: dict[int, np.ndarray] = {}      # id(row) -> level-0 positions highlighted
         self.last_paint_ms = 0.0
         self.painter = RowPainter(self.font())
         self.vbar = QScrollBar(Qt.Vertical, self)
@@ -86,6 +98,8 @@ class QtTimeline(QWidget):
         """Show a layout prepared elsewhere (e.g. on a worker thread by the report view)."""
         self._layout = layout
         self._selected = None
+        self._measure = None
+        self._highlight, self._hl_rows = None, {}
         self._domains = layout.timeline.domain_names() if layout is not None else {}
         self._build_slots()
         self.fit()
@@ -115,12 +129,17 @@ class QtTimeline(QWidget):
 
     def _build_slots(self) -> None:
         self._slots = []
+        self._thread_y: dict[tuple[int, int], int] = {}    # (pid, tid) -> y of its first NVTX row
+        self._process_y: dict[int, int] = {}
         y = 0
         if self._layout is not None:
             for block in self._layout.processes:
                 self._slots.append(_Slot(y, PROC_H, block))
+                self._process_y.setdefault(block.pid, y)
                 y += PROC_H
                 for lane in block.lanes:
+                    if lane.kind == L.KIND_NVTX:
+                        self._thread_y.setdefault((lane.pid, lane.tid), y)
                     for depth, row in enumerate(lane.rows):
                         self._slots.append(_Slot(y, ROW_H, block, lane, row, depth))
                         y += ROW_H
@@ -165,6 +184,17 @@ class QtTimeline(QWidget):
             self.fit()
         else:
             self._clamp()
+
+    def reset_view(self) -> None:
+        """Home: everything fitted, lanes scrolled to the top."""
+        self.fit()
+        self._scroll_y = 0
+        self._clamp()
+        self.update()
+
+    def time_at(self, x: float) -> float:
+        """The time (ns on the timeline's base) at a widget x position."""
+        return self._t0 + (x - GUTTER) * self._nspp
 
     def _span(self) -> tuple[float, float] | None:
         if self._extent is not None:
@@ -268,7 +298,7 @@ class QtTimeline(QWidget):
         if kind == "mark":
             return self._mark_position(index)
         for s in self._slots:
-            want = {"nvtx": L.KIND_NVTX, "cuda_api": L.KIND_API}.get(kind, L.KIND_GPU)
+            want = {"nvtx": L.KIND_NVTX, "cuda_api": L.KIND_API, "osrt": L.KIND_OSRT}.get(kind, L.KIND_GPU)
             if s.row is None or s.lane is None or s.lane.kind != want:
                 continue
             hit = np.flatnonzero(s.row.ref == index)
@@ -303,6 +333,136 @@ class QtTimeline(QWidget):
     def selected(self) -> dict[str, Any] | None:
         return self.details(self._selected) if self._selected is not None else None
 
+    # ----------------------------------------------------------------- flows
+
+    def set_flows(self, flows) -> None:
+        """Arrows from a pool job's submission to each of its tasks (``gpuscope.trace.flows.Flows``)."""
+        if self._layout is not None:
+            self._layout.flows = flows
+            self.update()
+
+    @property
+    def flows(self):
+        return self._layout.flows if self._layout is not None else None
+
+    def flow_y(self, pid: int, tid: int) -> float | None:
+        """Widget y where a flow meets thread (pid, tid): its first NVTX row, else its process header."""
+        y = self._thread_y.get((pid, tid))
+        if y is None:
+            y = self._process_y.get(pid)
+            if y is None:
+                return None
+            return AXIS_H + y - self._scroll_y + PROC_H / 2
+        return AXIS_H + y - self._scroll_y + ROW_H / 2
+
+    def visible_flows(self) -> np.ndarray:
+        """Indexes of the flows drawn in this view: those crossing it, when at most FLOWS_MAX do."""
+        fl = self.flows
+        if fl is None or not len(fl):
+            return np.zeros(0, np.int64)
+        t0, t1 = self.view_range()
+        lo, hi = np.minimum(fl.src_ns, fl.dst_ns), np.maximum(fl.src_ns, fl.dst_ns)
+        hit = np.flatnonzero((lo <= t1) & (hi >= t0))
+        return hit if len(hit) <= FLOWS_MAX else np.zeros(0, np.int64)
+
+    # ----------------------------------------------------------------- measure
+
+    @property
+    def measure(self) -> Q.Measure | None:
+        """The measured span and what it holds (None when nothing is measured)."""
+        return self._measure
+
+    def measure_span(self, t0: float, t1: float, emit: bool = True) -> Q.Measure | None:
+        """Measure [t0, t1] (as a shift-drag does): its duration and, per name, the items in it."""
+        if self._layout is None:
+            return None
+        self._measure = Q.measure(self._layout.timeline, t0, t1, self._layout.names)
+        self.update()
+        if emit:
+            self.sigMeasured.emit(self._measure)
+        return self._measure
+
+    def clear_measure(self) -> None:
+        if self._measure is not None:
+            self._measure = None
+            self.update()
+            self.sigMeasured.emit(None)
+
+    # ----------------------------------------------------------------- highlight
+
+    @property
+    def highlighted(self) -> tuple[str, np.ndarray] | None:
+        """(table, indexes into it) of the highlighted items, or None."""
+        if self._highlight is None:
+            return None
+        return self._highlight[0], np.flatnonzero(self._highlight[1])
+
+    def highlight_name(self, summary_key: str, name: str, naming: str = "plain", jump: bool = True) -> int:
+        """Highlight the items of a summary row (tab ``summary_key``: nvtx, kernel, memop, cuda_api,
+        osrt; ``name`` as the table prints it) and, with ``jump``, show and select the longest.
+        Returns how many items are highlighted."""
+        if self._layout is None:
+            return 0
+        table, index = Q.matching(self._layout.timeline, summary_key, name, naming, self._layout.names)
+        self.highlight(table, index, jump)
+        return len(index)
+
+    def highlight(self, table: str, index: np.ndarray, jump: bool = True) -> None:
+        """Highlight items of a Timeline table (``ranges``, ``kernels``, ``memops``, ``cuda_api``,
+        ``osrt``) by index; with ``jump``, zoom to the longest, scroll its lane into view, select it."""
+        self._highlight, self._hl_rows = None, {}
+        if self._layout is not None and len(index):
+            mask = np.zeros(len(getattr(self._layout.timeline, table)), dtype=bool)
+            mask[index] = True
+            self._highlight = (table, mask)
+            for s in self._slots:
+                if s.row is not None and s.lane is not None and id(s.row) not in self._hl_rows:
+                    pos = self._row_hits(s.lane, s.row, table, mask)
+                    if len(pos):
+                        self._hl_rows[id(s.row)] = pos
+            if jump:
+                self._jump_to(table, Q.longest(self._layout.timeline, table, np.asarray(index)))
+        self.update()
+
+    def clear_highlight(self) -> None:
+        if self._highlight is not None:
+            self._highlight, self._hl_rows = None, {}
+            self.update()
+
+    @staticmethod
+    def _row_hits(lane: L.Lane, row: L.Row, table: str, mask: np.ndarray) -> np.ndarray:
+        """Level-0 positions of ``row`` whose item is set in ``mask`` (a mask over ``table``)."""
+        if _row_table(lane) != table and not (lane.kind == L.KIND_GPU and table in ("kernels", "memops")):
+            return np.zeros(0, np.int64)
+        ok = mask[np.clip(row.ref, 0, len(mask) - 1)] if len(mask) else np.zeros(len(row.ref), bool)
+        if lane.kind == L.KIND_GPU and row.is_memop is not None:
+            ok &= row.is_memop == (table == "memops")
+        return np.flatnonzero(ok)
+
+    def _jump_to(self, table: str, index: int) -> None:
+        """Zoom to item ``index`` of ``table`` (with context either side), scroll its lane into
+        view and select it."""
+        if index < 0:
+            return
+        one = _one(len(getattr(self._layout.timeline, table)), index)
+        for s in self._slots:
+            if s.row is None or s.lane is None:
+                continue
+            pos = self._row_hits(s.lane, s.row, table, one)
+            if not len(pos):
+                continue
+            lv = s.row.levels[0]
+            a, b = float(lv.start[pos[0]]), float(lv.end[pos[0]])
+            pad = max((b - a) * 0.25, 1.0)
+            self.set_view(a - pad, b + pad)
+            visible_h = self.height() - AXIS_H
+            if not (self._scroll_y <= s.y and s.y + s.h <= self._scroll_y + visible_h):
+                self._scroll_y = max(0, s.y - visible_h // 3)
+                self._clamp()
+            self._selected = (s.lane, s.row, int(pos[0]))
+            self.sigRangeSelected.emit(self.details(self._selected))
+            return
+
     # ----------------------------------------------------------------- painting
 
     def paintEvent(self, event) -> None:  # noqa: N802 - Qt API
@@ -317,6 +477,10 @@ class QtTimeline(QWidget):
             self._paint_rows(p)
             paint_gutter(self, p, self._visible_slots())
             paint_axis(self, p)
+            if self._measure is not None:
+                paint_measure(self, p, self._measure)
+            if self.hasFocus():
+                paint_focus(self, p)
         finally:
             p.end()
         self.last_paint_ms = (time.perf_counter() - started) * 1000.0
@@ -342,6 +506,9 @@ class QtTimeline(QWidget):
                                    s.h - 2, w, hatched=gs)
             if s.depth == 0 and s.lane is not None and s.lane.marks is not None:
                 self.painter.paint_marks(p, s.lane, self._layout.timeline, t0, self._nspp, GUTTER, y, w)
+        if self._highlight is not None:
+            paint_highlight(self, p, self._visible_slots(), self._hl_rows, t0)
+        paint_flows(self, p, self.visible_flows())
         if self._selected is not None:
             self._paint_selection(p)
         p.restore()
@@ -375,6 +542,21 @@ class QtTimeline(QWidget):
         else:
             self._clamp()
 
+    def focusInEvent(self, event) -> None:  # noqa: N802 - Qt API
+        super().focusInEvent(event)
+        self.update()     # the focus outline
+
+    def focusOutEvent(self, event) -> None:  # noqa: N802 - Qt API
+        super().focusOutEvent(event)
+        self.update()
+
+    def _cursor_x(self) -> float | None:
+        """The pointer's x when it is over the rows (W/S zoom around it), else None (the centre)."""
+        pos = self.mapFromGlobal(QCursor.pos())
+        if GUTTER <= pos.x() < GUTTER + self.plot_width() and 0 <= pos.y() < self.height():
+            return float(pos.x())
+        return None
+
     def wheelEvent(self, event) -> None:  # noqa: N802 - Qt API
         delta = event.angleDelta().y() or event.angleDelta().x()
         if event.modifiers() & Qt.ShiftModifier:
@@ -387,29 +569,53 @@ class QtTimeline(QWidget):
         key, step = event.key(), self.plot_width() * 0.15
         actions = {
             Qt.Key_Plus: lambda: self.zoom(ZOOM_STEP), Qt.Key_Equal: lambda: self.zoom(ZOOM_STEP),
-            Qt.Key_Minus: lambda: self.zoom(1 / ZOOM_STEP), Qt.Key_Home: self.fit,
+            Qt.Key_Minus: lambda: self.zoom(1 / ZOOM_STEP), Qt.Key_Home: self.reset_view,
+            Qt.Key_W: lambda: self.zoom(ZOOM_STEP, self._cursor_x()),
+            Qt.Key_S: lambda: self.zoom(1 / ZOOM_STEP, self._cursor_x()),
+            Qt.Key_A: lambda: self.pan_px(step), Qt.Key_D: lambda: self.pan_px(-step),
+            Qt.Key_Escape: self._escape,
             Qt.Key_Left: lambda: self.pan_px(step), Qt.Key_Right: lambda: self.pan_px(-step),
             Qt.Key_Up: lambda: self.pan_px(0, 3 * ROW_H), Qt.Key_Down: lambda: self.pan_px(0, -3 * ROW_H),
             Qt.Key_PageUp: lambda: self.pan_px(0, self.height() * 0.8),
             Qt.Key_PageDown: lambda: self.pan_px(0, -self.height() * 0.8),
         }
-        if key in actions:
+        if key in actions and not event.modifiers() & (Qt.ControlModifier | Qt.AltModifier):
             actions[key]()
             event.accept()
         else:
             super().keyPressEvent(event)
 
+    def _escape(self) -> None:
+        """Esc: clear the measure; pressed again, the highlight and the selection."""
+        if self._measure is not None:
+            self.clear_measure()
+            return
+        self.clear_highlight()
+        if self._selected is not None:
+            self._selected = None
+            self.update()
+
     def mousePressEvent(self, event) -> None:  # noqa: N802 - Qt API
         if event.button() == Qt.LeftButton:
             self._press = event.position().toPoint()
+            self._press_x = event.position().x()
             self._press_view = (self._t0, self._scroll_y)
             self._dragged = False
+            # shift+drag on the rows, or a drag on the time axis: measure
+            self._measuring = self._press.x() >= GUTTER and (
+                bool(event.modifiers() & Qt.ShiftModifier) or self._press.y() < AXIS_H)
         self.setFocus()
 
     def mouseMoveEvent(self, event) -> None:  # noqa: N802 - Qt API
         pos = event.position().toPoint()
         if self._press is not None and event.buttons() & Qt.LeftButton:
             d = pos - self._press
+            if self._measuring:
+                if self._dragged or abs(d.x()) > 2:
+                    self._dragged = True
+                    self.measure_span(self.time_at(self._press_x), self.time_at(max(GUTTER, event.position().x())),
+                                      emit=False)
+                return
             if self._dragged or abs(d.x()) + abs(d.y()) > 3:
                 self._dragged = True
                 self._auto_fit = False
@@ -436,11 +642,15 @@ class QtTimeline(QWidget):
 
     def mouseReleaseEvent(self, event) -> None:  # noqa: N802 - Qt API
         if event.button() == Qt.LeftButton and self._press is not None:
-            if not self._dragged:
+            if self._measuring and self._dragged:
+                x = max(GUTTER, event.position().x())
+                self.measure_span(self.time_at(self._press_x), self.time_at(x))
+            elif not self._dragged:
                 self.select_at(event.position())
             else:
                 self.sigViewChanged.emit(*self.view_range())
             self._press = None
+            self._measuring = False
 
     def mouseDoubleClickEvent(self, event) -> None:  # noqa: N802 - Qt API
         item = self.item_at(event.position())
@@ -448,3 +658,14 @@ class QtTimeline(QWidget):
             d = self.details(item)
             pad = max(d["duration_ns"] * 0.1, 1.0)
             self.set_view(d["start_ns"] - pad, d["end_ns"] + pad)
+
+
+def _row_table(lane: L.Lane) -> str:
+    """The Timeline table a lane's rows index (GPU lanes: kernels and memops, by ``is_memop``)."""
+    return {L.KIND_NVTX: "ranges", L.KIND_API: "cuda_api", L.KIND_OSRT: "osrt"}.get(lane.kind, "kernels")
+
+
+def _one(n: int, index: int) -> np.ndarray:
+    mask = np.zeros(n, dtype=bool)
+    mask[index] = True
+    return mask

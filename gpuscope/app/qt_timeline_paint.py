@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QImage, QPainter, QPolygonF
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QImage, QPainter, QPainterPath, QPen, QPolygonF
 
 from gpuscope.app import timeline_lod as L
 from gpuscope.app import timeline_text as TT
@@ -141,10 +141,10 @@ class RowPainter:
             room = r.right() - left - 2
             if room < 12:
                 continue
-            nid = int(row.name_id[pos])
+            label = row.label(pos, strings)
             p.setPen(self.text_color(int(row.color[pos])))
             p.drawText(QRectF(left, r.top(), room, r.height()), _LEFT_MIDDLE,
-                       self.fm.elidedText(strings[nid] if nid >= 0 else "(unnamed)", Qt.ElideRight, int(room)))
+                       self.fm.elidedText(label, Qt.ElideRight, int(room)))
 
 
 def _dense(argb: np.ndarray) -> np.ndarray:
@@ -240,3 +240,168 @@ def paint_axis(view, p: QPainter) -> None:  # view: QtTimeline
         t += step
     p.drawText(QRectF(4, 0, GUTTER - 8, AXIS_H), _LEFT_MIDDLE,
                f"view {TT.fmt_ns(t1 - t0)}")
+
+
+# --------------------------------------------------------------------------- focus, highlight, measure
+
+FOCUS_COLOR = QColor(30, 110, 230)
+DIM = QColor(250, 250, 250, 170)          # laid over the rows while a name is highlighted
+MEASURE_FILL = QColor(30, 110, 230, 40)
+MEASURE_EDGE = QColor(30, 110, 230)
+MEASURE_ROWS = 6                          # names listed in the box on the timeline (all in sigMeasured)
+
+
+def paint_focus(view, p: QPainter) -> None:  # view: QtTimeline
+    """A 2 px outline around the widget while it has keyboard focus (Tab reaches it)."""
+    p.setPen(QPen(FOCUS_COLOR, 2))
+    p.setBrush(Qt.NoBrush)
+    p.drawRect(QRectF(1, 1, view.width() - 2, view.height() - 2))
+
+
+def paint_highlight(view, p: QPainter, slots: list, hl_rows: dict, t0: float) -> None:
+    """Highlighted items (a summary row's name): everything else dimmed, the highlighted items drawn
+    again in their colour with a dark outline. Items closer than a pixel share one outline, so a
+    frame draws at most a rectangle per pixel column and row."""
+    w = view.plot_width()
+    nspp = view.ns_per_px
+    for s in slots:
+        if s.row is None:
+            continue
+        y = AXIS_H + s.y - view.scroll_y
+        p.fillRect(QRectF(GUTTER, y, w, s.h), DIM)
+        pos = hl_rows.get(id(s.row))
+        if pos is None or not len(pos):
+            continue
+        lv = s.row.levels[0]
+        start, end = lv.start[pos], lv.end[pos]
+        reach = np.maximum.accumulate(end)
+        i0 = int(np.searchsorted(reach, np.int64(math.floor(t0))))
+        i1 = int(np.searchsorted(start, np.int64(math.ceil(t0 + nspp * w)), side="right"))
+        if i1 <= i0:
+            continue
+        x0 = np.maximum((start[i0:i1] - t0) / nspp, -2.0)
+        x1 = np.minimum((end[i0:i1] - t0) / nspp, w + 2.0)
+        run_reach = np.maximum.accumulate(x1)
+        heads = np.r_[0, np.flatnonzero(x0[1:] > run_reach[:-1] + 1.0) + 1]
+        left = np.floor(x0[heads])
+        right = np.maximum(np.ceil(np.maximum.reduceat(x1, heads)), left + 2)
+        first = pos[i0:i1][heads]
+        single = np.diff(np.r_[heads, i1 - i0]) == 1
+        outline = QPen(QColor(20, 20, 20), 2)
+        strings = view.timeline.strings.values
+        for xl, xr, at, one in zip(left.tolist(), right.tolist(), first.tolist(), single.tolist()):
+            c = int(s.row.color[at])
+            r = QRectF(GUTTER + xl, y + 1, xr - xl, s.h - 2)
+            p.setPen(outline)
+            p.setBrush(QColor((c >> 16) & 0xFF, (c >> 8) & 0xFF, c & 0xFF))
+            p.drawRect(r)
+            if one and xr - xl >= LABEL_MIN_PX:
+                left_x = max(r.left(), GUTTER) + 4
+                room = min(r.right(), GUTTER + w) - left_x - 3
+                if room >= 12:
+                    p.setPen(RowPainter.text_color(c))
+                    p.drawText(QRectF(left_x, r.top(), room, r.height()), _LEFT_MIDDLE,
+                               p.fontMetrics().elidedText(s.row.label(at, strings), Qt.ElideRight, int(room)))
+
+
+def paint_measure(view, p: QPainter, m) -> None:  # m: timeline_query.Measure
+    """The measured span: a band over the rows, a bracket on the axis with its duration, and a box
+    with the names that take the most time inside it."""
+    t0, _ = view.view_range()
+    nspp = view.ns_per_px
+    xa = GUTTER + (m.t0 - t0) / nspp
+    xb = GUTTER + (m.t1 - t0) / nspp
+    right_edge = GUTTER + view.plot_width()
+    ca, cb = max(xa, GUTTER), min(max(xb, xa + 1), right_edge)
+    p.save()
+    p.setClipRect(QRectF(GUTTER, 0, view.plot_width(), view.height()))
+    if cb > ca:
+        p.fillRect(QRectF(ca, 0, cb - ca, view.height()), MEASURE_FILL)
+    p.setPen(QPen(MEASURE_EDGE, 1))
+    for x in (xa, xb):
+        p.drawLine(QPointF(x, 0), QPointF(x, view.height()))
+    label = TT.fmt_ns(m.duration_ns)
+    fm = p.fontMetrics()
+    tw = fm.horizontalAdvance(label) + 12
+    mid = (ca + cb) / 2
+    box = QRectF(min(max(mid - tw / 2, GUTTER + 2), right_edge - tw - 2), 2, tw, AXIS_H - 4)
+    p.setPen(Qt.NoPen)
+    p.setBrush(MEASURE_EDGE)
+    p.drawRoundedRect(box, 3, 3)
+    p.setPen(QColor(255, 255, 255))
+    p.drawText(box, Qt.AlignCenter, label)
+    p.restore()
+    _measure_box(view, p, m, ca, cb, right_edge)
+
+
+def _measure_box(view, p: QPainter, m, ca: float, cb: float, right_edge: float) -> None:
+    """Per name: count and time inside the span, the first MEASURE_ROWS names by time inside."""
+    p.setFont(view.font())
+    fm = QFontMetrics(view.font())
+    bold = QFont(view.font())
+    bold.setBold(True)
+    head = f"{TT.fmt_ns(m.duration_ns)} measured"
+    lines = [(head, "", "")]
+    for r in m.rows[:MEASURE_ROWS]:
+        lines.append((r.name, f"{r.count:,}×", TT.fmt_ns(r.inside_ns)))
+    if len(m.rows) > MEASURE_ROWS:
+        lines.append((f"… {len(m.rows) - MEASURE_ROWS} more names", "", ""))
+    if not m.rows:
+        lines.append(("no ranges in this span", "", ""))
+    name_w = min(260, max(fm.horizontalAdvance(a) + 2 for a, b, _ in lines if b) if len(lines) > 1 and any(
+        b for _, b, _ in lines) else 0)
+    cnt_w = max(fm.horizontalAdvance(b) for _, b, _ in lines)
+    dur_w = max(fm.horizontalAdvance(c) for _, _, c in lines)
+    lh = fm.height() + 2
+    wide = max(fm.horizontalAdvance(a) for a, b, _ in lines if not b)
+    bw = max(name_w + cnt_w + dur_w + 32, QFontMetrics(bold).horizontalAdvance(head) + 20, wide + 20)
+    bh = lh * len(lines) + 8
+    x = cb + 8 if cb + 8 + bw <= right_edge else max(GUTTER + 4, ca - 8 - bw)
+    box = QRectF(x, AXIS_H + 6, bw, bh)
+    p.setPen(QPen(MEASURE_EDGE, 1))
+    p.setBrush(QColor(255, 255, 255, 235))
+    p.drawRoundedRect(box, 4, 4)
+    p.setPen(QColor(30, 30, 40))
+    for k, (a, b, c) in enumerate(lines):
+        y = box.top() + 4 + k * lh
+        if k == 0:
+            p.setFont(bold)
+        p.drawText(QRectF(box.left() + 8, y, name_w if b else bw - 16, lh), _LEFT_MIDDLE,
+                   fm.elidedText(a, Qt.ElideRight, int(name_w if b else bw - 16)))
+        if k == 0:
+            p.setFont(view.font())
+        p.drawText(QRectF(box.left() + 16 + name_w, y, cnt_w, lh), Qt.AlignVCenter | Qt.AlignRight, b)
+        p.drawText(QRectF(box.left() + 24 + name_w + cnt_w, y, dur_w, lh), Qt.AlignVCenter | Qt.AlignRight, c)
+
+
+FLOW_COLOR = QColor(70, 70, 90, 190)
+
+
+def paint_flows(view, p: QPainter, index: np.ndarray) -> None:
+    """Pool flows: a curve from the job's submission (parent thread) to the task's start in the
+    worker, with an arrowhead at the worker."""
+    if not len(index):
+        return
+    fl = view.flows
+    t0, _ = view.view_range()
+    nspp = view.ns_per_px
+    p.save()
+    p.setRenderHint(QPainter.Antialiasing, True)
+    pen = QPen(FLOW_COLOR, 1.2)
+    p.setPen(pen)
+    for k in index.tolist():
+        ya = view.flow_y(int(fl.src_pid[k]), int(fl.src_tid[k]))
+        yb = view.flow_y(int(fl.dst_pid[k]), int(fl.dst_tid[k]))
+        if ya is None or yb is None:
+            continue
+        xa = GUTTER + (int(fl.src_ns[k]) - t0) / nspp
+        xb = GUTTER + (int(fl.dst_ns[k]) - t0) / nspp
+        path = QPainterPath(QPointF(xa, ya))
+        bend = max(20.0, min(120.0, abs(xb - xa) / 2))
+        path.cubicTo(QPointF(xa + bend, ya), QPointF(xb - bend, yb), QPointF(xb, yb))
+        p.setBrush(Qt.NoBrush)
+        p.drawPath(path)
+        p.setBrush(FLOW_COLOR)
+        p.drawPolygon(QPolygonF([QPointF(xb, yb), QPointF(xb - 7, yb - 4), QPointF(xb - 7, yb + 4)]))
+        p.drawEllipse(QPointF(xa, ya), 2.5, 2.5)
+    p.restore()

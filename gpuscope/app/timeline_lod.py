@@ -20,10 +20,12 @@ Nothing here computes a number that is shown to the user: it only decides what t
 from __future__ import annotations
 
 import math
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpuscope.app import timeline_query as Q
 from gpuscope.trace import timeline as T
 
 BASE_NS = 256          # g_0: level 1 merges items shorter than 1 µs (4 × 256 ns)
@@ -31,6 +33,7 @@ MAX_LEVELS = 24
 KIND_NVTX = "nvtx"
 KIND_GPU = "gpu"
 KIND_API = "cuda_api"
+KIND_OSRT = "osrt"
 PALETTE = (0xFF4E79A7, 0xFFF28E2B, 0xFFE15759, 0xFF76B7B2, 0xFF59A14F, 0xFFEDC948,
            0xFFB07AA1, 0xFFFF9DA7, 0xFF9C755F, 0xFF86BCB6)
 MEMOP_COLOR = 0xFFD37295
@@ -63,6 +66,17 @@ class Row:
     color: np.ndarray      # level-0 item -> ARGB uint32
     name_id: np.ndarray    # level-0 item -> string id (-1 none)
     is_memop: np.ndarray | None = None   # gpu rows: True where ref indexes timeline.memops
+    labels: list | None = None           # NVTX rows: the ranges' full names (``domain:name``) …
+    label_id: np.ndarray | None = None   # … and each level-0 item's index into them
+
+    def label(self, pos: int, strings: list[str]) -> str:
+        """The name drawn on level-0 item ``pos`` (NVTX: the summary's full name)."""
+        if self.labels is not None and self.label_id is not None:
+            name = self.labels[int(self.label_id[pos])]
+        else:
+            nid = int(self.name_id[pos])
+            name = strings[nid] if nid >= 0 else None
+        return name if name is not None else "(unnamed)"
 
     def level_for(self, ns_per_px: float) -> Level:
         """The coarsest level whose merge threshold is at most one pixel."""
@@ -140,6 +154,8 @@ class TimelineLayout:
     t_min: int
     t_max: int
     mixed_sources: bool    # nsys and gpuscope ranges side by side: mark gpuscope's
+    names: Q.RangeNames | None = None    # every NVTX range's full name (labels, highlight, measure)
+    flows: object | None = None          # gpuscope.trace.flows.Flows: pool job submitted -> task taken
 
     @property
     def n_items(self) -> int:
@@ -164,7 +180,8 @@ def _merge(lv: Level, gap: int, dur0: np.ndarray) -> Level:
 
 
 def build_row(start: np.ndarray, end: np.ndarray, ref: np.ndarray, color: np.ndarray,
-              name_id: np.ndarray, is_memop: np.ndarray | None = None) -> Row:
+              name_id: np.ndarray, is_memop: np.ndarray | None = None, labels: list | None = None,
+              label_id: np.ndarray | None = None) -> Row:
     """A row with its pyramid; the inputs need not be sorted."""
     order = np.lexsort((-end, start))
     start, end = start[order].astype(np.int64), end[order].astype(np.int64)
@@ -182,13 +199,21 @@ def build_row(start: np.ndarray, end: np.ndarray, ref: np.ndarray, color: np.nda
         levels.append(nxt)
         gap *= 4
     return Row(levels=levels, ref=ref[order], color=color, name_id=name_id[order],
-               is_memop=None if is_memop is None else is_memop[order])
+               is_memop=None if is_memop is None else is_memop[order], labels=labels,
+               label_id=None if label_id is None else label_id[order])
 
 
 # --------------------------------------------------------------------------- lanes
 
-def default_colors(name_id: np.ndarray, color: np.ndarray) -> np.ndarray:
-    """The script's colours; items without one get a palette colour chosen by their name.
+def palette_color(name: str | None) -> int:
+    """The palette colour of a name: chosen by the name's text (CRC-32), so a name has the same
+    colour in every report, whatever order a reader met its strings in."""
+    return PALETTE[zlib.crc32((name or "").encode("utf-8", "surrogatepass")) % len(PALETTE)]
+
+
+def default_colors(name_id: np.ndarray, color: np.ndarray, names: list) -> np.ndarray:
+    """The script's colours; items without one get the palette colour of their name
+    (``names[name_id]``: the full NVTX name, or a kernel's / call's name).
 
     nsys stores ``0x00RRGGBB`` (NULL, read as 0, when no colour was given); gpuscope's logs
     ``0xFFRRGGBB``. Only the RGB part is drawn.
@@ -196,8 +221,11 @@ def default_colors(name_id: np.ndarray, color: np.ndarray) -> np.ndarray:
     out = np.asarray(color, dtype=np.uint32).copy()
     none = out == 0
     if none.any():
-        pal = np.asarray(PALETTE, dtype=np.uint32)
-        out[none] = pal[(np.asarray(name_id)[none].astype(np.int64) * 7 + 3) % len(pal)]
+        ids = np.asarray(name_id)[none].astype(np.int64)
+        uniq, inv = np.unique(ids, return_inverse=True)
+        pal = np.array([palette_color(names[u] if 0 <= u < len(names) else None) for u in uniq.tolist()],
+                       dtype=np.uint32)
+        out[none] = pal[inv.reshape(-1)]
     return out
 
 
@@ -215,16 +243,33 @@ def _thread_label(tl: T.Timeline, pid: int, tid: int, names: dict) -> str:
     name = names.get((pid, tid))
     if name:
         return f"{name} ({tid})"
+    if tid == 0:
+        return "no thread id"     # nsys's OS runtime rows of a process without a thread (globalTid's tid 0)
     return f"main thread ({tid})" if tid == pid else f"thread {tid}"
 
 
-def nvtx_lanes(tl: T.Timeline) -> dict[int, list[Lane]]:
+INJECTED_PREFIX = "gpuscope:"   # gpuscope's own ranges (pool tasks, --annotate): NVTX domain "gpuscope"
+
+
+def _without_injected_colour(color: np.ndarray, names: Q.RangeNames) -> np.ndarray:
+    """Colours with gpuscope's own ranges' set to none: nvtx gives them its default blue under nsys,
+    gpuscope's logs none, so they get their name's palette colour in both."""
+    injected = np.array([bool(n) and n.startswith(INJECTED_PREFIX) for n in names.names], dtype=bool)
+    if not injected.any():
+        return color
+    out = np.asarray(color, dtype=np.uint32).copy()
+    out[injected[names.ids]] = 0
+    return out
+
+
+def nvtx_lanes(tl: T.Timeline, names: Q.RangeNames | None = None) -> dict[int, list[Lane]]:
     """NVTX lanes per pid: one per (tid, source, style), one row per depth."""
     r = tl.ranges
     out: dict[int, list[Lane]] = {}
     if not len(r):
         return out
-    colors = default_colors(r.name_id, r.color)
+    names = names or Q.range_names(tl)
+    colors = default_colors(names.ids, _without_injected_colour(r.color, names), names.names)
     tnames = {(int(p), int(t)): tl.strings.get(int(n)) for p, t, n in
               zip(tl.threads.pid, tl.threads.tid, tl.threads.name_id) if n >= 0}
     keys = (r.pid.astype(np.int64), r.tid.astype(np.int64), r.source.astype(np.int64),
@@ -244,24 +289,26 @@ def nvtx_lanes(tl: T.Timeline) -> dict[int, list[Lane]]:
             lanes[(pid, tid, src, sty)] = lane
             out.setdefault(pid, []).append(lane)
         lane.rows.append(build_row(r.start_ns[idx], r.end_ns[idx], idx.astype(np.int64), colors[idx],
-                                   r.name_id[idx]))
+                                   r.name_id[idx], labels=names.names, label_id=names.ids[idx]))
     return out
 
 
-def api_lanes(tl: T.Timeline) -> dict[int, list[Lane]]:
-    """CUDA runtime/driver API calls: one single-row lane per thread that made any."""
-    c = tl.cuda_api
+def api_lanes(tl: T.Timeline, table: str = "cuda_api") -> dict[int, list[Lane]]:
+    """CPU-side calls (``cuda_api``: CUDA runtime/driver; ``osrt``: OS runtime): one single-row
+    lane per thread that made any."""
+    c = getattr(tl, table)
     out: dict[int, list[Lane]] = {}
     if not len(c):
         return out
-    colors = default_colors(c.name_id, np.zeros(len(c), np.uint32))
+    kind, suffix = (KIND_API, "CUDA API") if table == "cuda_api" else (KIND_OSRT, "OS runtime")
+    colors = default_colors(c.name_id, np.zeros(len(c), np.uint32), tl.strings.values)
     tnames = {(int(p), int(t)): tl.strings.get(int(n)) for p, t, n in
               zip(tl.threads.pid, tl.threads.tid, tl.threads.name_id) if n >= 0}
     order, heads, tails = _groups(c.pid.astype(np.int64), c.tid.astype(np.int64))
     for h, t in zip(heads.tolist(), tails.tolist()):
         idx = order[h:t]
         pid, tid = int(c.pid[idx[0]]), int(c.tid[idx[0]])
-        lane = Lane(pid=pid, kind=KIND_API, label=f"{_thread_label(tl, pid, tid, tnames)} CUDA API", tid=tid,
+        lane = Lane(pid=pid, kind=kind, label=f"{_thread_label(tl, pid, tid, tnames)} {suffix}", tid=tid,
                     rows=[build_row(c.start_ns[idx], c.end_ns[idx], idx.astype(np.int64), colors[idx],
                                     c.name_id[idx])])
         out.setdefault(pid, []).append(lane)
@@ -281,7 +328,7 @@ def gpu_lanes(tl: T.Timeline) -> dict[int, list[Lane]]:
     ref = np.r_[np.arange(len(k)), np.arange(len(m))].astype(np.int64)
     memop = np.r_[np.zeros(len(k), bool), np.ones(len(m), bool)]
     name = np.r_[kname, m.name_id].astype(np.int32)
-    color = np.r_[default_colors(kname, np.zeros(len(k), np.uint32)),
+    color = np.r_[default_colors(kname, np.zeros(len(k), np.uint32), tl.strings.values),
                   np.full(len(m), MEMOP_COLOR, np.uint32)]
     out: dict[int, list[Lane]] = {}
     order, heads, tails = _groups(pid, dev, stream)
@@ -297,7 +344,7 @@ def gpu_lanes(tl: T.Timeline) -> dict[int, list[Lane]]:
 
 def _extent(tl: T.Timeline) -> tuple[int, int]:
     lo, hi = [], []
-    for tab in (tl.ranges, tl.kernels, tl.memops, tl.cuda_api):
+    for tab in (tl.ranges, tl.kernels, tl.memops, tl.cuda_api, tl.osrt):
         if len(tab):
             lo.append(int(tab.start_ns.min()))
             hi.append(int(tab.end_ns.max()))
@@ -334,7 +381,11 @@ def attach_marks(tl: T.Timeline, nv: dict[int, list[Lane]]) -> None:
 
 def build_layout(tl: T.Timeline) -> TimelineLayout:
     """Lanes of every process (ordered by first activity), with their pyramids."""
-    nv, gpu, api = nvtx_lanes(tl), gpu_lanes(tl), api_lanes(tl)
+    names = Q.range_names(tl)
+    nv, gpu = nvtx_lanes(tl, names), gpu_lanes(tl)
+    api, osrt = api_lanes(tl), api_lanes(tl, "osrt")
+    for pid, lanes in osrt.items():
+        api.setdefault(pid, []).extend(lanes)
     attach_marks(tl, nv)
     pids = list(dict.fromkeys([*tl.processes.pid.tolist(), *nv, *gpu, *api]))
     first: dict[int, float] = {}
@@ -348,7 +399,7 @@ def build_layout(tl: T.Timeline) -> TimelineLayout:
     for pid in sorted(pids, key=lambda p: (group_order.get(tl.groups.get(p), -1), first[p], p)):
         # per thread (main thread first): its NVTX lanes, then its CUDA API lane
         lanes = sorted(nv.get(pid, []) + api.get(pid, []),
-                       key=lambda ln: (ln.tid != pid, ln.tid, ln.kind == KIND_API, ln.source, ln.style))
+                       key=lambda ln: (ln.tid != pid, ln.tid, _CALL_ORDER.get(ln.kind, 0), ln.source, ln.style))
         label = tl.process_name(pid) if pid in tl.groups else _process_label(tl.process_name(pid), pid)
         blocks.append(ProcessBlock(pid=pid, label=label, lanes=lanes + gpu.get(pid, []),
                                    full_name=tl.process_name(pid)))
@@ -356,4 +407,7 @@ def build_layout(tl: T.Timeline) -> TimelineLayout:
     nsys_seen = bool(len(tl.processes) and (tl.processes.source & (1 << T.SOURCE_NSYS)).any())
     mixed = T.SOURCE_GPUSCOPE in srcs.tolist() and (T.SOURCE_NSYS in srcs.tolist() or nsys_seen)
     t0, t1 = _extent(tl)
-    return TimelineLayout(timeline=tl, processes=blocks, t_min=t0, t_max=t1, mixed_sources=mixed)
+    return TimelineLayout(timeline=tl, processes=blocks, t_min=t0, t_max=t1, mixed_sources=mixed, names=names)
+
+
+_CALL_ORDER = {KIND_API: 1, KIND_OSRT: 2}   # a thread's NVTX lanes, then its CUDA API, then OS runtime

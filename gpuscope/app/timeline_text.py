@@ -59,9 +59,11 @@ def range_details(layout: L.TimelineLayout, lane: L.Lane, row: L.Row | None, pos
         return _mark(tl, lane, int(lane.mark_ref[pos]), domains)
     i = int(row.ref[pos])
     if lane.kind == L.KIND_NVTX:
-        return _nvtx(tl, lane, i, int(row.color[pos]), domains)
+        return _nvtx(tl, lane, i, int(row.color[pos]), domains, row.label(pos, tl.strings.values))
     if lane.kind == L.KIND_API:
         return _api(tl, lane, i)
+    if lane.kind == L.KIND_OSRT:
+        return _osrt(tl, lane, i)
     if row.is_memop is not None and row.is_memop[pos]:
         return _memop(tl, i)
     return _kernel(tl, i)
@@ -72,10 +74,12 @@ def _timing(start: int, end: int, pid: int, tl: T.Timeline) -> dict[str, Any]:
             "process": tl.process_name(pid)}
 
 
-def _nvtx(tl: T.Timeline, lane: L.Lane, i: int, color: int, domains: dict) -> dict[str, Any]:
+def _nvtx(tl: T.Timeline, lane: L.Lane, i: int, color: int, domains: dict, label: str) -> dict[str, Any]:
     r = tl.ranges
     flags = int(r.flags[i])
-    return {"kind": "nvtx", "index": i, "name": tl.name(r.name_id[i]) or "(unnamed)",
+    # the full name (``gpuscope:work`` for gpuscope's task range, ``work`` for the script's), as
+    # the NVTX summary and the bar's label
+    return {"kind": "nvtx", "index": i, "name": label,
             **_timing(int(r.start_ns[i]), int(r.end_ns[i]), int(r.pid[i]), tl),
             "tid": int(r.tid[i]), "thread": lane.label, "depth": int(r.depth[i]),
             "source": T.SOURCE_NAMES[int(r.source[i])], "style": T.STYLE_NAMES[int(r.style[i])],
@@ -99,6 +103,13 @@ def _api(tl: T.Timeline, lane: L.Lane, i: int) -> dict[str, Any]:
     return {"kind": "cuda_api", "index": i, "name": tl.name(c.name_id[i]) or "(CUDA call)",
             **_timing(int(c.start_ns[i]), int(c.end_ns[i]), int(c.pid[i]), tl), "tid": int(c.tid[i]),
             "thread": lane.label, "correlation": int(c.correlation[i]), "source": "nsys"}
+
+
+def _osrt(tl: T.Timeline, lane: L.Lane, i: int) -> dict[str, Any]:
+    c = tl.osrt
+    return {"kind": "osrt", "index": i, "name": tl.name(c.name_id[i]) or "(OS call)",
+            **_timing(int(c.start_ns[i]), int(c.end_ns[i]), int(c.pid[i]), tl), "tid": int(c.tid[i]),
+            "thread": lane.label, "source": "nsys"}
 
 
 def _memop(tl: T.Timeline, i: int) -> dict[str, Any]:
@@ -135,7 +146,7 @@ def detail_pairs(d: dict[str, Any]) -> list[tuple[str, str]]:
         if v is None:
             continue
         if key.endswith("_ns"):
-            text = fmt_ns(v) + (f"  ({v:,} ns)" if key == "duration_ns" else "")
+            text = fmt_ns(v)
         elif isinstance(v, list):
             text = " × ".join(str(x) for x in v)
         elif key == "bytes":
@@ -153,3 +164,17 @@ def tooltip_html(d: dict[str, Any]) -> str:
                    for k, v in detail_pairs(d) if k in ("duration", "start", "process", "pid", "tid",
                                                         "depth", "source", "device", "stream", "domain"))
     return f"<b>{html.escape(str(d['name']))}</b><table>{rows}</table>"
+
+
+def measure_html(m) -> str:
+    """A measured span (``timeline_query.Measure``) as the details pane shows it: the duration, then
+    per kind and name the items overlapping it, their time inside it and their whole durations."""
+    rows = "".join(
+        f"<tr><td>{html.escape(r.name)}</td><td>{html.escape(r.kind)}</td><td align=right>{r.count:,}</td>"
+        f"<td align=right>{html.escape(fmt_ns(r.inside_ns))}</td><td align=right>{html.escape(fmt_ns(r.total_ns))}</td></tr>"
+        for r in m.rows)
+    head = "<tr><th align=left>name</th><th align=left>kind</th><th>count</th><th>inside</th><th>whole</th></tr>"
+    return (f"<h3>{html.escape(fmt_ns(m.duration_ns))} measured</h3>"
+            f"<p>from {html.escape(fmt_ns(m.t0))} to {html.escape(fmt_ns(m.t1))}; Esc clears</p>"
+            f"<table cellspacing=4>{head}{rows}</table>" if m.rows else
+            f"<h3>{html.escape(fmt_ns(m.duration_ns))} measured</h3><p>no ranges in this span</p>")

@@ -8,6 +8,9 @@
 * Pool tasks: the worker loops of ``multiprocessing.pool`` and ``concurrent.futures.process``
   read tasks from a queue; gpuscope wraps that queue's ``get`` so each task's function runs inside
   a range named after the user's function (``mapstar``/``_process_chunk`` are unwrapped).
+* Pool jobs (``multiprocessing.pool``): the parent writes a ``J`` line when a job is submitted
+  (``apply_async``/``map_async``/``imap``… create its result object), a worker a ``T`` line
+  with the job and task number when it takes a task: the timeline's flow arrows (docs/EVENTS.md).
   Replacement functions keep the original ``__module__``/``__qualname__``, so pickling them into
   a child resolves to whatever that child has: the wrapper when it is injected, the original if not.
 """
@@ -17,7 +20,7 @@ import os
 import sys
 
 from .disguise import disguise as _disguise
-from .eventlog import STATE, now, safe
+from .eventlog import FLUSH_NS, STATE, native_tid, now, safe
 from .frames import hide_frames
 from .procname import WORKER_ROLES, child_role, set_process_name, short_role
 from . import annotate_patterns
@@ -157,6 +160,38 @@ def _run_task(func, name):
     return task
 
 
+_TAKEN = []                 # (t, tid, job, i) of tasks taken, not yet in the log
+_TAKEN_FLUSH = [0]          # when they next go into STATE.buf (every FLUSH_NS, and at exit)
+
+
+def _task_taken(job, i):
+    """Note a task taken by this worker. T lines are formatted and handed to the log in batches
+    (every FLUSH_NS and at exit), never per task: the worker's per-task flush then writes only its
+    ranges, as before, and no text line (one system call less per task)."""
+    t = now()
+    _TAKEN.append((t, native_tid(), job, i))
+    if t > _TAKEN_FLUSH[0]:
+        if not _TAKEN_FLUSH[0]:
+            STATE.at_exit.append(_hand_over_taken)
+            if not _TAKEN_FLUSH[1:]:
+                os.register_at_fork(after_in_child=_forget_taken)   # a child does not write ours
+                _TAKEN_FLUSH.append(True)
+        _TAKEN_FLUSH[0] = t + FLUSH_NS
+        _hand_over_taken()
+
+
+def _forget_taken():
+    del _TAKEN[:]
+    _TAKEN_FLUSH[0] = 0
+
+
+def _hand_over_taken():
+    items = _TAKEN[:]
+    del _TAKEN[:len(items)]
+    if items:
+        STATE.buf.append("".join(["T\t%d\t%d\t%d\t%d\n" % item for item in items]))
+
+
 def _wrap_pool_get(get):
     def wrapped_get(*args, **kwargs):
         task = get(*args, **kwargs)
@@ -164,6 +199,8 @@ def _wrap_pool_get(get):
             if isinstance(task, tuple) and len(task) == 5:
                 job, i, func, fargs, kwds = task
                 if callable(func):
+                    if job.__class__ is int and i.__class__ is int:   # a T line: this task's job
+                        _task_taken(job, i)
                     return (job, i, _run_task(func, _task_name(func, fargs)), fargs, kwds)
         except Exception as exc:
             STATE.error("pool task", exc)
@@ -191,6 +228,32 @@ def patch_pool(pool_module):
 
     pool_module.worker = _disguise(worker, original)
     _patch_pool_creation(pool_module)
+    for cls in (getattr(pool_module, "ApplyResult", None), getattr(pool_module, "IMapIterator", None)):
+        if cls is not None:
+            _patch_job_submit(cls)
+
+
+def _patch_job_submit(cls):
+    """A J line when a pool job is created (its ``_job`` number is what its tasks carry)."""
+    original = cls.__init__
+    if getattr(original, "__wrapped__", None) is not None:
+        return
+
+    def __init__(self, *args, **kwargs):
+        t = now()
+        try:
+            original(self, *args, **kwargs)
+        except BaseException as exc:
+            hide_frames(exc)
+            raise
+        try:
+            job = self._job
+            if job.__class__ is int:
+                STATE.buf.append("J\t%d\t%d\t%d\n" % (t, native_tid(), job))
+        except Exception:
+            pass
+
+    cls.__init__ = _disguise(__init__, original)
 
 
 def _patch_pool_creation(pool_module):

@@ -70,6 +70,8 @@ class ProcessEvents:
     truncated: bool = False
     info_times: list[tuple[int, dict[str, Any]]] = field(default_factory=list)   # (t, I line), in order
     children: list[tuple[int, int, int]] = field(default_factory=list)  # C lines: (t_call, t_return, pid)
+    jobs: list[tuple[int, int, int]] = field(default_factory=list)      # J lines: (t, tid, job) pool jobs submitted
+    tasks: list[tuple[int, int, int, int]] = field(default_factory=list)  # T lines: (t, tid, job, i) pool tasks taken
     # the log the same process wrote before it exec'd this interpreter (a fork child that execs)
     pre_exec: "ProcessEvents | None" = None
 
@@ -197,6 +199,10 @@ def read_log(path: str | os.PathLike[str]) -> ProcessEvents | None:
                 pe.info_times.append((int(parts[1]), update))
             elif tag == "C":
                 pe.children.append((int(parts[1]), int(parts[2]), int(parts[3])))
+            elif tag == "J":
+                pe.jobs.append((int(parts[1]), int(parts[2]), int(parts[3])))
+            elif tag == "T":
+                pe.tasks.append((int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4])))
             elif tag == "X":
                 pe.end_ns = int(parts[1])
                 pe.exit = json.loads(parts[2])
