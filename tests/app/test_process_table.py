@@ -214,8 +214,10 @@ def test_stop_is_refused_for_a_process_outside_the_run(qtbot, tmp_path):
     """A row whose pid now names a process outside the run (the pid was reused: its create time
     differs), and gpuscope's own ancestor: the Cleanup rules refuse, the table says why, nothing
     is signalled."""
+    from gpuscope.app import bridge
     from gpuscope.processes import read
 
+    bridge.install()          # results of the worker reach the GUI thread (the window does this itself)
     outside = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         model = LiveModel()
