@@ -157,7 +157,18 @@ def test_worker_killed_from_outside_is_ended_with_its_exit_status(qtbot, gpuscop
     assert tree.items[victim].text(COL["Exit"]) == "SIGKILL" and " SIGKILL " in _cli_line(result, victim)
     tree.sortByColumn(COL["PID"], Qt.SortOrder.AscendingOrder)
     save_shot(w.bottom, "process-table-after-run.png", SHOTS)
+    after = {p: [item.text(c) for c in range(item.columnCount())] for p, item in tree.items.items()}
     assert run_processes(gpuscope_home) == []
+    # the same run reopened from History: the same rows, read from its summary.json
+    with qtbot.waitSignal(w.history.sigLoaded, timeout=20_000):
+        w.tabs.setCurrentWidget(w.history)
+    w.history.open_row(0)
+    qtbot.waitUntil(lambda: "past run" in w.live.title.text() and w.model.finished, timeout=30_000)
+    tree.refresh()
+    for pid, texts in after.items():
+        shown = [tree.items[pid].text(c) for c in range(len(texts))]
+        assert shown[COL["Exit"]:COL["OS name"]] == texts[COL["Exit"]:COL["OS name"]], pid
+        assert shown[COL["State"]] == "ended" and shown[COL["Process"]] == texts[COL["Process"]]
 
 
 def test_context_menu_stop_goes_through_the_cleanup_rules(qtbot, gpuscope_home, tmp_path):
@@ -242,6 +253,13 @@ def test_stop_is_refused_for_a_process_outside_the_run(qtbot, tmp_path):
         assert done.args[0].result == "refused"
         assert messages[-1] == (f"refusing: pid {parent.pid} is gpuscope's ancestor", True)
         assert tree.last_message == messages[-1][0]
+        # the Delete key on a selected row is Stop (with the same rules)
+        tree.setCurrentItem(tree.items[outside.pid])
+        tree.setFocus()
+        with qtbot.waitSignal(tree.sigActionDone, timeout=30_000) as done:
+            qtbot.keyClick(tree, Qt.Key.Key_Delete)
+        assert done.args[0].action == "terminate" and done.args[0].result == "refused"
+        assert outside.poll() is None
     finally:
         outside.kill()
         outside.wait()
