@@ -298,6 +298,8 @@ class QtProcessTree(QTreeWidget):
             for col in range(len(COLUMNS)):
                 item.setForeground(col, QBrush(QColor(TOOL_GREY)))
                 item.setFont(col, font)
+            for col in NUMERIC:
+                item.setTextAlignment(COL[col], Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             item.setToolTip(1, f"{name}'s own processes, not the program's (left out of the plots)")
             self.addTopLevelItem(item)
             item.setExpanded(False)
@@ -342,8 +344,8 @@ class QtProcessTree(QTreeWidget):
 
     # -- tree lines -----------------------------------------------------------------------------
     def drawBranches(self, painter: QPainter, rect: QRect, index: QModelIndex) -> None:  # noqa: N802 - Qt override
-        """htop's tree lines: ├─ and └─ before a child, │ where an ancestor has later siblings, and
-        a small [+]/[−] box before a row with children."""
+        """Tree lines: a row's children hang from a line under its [+]/[−] box (├─ to each, └─ to
+        the last); │ where an ancestor's later siblings continue below this row."""
         chain = []
         i = index.siblingAtColumn(0)
         while i.isValid():
@@ -353,26 +355,32 @@ class QtProcessTree(QTreeWidget):
         depth = len(chain) - 1
         step = self.indentation()
         left = rect.right() + 1 - (depth + 1) * step
+
+        def cx(column: int) -> int:
+            return left + column * step + step // 2
+
         top, bottom, mid_y = rect.top(), rect.bottom(), rect.center().y()
+        has_kids = self.model().hasChildren(chain[-1])
         painter.save()
         painter.setPen(QPen(QColor(LINE_GREY), 1))
-        for level in range(1, depth):        # ancestors' lines that continue below this row
+        for level in range(1, depth):        # ancestors whose later siblings continue below this row
             anc = chain[level]
             if anc.sibling(anc.row() + 1, 0).isValid():
-                x = left + level * step + step // 2
-                painter.drawLine(x, top, x, bottom)
-        if depth >= 1:
-            x = left + depth * step + step // 2
+                painter.drawLine(cx(level - 1), top, cx(level - 1), bottom)
+        if depth >= 1:                       # this row's branch, from its parent's line
             last = not index.sibling(index.row() + 1, 0).isValid()
-            painter.drawLine(x, top, x, mid_y if last else bottom)
-            painter.drawLine(x, mid_y, left + (depth + 1) * step - 1, mid_y)
-        if self.model().hasChildren(index.siblingAtColumn(0)):
-            x = left + depth * step + step // 2
+            painter.drawLine(cx(depth - 1), top, cx(depth - 1), mid_y if last else bottom)
+            painter.drawLine(cx(depth - 1), mid_y, cx(depth) - (5 if has_kids else -step // 2), mid_y)
+        if has_kids:
+            x = cx(depth)
             box = QRect(x - 4, mid_y - 4, 8, 8)
+            expanded = self.isExpanded(chain[-1])
+            if expanded:                     # the line its children hang from
+                painter.drawLine(x, mid_y + 4, x, bottom)
             painter.fillRect(box, QColor("white"))
             painter.drawRect(box)
             painter.drawLine(x - 2, mid_y, x + 2, mid_y)
-            if not self.isExpanded(index.siblingAtColumn(0)):
+            if not expanded:
                 painter.drawLine(x, mid_y - 2, x, mid_y + 2)
         painter.restore()
 

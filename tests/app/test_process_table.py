@@ -265,6 +265,29 @@ def test_stop_is_refused_for_a_process_outside_the_run(qtbot, tmp_path):
         outside.wait()
 
 
+def test_tool_group_stays_last_in_every_sort(qtbot):
+    """Nsight Systems' processes (batches shaped like an nsys run's tree) stay in their group row,
+    last, whatever column and order the table is sorted by; the user's rows sort around it."""
+    from test_live_nsys_group import batch
+
+    from gpuscope.app.procroles import NSYS_GROUP, Identity
+
+    model = LiveModel()
+    tree = QtProcessTree(model)
+    qtbot.addWidget(tree)
+    for i in range(3):
+        model.add(batch(i, 100 + i / 10))
+    model.set_identities({12: Identity("main", None, "spawn"), 13: Identity("pool worker", None, "spawn")})
+    tree.refresh()
+    group = tree.group_items[NSYS_GROUP]
+    for col in range(len(COL)):
+        for order in (Qt.SortOrder.AscendingOrder, Qt.SortOrder.DescendingOrder):
+            tree.sortByColumn(col, order)
+            assert tree.topLevelItem(tree.topLevelItemCount() - 1) is group, (col, order)
+    tree.sortByColumn(COL["CPU %"], Qt.SortOrder.AscendingOrder)
+    assert [group.child(i).data(0, PID_ROLE) for i in range(group.childCount())] == [11, 14, 10]   # 1, 2, 3 %
+
+
 @pytest.mark.torch
 def test_torchrun_agent_has_one_name_in_every_view(qtbot, gpuscope_home):
     """torchrun's agent renames itself "pt_elastic" (its main thread's name) after gpuscope named it
@@ -285,9 +308,12 @@ def test_torchrun_agent_has_one_name_in_every_view(qtbot, gpuscope_home):
         return bool(agent)
 
     qtbot.waitUntil(seen, timeout=90_000)
+    qtbot.waitUntil(lambda: sorted(r.rank for r in w.model.procs.values() if r.rank is not None) == [0, 1],
+                    timeout=90_000)
     w.tree.refresh()
     item = w.tree.items[agent["pid"]]
     assert item.text(COL["Process"]) == "torchrun agent" and item.text(COL["OS name"]) == "pt_elastic"
+    save_shot(w.bottom, "process-table-torchrun.png", SHOTS)
     qtbot.waitUntil(lambda: w.last_result is not None, timeout=120_000)
     assert w.last_result.status == "exited", w.console.plain_text()[-2000:]
     wait_report(qtbot, w)
