@@ -51,8 +51,6 @@ STATES = {"R": "running", "S": "sleeping", "D": "disk wait", "Z": "zombie", "T":
 TOOL_GREY = "#8a8a8a"
 ENDED_GREY = "#999999"
 LINE_GREY = "#9a9a9a"
-SORT_ROLE = Qt.ItemDataRole.UserRole + 2      # per column: the value a sort compares
-PINNED_ROLE = Qt.ItemDataRole.UserRole + 3    # a tool's group row: always last
 PID_ROLE = Qt.ItemDataRole.UserRole + 4
 MISSING = (1, 0.0)                            # an unknown value sorts after every known one
 
@@ -123,18 +121,25 @@ def group_cells(name: str, count: int, cpu: float, rss: int) -> list[str]:
 
 
 class _Item(QTreeWidgetItem):
-    """A row that sorts by its column's sort value; a tool's group row stays last in either order."""
+    """A row that sorts by its column's sort value (``keys``, kept in Python: no conversion per
+    comparison); a tool's group row (``pinned``) stays last in either order."""
+
+    keys: list[Any] | None = None
+    pinned = False
+    pid = 0
 
     def __lt__(self, other: QTreeWidgetItem) -> bool:  # type: ignore[override]
         tree = self.treeWidget()
-        col = tree.sortColumn() if tree is not None else 0
-        pa, pb = bool(self.data(0, PINNED_ROLE)), bool(other.data(0, PINNED_ROLE))
+        header = tree.header() if tree is not None else None
+        pa, pb = self.pinned, getattr(other, "pinned", False)
         if pa != pb:
-            ascending = tree is None or tree.header().sortIndicatorOrder() == Qt.SortOrder.AscendingOrder
+            ascending = header is None or header.sortIndicatorOrder() == Qt.SortOrder.AscendingOrder
             return pb if ascending else pa
-        a, b = self.data(col, SORT_ROLE), other.data(col, SORT_ROLE)
+        col = header.sortIndicatorSection() if header is not None else 0
+        a = self.keys[col] if self.keys else None
+        b = other.keys[col] if getattr(other, "keys", None) else None
         if a is None or b is None or a == b:
-            return (self.data(0, PID_ROLE) or 0) < (other.data(0, PID_ROLE) or 0)
+            return self.pid < getattr(other, "pid", 0)
         try:
             return a < b
         except TypeError:
@@ -188,8 +193,13 @@ class QtProcessTree(QTreeWidget):
         self._drawn = -1
         for i, w in enumerate(WIDTHS):
             self.setColumnWidth(i, w)
-        self.setSortingEnabled(True)
-        self.sortByColumn(COL["PID"], Qt.SortOrder.AscendingOrder)
+        # sorted by hand (QTreeWidget's own sorting re-sorts on every cell change): a header click
+        # sorts at once; a refresh re-sorts only when a value of the sorted column moved
+        header = self.header()
+        header.setSectionsClickable(True)
+        header.setSortIndicatorShown(True)
+        header.setSortIndicator(COL["PID"], Qt.SortOrder.AscendingOrder)
+        header.sortIndicatorChanged.connect(lambda _c, _o: self._sort())
         self.itemClicked.connect(self._clicked)
 
     # -- findings badges ------------------------------------------------------------------------
@@ -255,32 +265,49 @@ class QtProcessTree(QTreeWidget):
             return False
         self._drawn = self.live_model.version
         gpu = not self.live_model.gpu_reason
-        column, order = self.sortColumn(), self.header().sortIndicatorOrder()
-        self.setSortingEnabled(False)     # one sort after all the changes, not one per cell
-        try:
-            for pid in sorted(self.live_model.procs):
-                row = self.live_model.procs[pid]
-                item = self._item(row)
-                if self.badges:
-                    self._badge(pid, item)
-                for col, (text, key) in enumerate(zip(cells(row, gpu), sort_keys(row))):
-                    if item.text(col) != text:
-                        item.setText(col, text)
-                    if item.data(col, SORT_ROLE) != key:
-                        item.setData(col, SORT_ROLE, key)
-                look = (row.alive, row.user)
-                if item.data(0, Qt.ItemDataRole.UserRole) != look:
-                    item.setData(0, Qt.ItemDataRole.UserRole, look)
-                    brush = QBrush() if row.alive and row.user else QBrush(QColor(ENDED_GREY if row.user else TOOL_GREY))
-                    for col in range(len(COLUMNS)):
-                        item.setForeground(col, brush)
-                    item.setToolTip(COL["State"], "" if row.alive else
-                                    "the sampler no longer sees it: it ended (its exit status once known)")
-            self._refresh_groups()
-        finally:
-            self.setSortingEnabled(True)
-            self.sortByColumn(column, order)
+        column = self.sortColumn()
+        resort = False
+        for pid in sorted(self.live_model.procs):
+            row = self.live_model.procs[pid]
+            known = pid in self.items and self._parent_of.get(pid) == self._parent_key(row)
+            item = self._item(row)
+            resort = resort or not known
+            if self.badges:
+                self._badge(pid, item)
+            for col, text in enumerate(cells(row, gpu)):
+                if item.text(col) != text:
+                    item.setText(col, text)
+            keys = sort_keys(row)
+            if item.keys != keys:
+                resort = resort or item.keys is None or item.keys[column] != keys[column]
+                item.keys = keys
+            look = (row.alive, row.user)
+            if item.data(0, Qt.ItemDataRole.UserRole) != look:
+                item.setData(0, Qt.ItemDataRole.UserRole, look)
+                brush = QBrush() if row.alive and row.user else QBrush(QColor(ENDED_GREY if row.user else TOOL_GREY))
+                for col in range(len(COLUMNS)):
+                    item.setForeground(col, brush)
+                item.setToolTip(COL["State"], "" if row.alive else
+                                "the sampler no longer sees it: it ended (its exit status once known)")
+        self._refresh_groups()
+        if resort:
+            self._sort()
         return True
+
+    def sortColumn(self) -> int:  # noqa: N802 - the QTreeView name, answered by the header
+        return self.header().sortIndicatorSection()
+
+    def sortByColumn(self, column: int, order: Qt.SortOrder) -> None:  # noqa: N802 - the QTreeView name
+        """Sort by ``column`` (the header's indicator follows): every level, children under parents."""
+        header = self.header()
+        if (header.sortIndicatorSection(), header.sortIndicatorOrder()) == (column, order):
+            self._sort()
+        else:
+            header.setSortIndicator(column, order)     # sortIndicatorChanged sorts
+
+    def _sort(self) -> None:
+        header = self.header()
+        self.sortItems(header.sortIndicatorSection(), header.sortIndicatorOrder())
 
     def _refresh_groups(self) -> None:
         for name, item in self.group_items.items():
@@ -292,7 +319,7 @@ class QtProcessTree(QTreeWidget):
         item = self.group_items.get(name)
         if item is None:
             item = self.group_items[name] = _Item()
-            item.setData(0, PINNED_ROLE, True)
+            item.pinned = True
             font = item.font(1)
             font.setItalic(True)
             for col in range(len(COLUMNS)):
@@ -325,6 +352,7 @@ class QtProcessTree(QTreeWidget):
             (old.removeChild(item) if old is not None else self.takeTopLevelItem(self.indexOfTopLevelItem(item)))
         else:
             item = _Item()
+            item.pid = row.pid
             item.setData(0, PID_ROLE, row.pid)
             for name in NUMERIC:
                 item.setTextAlignment(COL[name], Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
