@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuscope.trace.process_row import display_name
+
 
 # The processes Nsight Systems runs beside the program (OS names): drawn apart as one group.
 NSYS_GROUP = "Nsight Systems"
@@ -44,8 +46,8 @@ class Identity:
 
     @property
     def label(self) -> str:
-        """The role as shown: ``DataLoader worker #1``."""
-        return self.role if self.worker_id is None else f"{self.role} #{self.worker_id}"
+        """The role as shown: ``DataLoader worker #1`` (:func:`gpuscope.trace.process_row.display_name`)."""
+        return display_name(self.role, self.worker_id)
 
 
 def _parse(path: Path) -> tuple[int, Identity, int | None, dict] | None:
