@@ -59,9 +59,14 @@ class ProcRow:
     @property
     def display(self) -> str:
         """Its name in every view (:func:`gpuscope.trace.process_row.display_name`)."""
-        if self.record is not None and self.record.role not in ("unknown", ""):
-            return self.record.display_name
-        return display_name(self.role, self.worker_id, self.rank, self.name)
+        return self.display_as(with_rank=True)
+
+    def display_as(self, with_rank: bool) -> str:
+        """The display name; without the rank where a table has a Rank column (as the CLI's)."""
+        rec = self.record
+        if rec is not None and rec.role not in ("unknown", ""):
+            return display_name(rec.role, rec.worker_id, rec.rank if with_rank else None, rec.name)
+        return display_name(self.role, self.worker_id, self.rank if with_rank else None, self.name)
 
 
 class LiveModel:

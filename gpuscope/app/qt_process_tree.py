@@ -40,7 +40,7 @@ from gpuscope.app import workers
 from gpuscope.app.live_model import LiveModel, ProcRow
 from gpuscope.app.qt_findings import badge_icon, finding_pids
 from gpuscope.runs.table import _cpu, _exit, _rss   # the CLI table's cells: the same text, one home
-from gpuscope.trace.process_row import display_name
+from gpuscope.status import signal_name
 
 COLUMNS = ("PID", "Process", "Rank", "State", "CPU %", "RSS", "GPU mem", "Exit", "CPU time", "Peak RSS", "Lifetime",
            "OS name")
@@ -63,20 +63,13 @@ def exit_text(code: int | None) -> str:
     """A live exit status: the code, or the signal's name for a negative one (as multiprocessing)."""
     if code is None:
         return ""
-    if code >= 0:
-        return str(code)
-    from gpuscope.status import signal_name
-
-    return signal_name(-code)
+    return str(code) if code >= 0 else signal_name(-code)
 
 
 def table_name(row: ProcRow) -> str:
     """The Process column: the display name as the CLI table's ROLE column shows it (the rank has
     its own column here, as there)."""
-    rec = row.record
-    if rec is not None and rec.role not in ("unknown", ""):
-        return display_name(rec.role, rec.worker_id, None, rec.name)
-    return display_name(row.role, row.worker_id, None, row.name)
+    return row.display_as(with_rank=False)
 
 
 def state_text(row: ProcRow) -> str:
@@ -84,8 +77,8 @@ def state_text(row: ProcRow) -> str:
 
 
 def cells(row: ProcRow, gpu: bool) -> list[str]:
-    """The row's texts, column by column. After the run the last five come from its ProcessRow,
-    as ``gpuscope run``'s table prints them."""
+    """The row's texts, column by column. After the run Exit, CPU time, Peak RSS and Lifetime come
+    from its ProcessRow, as ``gpuscope run``'s table prints them."""
     rec = row.record
     if rec is not None:
         after = [_exit(rec), _cpu(rec), _rss(rec), "-" if rec.lifetime_s is None else f"{rec.lifetime_s:.2f} s"]
