@@ -106,9 +106,16 @@ def sort_keys(row: ProcRow) -> list[Any]:
             num(row.rss if row.alive else None), num(row.gpu_mem), *after, (0, row.name.lower())]
 
 
-def group_cells(name: str, count: int, cpu: float, rss: int) -> list[str]:
+def group_cells(name: str, count: int, cpu: float, rss: int, listed: int | None = None) -> list[str]:
+    """A tool group's row: the total of its live processes; once all ended (``listed``: how many
+    it had), "ended" and their number."""
     out = [""] * len(COLUMNS)
-    out[COL["Process"]], out[COL["CPU %"]], out[COL["RSS"]] = name, f"{cpu:.0f}", mib(rss)
+    out[COL["Process"]] = name
+    if count == 0 and listed:
+        out[COL["State"]] = "ended"
+        out[COL["OS name"]] = f"{listed} process{'es' if listed != 1 else ''}"
+        return out
+    out[COL["CPU %"]], out[COL["RSS"]] = f"{cpu:.0f}", mib(rss)
     out[COL["OS name"]] = f"total of {count} process{'es' if count != 1 else ''}"
     return out
 
@@ -304,7 +311,7 @@ class QtProcessTree(QTreeWidget):
 
     def _refresh_groups(self) -> None:
         for name, item in self.group_items.items():
-            for col, text in enumerate(group_cells(name, *self.live_model.group_total(name))):
+            for col, text in enumerate(group_cells(name, *self.live_model.group_total(name), item.childCount())):
                 if item.text(col) != text:
                     item.setText(col, text)
 
