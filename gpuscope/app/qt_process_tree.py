@@ -474,11 +474,17 @@ class QtProcessTree(QTreeWidget):
         self.last_message = text
         self.sigMessage.emit(text, error)
 
-    def _ask(self, title: str, text: str) -> bool:
-        box = QMessageBox(QMessageBox.Icon.Question, title, text,
+    def confirm_box(self, title: str, text: str) -> QMessageBox:
+        """The confirmation: the question, then what will happen (wrapped), Cancel by default."""
+        question, _, details = text.partition("\n\n")
+        box = QMessageBox(QMessageBox.Icon.Question, title, question,
                           QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, self)
+        box.setInformativeText(details)
         box.setDefaultButton(QMessageBox.StandardButton.Cancel)
-        return box.exec() == QMessageBox.StandardButton.Yes
+        return box
+
+    def _ask(self, title: str, text: str) -> bool:
+        return self.confirm_box(title, text).exec() == QMessageBox.StandardButton.Yes
 
     def stop(self, pid: int | None, kill: bool = False) -> workers.Task | None:
         """Stop (SIGTERM, then SIGKILL after the grace period) or kill one process of the run, after
@@ -503,7 +509,8 @@ class QtProcessTree(QTreeWidget):
         how = ("SIGKILL now" if kill else f"SIGTERM, then SIGKILL if it still runs after {self.grace_s:g} s")
         children = sum(1 for r in self.live_model.procs.values() if r.ppid == row.pid and r.alive)
         text = (f"{verb} pid {pid} ({row.display}, {row.name})?\n\n{how}. Its parent may start a replacement "
-                f"(a pool does) or fail; " + (f"its {children} child process(es) are not signalled. " if children else "")
+                "(a pool does) or fail. "
+                + (f"Its {children} child process(es) are not signalled. " if children else "")
                 + "The same safety rules as the Cleanup tab apply.")
         if not self.confirm(f"{verb} a process", text):
             return None

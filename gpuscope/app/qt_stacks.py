@@ -211,7 +211,8 @@ class QtStacks(QWidget):
         for p in self.processes:
             note = ((p.note or "").strip() or "no dump").splitlines()[0]     # a tool's error: its first line
             if not p.threads:
-                cards.append(_Card(f"pid {p.pid} · {p.role}", "no stack", html.escape(note), muted=True, pids=(p.pid,)))
+                cards.append(_Card(f"pid {p.pid} · {p.role}", "no stack", html.escape(note), muted=True,
+                                   pids=(p.pid,)))
             elif p.source not in ("faulthandler", ""):
                 cards.append(_Card(f"pid {p.pid} · {p.role}", f"read by {p.source}", html.escape(note), muted=True,
                                    pids=(p.pid,)))

@@ -188,8 +188,15 @@ def test_context_menu_stop_goes_through_the_cleanup_rules(qtbot, gpuscope_home, 
     # Stop: asked first; refused answer = nothing happens
     asked: list[str] = []
     tree.confirm = lambda title, text: asked.append(text) or False
-    tree.build_menu(target).actions()[0].trigger()
+    menu = tree.build_menu(target)
+    menu.adjustSize()
+    save_shot(menu, "process-table-menu.png", SHOTS)
+    menu.actions()[0].trigger()
     assert asked and f"pid {target} (pool worker" in asked[0] and "SIGTERM" in asked[0]
+    box = tree.confirm_box("Stop a process", asked[0])       # the dialog a user answers
+    box.show()
+    save_shot(box, "process-table-confirm.png", SHOTS)
+    box.close()
     assert not tree.pending and os.path.exists(f"/proc/{target}")
     tree.confirm = lambda title, text: True
     stop_action = tree.build_menu(target).actions()[0]
@@ -217,7 +224,8 @@ def test_context_menu_stop_goes_through_the_cleanup_rules(qtbot, gpuscope_home, 
 def _row_batch(pid: int, ppid: int, name: str, create_time: float) -> SampleBatch:
     """A sampler batch listing one process, with the identity the table keeps for it."""
     t = time.monotonic_ns()
-    return SampleBatch(1, t, time.time_ns(), None, (ProcSample(pid, ppid, name, "S", 0.0, 1 << 20, None, 1, None, None),),
+    sample = ProcSample(pid, ppid, name, "S", 0.0, 1 << 20, None, 1, None, None)
+    return SampleBatch(1, t, time.time_ns(), None, (sample,),
                        (), (), started=(StartedProc(pid, ppid, name, (name,), create_time, t, "session"),))
 
 
