@@ -149,6 +149,10 @@ def test_worker_killed_from_outside_is_ended_with_its_exit_status(qtbot, gpuscop
     assert tree.items[_main(w)].foreground(COL["Process"]).color() != QColor(ENDED_GREY)
     qtbot.waitUntil(lambda: len(_workers(w)) == 3, timeout=30_000)     # the pool's replacement
     tree.refresh()
+    qtbot.waitUntil(lambda: not tree.items[victim].icon(0).isNull(), timeout=30_000)   # died-by-signal's badge
+    tree.set_tree(False)
+    tree.set_tree(True)
+    assert not tree.items[victim].icon(0).isNull()          # kept through a flat/tree switch
     save_shot(w.bottom, "process-table-ended-live.png", SHOTS)
     result = _end(qtbot, w, stop)
     rec = ProcessRow.from_dict(next(r for r in result.processes if r["pid"] == victim))
