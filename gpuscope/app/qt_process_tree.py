@@ -242,7 +242,9 @@ class QtProcessTree(QTreeWidget):
         if on == self.tree_view:
             return
         self.tree_view = on
+        badges = self.badges
         self.reset_rows()
+        self.badges = badges          # the findings' badges go on the new rows
         self.refresh()
 
     def pid_order(self) -> list[int]:
