@@ -15,7 +15,7 @@ import numpy as np
 
 from gpuscope.app.plot_buffers import SeriesBuffer
 from gpuscope.app.procroles import tool_group
-from gpuscope.trace.process_row import PROGRAM_ROLES
+from gpuscope.trace.process_row import PROGRAM_ROLES, ProcessRow, display_name
 
 # plot key -> (metric kind, metric key): the curves of each plot, per device, per process, or the
 # total of a tool's processes ("group": Nsight Systems' own, drawn as one curve)
@@ -46,10 +46,27 @@ class ProcRow:
     role: str = ""
     rank: int | None = None
     group: str | None = None     # a tool's process (Nsight Systems), not the user's
+    worker_id: int | None = None     # a DataLoader worker's id
+    create_time: float | None = None     # when the sampler first saw it: the identity Stop/Kill check
+    peak_rss: int | None = None      # the largest RSS sampled so far (the record's exact peak replaces it)
+    exit_code: int | None = None     # once ended: its exit record, or its parent's reaping (< 0: signal)
+    record: ProcessRow | None = None     # after the run: the run's row, as the CLI table prints it
 
     @property
     def user(self) -> bool:
         return self.group is None
+
+    @property
+    def display(self) -> str:
+        """Its name in every view (:func:`gpuscope.trace.process_row.display_name`)."""
+        return self.display_as(with_rank=True)
+
+    def display_as(self, with_rank: bool) -> str:
+        """The display name; without the rank where a table has a Rank column (as the CLI's)."""
+        rec = self.record
+        if rec is not None and rec.role not in ("unknown", ""):
+            return display_name(rec.role, rec.worker_id, rec.rank if with_rank else None, rec.name)
+        return display_name(self.role, self.worker_id, self.rank if with_rank else None, self.name)
 
 
 class LiveModel:
@@ -69,6 +86,8 @@ class LiveModel:
         self.version = 0          # bumped on every change: views redraw only when it moved
         self.batches = 0
         self.groups: list[str] = []   # tool groups seen (their index is the curves' subject)
+        self.create_times: dict[int, float] = {}   # pid -> create time (the sampler's StartedProc)
+        self.finished = False         # the run's process rows are in (set_process_rows)
 
     def _buf(self, kind: str, key: str, subject: int) -> SeriesBuffer:
         per = self.series.setdefault((kind, key), {})
@@ -87,6 +106,10 @@ class LiveModel:
             self.devices.setdefault(d.index, d.name or f"GPU {d.index}")
             self._buf("gpu", "util_gpu", d.index).append(t, d.util_gpu)
             self._buf("gpu", "mem_used", d.index).append(t, d.mem_used)
+        for started in batch.started:
+            self.create_times[started.pid] = started.create_time
+            if started.pid in self.procs:
+                self.procs[started.pid].create_time = started.create_time
         for p in batch.processes:
             zombie = p.state in ("Z", "X")   # exited, not yet reaped: its zero RSS is no measurement
             for key in ("cpu", "rss", "gpu_mem", "sm_util"):
@@ -95,12 +118,14 @@ class LiveModel:
                     self._buf("proc", key, p.pid).append(t, value)
             row = self.procs.get(p.pid)
             if row is None:
-                row = self.procs[p.pid] = ProcRow(p.pid, p.ppid, p.name)
+                row = self.procs[p.pid] = ProcRow(p.pid, p.ppid, p.name, create_time=self.create_times.get(p.pid))
             row.ppid, row.name, row.state = p.ppid, p.name, p.state
             row.group = tool_group(p.name) if not row.role else None
             row.alive = not zombie
             if not zombie:
                 row.cpu, row.rss, row.gpu_mem = p.cpu, p.rss, p.gpu_mem
+                if p.rss and (row.peak_rss is None or p.rss > row.peak_rss):
+                    row.peak_rss = p.rss
         for pid in batch.ended:
             row = self.procs.get(pid)
             if row is not None:
@@ -143,22 +168,51 @@ class LiveModel:
         rows = [r for r in self.procs.values() if r.group == group and r.alive]
         return len(rows), sum(r.cpu or 0.0 for r in rows), sum(r.rss or 0 for r in rows)
 
-    def set_identities(self, ids: dict[int, Any]) -> bool:
-        """Roles and ranks from the event logs (:class:`gpuscope.app.procroles.Identity`)."""
+    def set_identities(self, ids: dict[int, Any], exits: dict[int, int] | None = None) -> bool:
+        """Roles and ranks from the event logs (:class:`gpuscope.app.procroles.Identity`), and the
+        exit statuses known so far (:attr:`gpuscope.app.procroles.RoleReader.exits`)."""
         changed = False
         for pid, ident in ids.items():
             row = self.procs.get(pid)
-            label = getattr(ident, "label", ident.role)
-            if label == "fork child" and row is not None and row.name and not row.name.startswith("gs:"):
+            role = ident.role
+            if role == "fork child" and row is not None and row.name and not row.name.startswith("gs:"):
                 # a fork child that exec'd a program that is not Python (Ray's gcs_server, raylet):
                 # named by the program, as its row after the run (trace/process_rows.py)
-                label = PROGRAM_ROLES.get(row.name, row.name)
-            if row is not None and (row.role, row.rank) != (label, ident.rank):
-                row.role, row.rank, row.group = label, ident.rank, None   # a logged process is the user's
+                role = PROGRAM_ROLES.get(row.name, row.name)
+            worker = getattr(ident, "worker_id", None)
+            if row is not None and (row.role, row.rank, row.worker_id) != (role, ident.rank, worker):
+                row.role, row.rank, row.worker_id, row.group = role, ident.rank, worker, None   # the user's
+                changed = True
+        for pid, code in (exits or {}).items():
+            row = self.procs.get(pid)
+            if row is not None and row.exit_code != code:
+                row.exit_code = code
                 changed = True
         if changed:
             self.version += 1
         return changed
+
+    def set_process_rows(self, rows: list[ProcessRow | dict[str, Any]], left_running: Any = ()) -> None:
+        """The run's process rows (``RunResult.processes``, summary.json): each process's exit,
+        CPU time and peak RSS as ``gpuscope run`` prints them; its row is ended unless it is one
+        of ``left_running`` (alive after the run: ``RunResult.left_running``). A process the
+        sampler never saw (it lived less than a tick) gets a row too."""
+        from gpuscope.trace.process_row import as_row
+
+        alive = set(left_running)
+        for rec in map(as_row, rows):
+            row = self.procs.get(rec.pid)
+            if row is None:
+                row = self.procs[rec.pid] = ProcRow(rec.pid, rec.ppid or 0, rec.name or "", "ended", alive=False,
+                                                    group=tool_group(rec.name) if not rec.injected else None)
+            row.record = rec
+            if rec.injected:
+                row.role, row.rank, row.worker_id, row.group = rec.role, rec.rank, rec.worker_id, None
+            if rec.pid in alive:    # still alive after the run: not ended
+                continue
+            row.alive, row.state, row.cpu = False, "ended", None
+        self.finished = True
+        self.version += 1
 
     def curves(self, plot: str, tools: bool = False) -> list[tuple[str, str, int, SeriesBuffer]]:
         """(kind, key, subject, buffer) of one plot's curves, devices first. A tool's processes
@@ -208,3 +262,19 @@ class LiveModel:
         if identities:
             self.set_identities(identities)
         self.version += 1
+
+
+def read_process_rows(run_dir: Any) -> tuple[list[dict[str, Any]], list[int]]:
+    """A finished run's process rows and the pids left running, from its ``summary.json`` (what
+    ``gpuscope run --json`` printed); ([], []) when the run wrote none."""
+    import json
+    from pathlib import Path
+
+    from gpuscope import rundir as layout
+
+    try:
+        summary = json.loads((Path(run_dir) / layout.SUMMARY).read_text())
+    except (OSError, ValueError):
+        return [], []
+    rows = summary.get("processes") if isinstance(summary, dict) else None
+    return (list(rows) if isinstance(rows, list) else []), list(summary.get("left_running") or [])

@@ -3,7 +3,10 @@
 The sampler knows pids and resources; the startup hook knows what each Python process *is*
 (main, pool / executor / DataLoader worker, spawn child, torchrun worker and its rank). Each process writes
 ``events/<pid>-<start>.log`` (docs/EVENTS.md) whose ``H`` and ``I`` lines carry that identity.
-Only those two tags are parsed here, and each file is re-read at most every ``reread_s``.
+Only those two tags and the exit record (``X``: the process's exit status) are parsed here, and
+each file is re-read at most every ``reread_s``. A parent's ``child_exits`` (an ``I`` key: the
+status multiprocessing reaped for a child killed before it could write its exit record, SIGKILL,
+SIGTERM) gives that child's status.
 Processes of a tool that runs beside the program (Nsight Systems) are recognised by their OS name
 (:func:`tool_group`): they write no log.
 """
@@ -15,6 +18,8 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from gpuscope.trace.process_row import display_name
 
 
 # The processes Nsight Systems runs beside the program (OS names): drawn apart as one group.
@@ -41,11 +46,12 @@ class Identity:
 
     @property
     def label(self) -> str:
-        """The role as shown: ``DataLoader worker #1``."""
-        return self.role if self.worker_id is None else f"{self.role} #{self.worker_id}"
+        """The role as shown: ``DataLoader worker #1`` (:func:`gpuscope.trace.process_row.display_name`)."""
+        return display_name(self.role, self.worker_id)
 
 
-def _parse(path: Path) -> tuple[int, Identity] | None:
+def _parse(path: Path) -> tuple[int, Identity, int | None, dict] | None:
+    """(pid, identity, its own exit code or None, the exit codes of children it reaped)."""
     try:
         with open(path, "rb") as fh:
             data = fh.read(1 << 20)
@@ -53,6 +59,7 @@ def _parse(path: Path) -> tuple[int, Identity] | None:
         return None
     info: dict = {}
     pid = None
+    code = None
     for raw in data.split(b"\n"):
         tag = raw[:2]
         try:
@@ -62,13 +69,18 @@ def _parse(path: Path) -> tuple[int, Identity] | None:
                 info.update(header)
             elif tag == b"I\t":
                 info.update(json.loads(raw.split(b"\t", 2)[2]))
+            elif tag == b"X\t":
+                value = json.loads(raw.split(b"\t", 2)[2]).get("exit_code")
+                code = int(value) if isinstance(value, int) else code
         except (ValueError, KeyError, IndexError):
             continue  # a line still being written, or damaged: the next read gets it
     if pid is None:
         return None
     rank, worker = info.get("rank"), info.get("worker_id")
+    children = info.get("child_exits")
     return pid, Identity(str(info.get("role") or "unknown"), int(rank) if rank is not None else None,
-                         info.get("start_method"), worker if isinstance(worker, int) else None)
+                         info.get("start_method"), worker if isinstance(worker, int) else None), \
+        code, children if isinstance(children, dict) else {}
 
 
 def _start_of(name: str) -> int:
@@ -79,7 +91,8 @@ def _start_of(name: str) -> int:
 
 
 class RoleReader:
-    """``lookup()`` -> {pid: Identity} for the processes that have an event log so far."""
+    """``lookup()`` -> {pid: Identity} for the processes that have an event log so far;
+    ``exits`` -> {pid: exit code} known so far (negative: the signal that ended it)."""
 
     def __init__(self, run_dir: str | os.PathLike[str], reread_s: float = 1.0) -> None:
         self.folder = Path(run_dir) / "events"
@@ -87,6 +100,13 @@ class RoleReader:
         self._read_at: dict[str, float] = {}
         self._known: dict[int, Identity] = {}
         self._start: dict[int, int] = {}   # pid -> start of the log its identity came from
+        self._own_exit: dict[int, int] = {}    # pid -> its exit record's code
+        self._reaped: dict[int, int] = {}      # child pid -> the code its parent reaped
+
+    @property
+    def exits(self) -> dict[int, int]:
+        """Exit statuses: a process's own exit record wins over what its parent reaped."""
+        return {**self._reaped, **self._own_exit}
 
     def lookup(self) -> dict[int, Identity]:
         now = time.monotonic()
@@ -107,4 +127,13 @@ class RoleReader:
             if start >= self._start.get(pid, -1):
                 self._known[pid] = parsed[1]
                 self._start[pid] = start
+                if parsed[2] is not None:
+                    self._own_exit[pid] = parsed[2]
+                else:
+                    self._own_exit.pop(pid, None)
+            for child, code in parsed[3].items():
+                try:
+                    self._reaped[int(child)] = int(code)
+                except (TypeError, ValueError):
+                    continue
         return dict(self._known)

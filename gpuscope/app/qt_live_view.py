@@ -252,8 +252,6 @@ class QtLiveView(QWidget):
             return f"{group} (total)"
         row = self.model.procs.get(subject)
         who = f"{subject}"
-        if row is not None and row.role:
-            who += f" {row.role}" + (f" {row.rank}" if row.rank is not None else "")
-        elif row is not None:
-            who += f" {row.name}"
+        if row is not None:
+            who += f" {row.display}"
         return who + (" SM" if key == "sm_util" else "")

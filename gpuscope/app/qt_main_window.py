@@ -315,7 +315,7 @@ class MainWindow(QMainWindow):
         for batch in self.run_bridge.drain_batches():
             self.model.add(batch)
         if self.roles is not None and self._ticks % 5 == 0:
-            self.model.set_identities(self.roles.lookup())
+            self.model.set_identities(self.roles.lookup(), self.roles.exits)
             if self.ray_store is not None:
                 self.model.add_ray_store(self.ray_store.read_new())
         self.findings.tick(self._ticks)

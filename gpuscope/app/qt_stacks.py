@@ -115,11 +115,13 @@ def card_html(g: StackGroup) -> str:
 
 
 class _Card(QFrame):
-    def __init__(self, title: str, sub: str, body: str, parent: QWidget | None = None, muted: bool = False) -> None:
+    def __init__(self, title: str, sub: str, body: str, parent: QWidget | None = None, muted: bool = False,
+                 pids: tuple[int, ...] = ()) -> None:
         super().__init__(parent)
         self.setObjectName("stackCard")
-        self.setStyleSheet("#stackCard { background: %s; border: 1px solid #c8c8c8; border-radius: 3px; }"
-                           % ("#f3f3f3" if muted else "white"))
+        self.pids = pids
+        self.muted = muted
+        self.set_selected(False)
         self.setFixedWidth(CARD_WIDTH)
         self.title = QLabel(f"<b>{html.escape(title)}</b><br><span style='color:#555'>{html.escape(sub)}</span>", self)
         self.body = QLabel(body, self)
@@ -133,6 +135,12 @@ class _Card(QFrame):
         lay.addWidget(self.title)
         lay.addWidget(self.body, 1)
 
+    def set_selected(self, on: bool) -> None:
+        """A selected card (Processes → Show stacks) has a thick blue border."""
+        self.selected = on
+        self.setStyleSheet("#stackCard { background: %s; border: %s; border-radius: 3px; }"
+                           % ("#f3f3f3" if self.muted else "white", "2px solid #1f6fd1" if on else "1px solid #c8c8c8"))
+
 
 class QtStacks(QWidget):
     """Cards of grouped stacks; ``show_stacks(processes, ...)``; "Take stacks now" asks the window."""
@@ -144,6 +152,7 @@ class QtStacks(QWidget):
         self.processes: list[ProcessStacks] = []
         self.groups: list[StackGroup] = []
         self.card_widgets: list[_Card] = []
+        self.want_pid: int | None = None     # select this process's cards when stacks arrive
         self.head = QLabel("No stacks yet. They are taken when a run looks stuck, or with “Take stacks now”.", self)
         self.head.setWordWrap(True)
         self.head.setTextFormat(Qt.TextFormat.RichText)
@@ -176,6 +185,7 @@ class QtStacks(QWidget):
 
     def clear(self) -> None:
         self.processes, self.groups = [], []
+        self.want_pid = None
         self._fill([])
         self.head.setText("No stacks yet. They are taken when a run looks stuck, or with “Take stacks now”.")
 
@@ -197,14 +207,30 @@ class QtStacks(QWidget):
             pids = ", ".join(str(p) for p in g.pids[:8]) + (" …" if len(g.pids) > 8 else "")
             wait = waiting_on(g.thread)
             cards.append(_Card(f"{g.who()} · {', '.join(g.names[:3])}", f"pid {pids}" + (f" — {wait}" if wait else ""),
-                               card_html(g)))
+                               card_html(g), pids=tuple(g.pids)))
         for p in self.processes:
             note = ((p.note or "").strip() or "no dump").splitlines()[0]     # a tool's error: its first line
             if not p.threads:
-                cards.append(_Card(f"pid {p.pid} · {p.role}", "no stack", html.escape(note), muted=True))
+                cards.append(_Card(f"pid {p.pid} · {p.role}", "no stack", html.escape(note), muted=True,
+                                   pids=(p.pid,)))
             elif p.source not in ("faulthandler", ""):
-                cards.append(_Card(f"pid {p.pid} · {p.role}", f"read by {p.source}", html.escape(note), muted=True))
+                cards.append(_Card(f"pid {p.pid} · {p.role}", f"read by {p.source}", html.escape(note), muted=True,
+                                   pids=(p.pid,)))
         self._fill(cards)
+        if self.want_pid is not None:
+            self.select_pid(self.want_pid)
+
+    def select_pid(self, pid: int) -> list[_Card]:
+        """Mark the cards that hold ``pid``'s threads and scroll to the first; the cards selected."""
+        self.want_pid = pid
+        chosen = [c for c in self.card_widgets if pid in c.pids]
+        for c in self.card_widgets:
+            c.set_selected(c in chosen)
+        if chosen:
+            self.scroll.ensureWidgetVisible(chosen[0])
+        elif self.processes:
+            self.head.setText(self.head.text() + html.escape(f" No stacks of pid {pid} (it has ended?)."))
+        return chosen
 
     def _fill(self, cards: list[_Card]) -> None:
         while self.cards_layout.count():

@@ -41,6 +41,8 @@ class RunFindings:
         strip.sigCleanup.connect(self._cleanup)
         strip.sigStacks.connect(self.show_stacks_tab)
         window.tree.sigFindingClicked.connect(lambda code, pid: (window.live.findings.view.select(code, pid)))
+        window.tree.sigShowStacks.connect(self.show_stacks_of)
+        window.tree.sigMessage.connect(lambda text, error: (window.show_error if error else window.show_status)(text))
         window.stacks.sigTake.connect(self.take_stacks)
         # Run → Take stacks (Ctrl+Shift+T), beside Run and Stop
         run_menu = next((a.menu() for a in window.menuBar().actions() if a.text() == "&Run"), None)
@@ -64,6 +66,7 @@ class RunFindings:
 
     def started(self, run: Any) -> None:
         self.run_id, self.run_dir, self.started_ns = run.run_id, str(run.run_dir), run.started_ns
+        self.w.tree.run_id = run.run_id
         self.w.live.findings.view.set_live(True)
         self.w.stacks.set_can_take(True)
 
@@ -82,12 +85,20 @@ class RunFindings:
         self.w.live.findings.view.set_live(False)
         self.w.stacks.set_can_take(False)
         self._show(list(result.findings))
+        # the process table: each process's exit, CPU time and peak RSS as `gpuscope run` prints them
+        self.w.model.set_process_rows(result.processes, result.left_running)
+        self.w.tree.refresh()
 
     def show_past(self, past: Any) -> None:
         """A past run: its findings (as ``gpuscope findings`` lists them) and its last stacks."""
         self.run_id, self.run_dir, self.started_ns = past.run_id, str(past.run_dir), past.started_ns
         self.w.live.findings.view.set_live(False)
         self._show(past.findings)
+        from gpuscope.app.live_model import read_process_rows
+
+        rows, left = read_process_rows(past.run_dir)
+        if rows:
+            self.w.model.set_process_rows(rows, left)
         if past.stacks:
             taken, procs = past.stacks
             self.w.stacks.show_stacks(procs, taken, live=False)
@@ -105,6 +116,21 @@ class RunFindings:
         self.w.tabs.setCurrentIndex(0)
         self.w.bottom.setCurrentWidget(self.w.stacks)
         if not self.w.stacks.processes and self.run_dir is not None:
+            self._load_stacks(why="", switch=True)
+
+    def show_stacks_of(self, pid: int) -> None:
+        """Processes → Show stacks: the Stacks tab with this process's stacks selected, taken now
+        while the run runs (or the last ones taken once it has ended)."""
+        self.w.stacks.want_pid = pid
+        if self.run_id is None or self.run_dir is None:
+            self.w.show_status("no run to take stacks of")
+            return
+        if self.w.controller.busy:
+            self._load_stacks(why=f"for pid {pid}", switch=True, take=True)
+        elif self.w.stacks.processes:
+            self.w.stacks.select_pid(pid)
+            self.w.bottom.setCurrentWidget(self.w.stacks)
+        else:
             self._load_stacks(why="", switch=True)
 
     def take_stacks(self) -> None:

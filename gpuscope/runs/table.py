@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuscope.trace.process_row import ProcessRow, as_row
+from gpuscope.trace.process_row import ProcessRow, as_row, display_name
 
 
 def _ms(ns: int) -> str:
@@ -29,7 +29,7 @@ def _rss(p: ProcessRow) -> str:
 
 
 def _role(p: ProcessRow) -> str:
-    return p.role if p.worker_id is None else f"{p.role} #{p.worker_id}"
+    return display_name(p.role, p.worker_id)    # the name every view uses (RANK has its own column)
 
 
 def _exit(p: ProcessRow) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from gpuscope.trace import timeline as T
+from gpuscope.trace.process_row import display_name
 
 
 # gpuscope's domain ids start here so they never collide with nsys's ids of the same process.
@@ -139,9 +140,10 @@ def _log_ranges(pe, off: int, lut: tuple[np.ndarray, np.ndarray, np.ndarray]) ->
 
 
 def _process_label(pe) -> str:
-    name = pe.info.get("name") or pe.info.get("os_name")
-    role = pe.role
-    return f"{name} ({role})" if name and role != "unknown" else (name or role)
+    """The name every view gives the process (its role: ``trace.process_row.display_name``)."""
+    worker = pe.info.get("worker_id")
+    return display_name(pe.role, worker if isinstance(worker, int) else None, pe.rank,
+                        pe.info.get("name") or pe.info.get("os_name"))
 
 
 def _add_process(tl: T.Timeline, pe) -> None:

@@ -21,6 +21,23 @@ NOT_INJECTED = "not injected"
 PROGRAM_ROLES = {"gcs_server": "ray GCS", "raylet": "ray raylet"}
 
 
+def display_name(role: str | None, worker_id: int | None = None, rank: int | None = None,
+                 os_name: str | None = None) -> str:
+    """The one name a process is shown by, in every view (Processes, Report lanes, the CLI table):
+    its role (``main``, ``pool worker``, ``torchrun agent``, ``rank 1``), a DataLoader worker's id
+    (``DataLoader worker #1``), the rank of a process of a rank (``pool worker (rank 1)``; pass no
+    rank where a table has a RANK column). A process gpuscope did not reach is named by its program
+    (``ray raylet``, ``nsys``). The OS name (comm) is never the name: a program may rename itself
+    (torchrun's agent calls its main thread ``pt_elastic``, which renames the process from
+    gpuscope's ``gs:agent``)."""
+    if not role or role in ("unknown", NOT_INJECTED):
+        return PROGRAM_ROLES.get(os_name, os_name) if os_name else (role or "unknown")
+    text = role if worker_id is None else f"{role} #{worker_id}"
+    if rank is not None and not role.startswith("rank"):
+        text += f" (rank {rank})"
+    return text
+
+
 @dataclass(frozen=True)
 class TopRange:
     """A range name with its count and total time in one process."""
@@ -64,10 +81,15 @@ class ProcessRow:
     rss_source: Source | None = None
     cpu_user_seconds: float | None = None   # exact only
     cpu_system_seconds: float | None = None
-    exit_source: Literal["process", "launcher"] | None = None
+    exit_source: Literal["process", "launcher", "parent"] | None = None
     exit_how: str | None = None             # end | sys.exit | exception | os._exit | KeyboardInterrupt
     exit_signal: str | None = None          # the signal that ended it, when one did
     worker_id: int | None = None            # a DataLoader / pool worker's index
+
+    @property
+    def display_name(self) -> str:
+        """The name every view shows for this process (:func:`display_name`)."""
+        return display_name(self.role, self.worker_id, self.rank, self.name)
 
     @property
     def injected(self) -> bool:

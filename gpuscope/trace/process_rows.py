@@ -60,6 +60,26 @@ def _apply_root_exit(rows: list[ProcessRow], root_role: str, root_exit: int | No
             row.exit_code, row.exit_source = root_exit, "launcher"
 
 
+def _apply_child_exits(rows: list[ProcessRow], events: list[ProcessEvents]) -> None:
+    """A multiprocessing child killed before its exit record (SIGKILL, SIGTERM: no hook runs) has
+    the status its parent's multiprocessing reaped (the parent's ``child_exits``, docs/EVENTS.md):
+    ``exit_source`` "parent". Negative codes are signals, as multiprocessing gives them."""
+    reaped: dict[int, int] = {}
+    for pe in events:
+        for child, code in (pe.info.get("child_exits") or {}).items():
+            try:
+                reaped[int(child)] = int(code)
+            except (TypeError, ValueError):
+                continue
+    for row in rows:
+        code = reaped.get(row.pid)
+        if code is None or row.exit_code is not None or row.exit_signal is not None:
+            continue
+        row.exit_code = code if code >= 0 else None
+        row.exit_signal = signal_name(-code) if code < 0 else None
+        row.exit_source = "parent"
+
+
 def _merge_sampled(row: ProcessRow, t: dict[str, Any]) -> None:
     """The sampler's figures, where the process gave no exact one. A zero RSS is a zombie's, never
     a measurement of a live process: it stays unknown."""
@@ -99,8 +119,10 @@ def build_rows(run_dir: Path, root_role: str = "main", root_exit: int | None = N
                events: list[ProcessEvents] | None = None) -> list[ProcessRow]:
     """Every process of a run: the logged ones (in start order), then the ones only the sampler saw.
     ``events``: the run's event logs when the caller has read them already."""
-    rows = [row_from_events(pe) for pe in (read_run_events(run_dir) if events is None else events)]
+    events = read_run_events(run_dir) if events is None else events
+    rows = [row_from_events(pe) for pe in events]
     _apply_root_exit(rows, root_role, root_exit)
+    _apply_child_exits(rows, events)
     if seen is not None:
         add_sampled(rows, seen)
     return rows

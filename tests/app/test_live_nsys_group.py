@@ -13,7 +13,7 @@ from PySide6.QtGui import QColor
 from gpuscope.app.live_model import LiveModel
 from gpuscope.app.procroles import NSYS_GROUP, Identity
 from gpuscope.app.qt_live_view import QtLiveView
-from gpuscope.app.qt_process_tree import QtProcessTree
+from gpuscope.app.qt_process_tree import COL, QtProcessTree
 from gpuscope.telemetry.batch import ProcSample, SampleBatch
 
 pytestmark = pytest.mark.gui
@@ -47,8 +47,8 @@ def test_nsys_processes_grouped_apart_in_tree_and_plots(qtbot):
     assert tree.indexOfTopLevelItem(group) == tree.topLevelItemCount() - 1
     assert sorted(group.child(i).text(0) for i in range(group.childCount())) == ["10", "11", "14"]
     assert not group.isExpanded()
-    assert group.text(1) == NSYS_GROUP and group.text(7) == "total of 3 processes"
-    assert group.text(4) == "6" and group.text(5) == "105.0 MiB"       # 3+1+2 %, 60+5+40 MiB
+    assert group.text(COL["Process"]) == NSYS_GROUP and group.text(COL["OS name"]) == "total of 3 processes"
+    assert group.text(COL["CPU %"]) == "6" and group.text(COL["RSS"]) == "105.0 MiB"   # 3+1+2 %, 60+5+40 MiB
     assert group.foreground(1).color() == QColor("#8a8a8a") and tree.items[12].foreground(1).color() != \
         QColor("#8a8a8a")
     # plots: the user's processes and one total curve for nsys's
