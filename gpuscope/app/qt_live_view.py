@@ -14,8 +14,9 @@ Nsight Systems processes" draws each of them too.
 from __future__ import annotations
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QStackedWidget, QVBoxLayout,
+from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtGui import QFontMetrics, QPainter
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QGridLayout, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout,
                                QWidget)
 
 import numpy as np
@@ -32,6 +33,55 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 TITLES = {"gpu_util": ("gpu", "util_gpu", "GPU utilization"), "gpu_mem": ("gpu", "mem_used", "GPU memory"),
           "cpu": ("proc", "cpu", "CPU per process"), "rss": ("proc", "rss", "RSS per process")}
 GPU_PLOTS = ("gpu_util", "gpu_mem")
+MIB = float(1 << 20)
+TIME_LABEL = "time (s)"
+AXIS_STYLE = {"font-size": "8pt"}
+TITLE_MIN_H = 170        # px: a shorter plot drops its title (the axis label says what it is)
+SIDE_BY_SIDE_MIN_W = 760  # px: without a GPU, CPU and RSS side by side from this width of the plot area
+
+
+def axis_label(m: "metrics.Metric") -> str:
+    """The y-axis title with its unit: "CPU %", "RSS (MiB)" (bytes are drawn in MiB)."""
+    if m.unit == "%":
+        return f"{m.label} %"
+    if m.unit == "B":
+        return f"{m.label} (MiB)"
+    return f"{m.label} ({m.unit})" if m.unit else m.label
+
+
+def short_axis_label(m: "metrics.Metric") -> str:
+    """The y-axis title of a short plot: the unit and the metric's first word ("GPU MiB")."""
+    unit = "MiB" if m.unit == "B" else m.unit
+    return f"{m.label.split()[0]} {unit}".strip()
+
+
+def process_label(pid: int, role: str | None, rank: int | None, name: str | None) -> str:
+    """A process's legend entry: "7444 main", "7450 rank 1" (a role that names its rank once)."""
+    if role:
+        text = role if rank is None or f"rank {rank}" in role else f"{role} rank {rank}"
+        return f"{pid} {text}"
+    return f"{pid} {name}" if name else str(pid)
+
+
+class ElidedLabel(QLabel):
+    """One line; text too long for the width ends in "…", the whole text is the tooltip."""
+
+    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(text, parent)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+
+    def setText(self, text: str) -> None:  # noqa: N802 - Qt API
+        super().setText(text)
+        self.setToolTip(text)
+
+    def elided(self) -> str:
+        room = self.contentsRect().width()
+        return self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideRight, max(room, 0))
+
+    def paintEvent(self, event) -> None:  # noqa: N802, ANN001 - Qt API
+        painter = QPainter(self)
+        painter.setPen(self.palette().color(self.foregroundRole()))
+        painter.drawText(self.contentsRect(), int(self.alignment() | Qt.AlignmentFlag.AlignVCenter), self.elided())
 TOOL_PEN = "#9a9a9a"
 RAY_PEN = "#202020"
 MIN_SPAN_S = 5.0
@@ -59,25 +109,50 @@ class _Plot:
     def __init__(self, name: str) -> None:
         kind, key, title = TITLES[name]
         m = metrics.get(kind, key)
-        self.widget = pg.PlotWidget(title=title)
+        self.title = title
+        self.scale = MIB if m.unit == "B" else 1.0     # bytes are drawn in MiB, no SI prefixes
+        self.widget = pg.PlotWidget()
         self.widget.setBackground("w")
+        self.widget.setMinimumSize(120, 80)
         item = self.widget.getPlotItem()
         item.showGrid(x=True, y=True, alpha=0.3)
-        item.setLabel("left", m.label, units=m.unit if m.unit != "%" else None)
-        item.setLabel("bottom", "time since start", units="s")
-        if m.unit == "%":
-            item.setLabel("left", f"{m.label} (%)")
+        self.axis_labels = (axis_label(m), short_axis_label(m))
+        item.setLabel("left", self.axis_labels[0], **AXIS_STYLE)
+        item.setLabel("bottom", TIME_LABEL, **AXIS_STYLE)
+        for side in ("left", "bottom"):
+            item.getAxis(side).enableAutoSIPrefix(False)
+        self.item = item
+        self.titled = True
+        item.getViewBox().sigResized.connect(self._fit_axis_label)
+        self.show_title(True)
         item.setMouseEnabled(x=False, y=False)
         item.hideButtons()
         item.disableAutoRange()
         # the legend sits right of the plot (column 3 of the PlotItem's grid), never over the data
-        self.legend = pg.LegendItem(labelTextSize="8pt", verSpacing=-6)
+        self.legend = pg.LegendItem(labelTextSize="8pt", labelTextColor="#333", verSpacing=-4)
         item.layout.addItem(self.legend, 2, 3)
+        item.layout.setAlignment(self.legend, Qt.AlignmentFlag.AlignTop)
+        # as tall as its rows (not the plot's height, which spread the rows apart)
+        self.legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
         self.legend.setVisible(False)        # an empty legend draws as a stray little box
-        self.item = item
         self.curves: dict[tuple[str, str, int], pg.PlotDataItem] = {}
         self.labels: dict[tuple[str, str, int], str] = {}
         self.top = 0.0
+
+    def show_title(self, shown: bool) -> None:
+        """A title above the plot, or none (a short plot: its axis label says what it is)."""
+        self.item.setTitle(self.title if shown else None, size="9pt")
+        self.titled = shown
+
+    def _fit_axis_label(self, *_: object) -> None:
+        """The long y title when the axis is tall enough for it, else the short one (never cut)."""
+        axis = self.item.getAxis("left")
+        long_text, short_text = self.axis_labels
+        room = self.item.getViewBox().height()
+        font = axis.label.font()
+        text = long_text if QFontMetrics(font).horizontalAdvance(long_text) + 8 <= room else short_text
+        if axis.labelText != text:
+            axis.setLabel(text, **AXIS_STYLE)
 
     def set_top(self, data_max: float) -> None:
         """Move the y-axis top only to a new 1-2-5 step, and down only when the data fell below
@@ -106,6 +181,8 @@ class _Plot:
                                else Qt.PenStyle.SolidLine)
             c = self.item.plot(pen=pen)
             self.legend.addItem(c, label)
+            # the swatch beside its label: both centred in their row (the label defaulted to the top)
+            self.legend.layout.setAlignment(self.legend.getLabel(c), Qt.AlignmentFlag.AlignVCenter)
             self.curves[ident] = c
             self.legend.setVisible(True)
         return c
@@ -156,29 +233,25 @@ class QtLiveView(QWidget):
         bar.addWidget(QLabel("show"))
         bar.addWidget(self.window)
         self.plots = {name: _Plot(name) for name in TITLES}
-        self.no_gpu: dict[str, QLabel] = {}
-        self.stacks: dict[str, QStackedWidget] = {}
-        grid = QHBoxLayout()
-        left, right = QVBoxLayout(), QVBoxLayout()
-        for name in TITLES:
-            stack = QStackedWidget()
-            stack.addWidget(self.plots[name].widget)
-            if name in GPU_PLOTS:
-                label = QLabel(alignment=Qt.AlignmentFlag.AlignCenter, wordWrap=True)
-                label.setStyleSheet("background: white; color: #666; font-size: 12pt; border: 1px solid #ccc;")
-                stack.addWidget(label)
-                self.no_gpu[name] = label
-            self.stacks[name] = stack
-            (left if name in GPU_PLOTS else right).addWidget(stack)
-        grid.addLayout(left)
-        grid.addLayout(right)
+        # no GPU: one line instead of the two GPU plots, which then leave CPU and RSS the room
+        self.gpu_note = ElidedLabel()
+        self.gpu_note.setStyleSheet("color: #555; background: #f4f4f4; border: 1px solid #ccc; padding: 2px 6px;")
+        self.gpu_note.hide()
+        self.plot_area = QWidget()
+        self.grid = QGridLayout(self.plot_area)
+        self.grid.setContentsMargins(0, 0, 0, 0)
+        self.grid.setSpacing(4)
+        self.plot_area.installEventFilter(self)
+        self._arrangement: tuple = ()
+        self._arrange()
         self.notes = NotesBanner(self)     # --annotate results, after the run
         self.findings = FindingsStrip(self)   # the run's findings, live
         lay = QVBoxLayout(self)
         lay.addLayout(bar)
         lay.addWidget(self.findings)
         lay.addWidget(self.notes)
-        lay.addLayout(grid, 1)
+        lay.addWidget(self.gpu_note)
+        lay.addWidget(self.plot_area, 1)
 
     # -- state ----------------------------------------------------------------------------------
     def reset(self, title: str = "") -> None:
@@ -195,11 +268,49 @@ class QtLiveView(QWidget):
         self.refresh()
 
     def set_gpu_reason(self, reason: str | None) -> None:
-        """With a reason (no GPU), the GPU plots say so instead of sitting empty."""
+        """With a reason (no GPU), one line says so and the GPU plots give their room to the others."""
         self.model.gpu_reason = reason
-        for name, label in self.no_gpu.items():
-            label.setText(f"{TITLES[name][2]}: not available\n{reason}" if reason else "")
-            self.stacks[name].setCurrentIndex(1 if reason else 0)
+        self.gpu_note.setText(f"GPU plots off: {reason}" if reason else "")
+        self.gpu_note.setVisible(bool(reason))
+        self._arrange()
+
+    @property
+    def gpu_shown(self) -> bool:
+        return not self.model.gpu_reason
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API
+        if watched is self.plot_area and event.type() == QEvent.Type.Resize:
+            self._arrange()
+        return False
+
+    def _arrange(self) -> None:
+        """Place the plots for the room there is: 2×2 with a GPU; without one, CPU and RSS side by
+        side when the area is wide, else one above the other. Short plots drop their titles."""
+        size = self.plot_area.size()
+        gpu = self.gpu_shown
+        wide = not gpu and size.width() >= SIDE_BY_SIDE_MIN_W and size.width() >= 1.6 * size.height()
+        rows = 2 if gpu or not wide else 1
+        titled = size.height() / rows >= TITLE_MIN_H
+        arrangement = (gpu, wide, titled)
+        if arrangement == self._arrangement:
+            return
+        self._arrangement = arrangement
+        for p in self.plots.values():
+            self.grid.removeWidget(p.widget)
+        if gpu:
+            places = {"gpu_util": (0, 0), "cpu": (0, 1), "gpu_mem": (1, 0), "rss": (1, 1)}
+        else:
+            places = {"cpu": (0, 0), "rss": (0, 1) if wide else (1, 0)}
+        for name, p in self.plots.items():
+            where = places.get(name)
+            p.widget.setVisible(where is not None)
+            if where is not None:
+                self.grid.addWidget(p.widget, *where)
+            if p.titled != titled:
+                p.show_title(titled)
+        for i in range(2):
+            self.grid.setRowStretch(i, 1 if i < rows else 0)
+            self.grid.setColumnStretch(i, 1 if (gpu or wide or i == 0) else 0)
 
     def set_elapsed(self, seconds: float, state: str = "") -> None:
         self.elapsed.setText(f"{state + ' ' if state else ''}{format_elapsed(seconds)}")
@@ -230,6 +341,8 @@ class QtLiveView(QWidget):
             for kind, key, subject, buf in self.model.curves(name, tools=self.show_tools.isChecked()):
                 label = self._label(kind, key, subject)
                 x, y = envelope(*buf.window(x_min), 2 * width)
+                if plot.scale != 1.0:
+                    y = y / plot.scale
                 plot.curve((kind, key, subject), label).setData(x, y)
                 drawn.add((kind, key, subject))
                 if len(y):
@@ -238,7 +351,7 @@ class QtLiveView(QWidget):
                 plot.drop(ident)
             plot.item.setXRange(x_min or 0.0, x_max, padding=0.01)
             plot.set_top(top)
-        if self.model.gpu_reason and not self.no_gpu["gpu_util"].text():
+        if self.model.gpu_reason and not self.gpu_note.text():
             self.set_gpu_reason(self.model.gpu_reason)
         return True
 
@@ -251,9 +364,5 @@ class QtLiveView(QWidget):
             group = self.model.groups[subject] if subject < len(self.model.groups) else "tools"
             return f"{group} (total)"
         row = self.model.procs.get(subject)
-        who = f"{subject}"
-        if row is not None and row.role:
-            who += f" {row.role}" + (f" {row.rank}" if row.rank is not None else "")
-        elif row is not None:
-            who += f" {row.name}"
+        who = process_label(subject, row.role, row.rank, row.name) if row is not None else str(subject)
         return who + (" SM" if key == "sm_util" else "")

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QScrollArea, QSplitter, QTabWidget, QWidget
+from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QSplitter, QTabWidget, QWidget
 
 from gpuscope.app import bridge, workers
 from gpuscope.app.bridge import RunBridge
@@ -66,10 +66,12 @@ class MainWindow(QMainWindow):
         self._report_pending: Report | None = None
         self._fit_timeline = False
         self._ticks = 0
+        self._notes_printed: set[str] = set()
         self._build()
         self._build_menu()
         self._connect()
         self.compare = CompareSession(self)   # the Compare tab, File → Compare runs…, its signals
+        self._build_help()
         self.panel.load(self.settings)
         geometry = self.settings.value("window/geometry")
         if isinstance(geometry, QByteArray):
@@ -96,13 +98,12 @@ class MainWindow(QMainWindow):
         right.addWidget(self.live)
         right.addWidget(self.bottom)
         right.setSizes([480, 280])
-        scroll = QScrollArea(widgetResizable=True)
-        scroll.setWidget(self.panel)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        scroll.setMinimumWidth(340)
+        self.panel.setMinimumWidth(300)      # its fields scroll inside it; Run/Stop stay pinned below
         self.run_split = QSplitter(Qt.Orientation.Horizontal)
-        self.run_split.addWidget(scroll)
+        self.run_split.addWidget(self.panel)
         self.run_split.addWidget(right)
+        self.run_split.setCollapsible(0, False)
+        self.run_split.setStretchFactor(1, 1)
         self.run_split.setSizes([410, 870])
         self.history = QtHistory()
         self.history.runner = self.run_task
@@ -132,10 +133,16 @@ class MainWindow(QMainWindow):
         quit_action.triggered.connect(self.close)
         file_menu.addAction(quit_action)
         run_menu = self.menuBar().addMenu("&Run")
-        for text, slot, key in (("&Run", self.panel._on_run, "Ctrl+R"), ("&Stop", self.stop_run, "Ctrl+.")):
-            action = QAction(text, self, shortcut=QKeySequence(key))
+        self.run_action = QAction("&Run", self, shortcut=QKeySequence("Ctrl+R"))
+        self.stop_action = QAction("&Stop", self, shortcut=QKeySequence("Ctrl+."))
+        for action, slot in ((self.run_action, self.panel._on_run), (self.stop_action, self.stop_run)):
             action.triggered.connect(slot)
             run_menu.addAction(action)
+
+    def _build_help(self) -> None:
+        from gpuscope.app.qt_help import build_help_menu
+
+        build_help_menu(self)     # last: after the menus other parts add (Compare, Take stacks)
 
     def _connect(self) -> None:
         self.panel.sigRun.connect(self.start_run)
@@ -231,6 +238,7 @@ class MainWindow(QMainWindow):
         self.live.reset(f"{Path(spec.script).name} · {spec.launcher} · {spec.start_method}")
         self.tree.reset_rows()
         self.console.clear()
+        self._notes_printed.clear()
         self.findings.reset()
         self.roles = None
         self.last_result = None
@@ -245,22 +253,28 @@ class MainWindow(QMainWindow):
         if not self.controller.busy and not self.model.batches:
             self.live.set_gpu_reason(reason)
 
+    def _print_notes(self, notes: list[str]) -> None:
+        """The run's notes in the console, each once: the run's list at its start (no GPU, …) is
+        also the head of the result's list at its end."""
+        for note in notes:
+            if note not in self._notes_printed:
+                self._notes_printed.add(note)
+                self.console.append_text(f"gpuscope: {note}")
+
     def _run_started(self, run: Run) -> None:
         self.roles = RoleReader(run.run_dir)
         self.findings.started(run)
         self.ray_store = StoreTail(run.run_dir)   # a Ray run's object store (docs/RAY.md)
         self.live.set_gpu_reason(self.controller.gpu_reason)
         self.live.title.setText(f"{self.live.title.text()} · run {run.run_id} · pid {run.pid}")
-        for note in run.notes:
-            self.console.append_text(f"gpuscope: {note}")
+        self._print_notes(run.notes)
         self.show_status(f"running {run.run_id} (pid {run.pid})")
 
     def _run_ended(self, result: RunResult) -> None:
         self.tick()
         self.last_result = result
         line = describe_result(result)
-        for note in result.notes:
-            self.console.append_text(f"gpuscope: {note}")
+        self._print_notes(result.notes)
         self.console.append_text(f"gpuscope: {line}")
         (self.show_error if result.status == "error" else self.show_status)(line)
         self.live.set_elapsed(self.controller.elapsed(), result.status)
@@ -316,8 +330,15 @@ class MainWindow(QMainWindow):
             self.cleanup.refresh()
 
     # -- reports --------------------------------------------------------------------------------
+    def report_start_dir(self) -> str:
+        """Where File → Open report / Open job start: the runs folder (each run's report is there)."""
+        from gpuscope.paths import runs_dir
+
+        folder = runs_dir()
+        return str(folder if folder.is_dir() else Path.home())
+
     def _open_report_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open a report", str(Path.home()), REPORT_FILTER)
+        path, _ = QFileDialog.getOpenFileName(self, "Open a report", self.report_start_dir(), REPORT_FILTER)
         if path:
             self.load_report(path, switch=True)
 

@@ -46,6 +46,11 @@ class _Slot:
 class QtTimeline(QWidget):
     """Paints a :class:`~gpuscope.trace.timeline.Timeline`; set it with :meth:`set_timeline`."""
 
+    # the keys keyPressEvent handles, for Help → Keyboard shortcuts (gpuscope.app.qt_help)
+    KEY_HELP_AREA = "timeline"
+    KEY_HELP = (("+ / −, wheel", "zoom in / out"), ("← / →", "pan in time"), ("↑ / ↓, PgUp / PgDn", "scroll lanes"),
+                ("Home", "fit the whole run"), ("Shift+wheel", "scroll lanes"))
+
     sigRangeSelected = Signal(dict)
     sigViewChanged = Signal(float, float)
 

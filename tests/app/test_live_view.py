@@ -37,7 +37,7 @@ def test_gpu_curves_per_device_and_process_and_rolling_window(qtbot):
     assert set(gpu_util) == {("gpu", "util_gpu", 0), ("gpu", "util_gpu", 1), ("proc", "sm_util", 100)}
     assert set(view.plots["gpu_mem"].curves) == {("gpu", "mem_used", 0), ("gpu", "mem_used", 1),
                                                  ("proc", "gpu_mem", 100)}
-    assert view.stacks["gpu_util"].currentIndex() == 0
+    assert view.gpu_shown and view.gpu_note.isHidden() and not view.plots["gpu_util"].widget.isHidden()
     x, y = gpu_util[("gpu", "util_gpu", 1)].getData()
     assert x[-1] == pytest.approx(119.9) and x[0] <= 119.9 - 60 and x[1] > 119.9 - 60   # last minute
     assert np.all(y == 20.0)
@@ -48,7 +48,7 @@ def test_gpu_curves_per_device_and_process_and_rolling_window(qtbot):
     y_range = view.plots["gpu_util"].item.getViewBox().viewRange()[1]
     assert y_range == [0.0, 50.0]          # the highest curve (30 %) + 5 %, up to a 1-2-5 step
     view.set_gpu_reason("no NVIDIA GPU / driver (test)")
-    assert view.stacks["gpu_mem"].currentIndex() == 1 and "test" in view.no_gpu["gpu_mem"].text()
+    assert view.plots["gpu_mem"].widget.isHidden() and "test" in view.gpu_note.text()
 
 
 def test_console_flood_stays_responsive_bounded_and_searchable(qtbot):
@@ -151,3 +151,94 @@ def test_console_keeps_lines_whole_across_streams_and_notes(qtbot):
     assert console.plain_text().splitlines()[-2:] == ["Enter a number: 4", "gpuscope: run ended"]
     console.append_chunks([("stdout", "naïve\n".encode()[:3]), ("stdout", "naïve\n".encode()[3:])])
     assert console.plain_text().endswith("\nnaïve\n")   # a character split between chunks too
+
+
+def _plot_heights(view: QtLiveView) -> dict[str, int]:
+    return {name: p.widget.height() for name, p in view.plots.items() if not p.widget.isHidden()}
+
+
+@pytest.mark.parametrize("size", [(900, 500), (500, 500)])
+def test_no_gpu_is_one_line_and_cpu_rss_get_the_plot_area(qtbot, size):
+    """Without a GPU the two GPU plots collapse into one elided line (full text in its tooltip),
+    and the CPU and RSS plots share the whole plot area (side by side when wide, else stacked)."""
+    view = QtLiveView(LiveModel())
+    qtbot.addWidget(view)
+    view.resize(*size)
+    view.show()
+    for i in range(30):
+        view.model.add(batch(i, 1000 + i / 10, gpus=0))
+    view.refresh()
+    qtbot.waitUntil(lambda: view.plot_area.height() > 0)
+    with_gpu = {n: view.plots[n].widget.size() for n in ("cpu", "rss")}
+    reason = "no NVIDIA GPU / driver (NVML: NVML Shared Library Not Found) " + "and a long tail " * 10
+    view.set_gpu_reason(reason)
+    qtbot.waitUntil(lambda: view.plots["gpu_util"].widget.isHidden())
+    assert view.plots["gpu_mem"].widget.isHidden()
+    note = view.gpu_note
+    assert not note.isHidden() and note.toolTip() == f"GPU plots off: {reason}"
+    assert note.height() <= 2 * note.fontMetrics().height() + 12          # one line, not half the plots
+    assert note.elided().endswith("…") and len(note.elided()) < len(note.text())   # elided, not clipped
+    area = view.plot_area.width() * view.plot_area.height()
+    qtbot.waitUntil(lambda: sum(view.plots[n].widget.width() * view.plots[n].widget.height()
+                                for n in ("cpu", "rss")) > 0.85 * area)
+    for n in ("cpu", "rss"):    # each got bigger than its quarter with the GPU plots
+        now = view.plots[n].widget.size()
+        assert now.width() * now.height() > 1.5 * with_gpu[n].width() * with_gpu[n].height(), (n, now, with_gpu[n])
+    view.set_gpu_reason(None)   # a GPU after all (a later run's sampler): the four plots again
+    assert not view.plots["gpu_util"].widget.isHidden() and note.isHidden()
+
+
+def test_legend_names_a_rank_once_with_swatches_beside(qtbot):
+    """Legend entries read "PID rank 0", never "rank 0 0"; each swatch sits beside its label."""
+    from gpuscope.app.procroles import Identity
+    from gpuscope.app.qt_live_view import process_label
+
+    assert process_label(7450, "rank 0", 0, "python") == "7450 rank 0"
+    assert process_label(7451, "pool worker", None, "gs:pool1") == "7451 pool worker"
+    assert process_label(7452, "torchrun worker", 1, None) == "7452 torchrun worker rank 1"
+    assert process_label(7453, None, None, "python") == "7453 python"
+    view = QtLiveView(LiveModel())
+    qtbot.addWidget(view)
+    view.resize(1000, 600)
+    view.show()
+    for i in range(20):
+        view.model.add(batch(i, 1000 + i / 10, gpus=0))
+    view.model.set_identities({100: Identity("rank 0", 0, None)})
+    view.refresh()
+    legend = view.plots["cpu"].legend
+    texts = {sample.item: label.text for sample, label in legend.items}
+    curve = view.plots["cpu"].curves[("proc", "cpu", 100)]
+    assert texts[curve] == "100 rank 0"
+    qtbot.wait(50)
+    for sample, label in legend.items:   # same row, vertically centred on each other, swatch left
+        s = sample.mapRectToScene(sample.boundingRect())
+        l_ = label.item.mapRectToScene(label.item.boundingRect())     # the text as drawn
+        assert abs(s.center().y() - l_.center().y()) <= 3, (s, l_)
+        assert s.right() <= l_.left() + 1
+
+
+def test_axis_titles_carry_units_and_fit(qtbot):
+    """Every axis says its unit ("CPU %", "RSS (MiB)", "time (s)"), RSS is drawn in MiB, and at a
+    small size the titles still fit in their axis (short plots drop the plot title instead)."""
+    view = QtLiveView(LiveModel())
+    qtbot.addWidget(view)
+    view.resize(420, 300)
+    view.show()
+    for i in range(30):
+        view.model.add(batch(i, 1000 + i / 10, gpus=1))
+    view.refresh()
+    qtbot.wait(50)
+    assert {n: p.axis_labels[0] for n, p in view.plots.items()} == {
+        "gpu_util": "GPU util %", "gpu_mem": "GPU mem used (MiB)", "cpu": "CPU %", "rss": "RSS (MiB)"}
+    assert view.plots["gpu_mem"].item.getAxis("left").labelText == "GPU MiB"   # short plots: the short title
+    assert all(p.item.getAxis("bottom").labelText == "time (s)" for p in view.plots.values())
+    _, y = view.plots["rss"].curves[("proc", "rss", 100)].getData()
+    assert y[-1] == pytest.approx(200.0)                 # 200 << 20 bytes drawn as 200 MiB
+    for p in view.plots.values():
+        axis = p.item.getAxis("left")
+        text_w = axis.label.boundingRect().width()       # drawn rotated: its width runs along the axis
+        assert text_w <= axis.height(), (p.title, text_w, axis.height())
+        assert not p.titled                              # 4 plots in 300 px: no room for titles
+    view.resize(1000, 900)                               # room again: the long titles and plot titles
+    qtbot.waitUntil(lambda: view.plots["gpu_mem"].item.getAxis("left").labelText == "GPU mem used (MiB)")
+    assert all(p.titled for p in view.plots.values())
