@@ -75,7 +75,7 @@ class QtLaunchPanel(QWidget):
         for key, text in TARGET_KINDS:
             self.kind.addItem(text, key)
         self.kind.setToolTip("Run a script file, or a module as `python -m package.module`")
-        self.script = _narrow(QComboBox(editable=True), 20)
+        self.script = _narrow(QComboBox(editable=True), 14)
         self.script.setToolTip("The Python script to run (drop a file here, or pick a recent one)")
         self.script.lineEdit().setPlaceholderText(SCRIPT_HINT)
         # recent scripts: long paths lose their start, never the file name (full path in the tooltip)
@@ -132,6 +132,8 @@ class QtLaunchPanel(QWidget):
         self.scroll.setWidget(fields)
         self.scroll.setFrameShape(QFrame.Shape.NoFrame)
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # never narrower than its fields (they would be cut: there is no sideways scrolling)
+        self.setMinimumWidth(fields.minimumSizeHint().width() + self.scroll.verticalScrollBar().sizeHint().width())
         self.buttons = _row(self.run_button, self.stop_button)
         self.buttons.layout().setContentsMargins(9, 4, 9, 6)
         outer = QVBoxLayout(self)

@@ -113,7 +113,7 @@ class _Plot:
         self.scale = MIB if m.unit == "B" else 1.0     # bytes are drawn in MiB, no SI prefixes
         self.widget = pg.PlotWidget()
         self.widget.setBackground("w")
-        self.widget.setMinimumSize(120, 80)
+        self.widget.setMinimumSize(120, 60)
         item = self.widget.getPlotItem()
         item.showGrid(x=True, y=True, alpha=0.3)
         self.axis_labels = (axis_label(m), short_axis_label(m))
@@ -215,8 +215,7 @@ class QtLiveView(QWidget):
         self.window_s: float | None = 60.0
         self.elapsed = QLabel("elapsed 0:00")
         self.elapsed.setStyleSheet("font-size: 14pt; font-weight: bold;")
-        self.title = QLabel("")
-        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.title = ElidedLabel("")          # script · launcher · method · run id · pid, "…" when narrow
         self.window = QComboBox()
         for text, seconds in WINDOWS:
             self.window.addItem(text, seconds)

@@ -98,13 +98,12 @@ class MainWindow(QMainWindow):
         right.addWidget(self.live)
         right.addWidget(self.bottom)
         right.setSizes([480, 280])
-        self.panel.setMinimumWidth(300)      # its fields scroll inside it; Run/Stop stay pinned below
+        # the panel's fields scroll inside it (Run/Stop stay pinned below); it sets its own minimum width
         self.run_split = QSplitter(Qt.Orientation.Horizontal)
         self.run_split.addWidget(self.panel)
         self.run_split.addWidget(right)
         self.run_split.setCollapsible(0, False)
-        self.run_split.setStretchFactor(1, 1)
-        self.run_split.setSizes([410, 870])
+        self.run_split.setSizes([400, 880])       # a smaller window shrinks both, the panel to its minimum
         self.history = QtHistory()
         self.history.runner = self.run_task
         self.tabs = QTabWidget()
