@@ -8,7 +8,8 @@ runs and settings, and takes each picture at both sizes:
 
 - ``run-*.png``: the Run tab while the spawn pool runs (launch panel, live plots, process tree);
 - ``report-*.png``: the Report tab with that run's report (timeline and summaries);
-- ``history-*.png``: the History tab with the three runs.
+- ``history-*.png``: the History tab with the three runs;
+- ``help-shortcuts.png``: Help → Keyboard shortcuts.
 
 Without ``DISPLAY`` it starts itself again under ``xvfb-run`` (Xvfb, the xcb platform: a real X
 window, not Qt's offscreen renderer); ``--offscreen`` uses Qt's offscreen platform instead. The
@@ -162,6 +163,24 @@ class Shooter:
             self.wait(lambda: bool(loaded), "the History list")
             w.history.sigLoaded.disconnect(loaded.append)
         self.shoot("history", history)
+        self.shoot_help()
+
+    def shoot_help(self) -> None:
+        """Help → Keyboard shortcuts, the dialog alone (one size: it does not depend on the window's)."""
+        w = self.w
+        w.keys_action.trigger()
+        dialog = w.last_help_dialog
+        self.wait(lambda: dialog.isVisible(), "the shortcuts dialog")
+        self.settle(0.3)
+        path = self.out / "help-shortcuts.png"
+        shot = dialog.screen().grabWindow(dialog.winId())
+        if shot.isNull() or shot.width() < 100:
+            shot = dialog.grab()
+        if not shot.save(str(path)):
+            raise SystemExit(f"screenshots: cannot write {path}")
+        self.saved.append(path)
+        print(f"screenshots: {path} ({shot.width()}x{shot.height()})", flush=True)
+        dialog.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -112,6 +112,9 @@ class ShortcutsDialog(QDialog):
         self.table.setHorizontalHeaderLabels(["Keys", "Does", "Where"])
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.table.setSelectionMode(QTableWidget.SelectionMode.NoSelection)
+        self.table.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
         for r, row in enumerate(self.rows):
             for c, text in enumerate((row.keys, row.what, row.where)):
                 self.table.setItem(r, c, QTableWidgetItem(text))

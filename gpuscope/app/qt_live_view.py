@@ -14,10 +14,10 @@ Nsight Systems processes" draws each of them too.
 from __future__ import annotations
 
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QObject, Qt
-from PySide6.QtGui import QFontMetrics, QPainter
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QGridLayout, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout,
-                               QWidget)
+from PySide6.QtCore import QEvent, QObject, QSize, Qt
+from PySide6.QtGui import QFontMetrics, QIcon, QPainter, QPen, QPixmap
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFrame, QGridLayout, QHBoxLayout, QLabel, QListWidget,
+                               QListWidgetItem, QSizePolicy, QVBoxLayout, QWidget)
 
 import numpy as np
 
@@ -36,8 +36,10 @@ GPU_PLOTS = ("gpu_util", "gpu_mem")
 MIB = float(1 << 20)
 TIME_LABEL = "time (s)"
 AXIS_STYLE = {"font-size": "8pt"}
+LEFT_AXIS_W = 54        # px: title + ticks up to "80000" (MiB of a large GPU)
 TITLE_MIN_H = 170        # px: a shorter plot drops its title (the axis label says what it is)
 SIDE_BY_SIDE_MIN_W = 760  # px: without a GPU, CPU and RSS side by side from this width of the plot area
+SIDE_BY_SIDE_RATIO = 3.0  # ... and only when it is this much wider than tall (else stacked: one time axis)
 
 
 def axis_label(m: "metrics.Metric") -> str:
@@ -103,6 +105,62 @@ def format_elapsed(seconds: float) -> str:
     return f"{s // 3600:d}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:d}:{s % 60:02d}"
 
 
+LEGEND_W = 160           # px: the legend beside each plot (entries elide, full text in the tooltip)
+
+
+class Legend(QListWidget):
+    """The curves of one plot: a swatch of the curve's pen beside each label, one per row, scrolling
+    when there are more than fit. A plain list beside the plot, so it never takes the plot's height."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setSelectionMode(QListWidget.SelectionMode.NoSelection)
+        self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.setIconSize(QSize(20, 10))
+        self.setUniformItemSizes(True)
+        self.setStyleSheet("QListWidget { background: white; color: #333; font-size: 8pt; }")
+        self.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Ignored)
+        self.setFixedWidth(LEGEND_W)
+        self.entries: dict[tuple[str, str, int], QListWidgetItem] = {}
+
+    @staticmethod
+    def swatch(pen: QPen) -> QIcon:
+        pix = QPixmap(20, 10)
+        pix.fill(Qt.GlobalColor.transparent)
+        painter = QPainter(pix)
+        line = QPen(pen)
+        line.setWidthF(max(2.0, pen.widthF()))
+        painter.setPen(line)
+        painter.drawLine(0, 5, 20, 5)
+        painter.end()
+        return QIcon(pix)
+
+    def add(self, ident: tuple[str, str, int], label: str, pen: QPen) -> None:
+        item = QListWidgetItem(self.swatch(pen), label)
+        item.setToolTip(label)
+        self.addItem(item)
+        self.entries[ident] = item
+
+    def rename(self, ident: tuple[str, str, int], label: str) -> None:
+        item = self.entries[ident]
+        item.setText(label)
+        item.setToolTip(label)
+
+    def remove(self, ident: tuple[str, str, int]) -> None:
+        item = self.entries.pop(ident)
+        self.takeItem(self.row(item))
+
+    def clear(self) -> None:  # noqa: D102 - QListWidget.clear, and the entries
+        super().clear()
+        self.entries.clear()
+
+    def texts(self) -> list[str]:
+        return [self.item(i).text() for i in range(self.count())]
+
+
 class _Plot:
     """One plot and its curves, keyed by (kind, key, subject)."""
 
@@ -111,16 +169,30 @@ class _Plot:
         m = metrics.get(kind, key)
         self.title = title
         self.scale = MIB if m.unit == "B" else 1.0     # bytes are drawn in MiB, no SI prefixes
-        self.widget = pg.PlotWidget()
-        self.widget.setBackground("w")
-        self.widget.setMinimumSize(120, 60)
-        item = self.widget.getPlotItem()
+        self.plot = pg.PlotWidget()
+        self.plot.setBackground("w")
+        self.plot.setMinimumSize(120, 60)
+        # the legend is a list beside the plot (never over the data, never taller than the plot)
+        self.legend = Legend()
+        self.legend.setVisible(False)
+        self.widget = QWidget()       # the plot and its legend: what the view lays out
+        self.widget.setAutoFillBackground(True)
+        palette = self.widget.palette()
+        palette.setColor(self.widget.backgroundRole(), Qt.GlobalColor.white)
+        self.widget.setPalette(palette)
+        row = QHBoxLayout(self.widget)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(0)
+        row.addWidget(self.plot, 1)
+        row.addWidget(self.legend)
+        item = self.plot.getPlotItem()
         item.showGrid(x=True, y=True, alpha=0.3)
         self.axis_labels = (axis_label(m), short_axis_label(m))
         item.setLabel("left", self.axis_labels[0], **AXIS_STYLE)
         item.setLabel("bottom", TIME_LABEL, **AXIS_STYLE)
         for side in ("left", "bottom"):
             item.getAxis(side).enableAutoSIPrefix(False)
+        item.getAxis("left").setWidth(LEFT_AXIS_W)     # the same in every plot: their time axes line up
         self.item = item
         self.titled = True
         item.getViewBox().sigResized.connect(self._fit_axis_label)
@@ -128,13 +200,6 @@ class _Plot:
         item.setMouseEnabled(x=False, y=False)
         item.hideButtons()
         item.disableAutoRange()
-        # the legend sits right of the plot (column 3 of the PlotItem's grid), never over the data
-        self.legend = pg.LegendItem(labelTextSize="8pt", labelTextColor="#333", verSpacing=-4)
-        item.layout.addItem(self.legend, 2, 3)
-        item.layout.setAlignment(self.legend, Qt.AlignmentFlag.AlignTop)
-        # as tall as its rows (not the plot's height, which spread the rows apart)
-        self.legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
-        self.legend.setVisible(False)        # an empty legend draws as a stray little box
         self.curves: dict[tuple[str, str, int], pg.PlotDataItem] = {}
         self.labels: dict[tuple[str, str, int], str] = {}
         self.top = 0.0
@@ -166,9 +231,7 @@ class _Plot:
         c = self.curves.get(ident)
         if c is not None and self.labels[ident] != label:   # a role became known: rename
             self.labels[ident] = label
-            legend_label = self.legend.getLabel(c)
-            if legend_label is not None:
-                legend_label.setText(label)
+            self.legend.rename(ident, label)
         if c is None:
             self.labels[ident] = label
             color = PALETTE[len(self.curves) % len(PALETTE)]
@@ -180,9 +243,7 @@ class _Plot:
                 pen = pg.mkPen(RAY_PEN, width=3, style=Qt.PenStyle.DotLine if ident[1] != "used"
                                else Qt.PenStyle.SolidLine)
             c = self.item.plot(pen=pen)
-            self.legend.addItem(c, label)
-            # the swatch beside its label: both centred in their row (the label defaulted to the top)
-            self.legend.layout.setAlignment(self.legend.getLabel(c), Qt.AlignmentFlag.AlignVCenter)
+            self.legend.add(ident, label, pen)
             self.curves[ident] = c
             self.legend.setVisible(True)
         return c
@@ -192,7 +253,7 @@ class _Plot:
         c = self.curves.pop(ident)
         self.labels.pop(ident, None)
         self.item.removeItem(c)
-        self.legend.removeItem(c)
+        self.legend.remove(ident)
         self.legend.setVisible(bool(self.curves))
 
     def clear(self) -> None:
@@ -283,11 +344,11 @@ class QtLiveView(QWidget):
         return False
 
     def _arrange(self) -> None:
-        """Place the plots for the room there is: 2×2 with a GPU; without one, CPU and RSS side by
-        side when the area is wide, else one above the other. Short plots drop their titles."""
+        """Place the plots for the room there is: 2×2 with a GPU; without one, CPU above RSS (their
+        time axes aligned), side by side only in a very wide, short area. Short plots drop their titles."""
         size = self.plot_area.size()
         gpu = self.gpu_shown
-        wide = not gpu and size.width() >= SIDE_BY_SIDE_MIN_W and size.width() >= 1.6 * size.height()
+        wide = not gpu and size.width() >= SIDE_BY_SIDE_MIN_W and size.width() >= SIDE_BY_SIDE_RATIO * size.height()
         rows = 2 if gpu or not wide else 1
         titled = size.height() / rows >= TITLE_MIN_H
         arrangement = (gpu, wide, titled)

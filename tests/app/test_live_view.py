@@ -157,10 +157,10 @@ def _plot_heights(view: QtLiveView) -> dict[str, int]:
     return {name: p.widget.height() for name, p in view.plots.items() if not p.widget.isHidden()}
 
 
-@pytest.mark.parametrize("size", [(900, 500), (500, 500)])
+@pytest.mark.parametrize("size", [(900, 500), (500, 500), (1400, 340)])
 def test_no_gpu_is_one_line_and_cpu_rss_get_the_plot_area(qtbot, size):
     """Without a GPU the two GPU plots collapse into one elided line (full text in its tooltip),
-    and the CPU and RSS plots share the whole plot area (side by side when wide, else stacked)."""
+    and the CPU and RSS plots share the whole plot area (stacked; side by side when very wide)."""
     view = QtLiveView(LiveModel())
     qtbot.addWidget(view)
     view.resize(*size)
@@ -184,6 +184,11 @@ def test_no_gpu_is_one_line_and_cpu_rss_get_the_plot_area(qtbot, size):
     for n in ("cpu", "rss"):    # each got bigger than its quarter with the GPU plots
         now = view.plots[n].widget.size()
         assert now.width() * now.height() > 1.5 * with_gpu[n].width() * with_gpu[n].height(), (n, now, with_gpu[n])
+    cpu, rss = view.plots["cpu"].widget.geometry(), view.plots["rss"].widget.geometry()
+    if size[0] >= 3 * size[1]:      # very wide and short: side by side
+        assert cpu.top() == rss.top() and rss.left() > cpu.right()
+    else:                           # stacked: one time axis under the other
+        assert cpu.left() == rss.left() and rss.top() > cpu.bottom()
     view.set_gpu_reason(None)   # a GPU after all (a later run's sampler): the four plots again
     assert not view.plots["gpu_util"].widget.isHidden() and note.isHidden()
 
@@ -205,16 +210,22 @@ def test_legend_names_a_rank_once_with_swatches_beside(qtbot):
         view.model.add(batch(i, 1000 + i / 10, gpus=0))
     view.model.set_identities({100: Identity("rank 0", 0, None)})
     view.refresh()
-    legend = view.plots["cpu"].legend
-    texts = {sample.item: label.text for sample, label in legend.items}
-    curve = view.plots["cpu"].curves[("proc", "cpu", 100)]
-    assert texts[curve] == "100 rank 0"
+    plot = view.plots["cpu"]
+    assert "100 rank 0" in plot.legend.texts() and not any("rank 0 0" in t for t in plot.legend.texts())
     qtbot.wait(50)
-    for sample, label in legend.items:   # same row, vertically centred on each other, swatch left
-        s = sample.mapRectToScene(sample.boundingRect())
-        l_ = label.item.mapRectToScene(label.item.boundingRect())     # the text as drawn
-        assert abs(s.center().y() - l_.center().y()) <= 3, (s, l_)
-        assert s.right() <= l_.left() + 1
+    legend = plot.legend
+    assert legend.geometry().left() >= plot.plot.geometry().right()      # beside the plot, not over it
+    for ident, item in legend.entries.items():
+        # the swatch is the curve's own pen colour, drawn in the item's icon, left of its text
+        swatch = item.icon().pixmap(legend.iconSize()).toImage()
+        assert swatch.pixelColor(10, 5).name() == plot.curves[ident].opts["pen"].color().name()
+        rect = legend.visualItemRect(item)
+        assert rect.height() < 2.5 * legend.fontMetrics().height()       # one compact row, not spread apart
+    # more processes than fit: the legend scrolls, the plot keeps its height
+    for pid in range(200, 230):
+        plot.curve(("proc", "cpu", pid), f"{pid} pool worker")
+    qtbot.wait(50)
+    assert legend.verticalScrollBar().maximum() > 0 and legend.height() <= plot.widget.height()
 
 
 def test_axis_titles_carry_units_and_fit(qtbot):
