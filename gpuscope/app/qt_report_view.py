@@ -139,7 +139,6 @@ class QtReportView(QWidget):
         self._task: workers.Task | None = None
         self.title = QLabel("No report loaded. File → Open report…", self)
         self.title.setTextInteractionFlags(Qt.TextSelectableByMouse)
-        from PySide6.QtWidgets import QSizePolicy; self.title.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         self.busy_label = QLabel(self)
         self.progress = QProgressBar(self)
         self.progress.setRange(0, 0)          # load_report gives no fraction: a busy bar
