@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QSplitter, QTabWidget, QWidget
+from PySide6.QtWidgets import (QFileDialog, QMainWindow, QMessageBox, QSizePolicy, QSplitter, QTabWidget,
+                               QWidget)
 
 from gpuscope.app import bridge, workers
 from gpuscope.app.bridge import RunBridge
@@ -182,6 +183,9 @@ class MainWindow(QMainWindow):
         from gpuscope.app.qt_report_view import QtReportView
 
         view = self._tab_widget("Report", QtReportView)
+        # a long report path in its title must not set the window's minimum width (it goes down to
+        # 700 px); the reportview branch sets the same policy in QtReportView itself
+        view.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         view.sigError.connect(self._report_view_failed)
         view.sigLoaded.connect(self._report_shown)
         view.sigFixRequested.connect(self.apply_fix)
