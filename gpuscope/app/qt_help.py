@@ -33,7 +33,21 @@ START_METHOD_RULE = (
 )
 START_METHOD_MORE = ("gpuscope's start method is the default of multiprocessing in every process of the run; "
                      "a method the script chooses itself (set_start_method, get_context) wins.")
-DOCS_URL = "https://example.invalid/gpuscope"   # pyproject's [project.urls] Homepage
+
+
+def project_url() -> str | None:
+    """pyproject's ``[project.urls] Homepage``, from the installed package's metadata."""
+    from importlib import metadata
+
+    try:
+        urls = metadata.metadata("gpuscope").get_all("Project-URL") or []
+    except metadata.PackageNotFoundError:
+        return None
+    for entry in urls:
+        name, _, url = entry.partition(",")
+        if name.strip().lower() == "homepage" and url.strip():
+            return url.strip().rstrip("/")
+    return None
 
 
 @dataclass(frozen=True)
@@ -143,9 +157,12 @@ def doc_links() -> list[tuple[str, QUrl]]:
         files = [root / "README.md"] + sorted((root / "docs").glob("*.md"))
         return [(f.stem if f.name != "README.md" else "README (overview)", QUrl.fromLocalFile(str(f)))
                 for f in files]
+    site = project_url()
+    if site is None:
+        return []
     names = ["README.md"] + [f"docs/{n}.md" for n in ("APP", "FINDINGS", "TIMELINE-VIEW", "COMPARE", "CLEANUP",
                                                        "RUN-ENGINE", "NSYS-RECORDING", "MULTINODE", "RAY")]
-    return [(Path(n).stem, QUrl(f"{DOCS_URL}/{n}")) for n in names]
+    return [(Path(n).stem, QUrl(f"{site}/{n}")) for n in names]
 
 
 def start_method_text() -> str:
@@ -163,7 +180,9 @@ def build_help_menu(window: QMainWindow) -> QMenu:
                                                            START_METHOD_MORE)))
     menu.addAction(methods)
     docs = menu.addMenu("&Documentation")
-    for title, url in doc_links():
+    links = doc_links()
+    docs.setEnabled(bool(links))
+    for title, url in links:
         action = docs.addAction(title)
         action.setToolTip(url.toString())
         action.triggered.connect(lambda _=False, u=url: QDesktopServices.openUrl(u))

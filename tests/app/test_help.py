@@ -80,3 +80,13 @@ def test_open_report_starts_in_the_runs_folder(qtbot, monkeypatch):
     w.open_action.trigger()
     assert asked == [str(runs_dir())] and Path(asked[0]).is_dir()
     assert str(Path.home()) != asked[0]
+
+
+def test_docs_links_without_a_source_checkout_go_to_the_project_site(monkeypatch):
+    """An installed (not source) gpuscope has no docs folder: the links are the site's pages."""
+    monkeypatch.setattr(qt_help, "docs_folder", lambda: None)
+    links = qt_help.doc_links()
+    site = qt_help.project_url()
+    assert site and site.startswith("http")
+    assert links[0] == ("README", qt_help.QUrl(f"{site}/README.md"))
+    assert all(u.toString().startswith(site + "/") and u.toString().endswith(".md") for _, u in links)
