@@ -40,6 +40,10 @@ LEFT_AXIS_W = 54        # px: title + ticks up to "80000" (MiB of a large GPU)
 TITLE_MIN_H = 170        # px: a shorter plot drops its title (the axis label says what it is)
 SIDE_BY_SIDE_MIN_W = 760  # px: without a GPU, CPU and RSS side by side from this width of the plot area
 SIDE_BY_SIDE_RATIO = 3.0  # ... and only when it is this much wider than tall (else stacked: one time axis)
+LEGEND_W = 160           # px: the legend beside each plot (entries elide, full text in the tooltip)
+TOOL_PEN = "#9a9a9a"
+RAY_PEN = "#202020"
+MIN_SPAN_S = 5.0
 
 
 def axis_label(m: "metrics.Metric") -> str:
@@ -84,9 +88,7 @@ class ElidedLabel(QLabel):
         painter = QPainter(self)
         painter.setPen(self.palette().color(self.foregroundRole()))
         painter.drawText(self.contentsRect(), int(self.alignment() | Qt.AlignmentFlag.AlignVCenter), self.elided())
-TOOL_PEN = "#9a9a9a"
-RAY_PEN = "#202020"
-MIN_SPAN_S = 5.0
+
 
 
 def nice_top(value: float) -> float:
@@ -103,9 +105,6 @@ def nice_top(value: float) -> float:
 def format_elapsed(seconds: float) -> str:
     s = int(seconds)
     return f"{s // 3600:d}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:d}:{s % 60:02d}"
-
-
-LEGEND_W = 160           # px: the legend beside each plot (entries elide, full text in the tooltip)
 
 
 class Legend(QListWidget):
