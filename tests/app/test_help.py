@@ -90,3 +90,40 @@ def test_docs_links_without_a_source_checkout_go_to_the_project_site(monkeypatch
     assert site and site.startswith("http")
     assert links[0] == ("README", qt_help.QUrl(f"{site}/README.md"))
     assert all(u.toString().startswith(site + "/") and u.toString().endswith(".md") for _, u in links)
+
+
+def test_every_key_a_view_handles_itself_is_in_its_key_help(qtbot):
+    """Keys handled in keyPressEvent are listed only through KEY_HELP: press every plain key on the
+    timeline, and each one it accepts must be in its KEY_HELP (a key added to the timeline, W/A/S/D
+    say, without its help row fails here)."""
+    import re
+    import string
+
+    from PySide6.QtCore import QEvent, Qt
+    from PySide6.QtGui import QKeyEvent
+
+    from gpuscope.app.qt_console import QtConsole
+    from gpuscope.app.qt_timeline import QtTimeline
+
+    names = {Qt.Key.Key_Plus: "+", Qt.Key.Key_Equal: "+", Qt.Key.Key_Minus: "−", Qt.Key.Key_Home: "Home",
+             Qt.Key.Key_End: "End", Qt.Key.Key_Left: "←", Qt.Key.Key_Right: "→", Qt.Key.Key_Up: "↑",
+             Qt.Key.Key_Down: "↓", Qt.Key.Key_PageUp: "PgUp", Qt.Key.Key_PageDown: "PgDn",
+             Qt.Key.Key_Space: "Space", Qt.Key.Key_Escape: "Esc", Qt.Key.Key_Delete: "Delete",
+             Qt.Key.Key_Return: "Enter", Qt.Key.Key_Enter: "Enter"}
+    for c in string.ascii_uppercase + string.digits:
+        names[Qt.Key(ord(c))] = c
+    timeline = QtTimeline()
+    timeline.resize(600, 300)
+    qtbot.addWidget(timeline)
+    timeline.show()
+    for view in (timeline,):     # (the console's keys work only in its focused find box)
+        tokens = {t for keys, _ in type(view).KEY_HELP for t in re.split(r"[\s/,]+", keys) if t}
+        tokens |= {t.split("+")[-1] for t in tokens if "+" in t and len(t) > 1}
+        for key, name in names.items():
+            for mods in (Qt.KeyboardModifier.NoModifier, Qt.KeyboardModifier.ShiftModifier):
+                event = QKeyEvent(QEvent.Type.KeyPress, key, mods, name.lower() if len(name) == 1 else "")
+                event.ignore()
+                view.keyPressEvent(event)
+                if event.isAccepted():
+                    assert name in tokens, f"{type(view).__name__} handles {name!r} but its KEY_HELP does not list it"
+    assert {"Enter", "Shift+Enter"} <= {k for k, _ in QtConsole.KEY_HELP}
