@@ -132,6 +132,12 @@ def test_torchrun_ranks_in_the_process_tree(qtbot, gpuscope_home):
     w.tree.refresh()
     ranks = sorted(item.text(2) for item in w.tree.items.values() if item.text(2))
     assert ranks == ["0", "1"]
+    # the live legends name each rank once: "PID rank 1", never "rank 1 1"
+    def legend() -> list[str]:
+        w.live.refresh()
+        return w.live.plots["cpu"].legend.texts()
+    qtbot.waitUntil(lambda: sum(t.endswith((" rank 0", " rank 1")) for t in legend()) == 2, timeout=30_000)
+    assert not [t for t in legend() if t.endswith((" 0 0", " 1 1"))], legend()
     qtbot.waitUntil(lambda: w.last_result is not None, timeout=120_000)
     assert w.last_result.status == "exited", w.console.plain_text()[-2000:]
     assert "rank 0 sum 3.0" in w.console.plain_text() and "rank 1 sum 3.0" in w.console.plain_text()
