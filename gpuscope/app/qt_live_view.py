@@ -168,6 +168,7 @@ class _Plot:
         m = metrics.get(kind, key)
         self.title = title
         self.scale = MIB if m.unit == "B" else 1.0     # bytes are drawn in MiB, no SI prefixes
+        self.empty_top = 100.0 if m.unit == "%" else 1.0   # before any data: 0–100 %, not 0–1
         self.plot = pg.PlotWidget()
         self.plot.setBackground("w")
         self.plot.setMinimumSize(120, 60)
@@ -221,7 +222,7 @@ class _Plot:
     def set_top(self, data_max: float) -> None:
         """Move the y-axis top only to a new 1-2-5 step, and down only when the data fell below
         a third of it: the axis (whose text is most of a repaint's cost) is redrawn rarely."""
-        top = nice_top(data_max * 1.05)
+        top = nice_top(data_max * 1.05) if data_max > 0 else self.empty_top
         if top > self.top or top < self.top / 3:
             self.top = top
             self.item.setYRange(0.0, top, padding=0.0)

@@ -253,3 +253,11 @@ def test_axis_titles_carry_units_and_fit(qtbot):
     view.resize(1000, 900)                               # room again: the long titles and plot titles
     qtbot.waitUntil(lambda: view.plots["gpu_mem"].item.getAxis("left").labelText == "GPU mem used (MiB)")
     assert all(p.titled for p in view.plots.values())
+
+
+def test_empty_percent_plots_read_0_to_100(qtbot):
+    view = QtLiveView(LiveModel())
+    qtbot.addWidget(view)
+    view.refresh()
+    assert view.plots["cpu"].item.getViewBox().viewRange()[1] == [0.0, 100.0]
+    assert view.plots["rss"].item.getViewBox().viewRange()[1] == [0.0, 1.0]
