@@ -27,6 +27,10 @@ PER_TICK = 500
 class QtConsole(QWidget):
     """Read-only output view with a find bar."""
 
+    # the keys keyPressEvent handles, for Help → Keyboard shortcuts (gpuscope.app.qt_help)
+    KEY_HELP_AREA = "console"
+    KEY_HELP = (("Enter", "find the next match (in the find box)"), ("Shift+Enter", "find the previous match"))
+
     def __init__(self, max_lines: int = MAX_LINES, per_tick: int = PER_TICK, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.max_lines = max_lines

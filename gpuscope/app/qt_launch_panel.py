@@ -6,9 +6,10 @@ import shlex
 import sys
 from pathlib import Path
 
-from PySide6.QtCore import QSettings, Signal
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QGridLayout, QGroupBox,
-                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtCore import QSettings, Qt, Signal
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QFrame, QGridLayout, QGroupBox,
+                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QScrollArea, QSpinBox, QVBoxLayout,
+                               QWidget)
 
 from gpuscope.app.launch_checks import default_python, fork_warning
 from gpuscope.app.settings import get_json, push_recent, set_json
@@ -74,9 +75,12 @@ class QtLaunchPanel(QWidget):
         for key, text in TARGET_KINDS:
             self.kind.addItem(text, key)
         self.kind.setToolTip("Run a script file, or a module as `python -m package.module`")
-        self.script = _narrow(QComboBox(editable=True), 20)
+        self.script = _narrow(QComboBox(editable=True), 14)
         self.script.setToolTip("The Python script to run (drop a file here, or pick a recent one)")
         self.script.lineEdit().setPlaceholderText(SCRIPT_HINT)
+        # recent scripts: long paths lose their start, never the file name (full path in the tooltip)
+        self.script.view().setTextElideMode(Qt.TextElideMode.ElideLeft)
+        self._script_args: dict[str, str] = {}    # the arguments last run with each script
         self.browse_script = QPushButton("Browse…")
         self.args = QLineEdit(placeholderText="arguments for the script (shell quoting)")
         self.cwd = QLineEdit(placeholderText="(the script's folder)")
@@ -117,12 +121,26 @@ class QtLaunchPanel(QWidget):
         form.addRow("", self.fork_warning)
         form.addRow("Launcher", _row(self.launcher, self.nproc))
         form.addRow("Annotate", self.annotate)
+        # the fields scroll; Run and Stop are pinned below them, visible at any window height
+        fields = QWidget()
+        inner = QVBoxLayout(fields)
+        inner.addLayout(form)
+        inner.addWidget(self.nsys)
+        inner.addWidget(self.compare_box)
+        inner.addStretch(1)
+        self.scroll = QScrollArea(widgetResizable=True)
+        self.scroll.setWidget(fields)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # never narrower than its fields (they would be cut: there is no sideways scrolling)
+        self.setMinimumWidth(fields.minimumSizeHint().width() + self.scroll.verticalScrollBar().sizeHint().width())
+        self.buttons = _row(self.run_button, self.stop_button)
+        self.buttons.layout().setContentsMargins(9, 4, 9, 6)
         outer = QVBoxLayout(self)
-        outer.addLayout(form)
-        outer.addWidget(self.nsys)
-        outer.addWidget(_row(self.run_button, self.stop_button))
-        outer.addWidget(self.compare_box)
-        outer.addStretch(1)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.setSpacing(0)
+        outer.addWidget(self.scroll, 1)
+        outer.addWidget(self.buttons)
 
     def _build_nsys(self) -> None:
         self.nsys = QGroupBox("Record with Nsight Systems (nsys)", checkable=True, checked=False)
@@ -158,6 +176,8 @@ class QtLaunchPanel(QWidget):
         self.browse_python.clicked.connect(self._pick_python)
         self.method.currentIndexChanged.connect(self._update_method_help)
         self.script.currentTextChanged.connect(self._update_method_help)
+        self.script.currentTextChanged.connect(self._script_text_changed)
+        self.script.activated.connect(self._recent_chosen)
         self.launcher.currentTextChanged.connect(lambda t: self.nproc.setEnabled(t == "torchrun"))
         self.run_button.clicked.connect(self._on_run)
         self.compare_button.clicked.connect(self._on_compare)
@@ -216,8 +236,30 @@ class QtLaunchPanel(QWidget):
     def set_script(self, path: str) -> None:
         self.kind.setCurrentIndex(self.kind.findData("script"))
         self.script.setCurrentText(path)
-        self.script.setToolTip(path)
         self._update_method_help()
+
+    def _script_text_changed(self, text: str) -> None:
+        """The full path in the tooltip; the line shows its end (the file name) when it is too long."""
+        self.script.setToolTip(text or "The Python script to run (drop a file here, or pick a recent one)")
+        edit = self.script.lineEdit()
+        if not edit.hasFocus():
+            edit.setCursorPosition(len(text))
+
+    def _recent_chosen(self, index: int) -> None:
+        """A recent script picked from the list: its arguments of the last time it ran come back."""
+        args = self._script_args.get(self.script.itemText(index))
+        if args is not None:
+            self.args.setText(args)
+
+    def _set_recent(self, recent: list[str]) -> None:
+        current = self.script.currentText()
+        self.script.blockSignals(True)
+        self.script.clear()
+        for i, path in enumerate(recent):
+            self.script.addItem(path)
+            self.script.setItemData(i, path, Qt.ItemDataRole.ToolTipRole)
+        self.script.setCurrentText(current)
+        self.script.blockSignals(False)
 
     # -- state ----------------------------------------------------------------------------------
     def _update_method_help(self) -> None:
@@ -343,8 +385,8 @@ class QtLaunchPanel(QWidget):
     def load(self, s: QSettings) -> None:
         d = get_json(s, "launch/fields", {})
         recent = get_json(s, "launch/recent", [])
-        self.script.clear()
-        self.script.addItems(recent)
+        self._script_args = dict(get_json(s, "launch/script_args", {}))
+        self._set_recent(recent)
         self.kind.setCurrentIndex(max(0, self.kind.findData(d.get("kind", "script"))))
         self.script.setCurrentText(d.get("script", recent[0] if recent else ""))
         self.args.setText(d.get("args", ""))
@@ -375,9 +417,7 @@ class QtLaunchPanel(QWidget):
             "compare_methods": self.compare_choice()[0], "compare_repeat": self.repeat.value()})
         if ran and script:
             recent = push_recent(s, script)
-            current = self.script.currentText()
-            self.script.blockSignals(True)
-            self.script.clear()
-            self.script.addItems(recent)
-            self.script.setCurrentText(current)
-            self.script.blockSignals(False)
+            self._script_args[script] = self.args.text()
+            self._script_args = {k: v for k, v in self._script_args.items() if k in recent}
+            set_json(s, "launch/script_args", self._script_args)
+            self._set_recent(recent)

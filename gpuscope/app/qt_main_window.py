@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QFileDialog, QMainWindow, QMessageBox, QScrollArea, QSplitter, QTabWidget,
+from PySide6.QtWidgets import (QFileDialog, QMainWindow, QMessageBox, QSizePolicy, QSplitter, QTabWidget,
                                QVBoxLayout, QWidget)
 
 from gpuscope.app import bridge, workers
@@ -69,10 +69,12 @@ class MainWindow(QMainWindow):
         self._report_pending: Report | None = None
         self._fit_timeline = False
         self._ticks = 0
+        self._notes_printed: set[str] = set()
         self._build()
         self._build_menu()
         self._connect()
         self.compare = CompareSession(self)   # the Compare tab, File → Compare runs…, its signals
+        self._build_help()
         self.panel.load(self.settings)
         geometry = self.settings.value("window/geometry")
         if isinstance(geometry, QByteArray):
@@ -99,21 +101,18 @@ class MainWindow(QMainWindow):
         right.addWidget(self.live)
         right.addWidget(self.bottom)
         right.setSizes([480, 280])
-        scroll = QScrollArea(widgetResizable=True)
-        scroll.setWidget(self.panel)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        scroll.setMinimumWidth(340)
         self.history = QtHistory()
         self.history.runner = self.run_task
         left = QWidget()                  # a past run shown: its bar says the panel is the next run's
         left_lay = QVBoxLayout(left)
         left_lay.setContentsMargins(0, 0, 0, 0)
         left_lay.addWidget(self.history.past_bar)
-        left_lay.addWidget(scroll, 1)
+        left_lay.addWidget(self.panel, 1)    # its fields scroll inside it; Run/Stop stay pinned below
         self.run_split = QSplitter(Qt.Orientation.Horizontal)
         self.run_split.addWidget(left)
         self.run_split.addWidget(right)
-        self.run_split.setSizes([410, 870])
+        self.run_split.setCollapsible(0, False)
+        self.run_split.setSizes([400, 880])       # a smaller window shrinks both, the panel to its minimum
         self.tabs = QTabWidget()
         self.tabs.addTab(self.run_split, "Run")
         # Report and Cleanup are built on first use (their imports cost ~0.2 s of start-up)
@@ -140,10 +139,16 @@ class MainWindow(QMainWindow):
         quit_action.triggered.connect(self.close)
         file_menu.addAction(quit_action)
         run_menu = self.menuBar().addMenu("&Run")
-        for text, slot, key in (("&Run", self.panel._on_run, "Ctrl+R"), ("&Stop", self.stop_run, "Ctrl+.")):
-            action = QAction(text, self, shortcut=QKeySequence(key))
+        self.run_action = QAction("&Run", self, shortcut=QKeySequence("Ctrl+R"))
+        self.stop_action = QAction("&Stop", self, shortcut=QKeySequence("Ctrl+."))
+        for action, slot in ((self.run_action, self.panel._on_run), (self.stop_action, self.stop_run)):
             action.triggered.connect(slot)
             run_menu.addAction(action)
+
+    def _build_help(self) -> None:
+        from gpuscope.app.qt_help import build_help_menu
+
+        build_help_menu(self)     # last: after the menus other parts add (Compare, Take stacks)
 
     def _connect(self) -> None:
         self.panel.sigRun.connect(self.start_run)
@@ -185,6 +190,9 @@ class MainWindow(QMainWindow):
         from gpuscope.app.qt_report_view import QtReportView
 
         view = self._tab_widget("Report", QtReportView)
+        # a long report path in its title must not set the window's minimum width (it goes down to
+        # 700 px); the reportview branch sets the same policy in QtReportView itself
+        view.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         view.sigError.connect(self._report_view_failed)
         view.sigLoaded.connect(self._report_shown)
         view.sigFixRequested.connect(self.apply_fix)
@@ -256,6 +264,7 @@ class MainWindow(QMainWindow):
         self.live.reset(f"{Path(spec.script).name} · {spec.launcher} · {spec.start_method}")
         self.tree.reset_rows()
         self.console.clear()
+        self._notes_printed.clear()
         self.findings.reset()
         self.roles = None
         self.last_result = None
@@ -272,14 +281,21 @@ class MainWindow(QMainWindow):
         if not self.controller.busy and not self.model.batches:
             self.live.set_gpu_reason(reason)
 
+    def _print_notes(self, notes: list[str]) -> None:
+        """The run's notes in the console, each once: the run's list at its start (no GPU, …) is
+        also the head of the result's list at its end."""
+        for note in notes:
+            if note not in self._notes_printed:
+                self._notes_printed.add(note)
+                self.console.append_text(f"gpuscope: {note}")
+
     def _run_started(self, run: Run) -> None:
         self.roles = RoleReader(run.run_dir)
         self.findings.started(run)
         self.ray_store = StoreTail(run.run_dir)   # a Ray run's object store (docs/RAY.md)
         self.live.set_gpu_reason(self.controller.gpu_reason)
         self.live.title.setText(f"{self.live.title.text()} · run {run.run_id} · pid {run.pid}")
-        for note in run.notes:
-            self.console.append_text(f"gpuscope: {note}")
+        self._print_notes(run.notes)
         self.show_status(f"running {run.run_id} (pid {run.pid})")
 
     def _run_ended(self, result: RunResult) -> None:
@@ -287,8 +303,7 @@ class MainWindow(QMainWindow):
         self.last_result = result
         line = describe_result(result)
         self.left_running = LeftRunning.of(result, line)
-        for note in result.notes:
-            self.console.append_text(f"gpuscope: {note}")
+        self._print_notes(result.notes)
         self.console.append_text(f"gpuscope: {line}")
         (self.show_error if result.status == "error" else self.show_status)(line)
         self.live.set_elapsed(self.controller.elapsed(), result.status)
@@ -344,8 +359,15 @@ class MainWindow(QMainWindow):
             self.cleanup.refresh()
 
     # -- reports --------------------------------------------------------------------------------
+    def report_start_dir(self) -> str:
+        """Where File → Open report / Open job start: the runs folder (each run's report is there)."""
+        from gpuscope.paths import runs_dir
+
+        folder = runs_dir()
+        return str(folder if folder.is_dir() else Path.home())
+
     def _open_report_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open a report", str(Path.home()), REPORT_FILTER)
+        path, _ = QFileDialog.getOpenFileName(self, "Open a report", self.report_start_dir(), REPORT_FILTER)
         if path:
             self.load_report(path, switch=True)
 

@@ -52,6 +52,14 @@ class _Slot:
 class QtTimeline(QWidget):
     """Paints a :class:`~gpuscope.trace.timeline.Timeline`; set it with :meth:`set_timeline`."""
 
+    # the keys keyPressEvent handles, for Help → Keyboard shortcuts (gpuscope.app.qt_help)
+    KEY_HELP_AREA = "timeline"
+    KEY_HELP = (("+ / −, W / S, wheel", "zoom in / out (W / S around the pointer)"),
+                ("← / →, A / D", "pan in time"), ("↑ / ↓, PgUp / PgDn", "scroll lanes"),
+                ("Home", "fit the whole run, lanes back to the top"), ("Shift+wheel", "scroll lanes"),
+                ("Shift+drag, drag on the time axis", "measure a span"), ("Esc", "clear the measure"),
+                ("Tab", "focus the timeline (blue outline)"))
+
     sigRangeSelected = Signal(dict)
     sigViewChanged = Signal(float, float)
     sigMeasured = Signal(object)     # a timeline_query.Measure (None: the measure was cleared)

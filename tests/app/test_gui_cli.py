@@ -47,3 +47,25 @@ def test_bad_options_are_one_line(tmp_path, run_env):
     proc = subprocess.run([sys.executable, "-m", "gpuscope", "gui"], env=dict(env, QT_QPA_PLATFORM=""),
                           capture_output=True, timeout=60)
     assert proc.returncode == 2 and b"no display" in proc.stderr
+
+
+def test_screenshots_script_makes_the_acceptance_set(tmp_path, run_env, gpuscope_home):
+    """scripts/screenshots.py (what the lead runs after merging): Run, Report, History at both sizes
+    and the Help picture, from its own fresh home (this test's store stays empty). Offscreen here;
+    under Xvfb it is the same sequence in an X window."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = dict(run_env)
+    env.pop("DISPLAY", None)
+    proc = subprocess.run([sys.executable, str(root / "scripts" / "screenshots.py"), "--offscreen",
+                           "--out", str(tmp_path), "--timeout", "120"], env=env, capture_output=True, timeout=280)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert b"Traceback" not in proc.stderr
+    for tab in ("run", "report", "history"):
+        for w, h in ((1280, 800), (800, 500)):
+            assert png_size(tmp_path / f"{tab}-{w}x{h}.png") == (w, h), (tab, w, h, proc.stderr.decode()[-1000:])
+    assert png_size(tmp_path / "help-shortcuts.png")[0] >= 400
+    from gpuscope.store import db, runs
+
+    assert runs.list_runs(db.connect()) == []      # its runs went to its own temporary home

@@ -144,3 +144,55 @@ def test_module_run_from_the_panel(qtbot, gpuscope_home):
     p.script.setCurrentText("")
     with pytest.raises(UserError, match="choose a module"):
         p.spec()
+
+
+def test_run_button_visible_in_a_small_window(qtbot):
+    """At 700×450 the fields scroll, but Run and Stop stay pinned below them, wholly visible."""
+    w = make_window(qtbot)
+    w.resize(700, 450)
+    qtbot.waitUntil(lambda: w.height() <= 460)
+    p = w.panel
+    qtbot.waitUntil(lambda: p.scroll.verticalScrollBar().maximum() > 0)   # the fields do not fit: they scroll
+    for button in (p.run_button, p.stop_button):
+        assert button.isVisible()
+        visible = button.visibleRegion().boundingRect()
+        assert visible == button.rect(), (button.text(), visible, button.rect())   # not clipped by a viewport
+        top_left = button.mapTo(w, button.rect().topLeft())
+        assert w.rect().contains(top_left) and w.rect().contains(button.mapTo(w, button.rect().bottomRight()))
+    p.scroll.verticalScrollBar().setValue(p.scroll.verticalScrollBar().maximum())   # scrolling leaves them
+    assert p.run_button.visibleRegion().boundingRect() == p.run_button.rect()
+
+
+def test_recent_scripts_elide_left_and_remember_their_arguments(qtbot, app_settings):
+    """Recent scripts keep their file name visible (elided at the start, full path in the tooltip);
+    picking one brings back the arguments it last ran with, also in a later session."""
+    from PySide6.QtCore import Qt
+
+    w = make_window(qtbot)
+    p = w.panel
+    assert p.script.view().textElideMode() == Qt.TextElideMode.ElideLeft
+    for name, args in (("flood.py", "10"), ("pool_spawn.py", "1 'two words'")):
+        p.set_script(script(name))
+        p.args.setText(args)
+        p.save(w.settings, ran=True)           # what pressing Run does first
+    assert p.script.itemData(0, Qt.ItemDataRole.ToolTipRole) == script("pool_spawn.py")
+    assert p.script.toolTip() == script("pool_spawn.py")
+    flood = p.script.findText(script("flood.py"))
+    p.script.setCurrentIndex(flood)
+    p.script.activated.emit(flood)            # the user picks it from the list
+    assert p.args.text() == "10"
+    p.args.setText("typed, not run")
+    w.close()
+    from gpuscope.app.qt_main_window import MainWindow
+
+    w2 = MainWindow()
+    qtbot.addWidget(w2)
+    q = w2.panel
+    i = q.script.findText(script("pool_spawn.py"))
+    q.script.setCurrentIndex(i)
+    q.script.activated.emit(i)
+    assert q.args.text() == "1 'two words'"
+    i = q.script.findText(script("flood.py"))
+    q.script.setCurrentIndex(i)
+    q.script.activated.emit(i)
+    assert q.args.text() == "10"               # what it ran with, not what was typed later

@@ -53,8 +53,8 @@ def test_nsys_processes_grouped_apart_in_tree_and_plots(qtbot):
         QColor("#8a8a8a")
     # plots: the user's processes and one total curve for nsys's
     assert set(view.plots["cpu"].curves) == {("proc", "cpu", 12), ("proc", "cpu", 13), ("group", "cpu", 0)}
-    total = view.plots["rss"].curves[("group", "rss", 0)].getData()[1]
-    assert total[-1] == 105 << 20 and view.plots["rss"].labels[("group", "rss", 0)] == "Nsight Systems (total)"
+    total = view.plots["rss"].curves[("group", "rss", 0)].getData()[1]     # drawn in MiB
+    assert total[-1] == 105 and view.plots["rss"].labels[("group", "rss", 0)] == "Nsight Systems (total)"
     assert view.show_tools.isVisibleTo(view) and not view.show_tools.isChecked()
     view.show_tools.setChecked(True)            # each of nsys's processes drawn too, then hidden again
     assert {("proc", "cpu", p) for p in (10, 11, 14)} <= set(view.plots["cpu"].curves)

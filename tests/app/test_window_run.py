@@ -44,9 +44,9 @@ def test_spawn_run_plots_tree_and_report_match_cli(qtbot, run_env, gpuscope_home
     main_item = w.tree.items[main_pid]
     roles = sorted(main_item.child(i).text(1) for i in range(main_item.childCount()))
     assert roles.count("pool worker") == 2
-    # no GPU here: the GPU plots say so instead of sitting empty
-    assert w.live.stacks["gpu_util"].currentIndex() == 1
-    assert "not available" in w.live.no_gpu["gpu_util"].text()
+    # no GPU here: one line says so, and the GPU plots give their room to CPU and RSS
+    assert w.live.plots["gpu_util"].widget.isHidden() and w.live.plots["gpu_mem"].widget.isHidden()
+    assert "GPU plots off" in w.live.gpu_note.text() and w.live.gpu_note.isVisible()
     # the end of the run, then its report
     wait_report(qtbot, w, timeout=60_000)
     report = w.last_report
@@ -62,6 +62,7 @@ def test_spawn_run_plots_tree_and_report_match_cli(qtbot, run_env, gpuscope_home
     app_counts = {r.name: r.count for r in report.summaries["nvtx"]}
     assert app_counts == cli_counts == pool_spawn_counts(2)
     assert "task 15 done" in w.console.plain_text()
+    assert w.console.plain_text().count("GPU telemetry off") == 1   # the no-GPU note once, not at start and end
     if hasattr(w.report_view, "show_report"):   # the report view (timeline + summary tables) shows them
         assert cli_counts in table_counts(w.report_view), table_counts(w.report_view)
         layout = w.report_view.timeline.layout_model
@@ -131,6 +132,12 @@ def test_torchrun_ranks_in_the_process_tree(qtbot, gpuscope_home):
     w.tree.refresh()
     ranks = sorted(item.text(2) for item in w.tree.items.values() if item.text(2))
     assert ranks == ["0", "1"]
+    # the live legends name each rank once: "PID rank 1", never "rank 1 1"
+    def legend() -> list[str]:
+        w.live.refresh()
+        return w.live.plots["cpu"].legend.texts()
+    qtbot.waitUntil(lambda: sum(t.endswith((" rank 0", " rank 1")) for t in legend()) == 2, timeout=30_000)
+    assert not [t for t in legend() if t.endswith((" 0 0", " 1 1"))], legend()
     qtbot.waitUntil(lambda: w.last_result is not None, timeout=120_000)
     assert w.last_result.status == "exited", w.console.plain_text()[-2000:]
     assert "rank 0 sum 3.0" in w.console.plain_text() and "rank 1 sum 3.0" in w.console.plain_text()

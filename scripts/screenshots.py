@@ -1,0 +1,213 @@
+"""Make the app's acceptance screenshots in a real (X11) window, in one command.
+
+    .venv/bin/python scripts/screenshots.py            # -> docs/screenshots/{run,report,history}-{1280x800,800x500}.png
+
+It runs three small real pool runs (demo_pool.py under fork, forkserver and spawn) in a fresh,
+temporary gpuscope home and settings file, so the pictures do not depend on (nor touch) your own
+runs and settings, and takes each picture at both sizes:
+
+- ``run-*.png``: the Run tab while the spawn pool runs (launch panel, live plots, process tree);
+- ``report-*.png``: the Report tab with that run's report (timeline and summaries);
+- ``history-*.png``: the History tab with the three runs;
+- ``help-shortcuts.png``: Help → Keyboard shortcuts.
+
+Without ``DISPLAY`` it starts itself again under ``xvfb-run`` (Xvfb, the xcb platform: a real X
+window, not Qt's offscreen renderer); ``--offscreen`` uses Qt's offscreen platform instead. The
+pictures are read back from the X server (``QScreen.grabWindow``), as a user would see them.
+About 30 s on a quiet machine; it stops with one line if a step takes over ``--timeout`` seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "tests" / "app" / "scripts" / "demo_pool.py"
+SIZES = ((1280, 800), (800, 500))
+REEXEC = "GPUSCOPE_SCREENSHOTS_XVFB"
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=str(ROOT / "docs" / "screenshots"), help="folder for the pictures")
+    p.add_argument("--offscreen", action="store_true", help="Qt's offscreen platform instead of an X window")
+    p.add_argument("--timeout", type=float, default=90.0, help="seconds any one step may take")
+    return p.parse_args(argv)
+
+
+def reexec_under_xvfb(argv: list[str]) -> None:
+    """No display: run this script again under xvfb-run, on the xcb platform."""
+    xvfb = shutil.which("xvfb-run")
+    if xvfb is None:
+        sys.exit("screenshots: no DISPLAY and no xvfb-run (install xvfb, or pass --offscreen)")
+    env = dict(os.environ, QT_QPA_PLATFORM="xcb", **{REEXEC: "1"})
+    os.execve(xvfb, [xvfb, "-a", "-s", "-screen 0 1920x1080x24", sys.executable, __file__, *argv], env)
+
+
+class Shooter:
+    def __init__(self, args: argparse.Namespace, home: Path) -> None:
+        from gpuscope.app.main import make_app   # the app's own QApplication set-up (name, icon)
+
+        self.args = args
+        self.out = Path(args.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.app = make_app()
+        from gpuscope.app.qt_main_window import MainWindow
+        from gpuscope.app.settings import open_settings
+
+        self.w = MainWindow(open_settings(str(home / "settings.ini")))
+        self.w.show_dialogs = False
+        self.w.sigErrorShown.connect(lambda text: print(f"screenshots: the app said: {text}", file=sys.stderr))
+        self.w.move(0, 0)
+        self.w.resize(*SIZES[0])
+        self.w.show()
+        self.saved: list[Path] = []
+
+    # -- waiting --------------------------------------------------------------------------------
+    def wait(self, cond, what: str, timeout: float | None = None) -> None:
+        from PySide6.QtCore import QEventLoop
+
+        end = time.monotonic() + (timeout or self.args.timeout)
+        while not cond():
+            if time.monotonic() > end:
+                raise SystemExit(f"screenshots: gave up waiting for {what}")
+            self.app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 50)
+            time.sleep(0.02)
+
+    def settle(self, seconds: float = 0.3) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.app.processEvents()
+            time.sleep(0.02)
+
+    # -- runs -----------------------------------------------------------------------------------
+    def start(self, epochs: int, method: str) -> None:
+        w = self.w
+        w.panel.set_script(str(DEMO))
+        w.panel.args.setText(str(epochs))
+        w.panel.method.setCurrentIndex(w.panel.method.findData(method))
+        w.last_result = None
+        w.last_report = None
+        w.panel.run_button.click()
+        self.wait(lambda: w.controller.busy, f"the {method} run to start")
+
+    def finish(self, method: str) -> None:
+        w = self.w
+        self.wait(lambda: not w.controller.busy and w.last_result is not None, f"the {method} run to end")
+        if w.last_result.status != "exited":
+            raise SystemExit(f"screenshots: the {method} run {w.last_result.status}: {w.last_error}")
+        self.wait(lambda: w.last_report is not None and w._report_pending is None, f"the {method} run's report")
+
+    # -- pictures -------------------------------------------------------------------------------
+    def resize(self, size: tuple[int, int]) -> None:
+        w = self.w
+        w.resize(*size)
+        try:
+            self.wait(lambda: (w.width(), w.height()) == size, f"the window to be {size[0]}x{size[1]}", 5)
+        except SystemExit:    # the window will not get that small: say why, take it as it is
+            print(f"screenshots: the window is {w.width()}x{w.height()}, not {size[0]}x{size[1]} (its minimum "
+                  f"{w.minimumSizeHint().width()}x{w.minimumSizeHint().height()})", file=sys.stderr, flush=True)
+        self.settle()
+
+    def shoot(self, name: str, prepare=None) -> None:
+        for size in SIZES:
+            self.resize(size)
+            if prepare is not None:
+                prepare()
+            self.w.tick()
+            self.settle(0.4)
+            path = self.out / f"{name}-{size[0]}x{size[1]}.png"
+            shot = self.w.screen().grabWindow(self.w.winId())     # what the X server shows
+            if shot.isNull() or shot.width() < size[0] // 2:
+                shot = self.w.grab()
+            if not shot.save(str(path)):
+                raise SystemExit(f"screenshots: cannot write {path}")
+            self.saved.append(path)
+            print(f"screenshots: {path} ({shot.width()}x{shot.height()})", flush=True)
+        self.resize(SIZES[0])
+
+    def make_all(self) -> None:
+        w = self.w
+        for method in ("fork", "forkserver"):          # History gets a few runs
+            self.start(1, method)
+            self.finish(method)
+        self.start(4, "spawn")
+        w.tabs.setCurrentIndex(0)
+        w.bottom.setCurrentWidget(w.tree)
+        roles = ("main", "pool worker")
+        self.wait(lambda: (not w.controller.busy) or (
+            w.controller.elapsed() > 2.5 and all(any(r.role == role for r in w.model.procs.values()) for role in roles)),
+            "the spawn pool's workers")
+        self.shoot("run")                               # mid-run (or just after, on a slow machine)
+        self.finish("spawn")
+
+        def report() -> None:
+            w.tabs.setCurrentWidget(w.report_view)
+            self.settle(0.2)
+            w.report_view.timeline.fit()
+        self.shoot("report", report)
+
+        def history() -> None:
+            loaded: list[int] = []
+            w.history.sigLoaded.connect(loaded.append)
+            w.tabs.blockSignals(True)                 # (one refresh, the one waited for)
+            w.tabs.setCurrentWidget(w.history)
+            w.tabs.blockSignals(False)
+            w.history.refresh()
+            self.wait(lambda: bool(loaded), "the History list")
+            w.history.sigLoaded.disconnect(loaded.append)
+        self.shoot("history", history)
+        self.shoot_help()
+
+    def shoot_help(self) -> None:
+        """Help → Keyboard shortcuts, the dialog alone (one size: it does not depend on the window's)."""
+        w = self.w
+        w.keys_action.trigger()
+        dialog = w.last_help_dialog
+        self.wait(lambda: dialog.isVisible(), "the shortcuts dialog")
+        self.settle(0.3)
+        path = self.out / "help-shortcuts.png"
+        shot = dialog.screen().grabWindow(dialog.winId())
+        if shot.isNull() or shot.width() < 100:
+            shot = dialog.grab()
+        if not shot.save(str(path)):
+            raise SystemExit(f"screenshots: cannot write {path}")
+        self.saved.append(path)
+        print(f"screenshots: {path} ({shot.width()}x{shot.height()})", flush=True)
+        dialog.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    if args.offscreen:
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    elif not os.environ.get("DISPLAY"):
+        if os.environ.get(REEXEC):
+            sys.exit("screenshots: xvfb-run gave no DISPLAY")
+        reexec_under_xvfb(argv)
+    else:
+        os.environ.setdefault("QT_QPA_PLATFORM", "xcb")
+    with tempfile.TemporaryDirectory(prefix="gpuscope-shots-") as tmp:
+        home = Path(tmp)
+        os.environ["GPUSCOPE_HOME"] = str(home / "home")     # a fresh run store: History shows these runs
+        os.environ["GPUSCOPE_APP_SETTINGS"] = str(home / "settings.ini")
+        sys.path.insert(0, str(ROOT))
+        started = time.monotonic()
+        shooter = Shooter(args, home)
+        try:
+            shooter.make_all()
+        finally:
+            shooter.w.close()
+        print(f"screenshots: {len(shooter.saved)} pictures in {time.monotonic() - started:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
