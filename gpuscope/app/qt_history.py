@@ -155,6 +155,8 @@ class QtHistory(QWidget):
     with a run's RunSpec; ``sigCompare(ids)`` to compare the selected runs; ``sigError(text)``;
     ``sigLoaded(n)``."""
 
+    KEY_HELP_AREA = "History"
+
     sigOpenRun = Signal(object)
     sigRerun = Signal(object, str)
     sigCompare = Signal(list)
@@ -207,6 +209,7 @@ class QtHistory(QWidget):
         self.delete_button.clicked.connect(self.ask_delete)
         self.delete_shortcut = QShortcut(QKeySequence(QKeySequence.StandardKey.Delete), self.table)
         self.delete_shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)   # the table has focus
+        self.delete_shortcut.setWhatsThis("delete the selected runs (asks first)")
         self.delete_shortcut.activated.connect(self.ask_delete)
         self.selection = QLabel()
         self.status = QLabel()

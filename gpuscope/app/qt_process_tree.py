@@ -154,6 +154,11 @@ class QtProcessTree(QTreeWidget):
     (what a stop or kill did, or why it was refused), ``sigActionDone(result)`` (its
     :class:`~gpuscope.cleanup.model.ActionResult`)."""
 
+    KEY_HELP_AREA = "Processes table"
+    KEY_HELP = (("Del", "stop the selected process (SIGTERM, asks first)"),
+                ("Shift+Del", "kill the selected process (SIGKILL, asks first)"),
+                ("Ctrl+C", "copy the selected pid"), ("F5", "tree view / flat list"))
+
     sigFindingClicked = Signal(str, int)     # code, pid: a badged row was clicked
     sigShowStacks = Signal(int)
     sigMessage = Signal(str, bool)

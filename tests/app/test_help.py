@@ -37,15 +37,16 @@ def test_shortcuts_dialog_lists_the_real_shortcuts(qtbot):
     assert (_keys("Ctrl+Shift+T"), "Take stacks") in shown and (_keys("F1"), "Keyboard shortcuts") in shown
     assert (_keys("Ctrl+O"), "Open report") in shown
     # keys widgets handle themselves (KEY_HELP next to their keyPressEvent): the timeline's, built for it
-    assert ("Home", "fit the whole run") in shown
+    assert ("Home", "fit the whole run, lanes back to the top") in shown
     assert ("Shift+Enter", "find the previous match") in shown
     # a shortcut added later to a live widget shows up without touching the help
     QShortcut(QKeySequence("Ctrl+Alt+J"), w.tree, whatsThis="jump to the main process")
     w.keys_action.trigger()
     rows = w.last_help_dialog.rows
-    assert qt_help.Shortcut(_keys("Ctrl+Alt+J"), "jump to the main process", "window") in rows
+    assert qt_help.Shortcut(_keys("Ctrl+Alt+J"), "jump to the main process", "Processes table") in rows
     where = {r.what: r.where for r in rows}
-    assert where["Run"] == "Run menu" and where["fit the whole run"] == "timeline"
+    assert where["Run"] == "Run menu" and where["fit the whole run, lanes back to the top"] == "timeline"
+    assert all(r.what for r in rows), [r for r in rows if not r.what]     # every key says what it does
 
 
 def test_start_methods_docs_and_about(qtbot, monkeypatch):
