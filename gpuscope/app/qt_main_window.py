@@ -251,6 +251,7 @@ class MainWindow(QMainWindow):
         self.ray_store = StoreTail(run.run_dir)   # a Ray run's object store (docs/RAY.md)
         self.live.set_gpu_reason(self.controller.gpu_reason)
         self.live.title.setText(f"{self.live.title.text()} · run {run.run_id} · pid {run.pid}")
+        self.console.set_log_folder(run.run_dir)      # where all of the output is (skip notes name it)
         for note in run.notes:
             self.console.append_text(f"gpuscope: {note}")
         self.show_status(f"running {run.run_id} (pid {run.pid})")
@@ -405,6 +406,7 @@ class MainWindow(QMainWindow):
         self.live.reset(f"run {past.run_id} (past run)")
         self.tree.reset_rows()
         self.console.clear()
+        self.console.set_log_folder(past.run_dir)
         self.findings.reset()
         self.roles = None
         self.ray_store = None
