@@ -24,7 +24,8 @@ from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, Signal
 
 MAX_PENDING_OUTPUT = 8 << 20   # bytes of output kept between two GUI ticks (the logs keep all)
 MAX_PENDING_LINES = 5_000      # lines kept between two GUI ticks (more than the console shows in one)
-JOIN_BYTES = 64 << 10          # a stream's consecutive chunks are joined up to this size (fewer items)
+JOIN_BYTES = 64 << 10          # a stream's consecutive chunks are joined up to this size
+JOIN_LINES = 1_000             # ... and this many lines (fewer items; drops stay fine-grained)
 MAX_PENDING_BATCHES = 10_000
 
 
@@ -84,7 +85,7 @@ class RunBridge(QObject):
         with self._lock:
             out = self._output
             last = out[-1] if out else None
-            if last is not None and last[0] == stream and len(last[1]) < JOIN_BYTES:
+            if last is not None and last[0] == stream and len(last[1]) < JOIN_BYTES and last[2] < JOIN_LINES:
                 last[1] += chunk          # a pty gives 4 KB reads: join them (amortised, no copy back)
                 last[2] += lines
             else:
