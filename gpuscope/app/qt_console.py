@@ -35,8 +35,8 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QLineEdit, QPlain
 MAX_LINES = 20_000      # the scrollback
 PER_TICK = 500          # the most lines one insert puts in the document
 FRAME_MS = 40           # the console's own pace while output waits
-BUDGET_S = 0.006        # GUI-thread time one frame may spend on output
-BATCH_S = 0.003         # ... one batch (the batch size follows the measured cost per line)
+BUDGET_S = 0.004        # GUI-thread time one frame may spend on output
+BATCH_S = 0.002         # ... one batch (the batch size follows the measured cost per line)
 LAG_BATCHES = 8         # waiting lines beyond this many batches are skipped (the newest are kept)
 FLUSH_BATCHES = 4       # a note or the run's end catches up at once: the newest batches are shown
 HOLD_S = 0.1            # an unfinished line is shown after this long without its end
