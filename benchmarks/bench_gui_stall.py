@@ -14,7 +14,9 @@ Per round, over the run (from the window hearing it started to it hearing it end
 stall, the 95th percentile and the median lateness. Printed: the median of the rounds and their
 spread (min–max), per program, and the load average before and after.
 
-    .venv/bin/python benchmarks/bench_gui_stall.py [--rounds 5] [--lines 1000000]
+    .venv/bin/python benchmarks/bench_gui_stall.py [--rounds 5] [--lines 1000000] [--screenshot OUT.png]
+
+``--screenshot``: the window, grabbed 1.5 s into one more ``stdout`` run (docs/screenshots/console-flood.png).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ PROGRAMS = {
 }
 
 
-def one_run(app: QApplication, w, kind: str, lines: int) -> dict[str, float]:
+def one_run(app: QApplication, w, kind: str, lines: int, screenshot: str | None = None) -> dict[str, float]:
     script = _TMP / f"{kind}.py"
     script.write_text(PROGRAMS[kind])
     w.panel.set_script(str(script))
@@ -71,6 +73,8 @@ def one_run(app: QApplication, w, kind: str, lines: int) -> dict[str, float]:
     w.controller.sigStarted.connect(on_start)
     w.controller.sigEnded.connect(on_end)
     timer.start()
+    if screenshot:
+        QTimer.singleShot(1500, lambda: w.grab().save(screenshot))
     w.panel.run_button.click()
     loop.exec()
     timer.stop()
@@ -94,6 +98,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--lines", type=int, default=1_000_000)
+    ap.add_argument("--screenshot", metavar="OUT.png")
     args = ap.parse_args()
     load_before = os.getloadavg()
     app = QApplication.instance() or QApplication([])
@@ -112,6 +117,8 @@ def main() -> int:
             x = results[kind][-1]
             print(f"round {r + 1} {kind:6s}: longest stall {x['max']:6.1f} ms, p95 {x['p95']:5.1f} ms, "
                   f"median {x['median']:4.1f} ms; run {x['run_s']:.2f} s", file=sys.stderr)
+    if args.screenshot:
+        one_run(app, w, "stdout", args.lines, screenshot=args.screenshot)
     w.close()
     load_after = os.getloadavg()
     print(f"GUI-thread lateness of a 10 ms timer during the run, {args.lines:,} lines, median of "
