@@ -176,3 +176,26 @@ def test_ticking_follow_jumps_to_the_end(qtbot):
     assert console.follow.isChecked() and bar.value() == bar.maximum()
     console.append_chunks([("stdout", b"newest\n")])
     assert bar.value() == bar.maximum()
+
+
+def test_a_progress_bar_updates_its_line_and_a_huge_line_is_cut(qtbot):
+    from gpuscope.app.qt_console import MAX_LINE_CHARS
+
+    console = QtConsole()
+    qtbot.addWidget(console)
+    console.append_chunks([("stdout", b"epoch 1\n"), ("stderr", b"\r 10%|#    |")])
+    console.append_chunks([])                        # an unfinished line is shown after one tick
+    assert console.plain_text() == "epoch 1\n 10%|#    |"
+    console.append_chunks([("stderr", b"\r 20%|##   |\r 30%|###  |")])
+    console.append_chunks([])
+    assert console.plain_text() == "epoch 1\n 30%|###  |"      # updated in place, not appended
+    console.append_chunks([("stderr", b"\r100%|#####|\r\n"), ("stdout", b"epoch 2\n")])
+    assert console.plain_text().splitlines() == ["epoch 1", "100%|#####|", "epoch 2"]
+    console.append_chunks([("stdout", b"x" * 1_000_000 + b"\nafter\n")])   # one 1 MB line
+    lines = console.plain_text().splitlines()
+    assert lines[-1] == "after" and lines[-2].startswith("x" * MAX_LINE_CHARS)
+    assert len(lines[-2]) < MAX_LINE_CHARS + 100 and "line cut here" in lines[-2]
+    console.append_chunks([("stdout", b"y" * 30_000)])              # an open line stays cut too
+    console.append_chunks([])
+    console.append_chunks([("stdout", b"y" * 30_000 + b"\n")])
+    assert len(console.plain_text().splitlines()[-1]) < MAX_LINE_CHARS + 100
