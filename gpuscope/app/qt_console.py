@@ -122,13 +122,11 @@ class QtConsole(QWidget):
         self._show_kept()
 
     # -- output in --------------------------------------------------------------------------------
-    def append_chunks(self, chunks: list[tuple[Any, ...]], dropped: Any = None) -> None:
+    def append_chunks(self, chunks: list[Any], dropped: dict[str, tuple[int, int, bool]] | None = None) -> None:
         """Queue one tick's output, in order, and show what fits in this frame.
 
         ``chunks``: (stream, bytes) or (stream, bytes, line count) as the bridge gives them;
-        ``dropped``: what the bridge left out ({stream: (bytes, lines, mid_line)}), or a byte count."""
-        if isinstance(dropped, int) and dropped:
-            dropped = {s: (dropped, 0, True) for s in STREAMS}
+        ``dropped``: what the bridge left out before them, {stream: (bytes, lines, ends in mid-line)}."""
         for stream, (nbytes, lines, mid_line) in (dropped or {}).items():
             self._queue.append(("gap", stream, nbytes, lines, mid_line))
             self.lines_seen += lines
