@@ -87,7 +87,7 @@ class RunController(QObject):
         if not self.busy and self.duration is not None:
             return self.duration
         run = self.run
-        if self.busy and run is not None and run.started_ns:
+        if self.state in (RUNNING, STOPPING) and run is not None and run.started_ns:
             return max(0.0, (time.time_ns() - run.started_ns) / 1e9)
         return (time.monotonic() if self.busy else self.ended_at) - self.started_at
 
