@@ -195,11 +195,11 @@ class QtConsole(QWidget):
 
     def _batch(self) -> None:
         t0 = time.perf_counter()
-        pieces, lines = self._take(self.allow)
+        pieces, lines = self._take(max(1, self.allow - 2))   # room for a skip note and its line break
         self._insert(pieces)
         if lines >= MIN_BATCH:      # learn the cost per line (it grows once the scrollback is full)
             self._cost = 0.7 * self._cost + 0.3 * (time.perf_counter() - t0) / lines
-            self.allow = max(MIN_BATCH, min(self.per_tick, int(BATCH_S / self._cost)))
+            self.allow = min(self.per_tick, max(MIN_BATCH, int(BATCH_S / self._cost)))
 
     def _trim(self, keep: int) -> None:
         """Skip the oldest waiting lines so that at most ``keep`` wait (never decoded)."""
