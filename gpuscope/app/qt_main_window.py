@@ -246,12 +246,12 @@ class MainWindow(QMainWindow):
             self.live.set_gpu_reason(reason)
 
     def _run_started(self, run: Run) -> None:
+        self.console.set_log_folder(run.run_dir)      # where all of the output is (skip notes name it)
         self.roles = RoleReader(run.run_dir)
         self.findings.started(run)
         self.ray_store = StoreTail(run.run_dir)   # a Ray run's object store (docs/RAY.md)
         self.live.set_gpu_reason(self.controller.gpu_reason)
         self.live.title.setText(f"{self.live.title.text()} · run {run.run_id} · pid {run.pid}")
-        self.console.set_log_folder(run.run_dir)      # where all of the output is (skip notes name it)
         for note in run.notes:
             self.console.append_text(f"gpuscope: {note}")
         self.show_status(f"running {run.run_id} (pid {run.pid})")
