@@ -65,12 +65,14 @@ class QtConsole(QWidget):
         self.text.setFont(font)
         self.find = QLineEdit(placeholderText="Find in output (Enter: next, Shift+Enter: previous)")
         self.find.setClearButtonEnabled(True)
+        self.find.setMinimumWidth(110)
         self.follow = QCheckBox("Follow", checked=True)
         self.follow.setToolTip("Keep the newest output in view (a search turns it off; every run starts with it on)")
         self.follow.toggled.connect(self._follow_toggled)
         self.status = QLabel()
-        self.kept = QLabel()          # "last 20,000 of 1,000,000 lines here · all of them: stdout.log"
+        self.kept = QLabel()          # "last 20,000 of 1,000,000 lines · all in run folder" (a link)
         self.kept.setOpenExternalLinks(False)
+        self.kept.setMinimumWidth(1)      # shrinks (clipped, the tooltip has it all) before the window grows
         self.kept.linkActivated.connect(lambda url: QDesktopServices.openUrl(QUrl(url)))
         clear = QPushButton("Clear")
         clear.clicked.connect(self.clear)
@@ -345,11 +347,11 @@ class QtConsole(QWidget):
             return
         self._kept_at = time.monotonic()
         shown = min(self.text.document().blockCount(), self.lines_seen)
-        text = f"last {shown:,} of {self.lines_seen:,} lines here"
+        text = f"{shown:,} of {self.lines_seen:,} lines"
         if self.log_folder is not None:
-            text += f' · all in <a href="{QUrl.fromLocalFile(str(self.log_folder)).toString()}">the run folder</a>'
+            text += f' · all in <a href="{QUrl.fromLocalFile(str(self.log_folder)).toString()}">run folder</a>'
         else:
-            text += " · all in the run folder"
+            text += " · all in run folder"
         if text != self.kept.text():
             self.kept.setText(text)
             self.kept.setToolTip("The console keeps the last lines only; every line the program printed is in "

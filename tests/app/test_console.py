@@ -82,7 +82,7 @@ def test_flood_of_output_never_freezes_the_window(qtbot):
     assert text.count("\n") <= console.max_lines + 1                    # a bounded scrollback
     run_dir = str(result.run_dir)
     assert f"lines skipped here (output flood); all of them are in {run_dir}/stdout.log" in text
-    assert "of 1,0" in console.kept.text() and "run folder" in console.kept.text()
+    assert "of 1,0" in console.kept.text() and f'{result.run_dir}">run folder</a>' in console.kept.text()
     # whole lines only: every line is the program's, complete, or a note of gpuscope's on its own
     line = re.compile(r"(log \d+ of the flood: a warning line as logging writes them|out last \d+"
                       r"|\[gpuscope: .*\]|gpuscope: .*)")
