@@ -235,8 +235,9 @@ class QtConsole(QWidget):
             self._gap(stream, lines, mid_line)
 
     def _gap(self, stream: str, lines: int, mid_line: bool) -> None:
-        """Output of ``stream`` left out here: its unfinished line goes with it."""
-        self._skipped_now += lines + (1 if self._partial[stream] else 0)
+        """Output of ``stream`` left out here: its unfinished line goes with it (the end of that
+        line is among the ``lines`` left out)."""
+        self._skipped_now += lines
         self._partial[stream], self._held[stream] = "", False
         self._decoders[stream].reset()
         self._resume[stream] = mid_line
