@@ -5,7 +5,10 @@
 * :class:`RunBridge` receives a run's callbacks on the core's threads (output pumps, sampler,
   supervisor, findings recorder) and keeps what arrives in bounded buffers under a lock. The GUI's refresh timer
   drains them about ten times a second, so a flood of output or samples costs one append per
-  chunk on the producing thread and one batched update per tick on the GUI thread.
+  chunk on the producing thread and one batched update per tick on the GUI thread. Output chunks
+  carry their line count, counted on the producing thread; the pending output is bounded in
+  bytes and in lines (older lines than the console's scrollback could never be shown): the oldest
+  chunks are dropped whole, and the drain says, per stream, how much and whether a line was cut.
 
 No widget is ever touched from another thread; nothing else in the app crosses threads.
 """
@@ -20,6 +23,9 @@ from typing import Any, Callable
 from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, Signal
 
 MAX_PENDING_OUTPUT = 8 << 20   # bytes of output kept between two GUI ticks (the logs keep all)
+MAX_PENDING_LINES = 5_000      # lines kept between two GUI ticks (more than the console shows in one)
+JOIN_BYTES = 64 << 10          # a stream's consecutive chunks are joined up to this size
+JOIN_LINES = 1_000             # ... and this many lines (fewer items; drops stay fine-grained)
 MAX_PENDING_BATCHES = 10_000
 
 
@@ -66,21 +72,33 @@ class RunBridge(QObject):
     def __init__(self) -> None:
         super().__init__()
         self._lock = threading.Lock()
-        self._output: deque[tuple[str, bytes]] = deque()
+        self._output: deque[list[Any]] = deque()      # [stream, bytearray, lines]
         self._output_bytes = 0
-        self.dropped_bytes = 0
+        self._output_lines = 0
+        self._dropped: dict[str, tuple[int, int, bool]] = {}   # stream: (bytes, lines, ends in mid-line)
         self._batches: deque[Any] = deque(maxlen=MAX_PENDING_BATCHES)
         self._findings: list[Any] = []
 
     # -- called on the core's threads -------------------------------------------------------------
     def on_output(self, stream: str, chunk: bytes) -> None:
+        lines = chunk.count(b"\n")      # here, not on the GUI thread
         with self._lock:
-            self._output.append((stream, chunk))
+            out = self._output
+            last = out[-1] if out else None
+            if last is not None and last[0] == stream and len(last[1]) < JOIN_BYTES and last[2] < JOIN_LINES:
+                last[1] += chunk          # a pty gives 4 KB reads: join them (amortised, no copy back)
+                last[2] += lines
+            else:
+                out.append([stream, bytearray(chunk), lines])
             self._output_bytes += len(chunk)
-            while self._output_bytes > MAX_PENDING_OUTPUT and len(self._output) > 1:
-                _, old = self._output.popleft()
+            self._output_lines += lines
+            while len(out) > 1 and (self._output_bytes > MAX_PENDING_OUTPUT or
+                                    self._output_lines - out[0][2] >= MAX_PENDING_LINES):
+                name, old, n = out.popleft()
                 self._output_bytes -= len(old)
-                self.dropped_bytes += len(old)
+                self._output_lines -= n
+                nbytes, nlines, _ = self._dropped.get(name, (0, 0, False))
+                self._dropped[name] = (nbytes + len(old), nlines + n, not old.endswith(b"\n"))
 
     def on_batch(self, batch: Any) -> None:
         with self._lock:
@@ -95,12 +113,13 @@ class RunBridge(QObject):
         self.sigProgress.emit(message)
 
     # -- called on the GUI thread -----------------------------------------------------------------
-    def drain_output(self) -> tuple[list[tuple[str, bytes]], int]:
-        """Pending chunks and the bytes dropped since the last drain."""
+    def drain_output(self) -> tuple[list[list[Any]], dict[str, tuple[int, int, bool]]]:
+        """Pending [stream, chunk, lines] (chunk: a bytearray), and what was dropped since the last drain:
+        {stream: (bytes, lines, whether the last dropped chunk ended in mid-line)}."""
         with self._lock:
             out, self._output = list(self._output), deque()
-            dropped, self.dropped_bytes = self.dropped_bytes, 0
-            self._output_bytes = 0
+            dropped, self._dropped = self._dropped, {}
+            self._output_bytes = self._output_lines = 0
         return out, dropped
 
     def drain_findings(self) -> list[Any]:

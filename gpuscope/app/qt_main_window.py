@@ -290,6 +290,7 @@ class MainWindow(QMainWindow):
                 self.console.append_text(f"gpuscope: {note}")
 
     def _run_started(self, run: Run) -> None:
+        self.console.set_log_folder(run.run_dir)      # where all of the output is (skip notes name it)
         self.roles = RoleReader(run.run_dir)
         self.findings.started(run)
         self.ray_store = StoreTail(run.run_dir)   # a Ray run's object store (docs/RAY.md)
@@ -455,6 +456,7 @@ class MainWindow(QMainWindow):
         self.live.reset(f"run {past.run_id} (past run)")
         self.tree.reset_rows()
         self.console.clear()
+        self.console.set_log_folder(past.run_dir)
         self.findings.reset()
         self.roles = None
         self.ray_store = None

@@ -60,6 +60,7 @@ class RunController(QObject):
         self.gpu_reason: str | None = None
         self.started_at = 0.0
         self.ended_at = 0.0
+        self.duration: float | None = None     # the run's own, from its start and end times
         self._lock = threading.Lock()
         self._stop_wanted = False
         self.task: workers.Task | None = None
@@ -79,8 +80,15 @@ class RunController(QObject):
         return rec.findings() if rec is not None else []
 
     def elapsed(self) -> float:
+        """Seconds of the run: since its program started (since Run was pressed while it starts);
+        once ended, its real duration (its start and end times), not when the GUI heard of it."""
         if not self.started_at:
             return 0.0
+        if not self.busy and self.duration is not None:
+            return self.duration
+        run = self.run
+        if self.state in (RUNNING, STOPPING) and run is not None and run.started_ns:
+            return max(0.0, (time.time_ns() - run.started_ns) / 1e9)
         return (time.monotonic() if self.busy else self.ended_at) - self.started_at
 
     # -- start ----------------------------------------------------------------------------------
@@ -90,7 +98,7 @@ class RunController(QObject):
         self._stop_wanted = False
         self.run, self.gpu_reason = None, None
         self.findings_recorder = None
-        self.started_at, self.ended_at = time.monotonic(), 0.0
+        self.started_at, self.ended_at, self.duration = time.monotonic(), 0.0, None
         self._set_state(STARTING)
         self.task = workers.submit(lambda task: self._work(spec), on_done=self._ended,
                                    on_error=self._failed, label="run")
@@ -135,6 +143,8 @@ class RunController(QObject):
 
     def _ended(self, result: "RunResult") -> None:
         self.ended_at = time.monotonic()
+        if result.started_ns and result.ended_ns:
+            self.duration = max(0.0, (result.ended_ns - result.started_ns) / 1e9)
         self._set_state(IDLE)
         self.sigEnded.emit(result)
 
