@@ -57,6 +57,15 @@ def fill(window: Any, name: str, args: str = "", method: str = "spawn") -> None:
     panel.method.setCurrentIndex(panel.method.findData(method))
 
 
+def start_torchrun(qtbot: Any, window: Any, nproc: int = 2) -> None:
+    """Fill the panel with the tiny gloo DDP script under torchrun and press Run; returns once started."""
+    fill(window, "ddp_tiny.py", "", "default")
+    window.panel.launcher.setCurrentText("torchrun")
+    window.panel.nproc.setValue(nproc)
+    with qtbot.waitSignal(window.controller.sigStarted, timeout=60_000):
+        window.panel.run_button.click()
+
+
 def run_processes(gpuscope_home: Path) -> list[int]:
     """Live processes started by this test's runs (their environment names its GPUSCOPE_HOME)."""
     return processes_with_env(f"GPUSCOPE_HOME={gpuscope_home}".encode())

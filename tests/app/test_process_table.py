@@ -20,7 +20,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from apphelpers import fill, make_window, run_processes, wait_report
+from apphelpers import fill, make_window, run_processes, start_torchrun, wait_report
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QColor
 
@@ -306,11 +306,7 @@ def test_torchrun_agent_has_one_name_in_every_view(qtbot, gpuscope_home):
     "gs:agent": both are OS names; every view calls it "torchrun agent"."""
     requires.torch()
     w = make_window(qtbot)
-    fill(w, "ddp_tiny.py", "", "default")
-    w.panel.launcher.setCurrentText("torchrun")
-    w.panel.nproc.setValue(2)
-    with qtbot.waitSignal(w.controller.sigStarted, timeout=60_000):
-        w.panel.run_button.click()
+    start_torchrun(qtbot, w)
     agent = {}
 
     def seen() -> bool:

@@ -17,7 +17,7 @@ from gpuscope.app.qt_report_view import QtReportView
 from gpuscope.app.qt_timeline import AXIS_H, GUTTER, ZOOM_STEP, QtTimeline
 from gpuscope.app.timeline_text import fmt_ns
 from gpuscope.nsys.report import load_report
-from tests.app.timeline_support import EPOCHS, STEPS, TASKS, gpuscope_run, save_shot, write_workload
+from tests.app.timeline_support import EPOCHS, STEPS, TASKS, gpuscope_run, save_shot, shown_timeline, write_workload
 
 pytestmark = pytest.mark.gui
 BACKGROUND = QColor(250, 250, 250).rgb()
@@ -31,13 +31,7 @@ def spawn_run(tmp_path_factory) -> dict:
 
 @pytest.fixture
 def view(qtbot, spawn_run):
-    w = QtTimeline()
-    qtbot.addWidget(w)
-    w.resize(1200, 480)
-    w.set_timeline(load_report(spawn_run["run_dir"]).timeline)
-    w.show()
-    qtbot.waitExposed(w)
-    return w
+    return shown_timeline(qtbot, spawn_run["run_dir"])
 
 
 def _named(tl, name: str, domain: str | None = None) -> np.ndarray:

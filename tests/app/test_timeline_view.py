@@ -12,7 +12,7 @@ from gpuscope.app import timeline_lod as L
 from gpuscope.app.qt_timeline import AXIS_H, GUTTER, ZOOM_STEP, QtTimeline
 from gpuscope.nsys.report import load_report
 from gpuscope.trace import timeline as T
-from tests.app.timeline_support import gpuscope_run, save_shot, synthetic_timeline, write_workload
+from tests.app.timeline_support import gpuscope_run, save_shot, shown_timeline, synthetic_timeline, write_workload
 
 pytestmark = pytest.mark.gui
 BACKGROUND = QColor(250, 250, 250).rgb()
@@ -26,13 +26,7 @@ def spawn_run(tmp_path_factory) -> dict:
 
 @pytest.fixture
 def view(qtbot, spawn_run):
-    w = QtTimeline()
-    qtbot.addWidget(w)
-    w.resize(1200, 480)
-    w.set_timeline(load_report(spawn_run["run_dir"]).timeline)
-    w.show()
-    qtbot.waitExposed(w)
-    return w
+    return shown_timeline(qtbot, spawn_run["run_dir"])
 
 
 def _ranged(summary: dict) -> dict[int, dict]:

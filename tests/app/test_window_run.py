@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from apphelpers import fill, make_window, run_processes, start_nsys_run, table_counts, wait_report
+from apphelpers import fill, make_window, run_processes, start_nsys_run, start_torchrun, table_counts, wait_report
 from PySide6.QtCore import Qt
 
 from gpuscope.nsys import report as nsys_report
@@ -122,11 +122,7 @@ def test_bad_script_is_one_line_error_and_no_run(qtbot, tmp_path):
 def test_torchrun_ranks_in_the_process_tree(qtbot, gpuscope_home):
     requires.torch()
     w = make_window(qtbot)
-    fill(w, "ddp_tiny.py", "", "default")
-    w.panel.launcher.setCurrentText("torchrun")
-    w.panel.nproc.setValue(2)
-    with qtbot.waitSignal(w.controller.sigStarted, timeout=60_000):
-        w.panel.run_button.click()
+    start_torchrun(qtbot, w)
     qtbot.waitUntil(lambda: sorted(r.rank for r in w.model.procs.values() if r.rank is not None) == [0, 1],
                     timeout=90_000)
     w.tree.refresh()

@@ -414,3 +414,17 @@ def _insert(conn, table: str, row: dict) -> None:
     full = {r[1]: row.get(r[1], 0 if r[3] else None) for r in info}
     conn.execute(f"INSERT INTO {table} ({', '.join(full)}) VALUES ({', '.join('?' * len(full))})",
                  list(full.values()))
+
+
+def shown_timeline(qtbot, run_dir: Path, size: tuple[int, int] = (1200, 480)):
+    """A QtTimeline showing a run folder's report, exposed at ``size`` (the timeline tests' view)."""
+    from gpuscope.app.qt_timeline import QtTimeline
+    from gpuscope.nsys.report import load_report
+
+    w = QtTimeline()
+    qtbot.addWidget(w)
+    w.resize(*size)
+    w.set_timeline(load_report(run_dir).timeline)
+    w.show()
+    qtbot.waitExposed(w)
+    return w
