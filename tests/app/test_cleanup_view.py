@@ -5,6 +5,7 @@ confirmation dialog (driven here), refusals shown as their one-line reasons."""
 from __future__ import annotations
 
 import os
+import signal
 import time
 import uuid
 from multiprocessing import resource_tracker, shared_memory
@@ -17,6 +18,7 @@ from gpuscope.app import workers
 from gpuscope.app.qt_cleanup import QtCleanup
 from gpuscope.cleanup.shm import SHM_MIN_AGE_S
 from tests.app.timeline_support import Subreaper, leave_sleeper, save_shot, state_of
+from tests.cleanup.util import held_semaphore
 
 pytestmark = pytest.mark.gui
 PREFIX = "psm_gpuscopetest_"
@@ -315,32 +317,17 @@ def test_status_line_of_a_run_that_left_a_process_is_updated_after_the_clean_up(
 def test_a_leftover_semaphore_is_a_semaphore_row_and_is_unlinked_after_confirmation(qtbot, view):
     """A named semaphore left by a SIGKILLed process (CPython's _multiprocessing.SemLock, as a
     multiprocessing Lock makes it): its own Kind, its own plan line, removed like a segment."""
-    import signal
-    import subprocess
-    import sys
-
-    name = "mp-gpuscopetest-" + uuid.uuid4().hex[:10]
-    code = ("import _multiprocessing, sys, time; s = _multiprocessing.SemLock(1, 1, 1, sys.argv[1], False); "
-            "print('ready', flush=True); time.sleep(120)")
-    proc = subprocess.Popen([sys.executable, "-c", code, "/" + name], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().strip() == "ready"
+    with held_semaphore() as (filename, proc):
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-        key = f"shm:sem.{name}"
+        key = f"shm:{filename}"
         result = _refresh(qtbot, view)
-        assert result.by_shm(f"sem.{name}").codes == ["leaked-semaphore"]
+        assert result.by_shm(filename).codes == ["leaked-semaphore"]
         row = next(r for r, s in enumerate(view.model.suspects) if s.key == key)
         assert view.model.index(row, 0).data(Qt.DisplayRole) == "semaphore"
         assert view.set_checked(key)
         box = _confirm(qtbot, view, accept=True)
-        assert f"unlink the named semaphore /dev/shm/sem.{name}" in box.text_shown
+        assert f"unlink the named semaphore /dev/shm/{filename}" in box.text_shown
         (res,) = view.last_results
         assert res.ok and res.result == "done", res
-        assert not os.path.exists(f"/dev/shm/sem.{name}")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
-        if os.path.exists(f"/dev/shm/sem.{name}"):
-            os.unlink(f"/dev/shm/sem.{name}")
+        assert not os.path.exists(f"/dev/shm/{filename}")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import uuid
 
 import pytest
@@ -16,33 +15,13 @@ import pytest
 from gpuscope.cleanup import Policy, Scanner, perform, unlink_segment
 from gpuscope.cleanup import model as m
 from gpuscope.cleanup.shm import SHM_MIN_AGE_S
-from tests.cleanup.util import cli, cli_json, wait_for
-
-# multiprocessing names its semaphores /mp-XXXXXXXX (the file sem.mp-XXXXXXXX); ours add a marker
-HOLDER = r"""
-import _multiprocessing, sys, time
-lock = _multiprocessing.SemLock(1, 1, 1, sys.argv[1], False)   # SEMAPHORE, value 1, not unlinked
-lock.acquire()
-print("ready", flush=True)
-time.sleep(120)
-"""
-
+from tests.cleanup.util import cli, cli_json, held_semaphore, wait_for
 
 @pytest.fixture
 def semaphore_holder():
     """(name of the /dev/shm file, the live process that created and maps it)."""
-    name = "mp-gpuscopetest-" + uuid.uuid4().hex[:10]
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, "/" + name], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().strip() == "ready"
-        assert os.path.exists(f"/dev/shm/sem.{name}")
-        yield f"sem.{name}", proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=30)
-        if os.path.exists(f"/dev/shm/sem.{name}"):
-            os.unlink(f"/dev/shm/sem.{name}")
+    with held_semaphore() as held:
+        yield held
 
 
 def _killed(proc: subprocess.Popen) -> None:

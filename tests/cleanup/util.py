@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 import uuid
+from contextlib import contextmanager
+from typing import Iterator
 
 PY = sys.executable
 PREFIX = "psm_gpuscopetest_"
@@ -68,3 +71,33 @@ def wait_quiet(pid: int, timeout: float = 15.0) -> None:
             return
         before = now
     raise AssertionError(f"pid {pid} kept using CPU for {timeout} s")
+
+
+# multiprocessing names its semaphores /mp-XXXXXXXX (the file sem.mp-XXXXXXXX); ours add a marker
+SEM_HOLDER = r"""
+import _multiprocessing, sys, time
+lock = _multiprocessing.SemLock(1, 1, 1, sys.argv[1], False)   # SEMAPHORE, value 1, not unlinked
+lock.acquire()
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+@contextmanager
+def held_semaphore() -> Iterator[tuple[str, subprocess.Popen]]:
+    """A real named semaphore made through CPython's own ``_multiprocessing.SemLock`` (what a
+    multiprocessing Lock uses under spawn/forkserver), held by a live process: yields (the
+    /dev/shm file's name, the process). Kill the process to leave it behind; both go at the end."""
+    name = "mp-gpuscopetest-" + uuid.uuid4().hex[:10]
+    proc = subprocess.Popen([PY, "-c", SEM_HOLDER, "/" + name], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        assert os.path.exists(f"/dev/shm/sem.{name}")
+        yield f"sem.{name}", proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+        if os.path.exists(f"/dev/shm/sem.{name}"):
+            os.unlink(f"/dev/shm/sem.{name}")
