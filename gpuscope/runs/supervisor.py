@@ -131,9 +131,6 @@ class Run:
         self._proc = self._spawn(launch)
         self.started_ns = time.time_ns()
         # From here on the program runs: gpuscope's own imports and store work overlap with it.
-        # The summary needs numpy (~0.1 s to import): a thread loads it now, beside the store and
-        # sampler set-up below, so that a short program does not wait for both one after the other.
-        threading.Thread(target=_preload_summary, name="gpuscope-preload", daemon=True).start()
         launch.versions = {**_versions(self.spec), **launch.versions}
         self._write_spec(launch)
         from gpuscope.store import db
@@ -381,13 +378,6 @@ def _status(outcome: Outcome, exit_status: ExitStatus, stopped: bool) -> RunStat
     if stopped:
         return RunStatus.STOPPED
     return RunStatus.EXITED if exit_status.code == 0 else RunStatus.FAILED
-
-
-def _preload_summary() -> None:
-    try:
-        import gpuscope.trace.process_rows  # noqa: F401
-    except Exception:  # noqa: BLE001 - the end of the run imports it again and reports what is wrong
-        pass
 
 
 def _versions(spec: RunSpec) -> dict[str, Any]:
