@@ -19,7 +19,6 @@ Task times come as int lists for small logs and numpy arrays for big ones
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -74,8 +73,9 @@ def _concat(parts: Sequence[Any]) -> Any:
 
 
 def _median(values: Any) -> float:
-    if isinstance(values, list):
-        return float(statistics.median(values))
+    if isinstance(values, list):   # as statistics.median (not imported: 2.5 ms), numpy's value
+        ordered, half = sorted(values), len(values) // 2
+        return float(ordered[half]) if len(values) % 2 else (ordered[half - 1] + ordered[half]) / 2
     import numpy as np
 
     return float(np.median(values))

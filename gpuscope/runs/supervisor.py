@@ -84,8 +84,9 @@ class Run:
                  store_path: str | os.PathLike[str] | None = None, recorders: Sequence[BaseRecorder] = (),
                  live_output: bool | None = None, output_cap_bytes: int | None = None):
         self.spec = spec.validated()
-        self.run_id = layout.new_run_id()
-        self.run_dir = layout.create_run_dir(self.run_id)
+        # the data folder's walk to make every older run private waits until the program runs
+        self.run_id = layout.new_run_id(tighten=False)
+        self.run_dir = layout.create_run_dir(self.run_id, tighten=False)
         self.output_listeners: list[OutputListener] = list(output or [])
         self.progress = progress or (lambda _msg: None)
         self.recorders: list[BaseRecorder] = [*default_recorders(self.spec, store_path), *recorders]
@@ -100,6 +101,8 @@ class Run:
         self._stop_thread: threading.Thread | None = None
         self._escaped_on_stop: list[int] = []
         self._outcome: Outcome | None = None
+        self._recording: threading.Thread | None = None
+        self._record_error: BaseException | None = None
         self._ctx: RunContext | None = None
         self.notes: list[str] = []
         self.started_ns = 0
@@ -130,16 +133,11 @@ class Run:
                 self._note_failure(recorder, "prepare", exc)
         self._proc = self._spawn(launch)
         self.started_ns = time.time_ns()
-        # From here on the program runs: gpuscope's own imports and store work overlap with it.
-        launch.versions = {**_versions(self.spec), **launch.versions}
-        self._write_spec(launch)
-        from gpuscope.store import db
-        from gpuscope.store import runs as store_runs
-
-        with db.connect(self._store_path) as conn:
-            store_runs.insert_run(conn, run_id=self.run_id, spec=self.spec.to_dict(),
-                                  run_dir=str(self.run_dir), versions=launch.versions)
-            store_runs.mark_started(conn, self.run_id, self.started_ns)
+        # From here on the program runs: gpuscope's own imports and store work overlap with it. The
+        # spec file and the store's row are written on a thread (platform's versions run `uname -p`).
+        self._recording = threading.Thread(target=self._record_start, args=(launch,), name="gpuscope-record-start",
+                                           daemon=True)
+        self._recording.start()
         self._ctx = RunContext(self.spec, self.run_id, self.run_dir, self._proc.pid, self.started_ns,
                                self._stop_requested, notes=self.notes, progress=self.progress)
         self._connect_batches()
@@ -170,6 +168,24 @@ class Run:
             self._pumps.append(OutputPump(name, fd, str(log), listeners, cap_bytes=self._cap,
                                           close_fd=name == "stdout"))
         return proc
+
+    def _record_start(self, launch: Launch) -> None:
+        """spec.json and the store's row of the started run (``wait`` raises what failed here)."""
+        try:
+            from gpuscope import paths
+
+            paths.data_dir()   # makes what is in it private (once per process): a walk of every run
+            launch.versions = {**_versions(self.spec), **launch.versions}
+            self._write_spec(launch)
+            from gpuscope.store import db
+            from gpuscope.store import runs as store_runs
+
+            with db.connect(self._store_path) as conn:
+                store_runs.insert_run(conn, run_id=self.run_id, spec=self.spec.to_dict(),
+                                      run_dir=str(self.run_dir), versions=launch.versions)
+                store_runs.mark_started(conn, self.run_id, self.started_ns)
+        except BaseException as exc:  # noqa: BLE001 - raised again by wait(), on the caller's thread
+            self._record_error = exc
 
     def _write_spec(self, launch: Launch) -> None:
         nsys = self.spec.nsys
@@ -359,6 +375,10 @@ class Run:
         return sorted(tree)
 
     def _record(self, result: RunResult) -> None:
+        if self._recording is not None:
+            self._recording.join()
+        if self._record_error is not None:
+            raise self._record_error
         summary = result.to_json()
         (self.run_dir / layout.SUMMARY).write_text(json.dumps(summary, indent=2))
         from gpuscope.store import db
@@ -367,8 +387,7 @@ class Run:
         with db.connect(self._store_path) as conn:
             store_runs.finish_run(conn, self.run_id, status=result.status.value, ended_ns=result.ended_ns,
                                   exit_code=result.exit.code, signal=result.exit.signal,
-                                  error=result.error, summary=summary)
-            store_runs.replace_processes(conn, self.run_id, result.processes)
+                                  error=result.error, summary=summary, processes=result.processes)
 
 
 def _status(outcome: Outcome, exit_status: ExitStatus, stopped: bool) -> RunStatus:
