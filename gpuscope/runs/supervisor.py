@@ -9,7 +9,6 @@ starts first; gpuscope's own imports and store work follow while it runs.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -18,12 +17,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from gpuscope import __version__
 from gpuscope.errors import UserError
 from gpuscope import rundir as layout
-from gpuscope.runs import procscan
 from gpuscope.runs.launcher import build_command
 from gpuscope.runs.output import OutputListener, OutputPump, open_output
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext, overrides
@@ -31,6 +29,10 @@ from gpuscope.runs.recorders import default_recorders
 from gpuscope.status import ExitStatus, RunStatus
 from gpuscope.spec import RunSpec
 
+if TYPE_CHECKING:
+    from gpuscope.runs import procscan
+
+# json, procscan (/proc) and the store are imported where used: after the program started.
 Progress = Callable[[str], None]
 STOP_GRACE_S = 2.5
 
@@ -188,6 +190,8 @@ class Run:
             self._record_error = exc
 
     def _write_spec(self, launch: Launch) -> None:
+        import json
+
         nsys = self.spec.nsys
         (self.run_dir / layout.SPEC).write_text(json.dumps(
             {"run_id": self.run_id, "spec": self.spec.to_dict(), "argv": launch.argv, "versions": launch.versions,
@@ -267,6 +271,8 @@ class Run:
         self._each("abandon")
 
     def _tree(self) -> dict[int, procscan.ProcInfo]:
+        from gpuscope.runs import procscan
+
         assert self._proc is not None
         return procscan.run_processes(self._proc.pid, self.run_id)
 
@@ -335,7 +341,9 @@ class Run:
                 outcome.stopped = True  # stopped in between: it still counts
         self._each("finish", outcome)
         status = _status(outcome, exit_status, self._stop_requested.is_set())
-        escaped = sorted(set(self._escaped_on_stop) | {p for p in left if (i := procscan.read_stat(p)) and
+        from gpuscope.runs.procscan import read_stat
+
+        escaped = sorted(set(self._escaped_on_stop) | {p for p in left if (i := read_stat(p)) and
                                                        i.sid != self._proc.pid})
         result = RunResult(run_id=self.run_id, run_dir=self.run_dir, status=status, exit=exit_status,
                            started_ns=self.started_ns, ended_ns=ended_ns, processes=outcome.processes,
@@ -379,6 +387,8 @@ class Run:
             self._recording.join()
         if self._record_error is not None:
             raise self._record_error
+        import json
+
         summary = result.to_json()
         (self.run_dir / layout.SUMMARY).write_text(json.dumps(summary, indent=2))
         from gpuscope.store import db
