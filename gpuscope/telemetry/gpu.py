@@ -11,12 +11,12 @@ The NVML module is injected (``NvmlBackend(nvml=...)``): tests pass ``tests/fake
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-log = logging.getLogger("gpuscope.telemetry")
+from gpuscope.telemetry import log
+
 
 NO_GPU = "no NVIDIA GPU / driver"
 
@@ -164,7 +164,7 @@ class NvmlBackend:
             return
         self._said.add(key)
         self._notes.append(message)
-        log.info("%s", message)
+        log().info("%s", message)
 
     def take_notes(self) -> list[str]:
         """Reasons noted since the last call (each distinct reason appears once, ever)."""

@@ -11,17 +11,16 @@ one run's process tree and can write its batches into the run store.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from typing import Any, Callable
 
+from gpuscope.telemetry import log
 from gpuscope.telemetry.batch import SampleBatch
 from gpuscope.telemetry.gpu import GpuBackend, GpuProcessSample, open_backend
 from gpuscope.telemetry.host import HostSampler
 from gpuscope.telemetry.tree import ProcessTree
 
-log = logging.getLogger("gpuscope.telemetry")
 
 Listener = Callable[[SampleBatch], None]
 MIN_INTERVAL_S, MAX_INTERVAL_S, DEFAULT_INTERVAL_S = 0.02, 1.0, 0.1
@@ -111,7 +110,7 @@ class Sampler:
             except Exception as exc:  # noqa: BLE001 - thread boundary: a listener's bug must not stop sampling
                 if id(fn) not in self._failed_listeners:
                     self._failed_listeners.add(id(fn))
-                    log.exception("telemetry listener %r failed (logged once): %s", fn, exc)
+                    log().exception("telemetry listener %r failed (logged once): %s", fn, exc)
 
     # -- sampling ----------------------------------------------------------------------------
 
@@ -142,7 +141,7 @@ class Sampler:
         if text not in self._said:
             self._said.add(text)
             self._pending_notes.append(text)
-            log.exception("%s", text)
+            log().exception("%s", text)
 
     def _run(self) -> None:
         step = int(self.interval_s * 1e9)
