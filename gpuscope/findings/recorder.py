@@ -196,8 +196,9 @@ class FindingsRecorder(BaseRecorder):
 
         with self._lock:
             self.scanner.finish()
-        found = engine.analyse_events(self.run_dir, stopped=outcome.stopped, scanner=self.scanner,
-                                      oom_killed=self._oom_killed())
+        # the event logs as the event-log recorder read them (it finishes first), else read here
+        found = engine.analyse_events(self.run_dir, outcome.extra.get("events"), stopped=outcome.stopped,
+                                      scanner=self.scanner, oom_killed=self._oom_killed())
         self._report(found + self._telemetry_findings())
         final = self.findings()
         engine.save(self.run_dir, final)

@@ -340,6 +340,7 @@ class Run:
             if self._stop_requested.is_set() and not outcome.stopped:
                 outcome.stopped = True  # stopped in between: it still counts
         self._each("finish", outcome)
+        outcome.extra.pop("events", None)   # read once for the recorders; not kept with the run
         status = _status(outcome, exit_status, self._stop_requested.is_set())
         from gpuscope.runs.procscan import read_stat
 
