@@ -7,7 +7,8 @@ round by round (the order rotates), so gpuscope's own start-up, telemetry, log r
 writes count. Reported: the median of the rounds and the spread (min-max) of each side, the fixed
 cost (empty script, gpuscope minus python) split into what comes before the program's first line
 (launch to first line, each side's median) and after its last (its exit handler to the command's
-return), and the pool job's ratio.
+return), and the pool job's ratio: of the medians, and the median (min-max) of each round's own
+ratio (the sides of a round ran one after the other, under the same load).
 
 ``--root DIR`` runs the gpuscope found in another source tree instead of this checkout;
 ``--compare OLD`` adds a third side, the gpuscope of the source tree OLD (e.g. ``git archive main
@@ -132,8 +133,11 @@ def main() -> int:
         plain = pool_runs.pop("python")
         print(f"pool job ({args.tasks} tasks x {args.size}): python {spread([x[0] for x in plain])}")
         for name, rows in pool_runs.items():
+            # each round's own ratio too: the two ran next to each other, under the same load
+            paired = [g[0] / p[0] for g, p in zip(rows, plain)]
             print(f"{name}: {spread([x[0] for x in rows])}; ratio {median(rows, 0) / median(plain, 0):.3f}x, "
-                  f"+{(median(rows, 0) - median(plain, 0)) * 1000:.0f} ms (goal <= 1.05x)")
+                  f"+{(median(rows, 0) - median(plain, 0)) * 1000:.0f} ms; per round {statistics.median(paired):.3f}x "
+                  f"({min(paired):.3f}-{max(paired):.3f}) (goal <= 1.05x)")
     print(f"load average at the end: {os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)")
     return 0
 
