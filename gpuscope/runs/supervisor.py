@@ -375,11 +375,21 @@ class Run:
                     self._proc.stderr.close()   # read to its end by the pump (stdout's fd the pump closes)
 
     def _settle(self, timeout_s: float = 1.5) -> list[int]:
-        """Processes still alive after the run ended by itself (given a moment to exit)."""
+        """Processes still alive after the run ended by itself (given a moment to exit). The ones
+        seen are watched one by one (one /proc stat each: 2 ms after the scan, then less and less
+        often, up to 50 ms apart; multiprocessing's resource tracker ends a few ms after the
+        program), and once they are gone the run is scanned again for any they started."""
+        from gpuscope.runs.procscan import read_stat
+
         deadline = time.monotonic() + timeout_s
         tree = self._tree()
+        delay = 0.002
         while tree and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(delay)
+            delay = min(2 * delay, 0.05)
+            if not any(_same_process(read_stat(pid), info) for pid, info in tree.items()):
+                tree = self._tree()
+        if tree:
             tree = self._tree()
         return sorted(tree)
 
@@ -399,6 +409,11 @@ class Run:
             store_runs.finish_run(conn, self.run_id, status=result.status.value, ended_ns=result.ended_ns,
                                   exit_code=result.exit.code, signal=result.exit.signal,
                                   error=result.error, summary=summary, processes=result.processes)
+
+
+def _same_process(now: Any, seen: Any) -> bool:
+    """``now`` (a fresh /proc read, or None) is the live process ``seen`` was (not a reused pid)."""
+    return now is not None and not now.is_zombie and now.start_ticks == seen.start_ticks
 
 
 def _status(outcome: Outcome, exit_status: ExitStatus, stopped: bool) -> RunStatus:
