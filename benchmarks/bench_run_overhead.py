@@ -7,7 +7,8 @@ round by round (the order rotates), so gpuscope's own start-up, telemetry, log r
 writes count. Reported: the median of the rounds and the spread (min-max) of each side, the fixed
 cost (empty script, gpuscope minus python) split into what comes before the program's first line
 (launch to first line, each side's median) and after its last (its exit handler to the command's
-return), and the pool job's ratio: of the medians, and the median (min-max) of each round's own
+return), the CPU of each whole command tree (steadier than wall time on a shared machine),
+and the pool job's ratio: of the medians, and the median (min-max) of each round's own
 ratio (the sides of a round ran one after the other, under the same load).
 
 ``--root DIR`` runs the gpuscope found in another source tree instead of this checkout;
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -37,21 +39,25 @@ MARKS = ("import atexit, sys, time\n"
          "open(sys.argv[1], 'a').write('start %d\\n' % time.time_ns())\n"
          "atexit.register(lambda: open(sys.argv[1], 'a').write('end %d\\n' % time.time_ns()))\n")
 
-Timing = tuple[float, float, float]
+Timing = tuple[float, float, float, float]
 
 
 def timed(argv: list[str], env: dict[str, str], marks: Path | None = None) -> Timing:
-    """(wall s, launch -> program's first line s, program's exit handler -> command returned s)."""
+    """(wall s, launch -> program's first line s, program's exit handler -> command returned s,
+    CPU s of the whole command tree: user + system of every process it reaped)."""
     if marks is not None:
         marks.unlink(missing_ok=True)
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     w0, t0 = time.time_ns(), time.perf_counter()
     subprocess.run(argv, env=env, check=True, cwd=tempfile.gettempdir(), stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
     wall, w1 = time.perf_counter() - t0, time.time_ns()
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     if marks is None:
-        return wall, 0.0, 0.0
+        return wall, 0.0, 0.0, cpu
     seen = dict(line.split() for line in marks.read_text().splitlines())
-    return wall, (int(seen["start"]) - w0) / 1e9, (w1 - int(seen["end"])) / 1e9
+    return wall, (int(seen["start"]) - w0) / 1e9, (w1 - int(seen["end"])) / 1e9, cpu
 
 
 def alternate(sides: dict[str, tuple[list[str], dict[str, str]]], rounds: int,
@@ -119,25 +125,27 @@ def main() -> int:
 
     empty_runs = alternate(sides([str(empty), str(marks)]), args.rounds, marks)
     plain = empty_runs.pop("python")
-    print(f"empty script: python {spread([x[0] for x in plain])}")
+    print(f"empty script: python {spread([x[0] for x in plain])}; CPU {ms([x[3] for x in plain])}")
     print(f"  launch -> program's first line: python {ms([x[1] for x in plain])}")
     print(f"  program's exit handler -> command returned: python {ms([x[2] for x in plain])}")
     for name, rows in empty_runs.items():
         fixed = median(rows, 0) - median(plain, 0)
-        print(f"{name}: {spread([x[0] for x in rows])}; fixed cost {fixed * 1000:.0f} ms (goal <= 50 ms)")
+        print(f"{name}: {spread([x[0] for x in rows])}; fixed cost {fixed * 1000:.0f} ms (goal <= 50 ms); "
+              f"CPU {ms([x[3] for x in rows])}")
         print(f"  launch -> program's first line: {ms([x[1] for x in rows])}")
         print(f"  program's exit handler -> command returned: {ms([x[2] for x in rows])}")
     if not args.skip_pool:
         script = [str(HERE / "pool_workload.py"), str(args.tasks), str(args.size)]
         pool_runs = alternate(sides(script), args.rounds)
         plain = pool_runs.pop("python")
-        print(f"pool job ({args.tasks} tasks x {args.size}): python {spread([x[0] for x in plain])}")
+        print(f"pool job ({args.tasks} tasks x {args.size}): python {spread([x[0] for x in plain])}; "
+              f"CPU {ms([x[3] for x in plain])}")
         for name, rows in pool_runs.items():
             # each round's own ratio too: the two ran next to each other, under the same load
             paired = [g[0] / p[0] for g, p in zip(rows, plain)]
             print(f"{name}: {spread([x[0] for x in rows])}; ratio {median(rows, 0) / median(plain, 0):.3f}x, "
                   f"+{(median(rows, 0) - median(plain, 0)) * 1000:.0f} ms; per round {statistics.median(paired):.3f}x "
-                  f"({min(paired):.3f}-{max(paired):.3f}) (goal <= 1.05x)")
+                  f"({min(paired):.3f}-{max(paired):.3f}) (goal <= 1.05x); CPU {ms([x[3] for x in rows])}")
     print(f"load average at the end: {os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)")
     return 0
 
