@@ -1,20 +1,31 @@
 """What `gpuscope run` adds: a near-empty script (fixed cost) and a 2-worker spawn pool job, against plain python.
 
-    python benchmarks/bench_run_overhead.py [--rounds 8] [--tasks 16] [--size 400000] [--root DIR]
+    python benchmarks/bench_run_overhead.py [--rounds 8] [--tasks 16] [--size 400000] [--root DIR] [--compare OLD]
 
-Both sides are whole commands started the same way (subprocess, output discarded), alternated
-round by round, so gpuscope's own start-up, telemetry, log reading and store writes count. Reported:
-the median of the rounds and the spread (min-max) of each side, the fixed cost (empty script,
-gpuscope minus python) split into what comes before the program's first line (launch to first
-line, each side's median) and after its last (its exit handler to the command's return), and the
-pool job's ratio. ``--root`` runs the gpuscope found in another source tree (e.g. an exported
-older commit) to compare before/after in one session.
+Every side is a whole command started the same way (subprocess, output discarded), alternated
+round by round (the order rotates), so gpuscope's own start-up, telemetry, log reading and store
+writes count. Reported: the median of the rounds and the spread (min-max) of each side, the fixed
+cost (empty script, gpuscope minus python) split into what comes before the program's first line
+(launch to first line, each side's median) and after its last (its exit handler to the command's
+return), the CPU of each whole command tree (steadier than wall time on a shared machine),
+and the pool job's ratio: of the medians, and the median (min-max) of each round's own
+ratio (the sides of a round ran one after the other, under the same load).
+
+``--root DIR`` runs the gpuscope found in another source tree instead of this checkout;
+``--compare OLD`` adds a third side, the gpuscope of the source tree OLD (e.g. ``git archive main
+| tar -x -C /tmp/old``), in the same alternated rounds, so before and after meet the same load.
+
+Byte code: both trees are compiled ahead (``compileall``), as ``pip install`` does for a user;
+otherwise PYTHONDONTWRITEBYTECODE (set on the development machines) makes every start of a
+checkout compile gpuscope's modules again (~0.05 s). ``--no-compile`` measures that case.
 Goals (issue 14.4): <= 50 ms fixed, <= 1.05x on a ~1 s pool job.
 """
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -28,30 +39,43 @@ MARKS = ("import atexit, sys, time\n"
          "open(sys.argv[1], 'a').write('start %d\\n' % time.time_ns())\n"
          "atexit.register(lambda: open(sys.argv[1], 'a').write('end %d\\n' % time.time_ns()))\n")
 
+Timing = tuple[float, float, float, float]
 
-def timed(argv: list[str], env: dict[str, str], marks: Path | None = None) -> tuple[float, float, float]:
-    """(wall s, launch -> program's first line s, program's exit handler -> command returned s)."""
+
+def timed(argv: list[str], env: dict[str, str], marks: Path | None = None) -> Timing:
+    """(wall s, launch -> program's first line s, program's exit handler -> command returned s,
+    CPU s of the whole command tree: user + system of every process it reaped)."""
     if marks is not None:
         marks.unlink(missing_ok=True)
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     w0, t0 = time.time_ns(), time.perf_counter()
     subprocess.run(argv, env=env, check=True, cwd=tempfile.gettempdir(), stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
     wall, w1 = time.perf_counter() - t0, time.time_ns()
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     if marks is None:
-        return wall, 0.0, 0.0
+        return wall, 0.0, 0.0, cpu
     seen = dict(line.split() for line in marks.read_text().splitlines())
-    return wall, (int(seen["start"]) - w0) / 1e9, (w1 - int(seen["end"])) / 1e9
+    return wall, (int(seen["start"]) - w0) / 1e9, (w1 - int(seen["end"])) / 1e9, cpu
 
 
-def alternate(plain: list[str], under: list[str], env: dict[str, str], rounds: int,
-              marks: Path | None = None) -> tuple[list[tuple[float, float, float]], list[tuple[float, float, float]]]:
-    timed(plain, env, marks), timed(under, env, marks)  # warm caches
-    a: list[tuple[float, float, float]] = []
-    b: list[tuple[float, float, float]] = []
+def alternate(sides: dict[str, tuple[list[str], dict[str, str]]], rounds: int,
+              marks: Path | None = None) -> dict[str, list[Timing]]:
+    """Each side once per round, the order rotated round by round; one warm-up run each first."""
+    for argv, env in sides.values():
+        timed(argv, env, marks)
+    names = list(sides)
+    out: dict[str, list[Timing]] = {name: [] for name in names}
     for i in range(rounds):
-        for argv in ((plain, under) if i % 2 == 0 else (under, plain)):
-            (a if argv is plain else b).append(timed(argv, env, marks))
-    return a, b
+        k = i % len(names)
+        order = names[k:] + names[:k]
+        if (i // len(names)) % 2:
+            order.reverse()
+        for name in order:
+            argv, env = sides[name]
+            out[name].append(timed(argv, env, marks))
+    return out
 
 
 def spread(values: list[float]) -> str:
@@ -62,36 +86,66 @@ def ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:.0f} ms ({min(values) * 1000:.0f}-{max(values) * 1000:.0f})"
 
 
+def median(rows: list[Timing], i: int) -> float:
+    return statistics.median(r[i] for r in rows)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--tasks", type=int, default=16)
     ap.add_argument("--size", type=int, default=400_000)
     ap.add_argument("--root", help="source tree whose gpuscope to run (default: this checkout)")
+    ap.add_argument("--compare", metavar="OLD", help="another source tree's gpuscope, alternated in the same rounds")
     ap.add_argument("--skip-pool", action="store_true", help="only the empty script")
+    ap.add_argument("--no-compile", action="store_true", help="do not compile the trees' byte code ahead")
     args = ap.parse_args()
-    env = dict(os.environ, GPUSCOPE_HOME=tempfile.mkdtemp(prefix="gs-bench-"))
-    if args.root:
-        env["PYTHONPATH"] = str(Path(args.root).resolve())
+    base = dict(os.environ, GPUSCOPE_HOME=tempfile.mkdtemp(prefix="gs-bench-"))
+    root = Path(args.root).resolve() if args.root else HERE.parent
+    trees = {"gpuscope run": root}
+    if args.compare:
+        trees = {"gpuscope run (this)": root, "gpuscope run (OLD)": Path(args.compare).resolve()}
+    envs = {name: dict(base, PYTHONPATH=str(tree)) for name, tree in trees.items()}
+    if not args.no_compile:
+        for tree in trees.values():
+            compileall.compile_dir(str(tree / "gpuscope"), quiet=1)
     folder = Path(tempfile.mkdtemp(prefix="gs-bench-"))
     empty, marks = folder / "empty.py", folder / "marks.txt"
     empty.write_text(MARKS)
     gs = [sys.executable, "-m", "gpuscope", "run", "--quiet"]
     print(f"# {os.cpu_count()} CPUs, python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}, "
-          f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}, {args.rounds} alternated rounds")
-    a, b = alternate([sys.executable, str(empty), str(marks)], [*gs, str(empty), str(marks)], env, args.rounds, marks)
-    fixed = statistics.median(x[0] for x in b) - statistics.median(x[0] for x in a)
-    print(f"empty script: python {spread([x[0] for x in a])}; gpuscope run {spread([x[0] for x in b])}; "
-          f"fixed cost {fixed * 1000:.0f} ms (goal <= 50 ms)")
-    print(f"  launch -> program's first line: python {ms([x[1] for x in a])}, gpuscope run {ms([x[1] for x in b])}")
-    print(f"  program's exit handler -> command returned: python {ms([x[2] for x in a])}, "
-          f"gpuscope run {ms([x[2] for x in b])}")
+          f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}, "
+          f"byte code {'not ' if args.no_compile else ''}compiled ahead, {args.rounds} alternated rounds")
+    for name, tree in trees.items():
+        print(f"# {name}: {tree}")
+
+    def sides(program: list[str]) -> dict[str, tuple[list[str], dict[str, str]]]:
+        return {"python": ([sys.executable, *program], base),
+                **{name: ([*gs, *program], envs[name]) for name in trees}}
+
+    empty_runs = alternate(sides([str(empty), str(marks)]), args.rounds, marks)
+    plain = empty_runs.pop("python")
+    print(f"empty script: python {spread([x[0] for x in plain])}; CPU {ms([x[3] for x in plain])}")
+    print(f"  launch -> program's first line: python {ms([x[1] for x in plain])}")
+    print(f"  program's exit handler -> command returned: python {ms([x[2] for x in plain])}")
+    for name, rows in empty_runs.items():
+        fixed = median(rows, 0) - median(plain, 0)
+        print(f"{name}: {spread([x[0] for x in rows])}; fixed cost {fixed * 1000:.0f} ms (goal <= 50 ms); "
+              f"CPU {ms([x[3] for x in rows])}")
+        print(f"  launch -> program's first line: {ms([x[1] for x in rows])}")
+        print(f"  program's exit handler -> command returned: {ms([x[2] for x in rows])}")
     if not args.skip_pool:
         script = [str(HERE / "pool_workload.py"), str(args.tasks), str(args.size)]
-        pa, pb = alternate([sys.executable, *script], [*gs, *script], env, args.rounds)
-        ma, mb = statistics.median(x[0] for x in pa), statistics.median(x[0] for x in pb)
-        print(f"pool job: python {spread([x[0] for x in pa])}; gpuscope run {spread([x[0] for x in pb])}; "
-              f"ratio {mb / ma:.3f}x over {args.rounds} alternated rounds (goal <= 1.05x)")
+        pool_runs = alternate(sides(script), args.rounds)
+        plain = pool_runs.pop("python")
+        print(f"pool job ({args.tasks} tasks x {args.size}): python {spread([x[0] for x in plain])}; "
+              f"CPU {ms([x[3] for x in plain])}")
+        for name, rows in pool_runs.items():
+            # each round's own ratio too: the two ran next to each other, under the same load
+            paired = [g[0] / p[0] for g, p in zip(rows, plain)]
+            print(f"{name}: {spread([x[0] for x in rows])}; ratio {median(rows, 0) / median(plain, 0):.3f}x, "
+                  f"+{(median(rows, 0) - median(plain, 0)) * 1000:.0f} ms; per round {statistics.median(paired):.3f}x "
+                  f"({min(paired):.3f}-{max(paired):.3f}) (goal <= 1.05x); CPU {ms([x[3] for x in rows])}")
     print(f"load average at the end: {os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)")
     return 0
 

@@ -14,8 +14,10 @@ from pathlib import Path
 _tightened: set[str] = set()
 
 
-def data_dir() -> Path:
-    """The root of gpuscope's data: the run store and one folder per run."""
+def data_dir(tighten: bool = True) -> Path:
+    """The root of gpuscope's data: the run store and one folder per run. ``tighten=False``: only
+    the directory itself is made private now (``gpuscope run`` walks the rest once its program runs;
+    the walk reads every file of every run)."""
     home = os.environ.get("GPUSCOPE_HOME")
     if home:
         path = Path(home).expanduser()
@@ -25,9 +27,21 @@ def data_dir() -> Path:
         path = Path(platformdirs.user_data_dir("gpuscope", appauthor=False))
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     if str(path) not in _tightened:
-        _tightened.add(str(path))
-        make_private(path)
+        if tighten:
+            _tightened.add(str(path))
+            make_private(path)
+        else:
+            _private_dir(path)
     return path
+
+
+def _private_dir(path: Path) -> None:
+    try:
+        st = os.lstat(path)
+        if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
+            os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700)
+    except OSError:
+        pass
 
 
 def make_private(top: str | os.PathLike[str]) -> int:
@@ -49,8 +63,8 @@ def make_private(top: str | os.PathLike[str]) -> int:
     return changed
 
 
-def runs_dir() -> Path:
-    path = data_dir() / "runs"
+def runs_dir(tighten: bool = True) -> Path:
+    path = data_dir(tighten) / "runs"
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     return path
 

@@ -24,19 +24,19 @@ def _candidate_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + os.urandom(4).hex()  # as secrets.token_hex(4)
 
 
-def new_run_id() -> str:
+def new_run_id(tighten: bool = True) -> str:
     """A sortable id that no other run has: 20261130-143501-3f9a01bc.
 
     The id is reserved by creating its folder (``mkdir`` is atomic), so runs started in the same
     second, in any number of processes, never share one; a taken id is drawn again.
     :func:`create_run_dir` then fills the reserved folder.
     """
-    return reserve_run_dir()[0]
+    return reserve_run_dir(tighten)[0]
 
 
-def reserve_run_dir() -> tuple[str, Path]:
-    """(id, folder) of a new, private (0700) run folder."""
-    root = paths.runs_dir()
+def reserve_run_dir(tighten: bool = True) -> tuple[str, Path]:
+    """(id, folder) of a new, private (0700) run folder (``tighten``: see ``paths.data_dir``)."""
+    root = paths.runs_dir(tighten)
     for _ in range(ID_ATTEMPTS):
         run_id = _candidate_id()
         try:
@@ -47,9 +47,9 @@ def reserve_run_dir() -> tuple[str, Path]:
     raise RuntimeError(f"no free run id under {root} after {ID_ATTEMPTS} tries")
 
 
-def create_run_dir(run_id: str) -> Path:
+def create_run_dir(run_id: str, tighten: bool = True) -> Path:
     """The run's folder (reserved by :func:`new_run_id`, or created here) with its events folder."""
-    path = paths.runs_dir() / run_id
+    path = paths.runs_dir(tighten) / run_id
     path.mkdir(mode=0o700, exist_ok=True)
     (path / EVENTS).mkdir(mode=0o700, exist_ok=False)
     return path

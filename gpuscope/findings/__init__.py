@@ -1,5 +1,15 @@
 """Findings: rules that read what a run recorded and say what is wrong, with evidence and a fix."""
 
-from gpuscope.finding import Evidence, Finding, Fix, Severity
+from typing import Any
 
 __all__ = ["Evidence", "Finding", "Fix", "Severity"]
+
+
+def __getattr__(name: str) -> Any:
+    """The findings model (``gpuscope.finding``) on first use: ``gpuscope run`` imports this
+    package before it starts the program and needs the model only after."""
+    if name in __all__:
+        from gpuscope import finding
+
+        return getattr(finding, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,11 +16,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from gpuscope.finding import Finding, Severity, StopRun, evidence, now_ns
 from gpuscope.trace.events import ProcessEvents
+
+if TYPE_CHECKING:   # numpy is imported by the straggler rule itself: only runs with ranks need it
+    import numpy as np
 
 STRAGGLER_RATIO = 1.5
 MIN_RANGES = 3
@@ -42,9 +44,11 @@ def _rank(role: str) -> int | None:
 
 def _per_name(pe: ProcessEvents) -> dict[str, tuple[float, np.ndarray, np.ndarray]]:
     """label -> (median duration s, t0s, t1s in start order) of this process's ranges, >= MIN_RANGES each."""
-    r = pe.ranges
-    if not len(r):
+    if not pe.range_count:
         return {}
+    import numpy as np
+
+    r = pe.ranges
     nid = np.ascontiguousarray(r["nid"])            # one copy of each column: fancy indexing of a
     t0, t1 = np.ascontiguousarray(r["t0"]), np.ascontiguousarray(r["t1"])   # strided field is slow
     if nid[0] != nid[-1] or (nid != nid[0]).any():
@@ -63,6 +67,8 @@ def _per_name(pe: ProcessEvents) -> dict[str, tuple[float, np.ndarray, np.ndarra
 def _ends_aligned(per: dict[int, tuple[float, np.ndarray, np.ndarray]]) -> bool:
     """Do the ranks' k-th ranges of this name end together while starting apart? Then they end at a
     collective: the long ones are ranks *waiting* for the straggler, not the straggler itself."""
+    import numpy as np
+
     n = min(len(v[1]) for v in per.values())
     t0 = np.stack([v[1][:n] for v in per.values()])
     t1 = np.stack([v[2][:n] for v in per.values()])

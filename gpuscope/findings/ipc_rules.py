@@ -30,8 +30,8 @@ def _tasks(events: list[ProcessEvents]) -> int:
     count = 0
     for pe in events:
         task_ids = [nid for nid, n in pe.names.items() if n.kind == "task"]
-        if task_ids and len(pe.ranges):
-            count += int(sum((pe.ranges["nid"] == nid).sum() for nid in task_ids))
+        if task_ids and pe.range_count:
+            count += sum(c for nid, (c, _) in pe.range_totals().items() if nid in task_ids)
     return count
 
 

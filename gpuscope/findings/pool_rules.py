@@ -10,14 +10,17 @@ Workers are grouped by parent (one pool per parent at a time, in practice). Per 
 - ``startup-dominated``: spawn / forkserver workers (a fork worker's start costs next to nothing:
   a slow one is its initializer) spent > 50 % of their lifetimes before their first task, on
   average > 0.5 s each; a worker that ran no task at all counts with its whole life.
+
+Task times come as int lists for small logs and numpy arrays for big ones
+(``ProcessEvents.range_times``); each step below gives the same numbers either way
+(``tests/runs/test_event_logs_small.py``), so a short run's findings need no numpy.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-import numpy as np
+from typing import Any, Sequence
 
 from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
 from gpuscope.trace.events import ProcessEvents
@@ -34,35 +37,74 @@ class Worker:
     pid: int
     ppid: int
     start_method: str | None
-    t0: np.ndarray
-    t1: np.ndarray
+    t0: Any       # task starts in start order: an int list (small log) or an int64 array
+    t1: Any
     start_ns: int
     end_ns: int
 
     @property
     def busy_s(self) -> float:
-        return float((self.t1 - self.t0).sum()) / 1e9
+        return float(_total(_spans(self.t0, self.t1))) / 1e9
+
+
+# -- the same arithmetic on int lists and on numpy arrays ------------------------------------------------
+
+def _spans(t0: Any, t1: Any) -> Any:
+    """t1 - t0 per task."""
+    return [b - a for a, b in zip(t0, t1)] if isinstance(t0, list) else t1 - t0
+
+
+def _gaps(t0: Any, t1: Any) -> Any:
+    """From the end of a task to the start of the worker's next one."""
+    return [a - b for a, b in zip(t0[1:], t1)] if isinstance(t0, list) else t0[1:] - t1[:-1]
+
+
+def _total(values: Any) -> int:
+    return sum(values) if isinstance(values, list) else int(values.sum())
+
+
+def _concat(parts: Sequence[Any]) -> Any:
+    """One list when every part is a list, else one int64 array."""
+    if all(isinstance(p, list) for p in parts):
+        return [v for p in parts for v in p]
+    import numpy as np
+
+    return np.concatenate([np.asarray(p, dtype=np.int64) for p in parts] or [np.zeros(0, np.int64)])
+
+
+def _median(values: Any) -> float:
+    if isinstance(values, list):   # as statistics.median (not imported: 2.5 ms), numpy's value
+        ordered, half = sorted(values), len(values) // 2
+        return float(ordered[half]) if len(values) % 2 else (ordered[half - 1] + ordered[half]) / 2
+    import numpy as np
+
+    return float(np.median(values))
+
+
+def _first(t0: Any) -> int:
+    return min(t0) if isinstance(t0, list) else int(t0.min())
+
+
+def _last(t1: Any) -> int:
+    return max(t1) if isinstance(t1, list) else int(t1.max())
 
 
 def workers(events: list[ProcessEvents]) -> dict[int, list[Worker]]:
     """Pool workers grouped by parent pid: those that ran tasks, and those that ended without one
     (empty ``t0``/``t1``: a spawn worker still starting when its siblings had done every task)."""
     groups: dict[int, list[Worker]] = {}
-    empty = np.zeros(0, np.int64)
     for pe in events:
         if pe.role != "pool worker":
             continue
         task_ids = [nid for nid, n in pe.names.items() if n.kind == "task"]
-        if not task_ids or not len(pe.ranges):
-            sel = pe.ranges[:0]
-        else:   # every range a task (the usual case) needs no selection
-            sel = pe.ranges if len(task_ids) == len(pe.names) else pe.ranges[np.isin(pe.ranges["nid"], task_ids)]
-        if len(sel):
-            end = pe.end_ns if pe.end_ns is not None else int(pe.ranges["t1"].max())
-            # contiguous columns: arithmetic on a record array's strided fields is several times slower
-            t0, t1 = np.ascontiguousarray(sel["t0"]), np.ascontiguousarray(sel["t1"])
+        t0: Any = []
+        t1: Any = []
+        if task_ids and pe.range_count:   # every range a task (the usual case) needs no selection
+            t0, t1 = pe.range_times(None if len(task_ids) == len(pe.names) else task_ids)
+        if len(t0):
+            end = pe.end_ns if pe.end_ns is not None else pe.range_end()
         elif pe.end_ns is not None:
-            end, t0, t1 = pe.end_ns, empty, empty
+            end, t0, t1 = pe.end_ns, [], []
         else:
             continue
         groups.setdefault(int(pe.ppid or 0), []).append(
@@ -74,16 +116,16 @@ def tasks_too_small(group: list[Worker]) -> Finding | None:
     n = sum(len(w.t0) for w in group)
     if n < MIN_TASKS:
         return None
-    durations = np.concatenate([w.t1 - w.t0 for w in group])
-    gaps = np.concatenate([w.t0[1:] - w.t1[:-1] for w in group if len(w.t0) > 1] or [np.zeros(0, "i8")])
+    durations = _concat([_spans(w.t0, w.t1) for w in group])
+    gaps = _concat([_gaps(w.t0, w.t1) for w in group if len(w.t0) > 1])
     if not len(gaps):
         return None
-    task_ns, gap_ns = float(np.median(durations)), float(np.median(gaps))
+    task_ns, gap_ns = _median(durations), _median(gaps)
     if gap_ns < max(task_ns, 1.0):
         return None
     chunk = max(2, math.ceil(4 * gap_ns / max(task_ns, 1.0)))
     chunk = min(chunk, max(2, n // (4 * len(group))))
-    share = float(durations.sum()) / max(1.0, float(durations.sum() + gaps.sum()))
+    share = float(_total(durations)) / max(1.0, float(_total(durations) + _total(gaps)))
     pids = tuple(sorted(w.pid for w in group))
     return Finding(
         "tasks-too-small",
@@ -104,8 +146,8 @@ def load_imbalance(group: list[Worker]) -> Finding | None:
         return None
     lo, hi = min(busy.values()), max(busy.values())
     ratio = hi / lo if lo > 0 else math.inf
-    last_ends = sorted(int(w.t1.max()) for w in group)
-    span = last_ends[-1] - min(int(w.t0.min()) for w in group)
+    last_ends = sorted(_last(w.t1) for w in group)
+    span = last_ends[-1] - min(_first(w.t0) for w in group)
     tail = (last_ends[-1] - last_ends[-2]) / span if span > 0 else 0.0
     if ratio <= IMBALANCE and not (tail > 0.25 and (last_ends[-1] - last_ends[-2]) > 0.5e9):
         return None
@@ -128,7 +170,7 @@ def startup_dominated(group: list[Worker]) -> Finding | None:
     method = group[0].start_method or "default"
     if len(group) < 2 or method not in ("spawn", "forkserver"):
         return None
-    startup = [max(0, (int(w.t0.min()) if len(w.t0) else w.end_ns) - w.start_ns) / 1e9 for w in group]
+    startup = [max(0, (_first(w.t0) if len(w.t0) else w.end_ns) - w.start_ns) / 1e9 for w in group]
     life = [max(1, w.end_ns - w.start_ns) / 1e9 for w in group]
     share = sum(startup) / sum(life)
     mean = sum(startup) / len(startup)

@@ -21,15 +21,19 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from gpuscope.findings import process_rules
-from gpuscope.findings.telemetry_rules import TelemetryWatch
-from gpuscope.finding import Finding, Severity, StopRun, evidence, merge, now_ns
-from gpuscope.findings.output_rules import OutputScanner
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext
+
+if TYPE_CHECKING:
+    from gpuscope.finding import Finding
+    from gpuscope.findings.output_rules import OutputScanner
+    from gpuscope.findings.process_rules import ProcessFacts
+    from gpuscope.findings.telemetry_rules import TelemetryWatch
+
+# The rules (and the findings model) are imported once the run's program has started, or when
+# first needed: `gpuscope run` creates this recorder before it starts the program (issue 14.4).
 
 POLL_S = 0.5
 IDLE_CPU = 5.0          # % of one core, summed over the run's processes, averaged over CPU_WINDOW_S: "near zero"
@@ -37,7 +41,7 @@ CPU_WINDOW_S = 3.0      # a launcher polling its ranks (torchrun: a few jiffies 
                         # in one 0.1 s tick reads as 10 %: the mean over a window is what says "busy"
 STUCK_AFTER_S = 10.0
 
-OnFinding = Callable[[Finding], None]
+OnFinding = Callable[["Finding"], None]
 # Live findings whose set of processes grows as more of them qualify: one finding, updated in place
 # (the listener sees the first; findings() and findings.json hold the latest).
 GROWING = {"cow-lost", "idle-gpu-memory", "cuda-contexts", "input-bound"}
@@ -54,8 +58,10 @@ class FindingsRecorder(BaseRecorder):
         self.stuck_after_s = stuck_after_s
         self.take_stacks = take_stacks
         self.run_dir: Path | None = None
-        self.scanner = OutputScanner()
-        self.facts = process_rules.ProcessFacts()
+        self._scanner: OutputScanner | None = None
+        self._facts: ProcessFacts | None = None
+        self._telemetry: TelemetryWatch | None = None
+        self._make_lock = threading.Lock()
         self._lock = threading.Lock()
         self._found: dict[tuple[str, tuple[int, ...]], Finding] = {}
         self._log_bytes = 0
@@ -69,15 +75,50 @@ class FindingsRecorder(BaseRecorder):
         self._last_progress = time.monotonic()
         self._stuck_reported = False
         self.ended = False
-        self.telemetry = TelemetryWatch()
         self._oom_path = None
         self._oom_start: int | None = None
+
+    # -- the rules' state, made on first use --------------------------------------------------------
+    @property
+    def scanner(self) -> "OutputScanner":
+        """The stderr scanner (output_rules)."""
+        if self._scanner is None:
+            with self._make_lock:
+                if self._scanner is None:
+                    from gpuscope.findings.output_rules import OutputScanner
+
+                    self._scanner = OutputScanner()
+        return self._scanner
+
+    @property
+    def facts(self) -> "ProcessFacts":
+        """What the event logs' I lines said so far (process_rules)."""
+        if self._facts is None:
+            with self._make_lock:
+                if self._facts is None:
+                    from gpuscope.findings.process_rules import ProcessFacts
+
+                    self._facts = ProcessFacts()
+        return self._facts
+
+    @property
+    def telemetry(self) -> "TelemetryWatch":
+        """The telemetry rules' per-process state (telemetry_rules)."""
+        if self._telemetry is None:
+            with self._make_lock:
+                if self._telemetry is None:
+                    from gpuscope.findings.telemetry_rules import TelemetryWatch
+
+                    self._telemetry = TelemetryWatch()
+        return self._telemetry
 
     # -- lifecycle --------------------------------------------------------------------------------
     def prepare(self, launch: Launch) -> None:
         self.run_dir = Path(launch.run_dir)
 
     def started(self, ctx: RunContext) -> None:
+        from gpuscope.findings import process_rules
+
         self.run_dir = Path(ctx.run_dir)
         self._stop_requested = ctx.stop_requested
         self._last_progress = time.monotonic()
@@ -155,8 +196,9 @@ class FindingsRecorder(BaseRecorder):
 
         with self._lock:
             self.scanner.finish()
-        found = engine.analyse_events(self.run_dir, stopped=outcome.stopped, scanner=self.scanner,
-                                      oom_killed=self._oom_killed())
+        # the event logs as the event-log recorder read them (it finishes first), else read here
+        found = engine.analyse_events(self.run_dir, outcome.extra.get("events"), stopped=outcome.stopped,
+                                      scanner=self.scanner, oom_killed=self._oom_killed())
         self._report(found + self._telemetry_findings())
         final = self.findings()
         engine.save(self.run_dir, final)
@@ -164,10 +206,16 @@ class FindingsRecorder(BaseRecorder):
 
     # -- state --------------------------------------------------------------------------------------
     def findings(self) -> list[Finding]:
+        from gpuscope.finding import merge
+
         with self._lock:
             return merge(self._found.values())
 
     def _report(self, findings: list[Finding]) -> None:
+        from dataclasses import replace
+
+        from gpuscope.finding import merge, now_ns
+
         new = []
         with self._lock:
             for f in findings:
@@ -194,6 +242,8 @@ class FindingsRecorder(BaseRecorder):
 
     def _oom_killed(self) -> int:
         """OOM kills in the run's cgroup since it started (0 where unreadable)."""
+        from gpuscope.findings import process_rules
+
         end = process_rules.oom_kills(self._oom_path)
         return max(0, end - self._oom_start) if end is not None and self._oom_start is not None else 0
 
@@ -207,6 +257,8 @@ class FindingsRecorder(BaseRecorder):
         """New I lines (forks with threads, child exits) and the logs' growth (ranges, marks)."""
         if self.run_dir is None:
             return
+        from gpuscope.findings import process_rules
+
         events = self.run_dir / "events"
         if process_rules.scan_info(events, self.facts):
             self._report(process_rules.fork_with_threads(self.facts, self.facts.roles)
@@ -222,6 +274,8 @@ class FindingsRecorder(BaseRecorder):
             self._last_progress = now
 
     def _stuck(self, idle_s: float, cpu: float, pids: list[int]) -> None:
+        from gpuscope.finding import Finding, Severity, StopRun, evidence, now_ns
+
         seen = now_ns() - int(idle_s * 1e9)
         lines: list[str] = []
         ranks: list[Finding] = []
@@ -246,6 +300,10 @@ class FindingsRecorder(BaseRecorder):
 
 
 def _seen_now(f: Finding) -> Finding:
+    from dataclasses import replace
+
+    from gpuscope.finding import now_ns
+
     return replace(f, first_seen_ns=now_ns())
 
 

@@ -57,10 +57,10 @@ def annotate_results(run_dir: str | Path, patterns: tuple[str, ...] | list[str],
 
 def _calls(pe: ProcessEvents, labels: set[str]) -> int:
     ids = [nid for nid, name in pe.names.items() if name.kind == "func" and name.name in labels]
-    if not ids or not len(pe.ranges):
+    if not ids or not pe.range_count:
         return 0
-    nids = pe.ranges["nid"]
-    return int(sum(int((nids == nid).sum()) for nid in ids))
+    totals = pe.range_totals()
+    return sum(totals[nid][0] for nid in ids if nid in totals)
 
 
 def annotate_notes(run_dir: str | Path, patterns: tuple[str, ...] | list[str],

@@ -88,7 +88,7 @@ class Outcome:
     processes: list[dict[str, Any]] = field(default_factory=list)  # per-process rows (event logs first)
     progress: Callable[[str], None] = lambda _message: None
     cancelled: threading.Event = field(default_factory=threading.Event)
-    extra: dict[str, Any] = field(default_factory=dict)   # e.g. "nsys": NsysResult
+    extra: dict[str, Any] = field(default_factory=dict)   # e.g. "nsys": NsysResult, "events": the event logs
 
 
 class Recorder(Protocol):

@@ -9,7 +9,6 @@ starts first; gpuscope's own imports and store work follow while it runs.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -18,12 +17,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from gpuscope import __version__
 from gpuscope.errors import UserError
 from gpuscope import rundir as layout
-from gpuscope.runs import procscan
 from gpuscope.runs.launcher import build_command
 from gpuscope.runs.output import OutputListener, OutputPump, open_output
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext, overrides
@@ -31,6 +29,10 @@ from gpuscope.runs.recorders import default_recorders
 from gpuscope.status import ExitStatus, RunStatus
 from gpuscope.spec import RunSpec
 
+if TYPE_CHECKING:
+    from gpuscope.runs import procscan
+
+# json, procscan (/proc) and the store are imported where used: after the program started.
 Progress = Callable[[str], None]
 STOP_GRACE_S = 2.5
 
@@ -84,8 +86,9 @@ class Run:
                  store_path: str | os.PathLike[str] | None = None, recorders: Sequence[BaseRecorder] = (),
                  live_output: bool | None = None, output_cap_bytes: int | None = None):
         self.spec = spec.validated()
-        self.run_id = layout.new_run_id()
-        self.run_dir = layout.create_run_dir(self.run_id)
+        # the data folder's walk to make every older run private waits until the program runs
+        self.run_id = layout.new_run_id(tighten=False)
+        self.run_dir = layout.create_run_dir(self.run_id, tighten=False)
         self.output_listeners: list[OutputListener] = list(output or [])
         self.progress = progress or (lambda _msg: None)
         self.recorders: list[BaseRecorder] = [*default_recorders(self.spec, store_path), *recorders]
@@ -100,6 +103,8 @@ class Run:
         self._stop_thread: threading.Thread | None = None
         self._escaped_on_stop: list[int] = []
         self._outcome: Outcome | None = None
+        self._recording: threading.Thread | None = None
+        self._record_error: BaseException | None = None
         self._ctx: RunContext | None = None
         self.notes: list[str] = []
         self.started_ns = 0
@@ -130,19 +135,11 @@ class Run:
                 self._note_failure(recorder, "prepare", exc)
         self._proc = self._spawn(launch)
         self.started_ns = time.time_ns()
-        # From here on the program runs: gpuscope's own imports and store work overlap with it.
-        # The summary needs numpy (~0.1 s to import): a thread loads it now, beside the store and
-        # sampler set-up below, so that a short program does not wait for both one after the other.
-        threading.Thread(target=_preload_summary, name="gpuscope-preload", daemon=True).start()
-        launch.versions = {**_versions(self.spec), **launch.versions}
-        self._write_spec(launch)
-        from gpuscope.store import db
-        from gpuscope.store import runs as store_runs
-
-        with db.connect(self._store_path) as conn:
-            store_runs.insert_run(conn, run_id=self.run_id, spec=self.spec.to_dict(),
-                                  run_dir=str(self.run_dir), versions=launch.versions)
-            store_runs.mark_started(conn, self.run_id, self.started_ns)
+        # From here on the program runs: gpuscope's own imports and store work overlap with it. The
+        # spec file and the store's row are written on a thread (platform's versions run `uname -p`).
+        self._recording = threading.Thread(target=self._record_start, args=(launch,), name="gpuscope-record-start",
+                                           daemon=True)
+        self._recording.start()
         self._ctx = RunContext(self.spec, self.run_id, self.run_dir, self._proc.pid, self.started_ns,
                                self._stop_requested, notes=self.notes, progress=self.progress)
         self._connect_batches()
@@ -174,7 +171,27 @@ class Run:
                                           close_fd=name == "stdout"))
         return proc
 
+    def _record_start(self, launch: Launch) -> None:
+        """spec.json and the store's row of the started run (``wait`` raises what failed here)."""
+        try:
+            from gpuscope import paths
+
+            paths.data_dir()   # makes what is in it private (once per process): a walk of every run
+            launch.versions = {**_versions(self.spec), **launch.versions}
+            self._write_spec(launch)
+            from gpuscope.store import db
+            from gpuscope.store import runs as store_runs
+
+            with db.connect(self._store_path) as conn:
+                store_runs.insert_run(conn, run_id=self.run_id, spec=self.spec.to_dict(),
+                                      run_dir=str(self.run_dir), versions=launch.versions)
+                store_runs.mark_started(conn, self.run_id, self.started_ns)
+        except BaseException as exc:  # noqa: BLE001 - raised again by wait(), on the caller's thread
+            self._record_error = exc
+
     def _write_spec(self, launch: Launch) -> None:
+        import json
+
         nsys = self.spec.nsys
         (self.run_dir / layout.SPEC).write_text(json.dumps(
             {"run_id": self.run_id, "spec": self.spec.to_dict(), "argv": launch.argv, "versions": launch.versions,
@@ -254,6 +271,8 @@ class Run:
         self._each("abandon")
 
     def _tree(self) -> dict[int, procscan.ProcInfo]:
+        from gpuscope.runs import procscan
+
         assert self._proc is not None
         return procscan.run_processes(self._proc.pid, self.run_id)
 
@@ -321,8 +340,11 @@ class Run:
             if self._stop_requested.is_set() and not outcome.stopped:
                 outcome.stopped = True  # stopped in between: it still counts
         self._each("finish", outcome)
+        outcome.extra.pop("events", None)   # read once for the recorders; not kept with the run
         status = _status(outcome, exit_status, self._stop_requested.is_set())
-        escaped = sorted(set(self._escaped_on_stop) | {p for p in left if (i := procscan.read_stat(p)) and
+        from gpuscope.runs.procscan import read_stat
+
+        escaped = sorted(set(self._escaped_on_stop) | {p for p in left if (i := read_stat(p)) and
                                                        i.sid != self._proc.pid})
         result = RunResult(run_id=self.run_id, run_dir=self.run_dir, status=status, exit=exit_status,
                            started_ns=self.started_ns, ended_ns=ended_ns, processes=outcome.processes,
@@ -353,15 +375,31 @@ class Run:
                     self._proc.stderr.close()   # read to its end by the pump (stdout's fd the pump closes)
 
     def _settle(self, timeout_s: float = 1.5) -> list[int]:
-        """Processes still alive after the run ended by itself (given a moment to exit)."""
+        """Processes still alive after the run ended by itself (given a moment to exit). The ones
+        seen are watched one by one (one /proc stat each: 2 ms after the scan, then less and less
+        often, up to 50 ms apart; multiprocessing's resource tracker ends a few ms after the
+        program), and once they are gone the run is scanned again for any they started."""
+        from gpuscope.runs.procscan import read_stat
+
         deadline = time.monotonic() + timeout_s
         tree = self._tree()
+        delay = 0.002
         while tree and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(delay)
+            delay = min(2 * delay, 0.05)
+            if not any(_same_process(read_stat(pid), info) for pid, info in tree.items()):
+                tree = self._tree()
+        if tree:
             tree = self._tree()
         return sorted(tree)
 
     def _record(self, result: RunResult) -> None:
+        if self._recording is not None:
+            self._recording.join()
+        if self._record_error is not None:
+            raise self._record_error
+        import json
+
         summary = result.to_json()
         (self.run_dir / layout.SUMMARY).write_text(json.dumps(summary, indent=2))
         from gpuscope.store import db
@@ -370,8 +408,12 @@ class Run:
         with db.connect(self._store_path) as conn:
             store_runs.finish_run(conn, self.run_id, status=result.status.value, ended_ns=result.ended_ns,
                                   exit_code=result.exit.code, signal=result.exit.signal,
-                                  error=result.error, summary=summary)
-            store_runs.replace_processes(conn, self.run_id, result.processes)
+                                  error=result.error, summary=summary, processes=result.processes)
+
+
+def _same_process(now: Any, seen: Any) -> bool:
+    """``now`` (a fresh /proc read, or None) is the live process ``seen`` was (not a reused pid)."""
+    return now is not None and not now.is_zombie and now.start_ticks == seen.start_ticks
 
 
 def _status(outcome: Outcome, exit_status: ExitStatus, stopped: bool) -> RunStatus:
@@ -381,13 +423,6 @@ def _status(outcome: Outcome, exit_status: ExitStatus, stopped: bool) -> RunStat
     if stopped:
         return RunStatus.STOPPED
     return RunStatus.EXITED if exit_status.code == 0 else RunStatus.FAILED
-
-
-def _preload_summary() -> None:
-    try:
-        import gpuscope.trace.process_rows  # noqa: F401
-    except Exception:  # noqa: BLE001 - the end of the run imports it again and reports what is wrong
-        pass
 
 
 def _versions(spec: RunSpec) -> dict[str, Any]:

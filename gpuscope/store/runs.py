@@ -140,13 +140,19 @@ def mark_started(conn: sqlite3.Connection, run_id: str, started_ns: int) -> None
 
 def finish_run(conn: sqlite3.Connection, run_id: str, *, status: str | RunStatus, ended_ns: int,
                exit_code: int | None, signal: str | None, error: str | None = None,
-               summary: dict[str, Any] | None = None) -> None:
-    conn.execute(
-        "UPDATE runs SET status=?, ended_ns=?, exit_code=?, signal=?, error=?, summary_json=?"
-        " WHERE id=?",
-        (RunStatus(status).value, ended_ns, exit_code, signal, error,
-         json.dumps(summary) if summary is not None else None, run_id),
-    )
+               summary: dict[str, Any] | None = None,
+               processes: Iterable[dict[str, Any]] | None = None) -> None:
+    """The run's end; with ``processes``, its process rows too, in the same transaction."""
+    values = (RunStatus(status).value, ended_ns, exit_code, signal, error,
+              json.dumps(summary) if summary is not None else None, run_id)
+    update = "UPDATE runs SET status=?, ended_ns=?, exit_code=?, signal=?, error=?, summary_json=? WHERE id=?"
+    if processes is None:
+        conn.execute(update, values)
+    else:
+        with conn:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(update, values)
+            _write_processes(conn, run_id, processes)
     _make_folder_private(conn, run_id)
 
 
@@ -161,20 +167,24 @@ def _make_folder_private(conn: sqlite3.Connection, run_id: str) -> None:
 
 def replace_processes(conn: sqlite3.Connection, run_id: str, procs: Iterable[dict[str, Any]]) -> None:
     """Store the run's processes (as read from its event logs) in one transaction."""
+    with conn:
+        conn.execute("BEGIN IMMEDIATE")
+        _write_processes(conn, run_id, procs)
+
+
+def _write_processes(conn: sqlite3.Connection, run_id: str, procs: Iterable[dict[str, Any]]) -> None:
     rows = [
         (run_id, p["pid"], p.get("ppid"), p.get("role"), p.get("start_method"), p.get("rank"),
          p.get("name"), p.get("started_ns"), p.get("ended_ns"), p.get("exit_code"),
          p.get("ranges", 0), json.dumps(p.get("info") or {}))
         for p in procs
     ]
-    with conn:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("DELETE FROM run_processes WHERE run_id=?", (run_id,))
-        conn.executemany(
-            "INSERT OR REPLACE INTO run_processes (run_id, pid, ppid, role, start_method, rank, name,"
-            " started_ns, ended_ns, exit_code, ranges, info_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            rows,
-        )
+    conn.execute("DELETE FROM run_processes WHERE run_id=?", (run_id,))
+    conn.executemany(
+        "INSERT OR REPLACE INTO run_processes (run_id, pid, ppid, role, start_method, rank, name,"
+        " started_ns, ended_ns, exit_code, ranges, info_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        rows,
+    )
 
 
 def get_run(conn: sqlite3.Connection, run_id: str) -> RunRow | None:

@@ -4,3 +4,13 @@ Entry points: ``gpu.open_backend()``, ``sampler.RunSampler`` / ``sampler.Sampler
 ``series.load_series()``, ``torchmem.read_torch_mem()``; metrics are declared in ``metrics``.
 See docs/TELEMETRY.md.
 """
+
+from typing import Any
+
+
+def log() -> Any:
+    """The telemetry logger (``logging`` is imported on first use: only a failure writes to it, and
+    ``gpuscope run`` starts the sampler while the program starts)."""
+    import logging
+
+    return logging.getLogger("gpuscope.telemetry")

@@ -11,12 +11,12 @@ The NVML module is injected (``NvmlBackend(nvml=...)``): tests pass ``tests/fake
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-log = logging.getLogger("gpuscope.telemetry")
+from gpuscope.telemetry import log
+
 
 NO_GPU = "no NVIDIA GPU / driver"
 
@@ -164,7 +164,7 @@ class NvmlBackend:
             return
         self._said.add(key)
         self._notes.append(message)
-        log.info("%s", message)
+        log().info("%s", message)
 
     def take_notes(self) -> list[str]:
         """Reasons noted since the last call (each distinct reason appears once, ever)."""
@@ -264,9 +264,29 @@ def _metric_of(fn_name: str) -> str:
     return _METRIC_OF.get(fn_name, fn_name)
 
 
+def _library_missing() -> str | None:
+    """pynvml's own words when the NVML library cannot be loaded here (Linux: the ``CDLL`` pynvml
+    itself tries first), without importing pynvml (~10 ms: ``gpuscope run`` on a machine without
+    the driver); None when it loads, or elsewhere than Linux (pynvml decides)."""
+    import sys
+
+    if not sys.platform.startswith("linux") or "pynvml" in sys.modules:
+        return None
+    import ctypes
+
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return "NVML Shared Library Not Found"     # str(pynvml.NVMLError(NVML_ERROR_LIBRARY_NOT_FOUND))
+    return None
+
+
 def open_backend(nvml: Any = None) -> GpuBackend:
     """NVML when it works here, else a :class:`NoGpuBackend` whose ``reason`` says why in one line."""
     if nvml is None:
+        missing = _library_missing()
+        if missing:
+            return NoGpuBackend(f"{NO_GPU} (NVML: {missing})")
         try:
             import pynvml as nvml
         except ImportError as exc:

@@ -11,17 +11,16 @@ one run's process tree and can write its batches into the run store.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from typing import Any, Callable
 
+from gpuscope.telemetry import log
 from gpuscope.telemetry.batch import SampleBatch
 from gpuscope.telemetry.gpu import GpuBackend, GpuProcessSample, open_backend
 from gpuscope.telemetry.host import HostSampler
 from gpuscope.telemetry.tree import ProcessTree
 
-log = logging.getLogger("gpuscope.telemetry")
 
 Listener = Callable[[SampleBatch], None]
 MIN_INTERVAL_S, MAX_INTERVAL_S, DEFAULT_INTERVAL_S = 0.02, 1.0, 0.1
@@ -52,11 +51,12 @@ class Sampler:
     """Samples host totals, GPUs and (with a ``tree``) a process tree at ``interval_s``."""
 
     def __init__(self, interval_s: float = DEFAULT_INTERVAL_S, *, tree: ProcessTree | None = None,
-                 gpu: GpuBackend | None = None, host: bool = True, name: str = "gpuscope-sampler") -> None:
+                 gpu: GpuBackend | None = None, host: bool = True, name: str = "gpuscope-sampler",
+                 lazy: bool = False) -> None:
         self.interval_s = check_interval(interval_s)
         self.tree = tree
         self._own_gpu = gpu is None
-        self.gpu: GpuBackend = open_backend() if gpu is None else gpu
+        self._gpu: GpuBackend | None = gpu
         self._host = HostSampler() if host else None
         self._listeners: list[Listener] = []
         self._failed_listeners: set[int] = set()
@@ -69,6 +69,28 @@ class Sampler:
         self.seq = 0
         self.missed = 0
         self._stopped = False
+        if not lazy:
+            self._open()
+
+    @property
+    def gpu(self) -> GpuBackend:
+        """The GPU backend. A ``lazy`` sampler opens it (NVML: ~10 ms to import pynvml and try the
+        driver) on its own thread at its first tick; asking earlier opens it here, or waits for
+        the thread that is opening it."""
+        if self._gpu is None:
+            self._open()
+        assert self._gpu is not None
+        return self._gpu
+
+    def _open(self) -> None:
+        """Open the GPU backend (once; under the sampler's lock, so one thread does it)."""
+        with self._lock:
+            if self._gpu is None:
+                self._gpu = open_backend()
+            self._opened()
+
+    def _opened(self) -> None:
+        """What needs the GPU backend, once it is open (subclasses)."""
 
     # -- listeners ---------------------------------------------------------------------------
 
@@ -88,7 +110,7 @@ class Sampler:
             except Exception as exc:  # noqa: BLE001 - thread boundary: a listener's bug must not stop sampling
                 if id(fn) not in self._failed_listeners:
                     self._failed_listeners.add(id(fn))
-                    log.exception("telemetry listener %r failed (logged once): %s", fn, exc)
+                    log().exception("telemetry listener %r failed (logged once): %s", fn, exc)
 
     # -- sampling ----------------------------------------------------------------------------
 
@@ -119,7 +141,7 @@ class Sampler:
         if text not in self._said:
             self._said.add(text)
             self._pending_notes.append(text)
-            log.exception("%s", text)
+            log().exception("%s", text)
 
     def _run(self) -> None:
         step = int(self.interval_s * 1e9)
@@ -162,8 +184,8 @@ class Sampler:
         self._close()
 
     def _close(self) -> None:
-        if self._own_gpu:
-            self.gpu.close()
+        if self._own_gpu and self._gpu is not None:
+            self._gpu.close()
         if self._host is not None:
             self._host.close()
         if self.tree is not None:
@@ -181,26 +203,37 @@ class RunSampler(Sampler):
     ``store`` is a path of the store (its own connection is opened), ``True`` for the default
     store, or an open ``sqlite3.Connection`` used only from the sampler thread. ``run_id`` also
     finds escaped descendants by the ``GPUSCOPE_RUN_ID=<run_id>`` in their environment.
+    ``lazy``: NVML and the store are opened on the sampler's thread at its first tick, not here
+    (``gpuscope run`` starts the sampler right after the program and must not delay either).
     """
 
     def __init__(self, root_pid: int, interval_s: float = DEFAULT_INTERVAL_S, *,
                  gpu: GpuBackend | None = None, store: Any = None, run_id: str | None = None,
                  uss_interval_s: float | None = None,
-                 host: bool = True, flush_s: float = 1.0) -> None:
+                 host: bool = True, flush_s: float = 1.0, lazy: bool = False) -> None:
+        if store is not None and store is not False and run_id is None:
+            raise ValueError("a RunSampler with a store needs a run_id")
         tree = ProcessTree(root_pid, run_id=run_id, uss_interval_s=uss_interval_s)
-        super().__init__(interval_s, tree=tree, gpu=gpu, host=host, name=f"gpuscope-sampler-{root_pid}")
         self.root_pid = root_pid
         self.run_id = run_id
         self._writer = None
-        if store is not None and store is not False:
-            if run_id is None:
-                raise ValueError("a RunSampler with a store needs a run_id")
-            from gpuscope.telemetry.storewriter import StoreWriter
+        self._store = None if store is False else store
+        self._flush_s = flush_s
+        super().__init__(interval_s, tree=tree, gpu=gpu, host=host, name=f"gpuscope-sampler-{root_pid}",
+                         lazy=lazy)
 
-            self._writer = StoreWriter(None if store is True else store, run_id, interval_s=self.interval_s,
-                                       root_pid=root_pid, flush_s=flush_s, summary=self.process_summary,
-                                       gpu_reason=self.gpu.reason)
-            self.add_listener(self._writer)
+    def _opened(self) -> None:
+        """The store writer (first of the listeners), once the GPU backend says what it is."""
+        if self._store is None or self._writer is not None:
+            return
+        from gpuscope.telemetry.storewriter import StoreWriter
+
+        store, self._store = self._store, None
+        self._writer = StoreWriter(None if store is True else store, self.run_id or "", interval_s=self.interval_s,
+                                   root_pid=self.root_pid, flush_s=self._flush_s, summary=self.process_summary,
+                                   gpu_reason=self.gpu.reason)
+        with self._lock:
+            self._listeners = [self._writer, *self._listeners]
 
     def process_summary(self) -> dict[int, dict[str, Any]]:
         """Per pid: cpu_seconds, peak_rss_bytes, peak_gpu_mem_bytes (None without GPU), create_time,

@@ -7,16 +7,15 @@ The process summary (names, totals, peaks) is rewritten at each flush.
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from gpuscope.store import db, samples
+from gpuscope.telemetry import log
 from gpuscope.telemetry.batch import SampleBatch
 
-log = logging.getLogger("gpuscope.telemetry")
 
 # A store that keeps failing (disk full, locked for long) must not grow memory without bound.
 MAX_PENDING = 600
@@ -60,7 +59,7 @@ class StoreWriter:
         except sqlite3.Error as exc:
             if not self._failed:
                 self._failed = True
-                log.warning("telemetry samples not stored (will retry): %s", exc)
+                log().warning("telemetry samples not stored (will retry): %s", exc)
             del self._pending[:-MAX_PENDING]
             return
         self.flushes += 1

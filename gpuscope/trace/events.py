@@ -1,48 +1,121 @@
-"""Read gpuscope's per-process event logs (docs/EVENTS.md) from a run folder."""
+"""Read gpuscope's per-process event logs (docs/EVENTS.md) from a run folder.
+
+Ranges are read lazily. ``ProcessEvents.ranges`` is a numpy record array, made on first use (from
+the ``.ranges`` file's bytes, as they are). What the end of a ``gpuscope run`` needs (counts, names,
+the top ranges, the last end, the task ranges of the pool rules) the ``range_*`` methods compute
+without numpy for a log of at most ``SMALL_LOG_RANGES`` ranges: importing numpy (~0.1 s of CPU)
+would cost a short run more than its whole summary. Both paths give the same answers
+(``tests/runs/test_event_logs_small.py`` runs each on the same logs).
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
+from array import array
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterable
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
-RANGE_DTYPE = np.dtype([("t0", "i8"), ("t1", "i8"), ("tid", "i4"), ("nid", "i4"), ("style", "S1")])
 RANGES_MAGIC = b"GSR1"
+# A log with at most this many ranges is summarised in pure Python; above it, numpy (a 10 k-range
+# log decodes and sorts in ~3 ms of Python; numpy's import alone costs ~0.1 s of CPU).
+SMALL_LOG_RANGES = 10_000
+_COLUMNS = (("t0", "<i8", 8), ("t1", "<i8", 8), ("tid", "<i4", 4), ("nid", "<i4", 4), ("style", "S1", 1))
+_BIG_ENDIAN = sys.byteorder == "big"
+
+# (t0, t1, tid, nid, style) of one range, style as numpy's "S1" gives it back (b"" for a NUL)
+RangeRow = tuple[int, int, int, int, bytes]
 
 
-def read_ranges(path: Path) -> tuple[np.ndarray, bool]:
+def __getattr__(name: str) -> Any:
+    """``RANGE_DTYPE`` imports numpy only when someone asks for it."""
+    if name == "RANGE_DTYPE":
+        return _dtype()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _dtype() -> Any:
+    import numpy as np
+
+    return np.dtype([("t0", "i8"), ("t1", "i8"), ("tid", "i4"), ("nid", "i4"), ("style", "S1")])
+
+
+def _blocks(data: bytes) -> tuple[list[tuple[int, int]], bool]:
+    """(offset of the columns, count) of each whole block of a ``.ranges`` file; True if the last was cut."""
+    blocks = []
+    pos, size = 0, len(data)
+    while pos < size:
+        if size - pos < 8 or data[pos:pos + 4] != RANGES_MAGIC:
+            return blocks, True
+        count = int.from_bytes(data[pos + 4:pos + 8], "little")
+        end = pos + 8 + 25 * count
+        if end > size:
+            return blocks, True
+        blocks.append((pos + 8, count))
+        pos = end
+    return blocks, False
+
+
+def _array_of(data: bytes, blocks: list[tuple[int, int]]) -> "np.ndarray":
+    import numpy as np
+
+    dtype = _dtype()
+    parts = []
+    for off, count in blocks:
+        block = np.empty(count, dtype)
+        for name, kind, width in _COLUMNS:
+            block[name] = np.frombuffer(data, kind, count, off)
+            off += width * count
+        parts.append(block)
+    if not parts:
+        return np.zeros(0, dtype)
+    return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+
+def _column(data: bytes, code: str, off: int, count: int, width: int) -> array:
+    col = array(code)
+    col.frombytes(data[off:off + width * count])
+    if _BIG_ENDIAN:
+        col.byteswap()
+    return col
+
+
+def _rows_of(data: bytes, blocks: list[tuple[int, int]]) -> list[RangeRow]:
+    """The same ranges as :func:`_array_of`, as tuples, without numpy."""
+    rows: list[RangeRow] = []
+    for off, count in blocks:
+        t0 = _column(data, "q", off, count, 8)
+        t1 = _column(data, "q", off + 8 * count, count, 8)
+        tid = _column(data, "i", off + 16 * count, count, 4)
+        nid = _column(data, "i", off + 20 * count, count, 4)
+        s = off + 24 * count
+        style = [bytes((c,)) if c else b"" for c in data[s:s + count]]
+        rows.extend(zip(t0, t1, tid, nid, style))
+    return rows
+
+
+def read_ranges(path: Path) -> "tuple[np.ndarray, bool]":
     """The blocks of a ``.ranges`` file as one record array; True if the last block was cut."""
     try:
         data = path.read_bytes()
     except OSError:
-        return np.zeros(0, RANGE_DTYPE), False
-    blocks = []
-    pos, size = 0, len(data)
-    truncated = False
-    while pos < size:
-        if size - pos < 8 or data[pos:pos + 4] != RANGES_MAGIC:
-            truncated = True
-            break
-        count = int(np.frombuffer(data, "<u4", 1, pos + 4)[0])
-        end = pos + 8 + 25 * count
-        if end > size:
-            truncated = True
-            break
-        block = np.empty(count, RANGE_DTYPE)
-        off = pos + 8
-        for name, dtype, width in (("t0", "<i8", 8), ("t1", "<i8", 8), ("tid", "<i4", 4), ("nid", "<i4", 4),
-                                   ("style", "S1", 1)):
-            block[name] = np.frombuffer(data, dtype, count, off)
-            off += width * count
-        blocks.append(block)
-        pos = end
-    if not blocks:
-        return np.zeros(0, RANGE_DTYPE), truncated
-    return (np.concatenate(blocks) if len(blocks) > 1 else blocks[0]), truncated
+        data = b""
+    blocks, truncated = _blocks(data)
+    return _array_of(data, blocks), truncated
+
+
+def _style(text: str) -> bytes:
+    """What numpy's "S1" keeps of a text style: its first byte (none for a NUL)."""
+    return text.encode()[:1].rstrip(b"\0")
+
+
+_T0 = itemgetter(0)
 
 
 @dataclass(frozen=True)
@@ -56,13 +129,13 @@ class Name:
 
 @dataclass
 class ProcessEvents:
-    """One process's log: identity, names, ranges (a numpy record array), marks, end."""
+    """One process's log: identity, names, ranges (``ranges``: a numpy record array, made on first
+    use; ``range_*``: the same without numpy for a small log), marks, end."""
 
     path: Path
     header: dict[str, Any]
     info: dict[str, Any] = field(default_factory=dict)
     names: dict[int, Name] = field(default_factory=dict)
-    ranges: np.ndarray = field(default_factory=lambda: np.zeros(0, RANGE_DTYPE))
     marks: list[tuple[int, int, int]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     exit: dict[str, Any] | None = None
@@ -74,6 +147,113 @@ class ProcessEvents:
     tasks: list[tuple[int, int, int, int]] = field(default_factory=list)  # T lines: (t, tid, job, i) pool tasks taken
     # the log the same process wrote before it exec'd this interpreter (a fork child that execs)
     pre_exec: "ProcessEvents | None" = None
+    # the ranges, in one of three forms (the first set wins): a numpy array, tuples in start order,
+    # or the raw parts as read (text rows, the .ranges bytes and its blocks)
+    _array: Any = field(default=None, repr=False, compare=False)
+    _rows: list[RangeRow] | None = field(default=None, repr=False, compare=False)
+    _raw: tuple[list[RangeRow], bytes, list[tuple[int, int]]] | None = field(default=None, repr=False,
+                                                                               compare=False)
+
+    # -- ranges -------------------------------------------------------------------------------------
+    @property
+    def ranges(self) -> "np.ndarray":
+        """Every closed range, in start order: a numpy record array (``RANGE_DTYPE``)."""
+        if self._array is None:
+            import numpy as np
+
+            dtype = _dtype()
+            if self._rows is not None:
+                self._array = np.array(self._rows, dtype=dtype) if self._rows else np.zeros(0, dtype)
+            elif self._raw is not None:
+                text, data, blocks = self._raw
+                parts = [a for a in (np.array(text, dtype=dtype) if text else None, _array_of(data, blocks))
+                         if a is not None and len(a)]
+                if parts:
+                    both = np.concatenate(parts) if len(parts) > 1 else parts[0]
+                    self._array = both[np.argsort(both["t0"], kind="stable")]
+                else:
+                    self._array = np.zeros(0, dtype)
+            else:
+                self._array = np.zeros(0, dtype)
+            self._rows = self._raw = None
+        return self._array
+
+    @ranges.setter
+    def ranges(self, value: "np.ndarray") -> None:
+        self._array, self._rows, self._raw = value, None, None
+
+    @property
+    def range_count(self) -> int:
+        """How many ranges (no numpy needed)."""
+        if self._array is not None:
+            return len(self._array)
+        if self._rows is not None:
+            return len(self._rows)
+        if self._raw is not None:
+            return len(self._raw[0]) + sum(count for _, count in self._raw[2])
+        return 0
+
+    def _small(self) -> bool:
+        """Summarise in pure Python: the ranges are not a numpy array yet and they are few."""
+        return self._array is None and self.range_count <= SMALL_LOG_RANGES
+
+    def range_rows(self) -> list[RangeRow]:
+        """The ranges as ``(t0, t1, tid, nid, style)`` tuples in start order (a copy's worth of work
+        for a big log: the summaries below use numpy there)."""
+        if self._array is not None:
+            return [tuple(r) for r in self._array.tolist()]
+        if self._rows is None:
+            rows: list[RangeRow] = []
+            if self._raw is not None:
+                text, data, blocks = self._raw
+                rows = sorted([*text, *_rows_of(data, blocks)], key=_T0)
+            self._rows, self._raw = rows, None
+        return self._rows
+
+    def range_end(self) -> int | None:
+        """The last end of a range (None without ranges)."""
+        if not self.range_count:
+            return None
+        if self._small():
+            return max(r[1] for r in self.range_rows())
+        return int(self.ranges["t1"].max())
+
+    def range_totals(self) -> dict[int, tuple[int, int]]:
+        """Per name id, in id order: (count, total ns) of its ranges."""
+        if not self.range_count:
+            return {}
+        if self._small():
+            totals: dict[int, list[int]] = {}
+            for t0, t1, _tid, nid, _style in self.range_rows():
+                entry = totals.get(nid)
+                if entry is None:
+                    totals[nid] = [1, t1 - t0]
+                else:
+                    entry[0] += 1
+                    entry[1] += t1 - t0
+            return {nid: (c, t) for nid, (c, t) in sorted(totals.items())}
+        import numpy as np
+
+        r = self.ranges
+        out = {}
+        for nid in np.unique(r["nid"]):
+            sel = r[r["nid"] == nid]
+            out[int(nid)] = (len(sel), int((sel["t1"] - sel["t0"]).sum()))
+        return out
+
+    def range_times(self, nids: Iterable[int] | None = None) -> tuple[Any, Any]:
+        """(t0s, t1s) in start order of the ranges whose name id is in ``nids`` (all: None): int
+        lists for a small log, contiguous int64 arrays for a big one."""
+        if self._small():
+            wanted = None if nids is None else set(nids)
+            rows = self.range_rows() if wanted is None else [r for r in self.range_rows() if r[3] in wanted]
+            return [r[0] for r in rows], [r[1] for r in rows]
+        import numpy as np
+
+        r = self.ranges
+        if nids is not None:
+            r = r[np.isin(r["nid"], list(nids))]
+        return np.ascontiguousarray(r["t0"]), np.ascontiguousarray(r["t1"])
 
     @property
     def pid(self) -> int:
@@ -142,8 +322,7 @@ class ProcessEvents:
         return value if isinstance(value, dict) else None
 
     def range_names(self) -> list[str]:
-        ids = np.unique(self.ranges["nid"]) if len(self.ranges) else []
-        return sorted({self.label(int(i)) for i in ids})
+        return sorted({self.label(nid) for nid in self.range_totals()})
 
     def label(self, nid: int) -> str:
         name = self.names.get(nid)
@@ -154,11 +333,10 @@ class ProcessEvents:
     def top_ranges(self, n: int = 3) -> list[tuple[str, int, int]]:
         """(name, count, total_ns) of the ranges with the most total time."""
         totals: dict[str, list[int]] = {}
-        for nid in np.unique(self.ranges["nid"]) if len(self.ranges) else []:
-            sel = self.ranges[self.ranges["nid"] == nid]
-            entry = totals.setdefault(self.label(int(nid)), [0, 0])
-            entry[0] += len(sel)
-            entry[1] += int((sel["t1"] - sel["t0"]).sum())
+        for nid, (count, total) in self.range_totals().items():
+            entry = totals.setdefault(self.label(nid), [0, 0])
+            entry[0] += count
+            entry[1] += total
         ordered = sorted(totals.items(), key=lambda kv: -kv[1][1])
         return [(k, v[0], v[1]) for k, v in ordered[:n]]
 
@@ -186,7 +364,7 @@ def read_log(path: str | os.PathLike[str]) -> ProcessEvents | None:
         parts = line.split("\t")
         try:
             if tag == "R":
-                rows.append((int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4]), parts[5].encode()))
+                rows.append((int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4]), _style(parts[5])))
             elif tag == "S":
                 nid = int(parts[1])
                 pe.names[nid] = Name(nid, parts[2], parts[3], parts[4], parts[5] if len(parts) > 5 else "")
@@ -210,12 +388,13 @@ def read_log(path: str | os.PathLike[str]) -> ProcessEvents | None:
                 pe.errors.append(parts[2] if len(parts) > 2 else line)
         except (IndexError, ValueError):
             pe.truncated = True  # a damaged line: keep what came before and after
-    binary, cut = read_ranges(path.with_suffix(".ranges"))
+    try:
+        binary = path.with_suffix(".ranges").read_bytes()
+    except OSError:
+        binary = b""
+    blocks, cut = _blocks(binary)
     pe.truncated = pe.truncated or cut
-    parts_ = [a for a in (np.array(rows, dtype=RANGE_DTYPE) if rows else None, binary) if a is not None and len(a)]
-    if parts_:
-        pe.ranges = np.concatenate(parts_) if len(parts_) > 1 else parts_[0]
-        pe.ranges = pe.ranges[np.argsort(pe.ranges["t0"], kind="stable")]
+    pe._raw = (rows, binary, blocks)     # decoded on first use: numpy only if asked for or big
     return pe
 
 
@@ -256,12 +435,17 @@ def _absorb(pe: ProcessEvents, prev: ProcessEvents) -> None:
     pe.pre_exec = prev
     pe.truncated = pe.truncated or prev.truncated
     pe.errors = prev.errors + pe.errors
-    if not len(prev.ranges) and not prev.marks:
+    if not prev.range_count and not prev.marks:
         return
     shift = max(pe.names, default=0) + 1   # the earlier log's name ids, moved past the later one's
     for nid, name in prev.names.items():
         pe.names[nid + shift] = Name(nid + shift, name.kind, name.domain, name.name, name.color)
-    if len(prev.ranges):
+    if prev.range_count and prev._small() and pe._small():
+        moved = [(t0, t1, tid, nid + shift, style) for t0, t1, tid, nid, style in prev.range_rows()]
+        pe._rows, pe._raw = sorted(moved + pe.range_rows(), key=_T0), None
+    elif prev.range_count:
+        import numpy as np
+
         moved = prev.ranges.copy()
         moved["nid"] += shift
         both = np.concatenate([moved, pe.ranges]) if len(pe.ranges) else moved

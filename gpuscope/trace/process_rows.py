@@ -19,8 +19,8 @@ _INFERRED = ("end",)
 def row_from_events(pe: ProcessEvents) -> ProcessRow:
     """A process's row from its event log alone (no sampled figures yet)."""
     ended = pe.end_ns
-    if ended is None and len(pe.ranges):
-        ended = int(pe.ranges["t1"].max())
+    if ended is None:
+        ended = pe.range_end()
     x = pe.exit or {}
     code = pe.exit_code
     cpu, rss = pe.exact_usage()
@@ -38,7 +38,7 @@ def row_from_events(pe: ProcessEvents) -> ProcessRow:
         clean_exit=pe.exit is not None,
         started_ns=pe.wall_ns(started), ended_ns=pe.wall_ns(ended) if ended is not None else None,
         lifetime_s=round((ended - started) / 1e9, 3) if ended is not None else None,
-        ranges=int(len(pe.ranges)), marks=len(pe.marks), range_names=pe.range_names(),
+        ranges=pe.range_count, marks=len(pe.marks), range_names=pe.range_names(),
         top_ranges=[TopRange(n, c, t) for n, c, t in pe.top_ranges(3)],
         injection_errors=len(pe.errors), log_truncated=pe.truncated,
         info=info,

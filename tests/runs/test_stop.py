@@ -85,6 +85,31 @@ def test_processes_left_running_are_reported_not_killed(tmp_path):
         os.kill(escapee, signal.SIGKILL)
 
 
+def test_a_child_ending_soon_after_is_waited_for_and_what_it_started_is_found(tmp_path):
+    """The end of a run watches the processes it saw (issue 14.4: a /proc stat each, not a scan of
+    every process each 50 ms): one that ends 0.3 s after the program is not left running; the
+    process it started just before it ended is found by the scan that follows, and reported.
+    (Neither holds the program's output, so the run's end waits for no pipe.)"""
+    pids = tmp_path / "pids"
+    late = ("import subprocess, sys, time; time.sleep(0.3); "
+            "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'], "
+            "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+            f"open({str(pids)!r}, 'a').write('%d\\n' % g.pid)")
+    path = tmp_path / "late.py"
+    path.write_text("import subprocess, sys\n"
+                    f"p = subprocess.Popen([sys.executable, '-c', {late!r}], stdout=subprocess.DEVNULL, "
+                    "stderr=subprocess.DEVNULL)\n"
+                    f"open({str(pids)!r}, 'a').write('%d\\n' % p.pid)\n")
+    result = Run(RunSpec(script=str(path))).start().wait()
+    child, grandchild = (int(x) for x in pids.read_text().split())
+    try:
+        assert result.status == "exited"
+        assert child not in result.left_running and not procscan.alive(child)
+        assert result.left_running == [grandchild] and procscan.alive(grandchild)
+    finally:
+        os.kill(grandchild, signal.SIGKILL)
+
+
 def test_run_of_a_killed_gpuscope_is_marked_abandoned(run_env, tmp_path):
     """gpuscope itself is SIGKILLed mid-run: history marks the run failed, cleanup lists its leftovers."""
     import json

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -159,3 +160,24 @@ def test_a_function_missing_from_the_binding_is_noted_once():
     for _ in range(3):
         assert [(p.pid, p.used_memory_bytes, p.sm_util) for p in b.processes()] == [(99, 1 << 20, None)]
     assert b.take_notes() == ["nvmlDeviceGetProcessUtilization is not in this nvidia-ml-py; value not available"]
+
+
+def test_without_the_nvml_library_pynvml_is_not_imported_and_the_reason_is_pynvmls():
+    """``gpuscope run`` on a machine without the driver (issue 14.4): the library is tried the way
+    pynvml tries it, pynvml (~10 ms) is not imported, and the reason reads as pynvml's own."""
+    code = ("import sys, json\n"
+            "from gpuscope.telemetry.gpu import open_backend\n"
+            "b = open_backend()\n"
+            "print(json.dumps([b.available, b.reason, 'pynvml' in sys.modules]))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    available, reason, imported = json.loads(out.stdout)
+    import ctypes
+
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:          # this machine: no driver
+        assert not available and not imported
+        assert reason == NvmlBackend(pynvml).reason        # the same line as through pynvml
+    else:                    # a GPU machine: pynvml is used as before
+        assert imported

@@ -158,3 +158,54 @@ def test_store_columns_are_the_declared_metrics():
     for cls, kind in ((HostSample, "host"), (ProcSample, "proc"), (DeviceSample, "gpu"),
                       (GpuProcessSample, "gpu_proc")):
         assert keys(kind) <= set(cls.__slots__), cls
+
+
+def test_a_lazy_sampler_opens_nvml_and_the_store_on_its_thread(gpuscope_home, monkeypatch):
+    """``gpuscope run`` (issue 14.4): nothing of NVML or the store is opened before the sampler's
+    thread runs; asking for ``gpu`` from another thread meanwhile gets the one backend it opened."""
+    import threading
+
+    import gpuscope.telemetry.sampler as sampler_mod
+
+    opened: list[str] = []
+
+    def open_backend():
+        opened.append(threading.current_thread().name)
+        time.sleep(0.2)                      # a slow driver: another thread asks meanwhile
+        return no_gpu()
+
+    monkeypatch.setattr(sampler_mod, "open_backend", open_backend)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        s = RunSampler(child.pid, 0.05, store=True, run_id="run-lazy", lazy=True, flush_s=0.2)
+        assert opened == [] and s._writer is None          # nothing opened by the constructor
+        seen: list = []
+        s.add_listener(seen.append)
+        s.start()
+        time.sleep(0.05)
+        gpu = s.gpu                                          # waits for the thread's backend
+        assert opened == [f"gpuscope-sampler-{child.pid}"] and not gpu.available
+        assert s._listeners[0] is s._writer                  # the store writer first, as before
+        deadline = time.monotonic() + 30
+        while len(seen) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        s.stop()
+        assert s.gpu is gpu and opened == [f"gpuscope-sampler-{child.pid}"]   # opened once
+        ser = load_series(db.connect(), "run-lazy")
+        assert ser is not None and len(ser["host"]["t_ns"]) >= 5 and ser["notes"] == [gpu.reason]
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_lazy_sampler_stopped_before_its_first_tick_still_stores_one(gpuscope_home):
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        s = RunSampler(child.pid, 0.05, store=True, run_id="run-quick", lazy=True)
+        s.start()
+        s.stop()                                   # at once: the final sample opens what is needed
+        ser = load_series(db.connect(), "run-quick")
+        assert ser is not None and len(ser["host"]["t_ns"]) >= 1 and child.pid in ser["processes"]
+    finally:
+        child.kill()
+        child.wait()

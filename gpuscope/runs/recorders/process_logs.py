@@ -29,7 +29,8 @@ class EventLogRecorder(BaseRecorder):
         from gpuscope.trace.events import read_run_events
         from gpuscope.trace.process_rows import collect_processes
 
-        events = read_run_events(self._run_dir)          # read once: the rows and the annotate notes
+        events = read_run_events(self._run_dir)          # read once: the rows, the annotate notes, the findings
+        outcome.extra["events"] = events
         outcome.processes[:] = collect_processes(self._run_dir, self._root_role, outcome.exit.code, events)
         if self._annotate:   # per pattern: what it matched, the calls recorded, or a suggestion
             from gpuscope.runs.annotate_notes import annotate_notes

@@ -23,18 +23,20 @@ class TelemetryRecorder(BaseRecorder):
     def started(self, ctx: RunContext) -> None:
         from gpuscope.telemetry.sampler import RunSampler
 
+        # lazy: NVML and the store open on the sampler's thread, while the program runs
         self.sampler = RunSampler(ctx.pid, ctx.spec.sample_interval_s,
                                   store=self._store_path if self._store_path is not None else True,
-                                  run_id=ctx.run_id)
+                                  run_id=ctx.run_id, lazy=True)
         if self.batch_sink is not None:
             self.sampler.add_listener(self.batch_sink)
         self.sampler.start()
-        if not self.sampler.gpu.available and self.sampler.gpu.reason:
-            ctx.notes.append(f"GPU telemetry off: {self.sampler.gpu.reason}")
 
     def program_ended(self, ctx: RunContext) -> None:
         if self.sampler is not None:
             self.sampler.stop()
+            gpu = self.sampler.gpu   # known once the sampler ran: the note comes with the run's end
+            if not gpu.available and gpu.reason:
+                ctx.notes.append(f"GPU telemetry off: {gpu.reason}")
 
     def finish(self, outcome: Outcome) -> None:
         if self.sampler is None:
