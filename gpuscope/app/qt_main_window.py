@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -15,10 +16,10 @@ if TYPE_CHECKING:
     from gpuscope.spec import RunSpec
     from gpuscope.store.runs import RunRow
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QFileDialog, QMainWindow, QMessageBox, QSizePolicy, QSplitter, QTabWidget,
-                               QVBoxLayout, QWidget)
+from PySide6.QtCore import QByteArray, QRect, QSettings, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QColor, QImage, QKeySequence, QPainter
+from PySide6.QtWidgets import (QFileDialog, QMainWindow, QMessageBox, QSizePolicy, QSplitter, QStyle,
+                               QStyleOptionTabWidgetFrame, QTabWidget, QVBoxLayout, QWidget)
 
 from gpuscope.app import bridge, workers
 from gpuscope.app.bridge import RunBridge
@@ -39,7 +40,21 @@ from gpuscope.app.run_findings import RunFindings
 from gpuscope.app.settings import open_settings
 
 TICK_MS = 100
+STAGE_MS = 12   # after a tick, each plot and the process table redraw this far apart (one per turn)
 REPORT_FILTER = "Reports (*.nsys-rep *.sqlite);;Nsight Systems reports (*.nsys-rep);;SQLite exports (*.sqlite)"
+
+
+def pane_color(tabs: QTabWidget) -> QColor:
+    """The colour the style fills a tab widget's pane with (drawn once, the middle pixel)."""
+    image = QImage(32, 32, QImage.Format.Format_ARGB32)
+    image.fill(tabs.palette().window().color())
+    option = QStyleOptionTabWidgetFrame()
+    option.initFrom(tabs)
+    option.rect = QRect(0, 0, 32, 32)
+    painter = QPainter(image)
+    tabs.style().drawPrimitive(QStyle.PrimitiveElement.PE_FrameTabWidget, option, painter, tabs)
+    painter.end()
+    return image.pixelColor(16, 16)
 
 
 class MainWindow(QMainWindow):
@@ -82,7 +97,7 @@ class MainWindow(QMainWindow):
         else:
             self.resize(1280, 800)
         self.timer = QTimer(self, interval=TICK_MS)
-        self.timer.timeout.connect(self.tick)
+        self.timer.timeout.connect(self._timer_tick)
         self.timer.start()
         workers.submit(lambda task: probe_gpu(), on_done=self._gpu_probed, label="GPU check")
 
@@ -122,6 +137,16 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(QWidget(), "Cleanup")
         self.setCentralWidget(self.tabs)
         self.status = QtStatus(self.statusBar(), self.show_error)
+        # The views whose text changes while a run runs (the clocks, the console's bar, the table's
+        # rows) paint their own background: Qt repaints a transparent widget's parents under it, and
+        # the tab widgets' and the window's style frames cost 5-15 ms a paint on a loaded machine.
+        for view, tabs in ((self.live, self.tabs), (self.tree, self.bottom), (self.console, self.bottom),
+                           (self.stacks, self.bottom), (self.statusBar(), None)):
+            if tabs is not None:     # the colour the tabs' pane has under it now
+                palette = view.palette()
+                palette.setColor(view.backgroundRole(), pane_color(tabs))
+                view.setPalette(palette)
+            view.setAutoFillBackground(True)
         # the status bar's widgets, by the names tests and scripted mode use
         self.state_label, self.elapsed_label = self.status.state_label, self.status.elapsed_label
         self.progress, self.task_label = self.status.progress, self.status.task_label
@@ -261,7 +286,7 @@ class MainWindow(QMainWindow):
         self.panel.save(self.settings, ran=True)
         self.run_bridge.drain_output()
         self.run_bridge.drain_batches()
-        self.live.reset(f"{Path(spec.script).name} · {spec.launcher} · {spec.start_method}")
+        self.live.reset(f"{Path(spec.script).name} · {spec.launcher} · {spec.start_method}", keep_legends=True)
         self.tree.reset_rows()
         self.console.clear()
         self._notes_printed.clear()
@@ -300,7 +325,7 @@ class MainWindow(QMainWindow):
         self.show_status(f"running {run.run_id} (pid {run.pid})")
 
     def _run_ended(self, result: RunResult) -> None:
-        self.tick()
+        self._timer_tick()       # the last output now; the plots and table in the next turns
         self.last_result = result
         line = describe_result(result)
         self.left_running = LeftRunning.of(result, line)
@@ -310,7 +335,8 @@ class MainWindow(QMainWindow):
         self.live.set_elapsed(self.controller.elapsed(), result.status)
         self.live.notes.show_notes(result.notes)
         self.findings.ended(result)
-        self.history.refresh()
+        if self.tabs.currentWidget() is self.history:   # else it reads the store when shown
+            self.history.refresh()
         self.load_report(result.run_dir, switch=False, quiet=True)
 
     def _program_ended(self, run_dir) -> None:
@@ -318,12 +344,37 @@ class MainWindow(QMainWindow):
         self.load_report(run_dir, switch=False, quiet=True, events_only=True)
 
     def _run_failed(self, text: str) -> None:
-        self.tick()
+        self._timer_tick()
         self.show_error(text)
 
     # -- the refresh tick -----------------------------------------------------------------------
     def tick(self) -> None:
-        """Drain the bridge into the model and console, then redraw what changed (GUI thread)."""
+        """Drain the bridge into the model and console, then redraw what changed, all of it now
+        (a tab change, tests; the timer's tick stages the redraws: ``_timer_tick``)."""
+        self._drain()
+        if self.tabs.currentIndex() == 0:
+            self.live.refresh()
+            self.tree.refresh()
+
+    def _timer_tick(self) -> None:
+        """The 10 Hz tick: drain the bridge now; redraw each changed plot, then the process table,
+        each in its own turn of the event loop, STAGE_MS apart. Qt paints what one turn made dirty
+        at once, and a plot's repaint is the largest part of a tick: drawn together, the four plots,
+        the table and the console made one GUI-thread stall of their sum (issue 16.1)."""
+        self._drain()
+        if self.tabs.currentIndex() != 0:
+            return
+        steps: list[Callable[[], Any]] = [partial(self.live.refresh_plot, name) for name in self.live.stale_plots()]
+        steps.append(self.tree.refresh)
+        for i, step in enumerate(steps, start=1):
+            QTimer.singleShot(i * STAGE_MS, self, partial(self._staged, step))
+
+    def _staged(self, step: Callable[[], Any]) -> None:
+        if self.tabs.currentIndex() == 0:    # a tab change in between redrew all of it already
+            step()
+
+    def _drain(self) -> None:
+        """The bridge's output, batches and findings into the console, model and strip; the clocks."""
         self._ticks += 1
         chunks, dropped = self.run_bridge.drain_output()
         if chunks or dropped:
@@ -335,9 +386,6 @@ class MainWindow(QMainWindow):
             if self.ray_store is not None:
                 self.model.add_ray_store(self.ray_store.read_new())
         self.findings.tick(self._ticks)
-        if self.tabs.currentIndex() == 0:
-            self.live.refresh()
-            self.tree.refresh()
         if self.controller.busy:
             elapsed = self.controller.elapsed()
             self.live.set_elapsed(elapsed, self.controller.state)
