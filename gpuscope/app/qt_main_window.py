@@ -16,10 +16,10 @@ if TYPE_CHECKING:
     from gpuscope.spec import RunSpec
     from gpuscope.store.runs import RunRow
 
-from PySide6.QtCore import QByteArray, QRect, QSettings, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, QEvent, QRect, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QColor, QImage, QKeySequence, QPainter
-from PySide6.QtWidgets import (QFileDialog, QMainWindow, QMessageBox, QSizePolicy, QSplitter, QStyle,
-                               QStyleOptionTabWidgetFrame, QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QFileDialog, QMainWindow, QMessageBox, QSizePolicy, QSplitter, QStackedWidget,
+                               QStyle, QStyleOptionTabWidgetFrame, QTabWidget, QVBoxLayout, QWidget)
 
 from gpuscope.app import bridge, workers
 from gpuscope.app.bridge import RunBridge
@@ -42,6 +42,28 @@ from gpuscope.app.settings import open_settings
 TICK_MS = 100
 STAGE_MS = 12   # after a tick, each plot and the process table redraw this far apart (one per turn)
 REPORT_FILTER = "Reports (*.nsys-rep *.sqlite);;Nsight Systems reports (*.nsys-rep);;SQLite exports (*.sqlite)"
+
+
+class SteadyTabs(QTabWidget):
+    """A tab widget that lays itself out again only when its tab bar's or its pages' size hints
+    changed. Qt asks every ancestor of a label to lay out again whenever the label's text changes
+    (``QLayout::activate`` always ends in ``updateGeometry``), and a ``QTabWidget`` answers each
+    request by repainting all of itself and asking its own parent: the console's line count and
+    the run clock made the whole Run tab repaint several times a second (5-20 ms each)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._hints: tuple | None = None
+
+    def event(self, event: QEvent) -> bool:  # noqa: D102 - Qt override
+        if event.type() == QEvent.Type.LayoutRequest:
+            stack, bar = self.findChild(QStackedWidget), self.tabBar()
+            hints = (bar.sizeHint(), bar.minimumSizeHint(), bar.isVisibleTo(self),
+                     stack.sizeHint() if stack else None, stack.minimumSizeHint() if stack else None)
+            if hints == self._hints:
+                return True        # nothing this widget lays out changed: no relayout, no repaint
+            self._hints = hints
+        return super().event(event)
 
 
 def pane_color(tabs: QTabWidget) -> QColor:
@@ -98,6 +120,9 @@ class MainWindow(QMainWindow):
             self.resize(1280, 800)
         self.timer = QTimer(self, interval=TICK_MS)
         self.timer.timeout.connect(self._timer_tick)
+        self._steps: list[Callable[[], Any]] = []     # the tick's redraws still to do, one per STAGE_MS
+        self._stage_timer = QTimer(self, interval=STAGE_MS)
+        self._stage_timer.timeout.connect(self._next_step)
         self.timer.start()
         workers.submit(lambda task: probe_gpu(), on_done=self._gpu_probed, label="GPU check")
 
@@ -107,7 +132,7 @@ class MainWindow(QMainWindow):
         self.live = QtLiveView(self.model)
         self.tree = QtProcessTree(self.model)
         self.console = QtConsole()
-        self.bottom = QTabWidget()
+        self.bottom = SteadyTabs()
         self.bottom.addTab(self.tree, "Processes")
         self.bottom.addTab(self.console, "Console")
         self.stacks = QtStacks()
@@ -128,7 +153,7 @@ class MainWindow(QMainWindow):
         self.run_split.addWidget(right)
         self.run_split.setCollapsible(0, False)
         self.run_split.setSizes([400, 880])       # a smaller window shrinks both, the panel to its minimum
-        self.tabs = QTabWidget()
+        self.tabs = SteadyTabs()
         self.tabs.addTab(self.run_split, "Run")
         # Report and Cleanup are built on first use (their imports cost ~0.2 s of start-up)
         self._lazy: dict[str, QWidget] = {}
@@ -364,14 +389,20 @@ class MainWindow(QMainWindow):
         self._drain()
         if self.tabs.currentIndex() != 0:
             return
-        steps: list[Callable[[], Any]] = [partial(self.live.refresh_plot, name) for name in self.live.stale_plots()]
-        steps.append(self.tree.refresh)
-        for i, step in enumerate(steps, start=1):
-            QTimer.singleShot(i * STAGE_MS, self, partial(self._staged, step))
+        self._steps = [partial(self.live.refresh_plot, name) for name in self.live.stale_plots()]
+        self._steps.append(self.tree.refresh)
+        if not self._stage_timer.isActive():   # one timer for all steps: each Qt call can wait for the GIL
+            self._stage_timer.start()
 
-    def _staged(self, step: Callable[[], Any]) -> None:
-        if self.tabs.currentIndex() == 0:    # a tab change in between redrew all of it already
-            step()
+    def _next_step(self) -> None:
+        if not self._steps or self.tabs.currentIndex() != 0:   # a tab change redrew all of it already
+            self._steps.clear()
+            self._stage_timer.stop()
+            return
+        step = self._steps.pop(0)
+        if not self._steps:
+            self._stage_timer.stop()
+        step()
 
     def _drain(self) -> None:
         """The bridge's output, batches and findings into the console, model and strip; the clocks."""
@@ -541,5 +572,6 @@ class MainWindow(QMainWindow):
         self.compare.stop()
         self.cancel_tasks()
         self.timer.stop()
+        self._stage_timer.stop()
         workers.wait_all(20_000)
         super().closeEvent(event)
