@@ -120,6 +120,7 @@ class MainWindow(QMainWindow):
             self.resize(1280, 800)
         self.timer = QTimer(self, interval=TICK_MS)
         self.timer.timeout.connect(self._timer_tick)
+        self._roles_task: workers.Task | None = None   # the processes' roles, being read
         self._steps: list[Callable[[], Any]] = []     # the tick's redraws still to do, one per STAGE_MS
         self._stage_timer = QTimer(self, interval=STAGE_MS)
         self._stage_timer.timeout.connect(self._next_step)
@@ -376,7 +377,7 @@ class MainWindow(QMainWindow):
     def tick(self) -> None:
         """Drain the bridge into the model and console, then redraw what changed, all of it now
         (a tab change, tests; the timer's tick stages the redraws: ``_timer_tick``)."""
-        self._drain()
+        self._drain(roles_now=True)
         if self.tabs.currentIndex() == 0:
             self.live.refresh()
             self.tree.refresh()
@@ -404,18 +405,25 @@ class MainWindow(QMainWindow):
             self._stage_timer.stop()
         step()
 
-    def _drain(self) -> None:
-        """The bridge's output, batches and findings into the console, model and strip; the clocks."""
+    def _drain(self, roles_now: bool = False) -> None:
+        """The bridge's output, batches and findings into the console, model and strip; the clocks.
+        Every 5th tick, the processes' roles and the Ray object store, read from their files on a
+        pool thread (``roles_now``: here, at once)."""
         self._ticks += 1
         chunks, dropped = self.run_bridge.drain_output()
         if chunks or dropped:
             self.console.append_chunks(chunks, dropped)
         for batch in self.run_bridge.drain_batches():
             self.model.add(batch)
-        if self.roles is not None and self._ticks % 5 == 0:
-            self.model.set_identities(self.roles.lookup(), self.roles.exits)
-            if self.ray_store is not None:
-                self.model.add_ray_store(self.ray_store.read_new())
+        roles, store = self.roles, self.ray_store
+        if roles is not None and (roles_now or self._ticks % 5 == 0):
+            if roles_now:     # (the object store's tail is read by one thread at a time)
+                ray = store.read_new() if store is not None and self._roles_task is None else []
+                self._roles_read(roles, (*roles.read(), ray))
+            elif self._roles_task is None:
+                self._roles_task = workers.submit(
+                    lambda task: (*roles.read(), store.read_new() if store is not None else []),
+                    on_done=partial(self._roles_done, roles), on_error=self._roles_failed, label="process roles")
         self.findings.tick(self._ticks)
         if self.controller.busy:
             elapsed = self.controller.elapsed()
@@ -423,6 +431,21 @@ class MainWindow(QMainWindow):
             self.elapsed_label.setText(f"{self.controller.state} {elapsed:.1f} s")
         elif self.controller.started_at:
             self.elapsed_label.setText(f"last run {self.controller.elapsed():.1f} s")
+
+    def _roles_done(self, roles: RoleReader, read: tuple) -> None:
+        self._roles_task = None
+        self._roles_read(roles, read)
+
+    def _roles_read(self, roles: RoleReader, read: tuple) -> None:
+        if roles is self.roles:     # still this run's (a new run has its own reader)
+            identities, exits, ray = read
+            self.model.set_identities(identities, exits)
+            if self.ray_store is not None:
+                self.model.add_ray_store(ray)
+
+    def _roles_failed(self, text: str) -> None:
+        self._roles_task = None
+        self.show_error(text)
 
     def _tab_changed(self, index: int) -> None:
         title = self.tabs.tabText(index)

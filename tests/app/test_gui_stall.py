@@ -10,19 +10,25 @@ run, which is what made those stalls, rather than timing it (the machine is shar
 * while the run runs, the tab widget of the Run tab is never repainted: its views paint their own
   background and the tab widgets lay themselves out only when their size hints change (a label's
   new text, the run clock's, used to make the whole Run tab repaint and lay out again);
+* the processes' roles are read from their event logs on a pool thread (a pool worker's log holds
+  a line per task; up to 1 MB of each was read again every second on the GUI thread);
 * and, a bound about freezing with a wide margin, the longest stall from the Run click to the report.
 
-The old window fails the first two on every run: the plots were repainted together on every
-refresh, and the Run tab was repainted whole at each second of the clock.
+The old window fails the first three on every run: the plots were repainted together on every
+refresh, the Run tab was repainted whole at each second of the clock, the roles were read on the
+GUI thread.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 from apphelpers import fill, make_window, wait_report
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
+
+from gpuscope.app import procroles
 
 pytestmark = pytest.mark.gui
 
@@ -51,7 +57,15 @@ class PaintLog(QObject):
         return [p for p in self.painted if since <= p[0] <= until]
 
 
-def test_a_quiet_run_paints_one_plot_at_a_time_and_not_the_whole_run_tab(qtbot):
+def test_a_quiet_run_paints_one_plot_at_a_time_and_not_the_whole_run_tab(qtbot, monkeypatch):
+    role_reads: list[str] = []          # the threads the processes' roles were read on
+    real_lookup = procroles.RoleReader._lookup
+
+    def lookup(self):
+        role_reads.append(threading.current_thread().name)
+        return real_lookup(self)
+
+    monkeypatch.setattr(procroles.RoleReader, "_lookup", lookup)
     w = make_window(qtbot)
     qtbot.wait(300)                     # the window's first paint is not the run's
     fill(w, "quiet_sleep.py", "2.6", "default")
@@ -98,6 +112,10 @@ def test_a_quiet_run_paints_one_plot_at_a_time_and_not_the_whole_run_tab(qtbot):
     # nothing of the Run tab's own frame: the run clock's seconds used to repaint it whole
     steady = [p for p in log.between(started[0] + 0.5, end) if p[2] == "Run tab"]
     assert not steady, f"the Run tab was repainted {len(steady)} times while the run ran"
+
+    # the roles were read while it ran, never on the GUI thread
+    gui = threading.main_thread().name
+    assert role_reads and gui not in role_reads, role_reads
 
     # and the GUI thread never froze, from the click to the report shown
     longest = max(gap for t, gap in beats if t > click)
