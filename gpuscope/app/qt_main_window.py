@@ -401,9 +401,11 @@ class MainWindow(QMainWindow):
             self._stage_timer.stop()
             return
         step = self._steps.pop(0)
-        if not self._steps:
-            self._stage_timer.stop()
         step()
+        if self._steps:
+            self._stage_timer.start()     # the next one STAGE_MS after this one's work, not before
+        else:
+            self._stage_timer.stop()
 
     def _drain(self, roles_now: bool = False) -> None:
         """The bridge's output, batches and findings into the console, model and strip; the clocks.
