@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,7 +93,9 @@ def _start_of(name: str) -> int:
 
 class RoleReader:
     """``lookup()`` -> {pid: Identity} for the processes that have an event log so far;
-    ``exits`` -> {pid: exit code} known so far (negative: the signal that ended it)."""
+    ``exits`` -> {pid: exit code} known so far (negative: the signal that ended it).
+    ``read()`` -> both at once. Thread-safe: the window reads on a pool thread (a pool worker's log
+    holds a line per task, and up to 1 MB of each log is read again every ``reread_s``)."""
 
     def __init__(self, run_dir: str | os.PathLike[str], reread_s: float = 1.0) -> None:
         self.folder = Path(run_dir) / "events"
@@ -102,13 +105,24 @@ class RoleReader:
         self._start: dict[int, int] = {}   # pid -> start of the log its identity came from
         self._own_exit: dict[int, int] = {}    # pid -> its exit record's code
         self._reaped: dict[int, int] = {}      # child pid -> the code its parent reaped
+        self._lock = threading.Lock()
 
     @property
     def exits(self) -> dict[int, int]:
         """Exit statuses: a process's own exit record wins over what its parent reaped."""
-        return {**self._reaped, **self._own_exit}
+        with self._lock:
+            return {**self._reaped, **self._own_exit}
+
+    def read(self) -> tuple[dict[int, Identity], dict[int, int]]:
+        """``(lookup(), exits)``, read together."""
+        with self._lock:
+            return self._lookup(), {**self._reaped, **self._own_exit}
 
     def lookup(self) -> dict[int, Identity]:
+        with self._lock:
+            return self._lookup()
+
+    def _lookup(self) -> dict[int, Identity]:
         now = time.monotonic()
         try:
             names = [n for n in os.listdir(self.folder) if n.endswith(".log")]

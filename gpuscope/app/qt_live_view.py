@@ -1,6 +1,7 @@
 """Live plots: GPU utilization and memory (per device and per process), CPU % and RSS per process.
 
-The refresh timer of the main window calls :meth:`QtLiveView.refresh` about ten times a second.
+The refresh timer of the main window redraws the plots about ten times a second, one plot per turn
+of the event loop (:meth:`QtLiveView.refresh_plot`; :meth:`QtLiveView.refresh` draws them all).
 A refresh makes one ``setData`` per curve, and only when the model changed.
 Long series are reduced to a min/max envelope of about two points per pixel before ``setData``
 (:func:`gpuscope.app.plot_buffers.envelope`, the same idea as pyqtgraph's ``peak`` downsampling but
@@ -184,6 +185,10 @@ class _Plot:
         item.setLabel("bottom", TIME_LABEL, **AXIS_STYLE)
         for side in ("left", "bottom"):
             item.getAxis(side).enableAutoSIPrefix(False)
+            # grid lines at the labelled ticks only: pyqtgraph's default also draws two levels of
+            # faint minor lines, which made a plot's repaint 4-5x slower (12.6 ms vs 2.8 ms at
+            # 860x220; all plots repaint on every refresh, docs/APP.md "Never freeze")
+            item.getAxis(side).setStyle(maxTickLevel=0)
         item.getAxis("left").setWidth(LEFT_AXIS_W)     # the same in every plot: their time axes line up
         self.item = item
         self.titled = True
@@ -248,11 +253,13 @@ class _Plot:
         self.legend.remove(ident)
         self.legend.setVisible(bool(self.curves))
 
-    def clear(self) -> None:
+    def clear(self, keep_legend: bool = False) -> None:
+        """No curves. ``keep_legend``: the (empty) legend keeps its room, so that the plot does not
+        change size now and again at the next curve (each a relayout and full repaint)."""
         for c in self.curves.values():
             self.item.removeItem(c)
         self.legend.clear()
-        self.legend.setVisible(False)
+        self.legend.setVisible(keep_legend and self.legend.isVisibleTo(self.widget))
         self.curves.clear()
         self.labels.clear()
         self.top = 0.0
@@ -264,7 +271,7 @@ class QtLiveView(QWidget):
     def __init__(self, model: LiveModel | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model = model or LiveModel()
-        self._drawn_version = -1
+        self._plot_versions: dict[str, int] = {}   # plot name: the model version it shows
         self.window_s: float | None = 60.0
         self.elapsed = QLabel("elapsed 0:00")
         self.elapsed.setStyleSheet("font-size: 14pt; font-weight: bold;")
@@ -306,17 +313,19 @@ class QtLiveView(QWidget):
         lay.addWidget(self.plot_area, 1)
 
     # -- state ----------------------------------------------------------------------------------
-    def reset(self, title: str = "") -> None:
-        """Empty plots for a new run; the GPU notice stays until the run's sampler says otherwise."""
+    def reset(self, title: str = "", keep_legends: bool = False) -> None:
+        """Empty plots for a new run; the GPU notice stays until the run's sampler says otherwise.
+        ``keep_legends``: a run starts, its processes will fill them: the legends shown keep their
+        room meanwhile (the plots keep their size as the run starts)."""
         reason = self.model.gpu_reason
         self.model.reset()
         for p in self.plots.values():
-            p.clear()
+            p.clear(keep_legend=keep_legends)
         self.title.setText(title)
         self.notes.clear()
         self.findings.clear()
         self.set_gpu_reason(reason)
-        self._drawn_version = -1
+        self._plot_versions.clear()
         self.refresh()
 
     def set_gpu_reason(self, reason: str | None) -> None:
@@ -369,7 +378,7 @@ class QtLiveView(QWidget):
 
     def _window_changed(self) -> None:
         self.window_s = self.window.currentData()
-        self._drawn_version = -1
+        self._plot_versions.clear()
         self.refresh()
 
     def set_whole_run(self) -> None:
@@ -377,32 +386,49 @@ class QtLiveView(QWidget):
 
     # -- drawing --------------------------------------------------------------------------------
     def refresh(self) -> bool:
-        """Redraw if the model changed; True if it drew."""
-        if self.model.version == self._drawn_version:
+        """Redraw every plot whose data changed; True if it drew."""
+        drew = False
+        for name in self.plots:
+            drew = self.refresh_plot(name) or drew
+        return drew
+
+    def stale_plots(self) -> list[str]:
+        """The plots a refresh would redraw (the model changed since they were drawn)."""
+        version = self.model.version
+        return [name for name in self.plots if self._plot_versions.get(name) != version]
+
+    def refresh_plot(self, name: str) -> bool:
+        """Redraw one plot if the model changed since it was drawn; True if it drew.
+
+        The window's timer redraws the plots one at a time, each in its own turn of the event loop
+        (``MainWindow.tick``): a plot's repaint is most of a refresh's GUI-thread time, and Qt
+        paints everything made dirty in one turn at once."""
+        version = self.model.version
+        if self._plot_versions.get(name) == version:
             return False
-        self._drawn_version = self.model.version
+        self._plot_versions[name] = version
+        plot = self.plots[name]
         last = self.model.last_t
         x_min = None if self.window_s is None else max(0.0, last - self.window_s)
         # rolling: the data fills the width until the window is full; whole run: exactly the run
         x_max = max(last, MIN_SPAN_S if self.window_s is not None else 0.5)
         self.show_tools.setVisible(bool(self.model.groups))
-        for name, plot in self.plots.items():
-            width = max(100, int(plot.item.getViewBox().width()))
-            top = 0.0
-            drawn = set()
-            for kind, key, subject, buf in self.model.curves(name, tools=self.show_tools.isChecked()):
-                label = self._label(kind, key, subject)
-                x, y = envelope(*buf.window(x_min), 2 * width)
-                if plot.scale != 1.0:
-                    y = y / plot.scale
-                plot.curve((kind, key, subject), label).setData(x, y)
-                drawn.add((kind, key, subject))
-                if len(y):
-                    top = max(top, float(np.fmax.reduce(y)) if not np.isnan(y).all() else 0.0)
-            for ident in [i for i in plot.curves if i not in drawn]:
-                plot.drop(ident)
-            plot.item.setXRange(x_min or 0.0, x_max, padding=0.01)
-            plot.set_top(top)
+        width = max(100, int(plot.item.getViewBox().width()))
+        top = 0.0
+        drawn = set()
+        for kind, key, subject, buf in self.model.curves(name, tools=self.show_tools.isChecked()):
+            label = self._label(kind, key, subject)
+            x, y = envelope(*buf.window(x_min), 2 * width)
+            if plot.scale != 1.0:
+                y = y / plot.scale
+            plot.curve((kind, key, subject), label).setData(x, y)
+            drawn.add((kind, key, subject))
+            if len(y):
+                top = max(top, float(np.fmax.reduce(y)) if not np.isnan(y).all() else 0.0)
+        for ident in [i for i in plot.curves if i not in drawn]:
+            plot.drop(ident)
+        plot.item.setXRange(x_min or 0.0, x_max, padding=0.01)
+        plot.set_top(top)
         if self.model.gpu_reason and not self.gpu_note.text():
             self.set_gpu_reason(self.model.gpu_reason)
         return True

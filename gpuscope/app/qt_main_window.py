@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -15,10 +16,10 @@ if TYPE_CHECKING:
     from gpuscope.spec import RunSpec
     from gpuscope.store.runs import RunRow
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QFileDialog, QMainWindow, QMessageBox, QSizePolicy, QSplitter, QTabWidget,
-                               QVBoxLayout, QWidget)
+from PySide6.QtCore import QByteArray, QEvent, QRect, QSettings, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QColor, QImage, QKeySequence, QPainter
+from PySide6.QtWidgets import (QFileDialog, QMainWindow, QMessageBox, QSizePolicy, QSplitter, QStackedWidget,
+                               QStyle, QStyleOptionTabWidgetFrame, QTabWidget, QVBoxLayout, QWidget)
 
 from gpuscope.app import bridge, workers
 from gpuscope.app.bridge import RunBridge
@@ -39,7 +40,43 @@ from gpuscope.app.run_findings import RunFindings
 from gpuscope.app.settings import open_settings
 
 TICK_MS = 100
+STAGE_MS = 12   # after a tick, each plot and the process table redraw this far apart (one per turn)
 REPORT_FILTER = "Reports (*.nsys-rep *.sqlite);;Nsight Systems reports (*.nsys-rep);;SQLite exports (*.sqlite)"
+
+
+class SteadyTabs(QTabWidget):
+    """A tab widget that lays itself out again only when its tab bar's or its pages' size hints
+    changed. Qt asks every ancestor of a label to lay out again whenever the label's text changes
+    (``QLayout::activate`` always ends in ``updateGeometry``), and a ``QTabWidget`` answers each
+    request by repainting all of itself and asking its own parent: the console's line count and
+    the run clock made the whole Run tab repaint several times a second (5-20 ms each)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._hints: tuple | None = None
+
+    def event(self, event: QEvent) -> bool:  # noqa: D102 - Qt override
+        if event.type() == QEvent.Type.LayoutRequest:
+            stack, bar = self.findChild(QStackedWidget), self.tabBar()
+            hints = (bar.sizeHint(), bar.minimumSizeHint(), bar.isVisibleTo(self),
+                     stack.sizeHint() if stack else None, stack.minimumSizeHint() if stack else None)
+            if hints == self._hints:
+                return True        # nothing this widget lays out changed: no relayout, no repaint
+            self._hints = hints
+        return super().event(event)
+
+
+def pane_color(tabs: QTabWidget) -> QColor:
+    """The colour the style fills a tab widget's pane with (drawn once, the middle pixel)."""
+    image = QImage(32, 32, QImage.Format.Format_ARGB32)
+    image.fill(tabs.palette().window().color())
+    option = QStyleOptionTabWidgetFrame()
+    option.initFrom(tabs)
+    option.rect = QRect(0, 0, 32, 32)
+    painter = QPainter(image)
+    tabs.style().drawPrimitive(QStyle.PrimitiveElement.PE_FrameTabWidget, option, painter, tabs)
+    painter.end()
+    return image.pixelColor(16, 16)
 
 
 class MainWindow(QMainWindow):
@@ -82,7 +119,11 @@ class MainWindow(QMainWindow):
         else:
             self.resize(1280, 800)
         self.timer = QTimer(self, interval=TICK_MS)
-        self.timer.timeout.connect(self.tick)
+        self.timer.timeout.connect(self._timer_tick)
+        self._roles_task: workers.Task | None = None   # the processes' roles, being read
+        self._steps: list[Callable[[], Any]] = []     # the tick's redraws still to do, one per STAGE_MS
+        self._stage_timer = QTimer(self, interval=STAGE_MS)
+        self._stage_timer.timeout.connect(self._next_step)
         self.timer.start()
         workers.submit(lambda task: probe_gpu(), on_done=self._gpu_probed, label="GPU check")
 
@@ -92,7 +133,7 @@ class MainWindow(QMainWindow):
         self.live = QtLiveView(self.model)
         self.tree = QtProcessTree(self.model)
         self.console = QtConsole()
-        self.bottom = QTabWidget()
+        self.bottom = SteadyTabs()
         self.bottom.addTab(self.tree, "Processes")
         self.bottom.addTab(self.console, "Console")
         self.stacks = QtStacks()
@@ -113,7 +154,7 @@ class MainWindow(QMainWindow):
         self.run_split.addWidget(right)
         self.run_split.setCollapsible(0, False)
         self.run_split.setSizes([400, 880])       # a smaller window shrinks both, the panel to its minimum
-        self.tabs = QTabWidget()
+        self.tabs = SteadyTabs()
         self.tabs.addTab(self.run_split, "Run")
         # Report and Cleanup are built on first use (their imports cost ~0.2 s of start-up)
         self._lazy: dict[str, QWidget] = {}
@@ -122,6 +163,16 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(QWidget(), "Cleanup")
         self.setCentralWidget(self.tabs)
         self.status = QtStatus(self.statusBar(), self.show_error)
+        # The views whose text changes while a run runs (the clocks, the console's bar, the table's
+        # rows) paint their own background: Qt repaints a transparent widget's parents under it, and
+        # the tab widgets' and the window's style frames cost 5-15 ms a paint on a loaded machine.
+        for view, tabs in ((self.live, self.tabs), (self.tree, self.bottom), (self.console, self.bottom),
+                           (self.stacks, self.bottom), (self.statusBar(), None)):
+            if tabs is not None:     # the colour the tabs' pane has under it now
+                palette = view.palette()
+                palette.setColor(view.backgroundRole(), pane_color(tabs))
+                view.setPalette(palette)
+            view.setAutoFillBackground(True)
         # the status bar's widgets, by the names tests and scripted mode use
         self.state_label, self.elapsed_label = self.status.state_label, self.status.elapsed_label
         self.progress, self.task_label = self.status.progress, self.status.task_label
@@ -261,7 +312,7 @@ class MainWindow(QMainWindow):
         self.panel.save(self.settings, ran=True)
         self.run_bridge.drain_output()
         self.run_bridge.drain_batches()
-        self.live.reset(f"{Path(spec.script).name} · {spec.launcher} · {spec.start_method}")
+        self.live.reset(f"{Path(spec.script).name} · {spec.launcher} · {spec.start_method}", keep_legends=True)
         self.tree.reset_rows()
         self.console.clear()
         self._notes_printed.clear()
@@ -300,7 +351,7 @@ class MainWindow(QMainWindow):
         self.show_status(f"running {run.run_id} (pid {run.pid})")
 
     def _run_ended(self, result: RunResult) -> None:
-        self.tick()
+        self._timer_tick()       # the last output now; the plots and table in the next turns
         self.last_result = result
         line = describe_result(result)
         self.left_running = LeftRunning.of(result, line)
@@ -310,7 +361,8 @@ class MainWindow(QMainWindow):
         self.live.set_elapsed(self.controller.elapsed(), result.status)
         self.live.notes.show_notes(result.notes)
         self.findings.ended(result)
-        self.history.refresh()
+        if self.tabs.currentWidget() is self.history:   # else it reads the store when shown
+            self.history.refresh()
         self.load_report(result.run_dir, switch=False, quiet=True)
 
     def _program_ended(self, run_dir) -> None:
@@ -318,32 +370,84 @@ class MainWindow(QMainWindow):
         self.load_report(run_dir, switch=False, quiet=True, events_only=True)
 
     def _run_failed(self, text: str) -> None:
-        self.tick()
+        self._timer_tick()
         self.show_error(text)
 
     # -- the refresh tick -----------------------------------------------------------------------
     def tick(self) -> None:
-        """Drain the bridge into the model and console, then redraw what changed (GUI thread)."""
+        """Drain the bridge into the model and console, then redraw what changed, all of it now
+        (a tab change, tests; the timer's tick stages the redraws: ``_timer_tick``)."""
+        self._drain(roles_now=True)
+        if self.tabs.currentIndex() == 0:
+            self.live.refresh()
+            self.tree.refresh()
+
+    def _timer_tick(self) -> None:
+        """The 10 Hz tick: drain the bridge now; redraw each changed plot, then the process table,
+        each in its own turn of the event loop, STAGE_MS apart. Qt paints what one turn made dirty
+        at once, and a plot's repaint is the largest part of a tick: drawn together, the four plots,
+        the table and the console made one GUI-thread stall of their sum (issue 16.1)."""
+        self._drain()
+        if self.tabs.currentIndex() != 0:
+            return
+        self._steps = [partial(self.live.refresh_plot, name) for name in self.live.stale_plots()]
+        self._steps.append(self.tree.refresh)
+        if not self._stage_timer.isActive():   # one timer for all steps: each Qt call can wait for the GIL
+            self._stage_timer.start()
+
+    def _next_step(self) -> None:
+        if not self._steps or self.tabs.currentIndex() != 0:   # a tab change redrew all of it already
+            self._steps.clear()
+            self._stage_timer.stop()
+            return
+        step = self._steps.pop(0)
+        step()
+        if self._steps:
+            self._stage_timer.start()     # the next one STAGE_MS after this one's work, not before
+        else:
+            self._stage_timer.stop()
+
+    def _drain(self, roles_now: bool = False) -> None:
+        """The bridge's output, batches and findings into the console, model and strip; the clocks.
+        Every 5th tick, the processes' roles and the Ray object store, read from their files on a
+        pool thread (``roles_now``: here, at once)."""
         self._ticks += 1
         chunks, dropped = self.run_bridge.drain_output()
         if chunks or dropped:
             self.console.append_chunks(chunks, dropped)
         for batch in self.run_bridge.drain_batches():
             self.model.add(batch)
-        if self.roles is not None and self._ticks % 5 == 0:
-            self.model.set_identities(self.roles.lookup(), self.roles.exits)
-            if self.ray_store is not None:
-                self.model.add_ray_store(self.ray_store.read_new())
+        roles, store = self.roles, self.ray_store
+        if roles is not None and (roles_now or self._ticks % 5 == 0):
+            if roles_now:     # (the object store's tail is read by one thread at a time)
+                ray = store.read_new() if store is not None and self._roles_task is None else []
+                self._roles_read(roles, (*roles.read(), ray))
+            elif self._roles_task is None:
+                self._roles_task = workers.submit(
+                    lambda task: (*roles.read(), store.read_new() if store is not None else []),
+                    on_done=partial(self._roles_done, roles), on_error=self._roles_failed, label="process roles")
         self.findings.tick(self._ticks)
-        if self.tabs.currentIndex() == 0:
-            self.live.refresh()
-            self.tree.refresh()
         if self.controller.busy:
             elapsed = self.controller.elapsed()
             self.live.set_elapsed(elapsed, self.controller.state)
             self.elapsed_label.setText(f"{self.controller.state} {elapsed:.1f} s")
         elif self.controller.started_at:
             self.elapsed_label.setText(f"last run {self.controller.elapsed():.1f} s")
+
+    def _roles_done(self, roles: RoleReader, read: tuple) -> None:
+        self._roles_task = None
+        self._roles_read(roles, read)
+
+    def _roles_read(self, roles: RoleReader, read: tuple) -> None:
+        if roles is self.roles:     # still this run's (a new run has its own reader)
+            identities, exits, ray = read
+            self.model.set_identities(identities, exits)
+            if self.ray_store is not None:
+                self.model.add_ray_store(ray)
+
+    def _roles_failed(self, text: str) -> None:
+        self._roles_task = None
+        self.show_error(text)
 
     def _tab_changed(self, index: int) -> None:
         title = self.tabs.tabText(index)
@@ -493,5 +597,6 @@ class MainWindow(QMainWindow):
         self.compare.stop()
         self.cancel_tasks()
         self.timer.stop()
+        self._stage_timer.stop()
         workers.wait_all(20_000)
         super().closeEvent(event)
