@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 # json, procscan (/proc) and the store are imported where used: after the program started.
 Progress = Callable[[str], None]
 STOP_GRACE_S = 2.5
+EMPTY_GRACE_S = 0.5   # output still open this long after the run's last process ended: held by one that escaped
 
 
 @dataclass
@@ -357,16 +358,23 @@ class Run:
         """Read the output to its end before the run is reported ended.
 
         A child of the run that is still exiting (multiprocessing's resource tracker, a pool worker
-        being reaped) holds the pipes open: wait for it (up to ``cap_s``). Once no process of the run
-        is left, a pipe still open after ``quiet_s`` is held by one that escaped the run; its later
-        output still goes to the run folder, and a note says so.
+        being reaped) holds the pipes open: wait for it (up to ``cap_s``). After ``quiet_s``, a pipe
+        still open ``EMPTY_GRACE_S`` after the run's last process was seen is held by one that
+        escaped the run (the grace lets the pump read what a process printed just before it ended,
+        on a loaded machine); its later output still goes to the run folder, and a note says so.
         """
         assert self._proc is not None
         start = time.monotonic()
-        for pump in self._pumps:
+        empty_since: float | None = None    # no process of the run seen since (a pump may still be
+        for pump in self._pumps:            # reading the last lines of one that just ended)
             while not pump.join(timeout=0.05):
-                waited = time.monotonic() - start
-                if waited > cap_s or (waited > quiet_s and not self._tree()):
+                now = time.monotonic()
+                if now - start > quiet_s:
+                    if self._tree():
+                        empty_since = None
+                    elif empty_since is None:
+                        empty_since = now
+                if now - start > cap_s or (empty_since is not None and now - empty_since >= EMPTY_GRACE_S):
                     self.notes.append(f"a process that outlived the run still holds its {pump.name}; "
                                       "its later output is still saved in the run folder")
                     break
