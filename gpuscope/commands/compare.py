@@ -25,7 +25,7 @@ DESCRIPTION = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from gpuscope.spec import NsysOptions
+    from gpuscope.commands.run import add_nsys_options
 
     p.add_argument("--start-methods", metavar="M1,M2[,M3]",
                    help="run SCRIPT under these start methods (fork, spawn, forkserver) and compare")
@@ -42,13 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--output-cap-mb", type=float, default=None, metavar="MB",
                    help="keep at most MB of each saved output stream")
     g.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
-    g.add_argument("--nsys", action="store_true", help="record each run under nsys profile")
-    g.add_argument("--nsys-trace", default=",".join(NsysOptions.trace), help="nsys --trace list")
-    g.add_argument("--nsys-arg", action="append", default=[], help="extra argument for nsys profile; repeatable")
-    g.add_argument("--nsys-fork", choices=("auto", "on", "off"), default="auto",
-                   help="--trace-fork-before-exec (auto: on for fork runs)")
-    g.add_argument("--nsys-timeout", type=float, default=NsysOptions.timeout_s,
-                   help="limit in seconds for nsys after each program ended")
+    add_nsys_options(g, "each run", "each program")
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE [ARGS]",
                    help="with --start-methods: run a module as `python -m MODULE`")
     p.add_argument("script", nargs="?", metavar="RUN_A|SCRIPT",

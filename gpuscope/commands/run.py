@@ -19,6 +19,18 @@ DESCRIPTION = (
 )
 
 
+def add_nsys_options(g: Any, what: str, after: str) -> None:
+    """The --nsys options of ``gpuscope run`` and ``gpuscope compare --start-methods`` (one set)."""
+    g.add_argument("--nsys", action="store_true", help=f"record {what} under nsys profile")
+    g.add_argument("--nsys-trace", default=",".join(NsysOptions.trace), help="nsys --trace list")
+    g.add_argument("--nsys-arg", action="append", default=[], help="extra argument for nsys profile; repeatable")
+    g.add_argument("--nsys-fork", choices=("auto", "on", "off"), default="auto",
+                   help="--trace-fork-before-exec (auto: on for fork runs)")
+    g.add_argument("--nsys-timeout", type=float, default=NsysOptions.timeout_s,
+                   help=f"limit in seconds for nsys after {after} ended: finishing the recording, "
+                        "importing and exporting it together")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--start-method", default="default", choices=START_METHODS,
                    help="multiprocessing start method for every Pool/Process/Executor the script creates "
@@ -36,15 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "all; default: $GPUSCOPE_OUTPUT_CAP_MB or 64); what you see live is never cut")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="print nothing of gpuscope's own on stderr (no notes, no table), except errors")
-    g = p.add_argument_group("Nsight Systems")
-    g.add_argument("--nsys", action="store_true", help="record the run under nsys profile")
-    g.add_argument("--nsys-trace", default=",".join(NsysOptions.trace), help="nsys --trace list")
-    g.add_argument("--nsys-arg", action="append", default=[], help="extra argument for nsys profile; repeatable")
-    g.add_argument("--nsys-fork", choices=("auto", "on", "off"), default="auto",
-                   help="--trace-fork-before-exec (auto: on for fork runs)")
-    g.add_argument("--nsys-timeout", type=float, default=NsysOptions.timeout_s,
-                   help="limit in seconds for nsys after the program ended: finishing the recording, "
-                        "importing and exporting it together")
+    add_nsys_options(p.add_argument_group("Nsight Systems"), "the run", "the program")
     n = p.add_argument_group("torchrun across nodes (docs/MULTINODE.md; under srun, SLURM_* fill absent flags)")
     n.add_argument("--nnodes", type=int, default=None, help="number of nodes of the job")
     n.add_argument("--node-rank", type=int, default=None, help="this node's rank (0 .. nnodes-1)")
