@@ -14,6 +14,7 @@ import json
 import sys
 from typing import Any
 
+from gpuscope import numpy_import
 from gpuscope.errors import UserError
 
 DESCRIPTION = (
@@ -77,6 +78,7 @@ def _recorded_ids(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    numpy_import.preload()   # before anything loads numpy: one BLAS thread, env put back
     if args.start_methods:
         comp, code = _run_series(args)
         if comp is None:

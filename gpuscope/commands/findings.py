@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from gpuscope import numpy_import
+
 DESCRIPTION = (
     "List the findings of a run (by id, unique prefix, or --latest): the rules run again on the run "
     "folder (event logs, stderr, exit statuses, nsys diagnostics) and the findings seen live while it "
@@ -38,6 +40,7 @@ def format_findings(findings: list) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    numpy_import.preload()   # before anything loads numpy: one BLAS thread, env put back
     from gpuscope.findings.engine import analyse_run
     from gpuscope.findings.runref import resolve
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from gpuscope import numpy_import
 from gpuscope.spec import LAUNCHERS, START_METHODS
 
 DESCRIPTION = ("Open the gpuscope window. With --run SCRIPT, run it at once; with --screenshot, save "
@@ -63,6 +64,7 @@ def _methods(text: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    numpy_import.preload()   # before anything loads numpy: one BLAS thread, env put back
     from gpuscope.app.main import check_display, run_app
     from gpuscope.app.qtcheck import check_qt
 

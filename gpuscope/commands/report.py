@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from gpuscope import numpy_import
 from gpuscope.errors import UserError
 
 DESCRIPTION = (
@@ -72,6 +73,7 @@ def _redact(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    numpy_import.preload()   # before anything loads numpy: one BLAS thread, env put back
     if args.redact:
         return _redact(args)
     target, run_dir = resolve(args)

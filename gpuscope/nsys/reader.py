@@ -148,7 +148,9 @@ def dense(conn: sqlite3.Connection, table: str, exprs: list[str], where: str = "
     Large tables are read by up to ``PARALLEL_READERS`` threads, each with its own read-only
     connection and a share of the expressions (SQLite runs without the GIL).
     """
-    lo, hi = conn.execute(f"SELECT min(rowid), max(rowid) FROM {table}").fetchone()
+    from gpuscope.nsys import pages
+
+    lo, hi = pages.rowid_range(conn, table)
     if lo is None:
         return [np.zeros(0, dtype=np.int64) for _ in exprs]
     workers = min(len(exprs), PARALLEL_READERS)
@@ -267,13 +269,15 @@ def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings, tl:
     """Fill ranges, marks and domains from ``NVTX_EVENTS``."""
     if "NVTX_EVENTS" not in info.tables:
         return
-    lo, hi, n = conn.execute("SELECT min(rowid), max(rowid), count(*) FROM NVTX_EVENTS").fetchone()
-    if not n:
-        return
     cols = table_columns(conn, "NVTX_EVENTS")
-    got = _nvtx_from_pages(conn, cols, strings, n)
+    got = _nvtx_from_pages(conn, cols, strings)
     if got is None:
+        lo, hi, n = conn.execute("SELECT min(rowid), max(rowid), count(*) FROM NVTX_EVENTS").fetchone()
+        if not n:
+            return
         got = _nvtx_from_sql(conn, info, cols, strings, n, lo, hi)
+    elif not len(got[0]):
+        return
     start, end, gtid, etype, domain, category, text_id, text, color, end_tid = got
     registered = strings.map(text_id)
     name = np.where(registered >= 0, registered, text).astype(np.int32)
@@ -313,13 +317,14 @@ def _nvtx_from_sql(conn: sqlite3.Connection, info: ExportInfo, cols: list[str], 
 _PAGE_COLUMNS = ["start", "end", "eventType", "category", "color", "globalTid", "endGlobalTid", "textId", "domainId"]
 
 
-def _nvtx_from_pages(conn: sqlite3.Connection, cols: list[str], strings: _Strings, n: int) -> tuple | None:
+def _nvtx_from_pages(conn: sqlite3.Connection, cols: list[str], strings: _Strings) -> tuple | None:
     """The NVTX columns decoded from the file's pages (:mod:`gpuscope.nsys.pages`), or None."""
     from gpuscope.nsys import pages
 
     got = pages.read_columns(conn, "NVTX_EVENTS", _PAGE_COLUMNS, ("text",))
-    if got is None or len(got.rowid) != n:
+    if got is None or not pages.rowids_agree(conn, "NVTX_EVENTS", got.rowid):
         return None
+    n = len(got.rowid)
 
     def col(name: str, default: int) -> np.ndarray:
         return got.get(name, default) if name in got.values else np.full(n, default, np.int64)

@@ -12,10 +12,16 @@ Nothing here knows about SQLite or event logs: readers (``gpuscope.nsys.reader``
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields
 from typing import Iterable
 
 import numpy as np
+
+try:
+    from gpuscope.trace import _nesting
+except ImportError:   # not built (no C compiler at install time): nesting_depth's numpy steps
+    _nesting = None
 
 # Range/mark sources.
 SOURCE_NSYS = 0
@@ -281,9 +287,17 @@ def nesting_depth(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.n
     n = len(start)
     if n == 0:
         return np.zeros(0, dtype=np.int16)
-    group = np.asarray(group, dtype=np.int64)
-    start = np.asarray(start, dtype=np.int64)
-    end = np.asarray(end, dtype=np.int64)
+    group = np.ascontiguousarray(group, dtype=np.int64)
+    start = np.ascontiguousarray(start, dtype=np.int64)
+    end = np.ascontiguousarray(end, dtype=np.int64)
+    if _nesting is not None and not os.environ.get("GPUSCOPE_NO_COMPILED"):
+        # The compiled walk (_nesting.c): one stable sort by (group, start) here, then a heap of
+        # open ends per group; the same depths as below for intervals that end at or after they
+        # start (tested), ~10x less CPU.
+        s_key = _group_time_keys(group, start, end)[0]
+        out = np.empty(n, dtype=np.int16)
+        _nesting.depths(np.argsort(s_key, kind="stable"), start, end, group, out)
+        return out
     order = np.lexsort((-end, start, group))
     gs, ss = group[order], start[order]
     new_group = np.r_[True, gs[1:] != gs[:-1]]

@@ -139,7 +139,18 @@ def _stack_depths(starts, ends):
     return out
 
 
-def test_nesting_depth_matches_a_stack():
+@pytest.fixture(params=["compiled", "numpy"])
+def depth_impl(request, monkeypatch):
+    """nesting_depth through the compiled walk (``_nesting.c``) or numpy's steps."""
+    if request.param == "numpy":
+        monkeypatch.setenv("GPUSCOPE_NO_COMPILED", "1")
+    else:
+        assert T._nesting is not None, "the compiled nesting module is not built: pip install -e . builds it"
+        monkeypatch.delenv("GPUSCOPE_NO_COMPILED", raising=False)
+    return request.param
+
+
+def test_nesting_depth_matches_a_stack(depth_impl):
     rng = random.Random(2)
     starts, ends, groups = [], [], []
     for g in range(5):   # random properly nested push/pop sequences per thread
@@ -159,6 +170,32 @@ def test_nesting_depth_matches_a_stack():
     for g in range(5):
         m = gr == g
         assert depth[m].tolist() == _stack_depths(s[m].tolist(), e[m].tolist())
+
+
+def test_nesting_depth_compiled_equals_numpy_on_ties_overlaps_and_zero_lengths(monkeypatch):
+    """Equal starts (longest first), equal (start, end) pairs, zero-length ranges, start/end ranges
+    that overlap without nesting, many groups in any row order, negative and huge times (the
+    packed-key fallback): both implementations give the same depth to every row."""
+    assert T._nesting is not None, "the compiled nesting module is not built: pip install -e . builds it"
+    rng = np.random.default_rng(5)
+    for case in range(6):
+        n = 20_000
+        start = rng.integers(0, 50 if case < 3 else 10**6, n)
+        length = np.where(rng.random(n) < 0.2, 0, rng.integers(0, 40 if case < 3 else 10**5, n))
+        if case == 4:
+            start = start - 10**5   # negative times
+        if case == 5:
+            start = start * (1 << 40)   # a span that does not fit the packed (group, time) key
+            length = length * (1 << 40)
+        group = rng.integers(0, 1 if case == 0 else 7, n)
+        end = start + length
+        compiled = T.nesting_depth(group, start, end)
+        monkeypatch.setenv("GPUSCOPE_NO_COMPILED", "1")
+        reference = T.nesting_depth(group, start, end)
+        monkeypatch.delenv("GPUSCOPE_NO_COMPILED")
+        assert compiled.dtype == reference.dtype == np.int16
+        assert np.array_equal(compiled, reference), case
+        assert compiled.max() > 3   # the cases do nest
 
 
 # --------------------------------------------------------------------------- reader: schema tolerance
@@ -458,10 +495,18 @@ def test_report_cache_real_threshold(tmp_path, monkeypatch):
     assert again.summaries["nvtx"][0].count == first.summaries["nvtx"][0].count
 
 
+@pytest.mark.parametrize("scan", ["pages", "sql"])
 @pytest.mark.parametrize("variant", ["2022", "2024", "holes", "domain-twice", "text-only"])
-def test_summary_reader_equals_timeline_summaries(tmp_path, variant):
-    """The summary-only reader (first open) gives what the Timeline's summaries give."""
+def test_summary_reader_equals_timeline_summaries(tmp_path, variant, scan, monkeypatch):
+    """The summary-only reader (first open) gives what the Timeline's summaries give, whether its
+    NVTX scan runs in SQL or on the pages by the compiled decoder (which then is the one used)."""
+    from gpuscope.nsys import summary_reader
     from gpuscope.nsys.summary_reader import read_summary_data
+
+    if scan == "sql":
+        monkeypatch.setenv("GPUSCOPE_NO_COMPILED", "1")
+    else:
+        monkeypatch.setattr(summary_reader, "_scan", lambda *a: pytest.fail("the SQL scan ran"))
 
     p = make_export(tmp_path / "x.sqlite", layout="2022" if variant == "2022" else "2024", kernels=True)
     conn = sqlite3.connect(p)
