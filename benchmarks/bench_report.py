@@ -9,12 +9,15 @@
    ``--sqlite X.sqlite`` skips this and uses an export made before (with ``--version``'s nsys).
 2. Times whole processes on that file, alternating: `python -m gpuscope report --json X.sqlite`
    on a first open (``GPUSCOPE_CACHE`` set to a new empty folder for every run: no parse cache),
-   and opened again (a cache filled by reading the timeline once) vs `nsys stats --report
-   nvtx_sum X.sqlite` (same file, same nsys version); prints wall and CPU medians and their spread
+   the same without the compiled modules (``GPUSCOPE_NO_COMPILED=1``), and opened again (a
+   cache filled by reading the timeline once) vs `nsys stats --report nvtx_sum X.sqlite` (same
+   file, same nsys version); prints wall and CPU medians and their spread
    (CPU = user+sys of the process tree; fairer on a loaded machine) and the ratios to nsys stats.
 3. Times the in-process Timeline load (best of 3; CPU = process time of all threads) through the
-   page reader and, for comparison, through sqlite3 alone (``GPUSCOPE_NO_PAGE_READER=1``), and
-   measures bytes per range (column nbytes and tracemalloc peak of a load).
+   page reader (compiled where built: ``"compiled": true``), and for comparison through the
+   numpy page decoder (``GPUSCOPE_NO_COMPILED=1``) and through sqlite3 alone
+   (``GPUSCOPE_NO_PAGE_READER=1``), and measures bytes per range (column nbytes and tracemalloc
+   peak of a load).
 
 The load average is printed at the start and the end: on a shared machine say what it was doing.
 """
@@ -72,10 +75,20 @@ def _best_load(path: Path, rounds: int = 3):
     return tl, best, best_cpu
 
 
+def reader_compiled() -> bool:
+    from gpuscope.nsys import pages
+    from gpuscope.trace import timeline
+
+    return pages.compiled() and timeline._nesting is not None
+
+
 def load_figures(path: Path) -> dict:
     os.environ["GPUSCOPE_NO_PAGE_READER"] = "1"
     _, sq_best, sq_cpu = _best_load(path)
     del os.environ["GPUSCOPE_NO_PAGE_READER"]
+    os.environ["GPUSCOPE_NO_COMPILED"] = "1"
+    _, np_best, np_cpu = _best_load(path)
+    del os.environ["GPUSCOPE_NO_COMPILED"]
     tl, best, best_cpu = _best_load(path)
     n = len(tl.ranges)
     tracemalloc.start()
@@ -87,6 +100,8 @@ def load_figures(path: Path) -> dict:
     conn.close()
     return {"ranges": n, "load_s": round(best, 3), "load_s_per_million": round(best / n * 1e6, 3),
             "load_cpu_s_per_million": round(best_cpu / n * 1e6, 3),
+            "compiled": reader_compiled(),
+            "numpy_pages_load_cpu_s_per_million": round(np_cpu / n * 1e6, 3),
             "sqlite3_path_load_s_per_million": round(sq_best / n * 1e6, 3),
             "sqlite3_path_load_cpu_s_per_million": round(sq_cpu / n * 1e6, 3),
             "column_bytes_per_range": round(tl.ranges.nbytes() / n, 1),
@@ -121,6 +136,9 @@ def main() -> int:
     fresh = iter(range(10**6))
     cmds = {"gpuscope_first_open": (ours_cmd, lambda: {"GPUSCOPE_CACHE": str(caches / f"c{next(fresh)}")}),
             "gpuscope_cached": (ours_cmd, lambda: {"GPUSCOPE_CACHE": str(warm_cache)}),
+            # the same tree without its compiled modules (as installed where no C compiler was found)
+            "gpuscope_first_open_no_compiled": (ours_cmd, lambda: {"GPUSCOPE_CACHE": str(caches / f"c{next(fresh)}"),
+                                                                   "GPUSCOPE_NO_COMPILED": "1"}),
             "nsys_stats": (theirs_cmd, lambda: None)}
     if args.compare_tree:
         cmds["other_tree_first_open"] = (ours_cmd, lambda: {"GPUSCOPE_CACHE": str(caches / f"c{next(fresh)}"),

@@ -46,12 +46,16 @@ typedef struct {
     Py_ssize_t cells;
 } Leaves;
 
-static uint32_t be32(const uint8_t *p) {
+static inline uint32_t be32(const uint8_t *p) {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
 
 /* A varint at p (1..9 bytes), not reading at or past end; the number of bytes, 0 if cut off. */
-static int varint(const uint8_t *p, const uint8_t *end, uint64_t *out) {
+static inline int varint(const uint8_t *p, const uint8_t *end, uint64_t *out) {
+    if (p < end && p[0] < 0x80) {   /* most serial types, small payloads and rowids */
+        *out = p[0];
+        return 1;
+    }
     uint64_t v = 0;
     for (int i = 0; i < 9; i++) {
         if (p + i >= end)
@@ -114,18 +118,30 @@ static int walk(const File *f, uint32_t page, int depth, Leaves *out) {
 }
 
 /* Bytes of a value of serial type t. */
-static uint64_t value_size(uint64_t t) {
+static inline uint64_t value_size(uint64_t t) {
     static const uint8_t small[12] = {0, 1, 2, 3, 4, 6, 8, 8, 0, 0, 0, 0};
     return t < 12 ? small[t] : (t - 12) / 2;
 }
 
-/* A big-endian two's-complement integer of w bytes (1..8). */
-static int64_t be_int(const uint8_t *p, int w) {
-    uint64_t v = 0;
-    for (int i = 0; i < w; i++)
-        v = (v << 8) | p[i];
-    int shift = 64 - 8 * w;
-    return shift ? (int64_t)(v << shift) >> shift : (int64_t)v;
+/* A big-endian two's-complement integer of w bytes (1, 2, 3, 4, 6 or 8). */
+static inline int64_t be_int(const uint8_t *p, int w) {
+    switch (w) {
+    case 1:
+        return (int8_t)p[0];
+    case 2:
+        return (int16_t)(((uint16_t)p[0] << 8) | p[1]);
+    case 4:
+        return (int32_t)be32(p);
+    case 8:
+        return (int64_t)(((uint64_t)be32(p) << 32) | be32(p + 4));
+    default: {
+        uint64_t v = 0;
+        for (int i = 0; i < w; i++)
+            v = (v << 8) | p[i];
+        int shift = 64 - 8 * w;
+        return (int64_t)(v << shift) >> shift;
+    }
+    }
 }
 
 typedef struct {
@@ -135,9 +151,18 @@ typedef struct {
     uint8_t *nulls;
 } Out;
 
+/* Where column j's values and NULL flags go (NULL: not wanted), resolved once per scan so the
+ * per-row loop does no index arithmetic and, with restrict, reloads nothing after its stores. */
+typedef struct {
+    const uint8_t *restrict kinds;
+    Py_ssize_t k;
+    int64_t **value_col;
+    uint8_t **null_col;
+} Columns;
+
 /* One leaf cell (payload length, rowid, record) into row `row` of the outputs. */
-static int decode_cell(const File *f, const uint8_t *p, const uint8_t *page_end, Py_ssize_t n,
-                       Py_ssize_t row, Out *o) {
+static inline int decode_cell(Py_ssize_t usable, const uint8_t *p, const uint8_t *page_end, Py_ssize_t row,
+                              const Columns *cols, int64_t *restrict rowid_out) {
     uint64_t payload, rowid, hsize;
     int a = varint(p, page_end, &payload);
     if (!a)
@@ -145,7 +170,7 @@ static int decode_cell(const File *f, const uint8_t *p, const uint8_t *page_end,
     int b = varint(p + a, page_end, &rowid);
     if (!b)
         return ERR_LAYOUT;
-    if (payload > (uint64_t)(f->usable - 35))
+    if (payload > (uint64_t)(usable - 35))
         return ERR_OVERFLOW;
     const uint8_t *rec = p + a + b, *rec_end = rec + payload;
     if (rec_end > page_end)
@@ -153,10 +178,13 @@ static int decode_cell(const File *f, const uint8_t *p, const uint8_t *page_end,
     int c = varint(rec, rec_end, &hsize);
     if (!c || hsize > payload || hsize < (uint64_t)c)
         return ERR_LAYOUT;
-    o->rowid[row] = (int64_t)rowid;
+    rowid_out[row] = (int64_t)rowid;
     const uint8_t *hp = rec + c, *hend = rec + hsize, *vp = hend;
-    Py_ssize_t vi = 0, ni = 0;
-    for (Py_ssize_t j = 0; j < o->k; j++) {
+    const uint8_t *restrict kinds = cols->kinds;
+    int64_t *const *value_col = cols->value_col;
+    uint8_t *const *null_col = cols->null_col;
+    const Py_ssize_t k = cols->k;
+    for (Py_ssize_t j = 0; j < k; j++) {
         uint64_t t = 0;   /* past the header's end: a column added later, NULL */
         if (hp < hend) {
             int d = varint(hp, hend, &t);
@@ -167,7 +195,7 @@ static int decode_cell(const File *f, const uint8_t *p, const uint8_t *page_end,
         uint64_t size = value_size(t);
         if ((uint64_t)(rec_end - vp) < size)
             return ERR_LAYOUT;
-        uint8_t kind = o->kinds[j];
+        uint8_t kind = kinds[j];
         if (kind == 1) {
             int64_t v;
             if (t == 0 || t == 8)
@@ -178,33 +206,52 @@ static int decode_cell(const File *f, const uint8_t *p, const uint8_t *page_end,
                 v = be_int(vp, (int)size);
             else
                 return ERR_TYPE;
-            o->values[vi++ * n + row] = v;
+            value_col[j][row] = v;
         }
         if (kind)
-            o->nulls[ni++ * n + row] = (t == 0);
+            null_col[j][row] = (t == 0);
         vp += size;
     }
     return 0;
 }
 
 static int decode(const File *f, const Leaves *leaves, Py_ssize_t n, Out *o) {
-    Py_ssize_t row = 0;
-    for (Py_ssize_t i = 0; i < leaves->n; i++) {
+    int err = 0;
+    Py_ssize_t row = 0, vi = 0, ni = 0;
+    Columns cols = {o->kinds, o->k, PyMem_RawCalloc((size_t)o->k + 1, sizeof(int64_t *)),
+                    PyMem_RawCalloc((size_t)o->k + 1, sizeof(uint8_t *))};
+    if (!cols.value_col || !cols.null_col) {
+        err = ERR_MEMORY;
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < o->k; j++) {
+        if (o->kinds[j] == 1)
+            cols.value_col[j] = o->values + n * vi++;
+        if (o->kinds[j])
+            cols.null_col[j] = o->nulls + n * ni++;
+    }
+    for (Py_ssize_t i = 0; i < leaves->n && !err; i++) {
         Py_ssize_t h, base = page_base(f, leaves->v[i], &h);
         const uint8_t *b = f->buf, *page_end = b + base + f->page_size;
         unsigned cells = ((unsigned)b[h + 3] << 8) | b[h + 4];
-        if (h + 8 + 2 * (Py_ssize_t)cells > base + f->page_size || row + cells > n)
-            return ERR_LAYOUT;
-        for (unsigned c = 0; c < cells; c++) {
+        if (h + 8 + 2 * (Py_ssize_t)cells > base + f->page_size || row + cells > n) {
+            err = ERR_LAYOUT;
+            break;
+        }
+        for (unsigned c = 0; c < cells && !err; c++) {
             Py_ssize_t off = ((Py_ssize_t)b[h + 8 + 2 * c] << 8) | b[h + 9 + 2 * c];
             if (base + off < h + 8 || off >= f->page_size)
-                return ERR_LAYOUT;
-            int err = decode_cell(f, b + base + off, page_end, n, row++, o);
-            if (err)
-                return err;
+                err = ERR_LAYOUT;
+            else
+                err = decode_cell(f->usable, b + base + off, page_end, row++, &cols, o->rowid);
         }
     }
-    return row == n ? 0 : ERR_LAYOUT;
+    if (!err && row != n)
+        err = ERR_LAYOUT;
+done:
+    PyMem_RawFree(cols.value_col);
+    PyMem_RawFree(cols.null_col);
+    return err;
 }
 
 static int open_file(File *f, Py_buffer *view, Py_ssize_t page_size, Py_ssize_t usable) {

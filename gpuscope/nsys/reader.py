@@ -207,17 +207,18 @@ class _Strings:
         rows = conn.execute("SELECT id, value FROM StringIds").fetchall()
         if not rows:
             return
+        rows = [r for r in rows if r[0] is not None and r[0] >= 0]   # the last slot stays -1 (map)
+        if not rows:
+            return
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         self.lut = np.full(int(ids.max()) + 2, -1, dtype=np.int32)
         self.lut[ids] = [out.intern(r[1]) for r in rows]
 
     def map(self, nsys_ids: np.ndarray) -> np.ndarray:
         """Timeline string ids for nsys string ids (-1 / unknown -> -1)."""
+        # lut's last slot is -1: ids below 0 or past the table clip onto it (one gather, no mask)
         ids = np.asarray(nsys_ids, dtype=np.int64)
-        ok = (ids >= 0) & (ids < len(self.lut) - 1)
-        out = np.full(len(ids), -1, dtype=np.int32)
-        out[ok] = self.lut[ids[ok]]
-        return out
+        return self.lut[np.clip(ids, -1, len(self.lut) - 1)]
 
 
 def _pid(gtid: np.ndarray) -> np.ndarray:
