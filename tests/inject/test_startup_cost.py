@@ -134,3 +134,29 @@ def test_a_changed_or_damaged_source_copy_is_compiled_again(tmp_path):
 ])
 def test_dumps_writes_what_json_dumps_writes(value):
     assert _dumps(value, default=str) == json.dumps(value, default=str)
+
+
+def test_the_stub_keeps_its_own_byte_code_where_python_writes_none(tmp_path):
+    """Under PYTHONDONTWRITEBYTECODE every start compiled sitecustomize.py (a process's first
+    compile costs 2-5 ms): the stub writes its .pyc once, per interpreter version, and the next
+    start loads it (``python -v`` says "code object from" the .pyc); a changed stub is compiled
+    and written again."""
+    pkg = tmp_path / "inject"
+    shutil.copytree(Path(rundir.boot_dir()).parent, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    env = _env(tmp_path / "run", boot=str(pkg / "boot"), GPUSCOPE_INJECT_CACHE=str(tmp_path / "cache"),
+               PYTHONDONTWRITEBYTECODE="1")
+    other = _other_python()
+    for python in [sys.executable, *([other] if other else [])]:
+        tag = subprocess.run([python, "-c", "import sys; print(sys.implementation.cache_tag)"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+        pyc = pkg / "boot" / "__pycache__" / f"sitecustomize.{tag}.pyc"
+        first = subprocess.run([python, "-v", "-c", "pass"], env=env, capture_output=True, text=True, timeout=120)
+        assert first.returncode == 0 and pyc.is_file() and f"code object from '{pyc}'" not in first.stderr
+        second = subprocess.run([python, "-v", "-c", "pass"], env=env, capture_output=True, text=True, timeout=120)
+        assert second.returncode == 0 and f"code object from '{pyc}'" in second.stderr, second.stderr[-3000:]
+        assert not list(pyc.parent.glob("*.tmp"))
+        _no_errors(tmp_path / "run")
+    stub = pkg / "boot" / "sitecustomize.py"
+    stub.write_text(stub.read_text() + "\nMARK_CHANGED = True\n")
+    probe = "import sitecustomize; print(getattr(sitecustomize, 'MARK_CHANGED', False))"
+    assert _modules(env, probe) == {"True"} and _modules(env, probe) == {"True"}

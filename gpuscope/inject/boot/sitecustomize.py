@@ -1,19 +1,17 @@
 # gpuscope startup hook. This folder is put first on PYTHONPATH for the processes of a gpuscope run.
-# It loads gpuscope's injection package by file path under the name `_gpuscope_inject` (the
-# interpreter may be another virtualenv without gpuscope), then runs the next `sitecustomize` on
-# sys.path so that one is not disabled.
 #
-# Start-up cost (docs/INJECTION.md): no importlib.util/abc here; the package's compiled code is
-# kept in gpuscope's own cache (one file per module and Python version, checked against the
-# source's mtime and size), so PYTHONDONTWRITEBYTECODE does not make every process compile it.
+# This file is a stub. The hook itself, _gpuscope_boot.py beside it, runs from gpuscope's own code
+# cache (compiled once per Python version, checked against the source's mtime and size) in this
+# module's namespace. Where Python does not write byte code (PYTHONDONTWRITEBYTECODE) it would
+# compile this file at every start, and a process's first compile costs 2-5 ms whatever the size:
+# so the stub writes its own .pyc into __pycache__ once (as Python would have), and later starts
+# load that. A folder gpuscope may not write to just leaves things as Python does them.
 import marshal as _marshal
 import os as _os
 import sys as _sys
 import time as _time
 
 _BOOT_NS = _time.perf_counter_ns()   # gpuscope's own share of the start is measured from here
-
-_PKG = "_gpuscope_inject"
 
 
 def _cache_dir():
@@ -25,108 +23,80 @@ def _cache_dir():
 
 
 def _key(text):
-    """A short stable hash (FNV-1a) of the package folder: two checkouts never share files."""
+    """A short stable hash (FNV-1a) of a folder: two checkouts never share files."""
     h = 0xcbf29ce484222325
     for ch in text.encode("utf-8", "surrogateescape"):
         h = ((h ^ ch) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
     return "%016x" % h
 
 
-class _Loader:
-    """Execute one module of the package from gpuscope's code cache (compiling on a miss)."""
-
-    def __init__(self, path, cache):
-        self.path = path
-        self.cache = cache
-
-    def create_module(self, spec):
-        return None
-
-    def exec_module(self, module):
-        exec(self._code(), module.__dict__)
-
-    def _code(self):
-        st = _os.stat(self.path)
-        magic = _sys.modules["_frozen_importlib_external"].MAGIC_NUMBER
-        header = magic + st.st_mtime_ns.to_bytes(8, "little") + st.st_size.to_bytes(8, "little")
-        try:
-            with open(self.cache, "rb") as fh:
-                data = fh.read()
-            if data[:20] == header:
-                return _marshal.loads(data[20:])
-        except (OSError, ValueError, EOFError, TypeError):
-            pass
-        with open(self.path, "rb") as fh:
-            code = compile(fh.read(), self.path, "exec", dont_inherit=True)
-        try:
-            _os.makedirs(_os.path.dirname(self.cache), exist_ok=True)
-            tmp = "%s.%d.tmp" % (self.cache, _os.getpid())
-            with open(tmp, "wb") as fh:
-                fh.write(header + _marshal.dumps(code))
-            _os.replace(tmp, self.cache)
-        except OSError:
-            pass  # a read-only home: compile each time, as Python would
-        return code
-
-
-class _Finder:
-    """Finds ``_gpuscope_inject`` and its modules (last on sys.meta_path; no other names)."""
-
-    def __init__(self, pkg_dir):
-        self.pkg_dir = pkg_dir
-        self.cache = _os.path.join(_cache_dir(), _key(pkg_dir))
-
-    def find_spec(self, name, path=None, target=None):
-        if name != _PKG and not name.startswith(_PKG + "."):
-            return None
-        is_pkg = name == _PKG
-        stem = "__init__" if is_pkg else name[len(_PKG) + 1:]
-        if "." in stem:
-            return None
-        source = _os.path.join(self.pkg_dir, stem + ".py")
-        if not _os.path.isfile(source):
-            return None
-        cache = _os.path.join(self.cache, "%s.%s.pyc" % (stem, _sys.implementation.cache_tag))
-        spec = _sys.modules["_frozen_importlib"].ModuleSpec(
-            name, _Loader(source, cache), origin=source, is_package=is_pkg)
-        spec.has_location = True
-        if is_pkg:
-            spec.submodule_search_locations = []  # only this finder resolves the submodules
-        return spec
-
-
-def _gpuscope_boot():
-    here = _os.path.dirname(_os.path.abspath(__file__))
-    if _os.environ.get("GPUSCOPE_RUN_DIR"):
-        try:
-            _sys.meta_path.append(_Finder(_os.path.dirname(here)))
-            from _gpuscope_inject import hook
-
-            hook.activate(_BOOT_NS)
-        except Exception as exc:  # never break the user's interpreter start
-            try:
-                with open(_os.path.join(_os.environ["GPUSCOPE_RUN_DIR"], "inject-errors.log"), "a") as fh:
-                    fh.write("pid %d: boot failed: %r\n" % (_os.getpid(), exc))
-            except Exception:
-                pass
-    # Keep sys.path as the program would see it without gpuscope.
+def _cached_code(path, cache):
+    """The code of source file `path`, from the cache file `cache` (written on a miss)."""
+    st = _os.stat(path)
+    header = (_sys.modules["_frozen_importlib_external"].MAGIC_NUMBER + st.st_mtime_ns.to_bytes(8, "little")
+              + st.st_size.to_bytes(8, "little"))
     try:
-        while here in _sys.path:
-            _sys.path.remove(here)
+        with open(cache, "rb") as fh:
+            data = fh.read()
+        if data[:20] == header:
+            return _marshal.loads(data[20:])
+    except (OSError, ValueError, EOFError, TypeError):
+        pass
+    with open(path, "rb") as fh:
+        code = compile(fh.read(), path, "exec", dont_inherit=True)
+    try:
+        _os.makedirs(_os.path.dirname(cache), exist_ok=True)
+        tmp = "%s.%d.tmp" % (cache, _os.getpid())
+        with open(tmp, "wb") as fh:
+            fh.write(header + _marshal.dumps(code))
+        _os.replace(tmp, cache)
+    except OSError:
+        pass  # a read-only home: compile each time, as Python would
+    return code
+
+
+def _keep_compiled():
+    """Write this file's .pyc (timestamp-checked, the format Python reads) where Python did not."""
+    cached = globals().get("__cached__")
+    if not _sys.dont_write_bytecode or not cached:
+        return
+    try:
+        st = _os.stat(__file__)
+        header = (_sys.modules["_frozen_importlib_external"].MAGIC_NUMBER + b"\0\0\0\0"
+                  + (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") + (st.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
+        try:
+            with open(cached, "rb") as fh:
+                if fh.read(16) == header:
+                    return
+        except OSError:
+            pass
+        with open(__file__, "rb") as fh:
+            code = compile(fh.read(), __file__, "exec", dont_inherit=True)
+        _os.makedirs(_os.path.dirname(cached), exist_ok=True)
+        tmp = "%s.%d.tmp" % (cached, _os.getpid())
+        with open(tmp, "wb") as fh:
+            fh.write(header + _marshal.dumps(code))
+        _os.replace(tmp, cached)
     except Exception:
         pass
-    return here
 
 
-def _gpuscope_chain(here):
-    """Execute the next sitecustomize on sys.path (a user's or the distribution's)."""
-    spec = _sys.modules["_frozen_importlib_external"].PathFinder.find_spec(
-        "sitecustomize", [p for p in _sys.path if _os.path.abspath(p or ".") != here])
-    if spec is None or spec.origin is None or _os.path.dirname(_os.path.abspath(spec.origin)) == here:
+def _gpuscope_start():
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    try:
+        body = _os.path.join(here, "_gpuscope_boot.py")
+        code = _cached_code(body, _os.path.join(_cache_dir(), _key(here), "boot.%s.pyc" % _sys.implementation.cache_tag))
+    except Exception as exc:  # a damaged install: never break the user's interpreter start
+        try:
+            with open(_os.path.join(_os.environ["GPUSCOPE_RUN_DIR"], "inject-errors.log"), "a") as fh:
+                fh.write("pid %d: boot failed: %r\n" % (_os.getpid(), exc))
+        except Exception:
+            pass
+        while here in _sys.path:
+            _sys.path.remove(here)
         return
-    module = _sys.modules["_frozen_importlib"].module_from_spec(spec)
-    _sys.modules["sitecustomize"] = module
-    spec.loader.exec_module(module)  # its errors surface exactly as Python would report them
+    exec(code, globals())   # the body's own errors are caught there; a user's sitecustomize's are theirs
 
 
-_gpuscope_chain(_gpuscope_boot())
+_gpuscope_start()
+_keep_compiled()

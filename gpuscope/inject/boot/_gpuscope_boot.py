@@ -1,0 +1,94 @@
+# The body of gpuscope's startup hook, run by sitecustomize.py beside it (read that first) from
+# gpuscope's code cache: it is executed in sitecustomize's own namespace, so `__file__`,
+# `_BOOT_NS`, `_cache_dir`, `_key` and `_cached_code` are the stub's. It loads gpuscope's injection
+# package by file path under the name `_gpuscope_inject` (the interpreter may be another
+# virtualenv without gpuscope), then runs the next `sitecustomize` on sys.path so that one is not
+# disabled.
+#
+# Start-up cost (docs/INJECTION.md): no importlib.util/abc here; the package's compiled code is
+# kept in gpuscope's own cache (one file per module and Python version, checked against the
+# source's mtime and size), so PYTHONDONTWRITEBYTECODE does not make every process compile it.
+import os as _os
+import sys as _sys
+
+_PKG = "_gpuscope_inject"
+
+
+class _Loader:
+    """Execute one module of the package from gpuscope's code cache (compiling on a miss)."""
+
+    def __init__(self, path, cache):
+        self.path = path
+        self.cache = cache
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        exec(self._code(), module.__dict__)
+
+    def _code(self):
+        return _cached_code(self.path, self.cache)
+
+
+class _Finder:
+    """Finds ``_gpuscope_inject`` and its modules (last on sys.meta_path; no other names)."""
+
+    def __init__(self, pkg_dir):
+        self.pkg_dir = pkg_dir
+        self.cache = _os.path.join(_cache_dir(), _key(pkg_dir))
+
+    def find_spec(self, name, path=None, target=None):
+        if name != _PKG and not name.startswith(_PKG + "."):
+            return None
+        is_pkg = name == _PKG
+        stem = "__init__" if is_pkg else name[len(_PKG) + 1:]
+        if "." in stem:
+            return None
+        source = _os.path.join(self.pkg_dir, stem + ".py")
+        if not _os.path.isfile(source):
+            return None
+        cache = _os.path.join(self.cache, "%s.%s.pyc" % (stem, _sys.implementation.cache_tag))
+        spec = _sys.modules["_frozen_importlib"].ModuleSpec(
+            name, _Loader(source, cache), origin=source, is_package=is_pkg)
+        spec.has_location = True
+        if is_pkg:
+            spec.submodule_search_locations = []  # only this finder resolves the submodules
+        return spec
+
+
+def _gpuscope_boot():
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    if _os.environ.get("GPUSCOPE_RUN_DIR"):
+        try:
+            _sys.meta_path.append(_Finder(_os.path.dirname(here)))
+            from _gpuscope_inject import hook
+
+            hook.activate(_BOOT_NS)
+        except Exception as exc:  # never break the user's interpreter start
+            try:
+                with open(_os.path.join(_os.environ["GPUSCOPE_RUN_DIR"], "inject-errors.log"), "a") as fh:
+                    fh.write("pid %d: boot failed: %r\n" % (_os.getpid(), exc))
+            except Exception:
+                pass
+    # Keep sys.path as the program would see it without gpuscope.
+    try:
+        while here in _sys.path:
+            _sys.path.remove(here)
+    except Exception:
+        pass
+    return here
+
+
+def _gpuscope_chain(here):
+    """Execute the next sitecustomize on sys.path (a user's or the distribution's)."""
+    spec = _sys.modules["_frozen_importlib_external"].PathFinder.find_spec(
+        "sitecustomize", [p for p in _sys.path if _os.path.abspath(p or ".") != here])
+    if spec is None or spec.origin is None or _os.path.dirname(_os.path.abspath(spec.origin)) == here:
+        return
+    module = _sys.modules["_frozen_importlib"].module_from_spec(spec)
+    _sys.modules["sitecustomize"] = module
+    spec.loader.exec_module(module)  # its errors surface exactly as Python would report them
+
+
+_gpuscope_chain(_gpuscope_boot())
