@@ -296,7 +296,7 @@ def nesting_depth(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.n
         # start (tested), ~10x less CPU.
         s_key = _group_time_keys(group, start, end)[0]
         out = np.empty(n, dtype=np.int16)
-        _nesting.depths(np.argsort(s_key, kind="stable"), start, end, group, out)
+        _nesting.depths(np.argsort(s_key, kind="stable").astype(np.int64, copy=False), start, end, group, out)
         return out
     order = np.lexsort((-end, start, group))
     gs, ss = group[order], start[order]
