@@ -11,7 +11,8 @@ Two measures, alternated round by round (median and spread over the rounds):
 
 PYTHONDONTWRITEBYTECODE is honoured as set in the environment (run it both ways).
 
-    .venv/bin/python benchmarks/bench_startup.py [--python PY] [--rounds N]
+    .venv/bin/python benchmarks/bench_startup.py [--python PY] [--rounds N] [--boot BOOT]
+    .venv/bin/python benchmarks/bench_startup.py --compare-boot OLD/gpuscope/inject/boot [--python PY]
 """
 
 from __future__ import annotations
@@ -92,12 +93,34 @@ def _fmt(values: list[float]) -> str:
     return f"median {statistics.median(values) * 1e3:7.2f} ms  (min {min(values) * 1e3:.2f}, max {max(values) * 1e3:.2f})"
 
 
+def _compare_boots(python: str, rounds: int, new: Path, old: Path) -> None:
+    """The hook's ``-X importtime`` share of two boot folders, alternated round by round."""
+    res: dict[str, list[float]] = {"this boot": [], "other boot": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        envs = {"this boot": _env(True, tmp, new), "other boot": _env(True, tmp, old)}
+        for env in envs.values():
+            _start(python, env)   # fill the code caches once
+        for i in range(rounds):
+            for key in (list(envs) if i % 2 == 0 else list(envs)[::-1]):
+                res[key].append(_hook_share(python, envs[key]))
+    print(f"python {python}; PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}; "
+          f"{rounds} alternated rounds; load average {os.getloadavg()[0]:.1f}; hook's -X importtime share")
+    for key, values in res.items():
+        print(f"  {key:<11} {_fmt(values)}")
+    diff = [a - b for a, b in zip(res["this boot"], res["other boot"])]
+    print(f"  this - other: {_fmt(diff)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--boot", default=str(BOOT), help="another copy's boot folder (e.g. an older commit's)")
+    ap.add_argument("--compare-boot", metavar="OLD_BOOT", help="only the hook's -X importtime share, this boot "
+                    "folder against OLD_BOOT, alternated in the same rounds")
     args = ap.parse_args()
+    if args.compare_boot:
+        return _compare_boots(args.python, args.rounds, Path(args.boot), Path(args.compare_boot))
     res: dict[str, list[float]] = {k: [] for k in ("plain", "gpuscope", "plain CPU", "gpuscope CPU",
                                                     "hook (importtime)", "spawn plain", "spawn gpuscope",
                                                     "spawn plain CPU", "spawn gpuscope CPU")}
