@@ -42,6 +42,12 @@ def _cached_code(path, cache):
             return _marshal.loads(data[20:])
     except (OSError, ValueError, EOFError, TypeError):
         pass
+    return _compile_into(path, cache, header)
+
+
+def _compile_into(path, cache, header):
+    """Compile source file `path` and write `header` + its code to `cache` (to a `.tmp`, renamed:
+    processes starting at once each write a whole file); a folder that refuses is left alone."""
     with open(path, "rb") as fh:
         code = compile(fh.read(), path, "exec", dont_inherit=True)
     try:
@@ -70,13 +76,7 @@ def _keep_compiled():
                     return
         except OSError:
             pass
-        with open(__file__, "rb") as fh:
-            code = compile(fh.read(), __file__, "exec", dont_inherit=True)
-        _os.makedirs(_os.path.dirname(cached), exist_ok=True)
-        tmp = "%s.%d.tmp" % (cached, _os.getpid())
-        with open(tmp, "wb") as fh:
-            fh.write(header + _marshal.dumps(code))
-        _os.replace(tmp, cached)
+        _compile_into(__file__, cached, header)
     except Exception:
         pass
 
