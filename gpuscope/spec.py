@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -192,13 +191,20 @@ def _checked_nodes(spec: "RunSpec", cwd: Path) -> dict[str, Any]:
 def default_python() -> str:
     """This interpreter; in a frozen (PyInstaller) app, whose executable is the app, python3 on PATH."""
     if getattr(sys, "frozen", False):
+        import shutil
+
         return shutil.which("python3") or "python3"
     return sys.executable
 
 
 def _checked_python(python: str | None) -> str:
     python = python or default_python()
-    resolved = shutil.which(python) if os.sep not in python else python
+    if os.sep in python:
+        resolved: str | None = python
+    else:
+        import shutil   # only for a bare name (shutil imports bz2, lzma, ...)
+
+        resolved = shutil.which(python)
     if not resolved or not os.path.isfile(resolved) or not os.access(resolved, os.X_OK):
         raise UserError(f"Python interpreter not found or not executable: {python}")
     return os.path.abspath(resolved)

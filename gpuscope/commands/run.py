@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from gpuscope.errors import UserError
 from gpuscope.spec import LAUNCHERS, START_METHODS, NsysOptions, RunSpec
+
+if TYPE_CHECKING:
+    import argparse
 
 DESCRIPTION = (
     "Run SCRIPT under gpuscope: its own session, the chosen multiprocessing start method, NVTX "
@@ -32,6 +35,8 @@ def add_nsys_options(g: Any, what: str, after: str) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    import argparse
+
     p.add_argument("--start-method", default="default", choices=START_METHODS,
                    help="multiprocessing start method for every Pool/Process/Executor the script creates "
                         "without choosing one itself (default: leave it alone)")
@@ -62,6 +67,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run a module as `python -m MODULE`; every argument after MODULE is the module's")
     p.add_argument("script", nargs="?", help="the Python script to run (or use -m MODULE)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script or module")
+
+
+# What `gpuscope run` reads without argparse: these flags, then SCRIPT (not starting with "-") and
+# its arguments (no "--"). Anything else (another option, -m, --help, an error) goes to argparse, which
+# gives the same namespace for these (tests/runs/test_quick_args.py compares the two).
+QUICK_FLAGS = {"--quiet": "quiet", "-q": "quiet", "--json": "json"}
+
+
+def quick_args(argv: list[str]) -> SimpleNamespace | None:
+    """``run``'s arguments as argparse would read them, for ``[--quiet|-q] [--json]
+    [--start-method M] SCRIPT [ARGS...]``; None for any other command line."""
+    flags: dict[str, Any] = {"quiet": False, "json": False, "start_method": "default"}
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        word = argv[i]
+        if word in QUICK_FLAGS:
+            flags[QUICK_FLAGS[word]] = True
+        elif word == "--start-method" and i + 1 < len(argv) and argv[i + 1] in START_METHODS:
+            i += 1
+            flags["start_method"] = argv[i]
+        else:
+            return None
+        i += 1
+    if i >= len(argv) or "--" in argv:   # argparse drops some "--" (which, by Python version)
+        return None
+    return SimpleNamespace(
+        command="run", launcher="python", nproc=1, python=None, cwd=None, annotate=[], interval=0.1,
+        output_cap_mb=None, nsys=False, nsys_trace=",".join(NsysOptions.trace), nsys_arg=[],
+        nsys_fork="auto", nsys_timeout=NsysOptions.timeout_s, nnodes=None, node_rank=None,
+        rdzv_endpoint=None, rdzv_id=None, rdzv_timeout=None, job_dir=None, module=None,
+        script=argv[i], args=list(argv[i + 1:]), **flags)
 
 
 def output_cap(args: argparse.Namespace) -> int | None:
