@@ -37,6 +37,8 @@ MAX_LINE = 8192
 
 @dataclass
 class _Hit:
+    """How often one stderr pattern was seen, when first, and its first lines."""
+
     count: int = 0
     first_ns: int | None = None
     excerpt: list[str] = field(default_factory=list)

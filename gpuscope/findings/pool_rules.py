@@ -36,6 +36,8 @@ STARTUP_MIN_S = 0.5
 
 @dataclass
 class Worker:
+    """One pool worker's task ranges."""
+
     pid: int
     ppid: int
     start_method: str | None

@@ -45,6 +45,8 @@ CONTEXT_TICKS = 3
 
 @dataclass
 class _Proc:
+    """One process's memory and GPU state as the ticks saw it."""
+
     ppid: int
     rss: int = 0
     rss_max: int = 0
@@ -67,6 +69,8 @@ class _Proc:
 
 @dataclass
 class TelemetryWatch:
+    """The telemetry rules' state over the run's ticks."""
+
     procs: dict[int, _Proc] = field(default_factory=dict)
     input_ticks: int = 0                 # ticks with a GPU process that has children
     input_bound_ticks: int = 0

@@ -14,6 +14,8 @@ from gpuscope.spec import RunSpec
 
 @dataclass(frozen=True)
 class Command:
+    """The first process of a run: argv, environment and working directory."""
+
     argv: list[str]
     env: dict[str, str]
     cwd: str

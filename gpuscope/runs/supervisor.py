@@ -40,6 +40,8 @@ EMPTY_GRACE_S = 0.5   # output still open this long after the run's last process
 
 @dataclass
 class RunResult:
+    """What a finished run was: status, exit, processes, notes and findings (``to_json``: summary.json)."""
+
     run_id: str
     run_dir: Path
     status: RunStatus
