@@ -31,6 +31,7 @@ from gpuscope.spec import RunSpec
 
 if TYPE_CHECKING:
     from gpuscope.runs import procscan
+    from gpuscope.runs.early import EarlyStart
 
 # json, procscan (/proc) and the store are imported where used: after the program started.
 Progress = Callable[[str], None]
@@ -81,17 +82,24 @@ class Run:
     ``live_output`` gives the program's stdout a pseudo-terminal (the line buffering it has in a
     terminal, bytes unchanged) instead of a pipe; default: when ``output`` listeners watch it.
     ``output_cap_bytes`` bounds each saved stream (head and tail kept; default from the
-    environment, see ``gpuscope.runs.output.output_cap_bytes``).
+    environment, see ``gpuscope.runs.output.output_cap_bytes``). ``early``: the program, already
+    started by ``gpuscope.runs.early`` for this ``spec``, that ``start()`` adopts instead of starting it.
     """
 
     def __init__(self, spec: RunSpec, *, output: list[OutputListener] | None = None,
                  progress: Progress | None = None, stdin: Any = subprocess.DEVNULL,
                  store_path: str | os.PathLike[str] | None = None, recorders: Sequence[BaseRecorder] = (),
-                 live_output: bool | None = None, output_cap_bytes: int | None = None):
-        self.spec = spec.validated()
-        # the data folder's walk to make every older run private waits until the program runs
-        self.run_id = layout.new_run_id(tighten=False)
-        self.run_dir = layout.create_run_dir(self.run_id, tighten=False)
+                 live_output: bool | None = None, output_cap_bytes: int | None = None,
+                 early: EarlyStart | None = None):
+        self._early = early
+        if early is not None:
+            self.spec = early.spec(spec)
+            self.run_id, self.run_dir = early.run_id, early.run_dir
+        else:
+            self.spec = spec.validated()
+            # the data folder's walk to make every older run private waits until the program runs
+            self.run_id = layout.new_run_id(tighten=False)
+            self.run_dir = layout.create_run_dir(self.run_id, tighten=False)
         self.output_listeners: list[OutputListener] = list(output or [])
         self.progress = progress or (lambda _msg: None)
         self.recorders: list[BaseRecorder] = [*default_recorders(self.spec, store_path), *recorders]
@@ -124,7 +132,8 @@ class Run:
     # -- start ------------------------------------------------------------------------------------
     def start(self) -> "Run":
         """Start the program first; then record the run and start the recorders while it runs."""
-        command = build_command(self.spec, self.run_id, self.run_dir)
+        early = self._early
+        command = early.command if early is not None else build_command(self.spec, self.run_id, self.run_dir)
         launch = Launch(self.spec, self.run_id, self.run_dir, list(command.argv), dict(command.env), command.cwd,
                         notes=self.notes, progress=self.progress,
                         stop_requested=self._stop_requested)
@@ -132,12 +141,19 @@ class Run:
             try:
                 recorder.prepare(launch)
             except UserError as exc:
+                if early is not None:
+                    early.abandon()
                 self._abort(str(exc))
                 raise
             except Exception as exc:  # noqa: BLE001 - a recorder's bug must not stop the run
                 self._note_failure(recorder, "prepare", exc)
-        self._proc = self._spawn(launch)
-        self.started_ns = time.time_ns()
+        if early is not None:   # started before gpuscope's imports: its output is read from here on
+            self._proc = early.proc
+            self._pump(early.proc, early.read_out)
+            self.started_ns = early.started_ns
+        else:
+            self._proc = self._spawn(launch)
+            self.started_ns = time.time_ns()
         # From here on the program runs: gpuscope's own imports and store work overlap with it. The
         # spec file and the store's row are written on a thread (platform's versions run `uname -p`).
         self._recording = threading.Thread(target=self._record_start, args=(launch,), name="gpuscope-record-start",
@@ -166,13 +182,17 @@ class Run:
             raise UserError(message) from None
         finally:
             os.close(child_out)
+        self._pump(proc, read_out)
+        return proc
+
+    def _pump(self, proc: subprocess.Popen[bytes], read_out: int) -> None:
+        """Pumps that read the program's stdout (``read_out``) and stderr to the listeners and the run folder."""
         listeners = [*self.output_listeners, *(r.on_output for r in self.recorders if overrides(r, "on_output"))]
         assert proc.stderr is not None
         for name, fd in (("stdout", read_out), ("stderr", proc.stderr.fileno())):
             log = self.run_dir / (layout.STDOUT if name == "stdout" else layout.STDERR)
             self._pumps.append(OutputPump(name, fd, str(log), listeners, cap_bytes=self._cap,
                                           close_fd=name == "stdout"))
-        return proc
 
     def _record_start(self, launch: Launch) -> None:
         """spec.json and the store's row of the started run (``wait`` raises what failed here)."""
