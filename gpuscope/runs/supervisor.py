@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from gpuscope import __version__
 from gpuscope.errors import UserError
 from gpuscope import rundir as layout
 from gpuscope.runs.launcher import build_command
 from gpuscope.runs.output import OutputListener, OutputPump, open_output
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext, overrides
 from gpuscope.runs.recorders import default_recorders
+from gpuscope.runs.versions import versions
 from gpuscope.status import ExitStatus, RunStatus
 from gpuscope.spec import RunSpec
 
@@ -155,7 +155,7 @@ class Run:
             self._proc = self._spawn(launch)
             self.started_ns = time.time_ns()
         # From here on the program runs: gpuscope's own imports and store work overlap with it. The
-        # spec file and the store's row are written on a thread (platform's versions run `uname -p`).
+        # spec file and the store's row are written on a thread (runs/versions.py: `uname -p` at the first run).
         self._recording = threading.Thread(target=self._record_start, args=(launch,), name="gpuscope-record-start",
                                            daemon=True)
         self._recording.start()
@@ -200,7 +200,7 @@ class Run:
             from gpuscope import paths
 
             paths.data_dir()   # makes what is in it private (once per process): a walk of every run
-            launch.versions = {**_versions(self.spec), **launch.versions}
+            launch.versions = {**versions(self.spec), **launch.versions}
             self._write_spec(launch)
             from gpuscope.store import db
             from gpuscope.store import runs as store_runs
@@ -245,7 +245,7 @@ class Run:
 
         with db.connect(self._store_path) as conn:
             store_runs.insert_run(conn, run_id=self.run_id, spec=self.spec.to_dict(),
-                                  run_dir=str(self.run_dir), versions=_versions(self.spec))
+                                  run_dir=str(self.run_dir), versions=versions(self.spec))
             store_runs.finish_run(conn, self.run_id, status=status.value, ended_ns=time.time_ns(),
                                   exit_code=None, signal=None, error=message)
 
@@ -453,16 +453,3 @@ def _status(outcome: Outcome, exit_status: ExitStatus, stopped: bool) -> RunStat
     if stopped:
         return RunStatus.STOPPED
     return RunStatus.EXITED if exit_status.code == 0 else RunStatus.FAILED
-
-
-def _versions(spec: RunSpec) -> dict[str, Any]:
-    import platform  # after the program started (platform.platform() runs `uname -p`)
-
-    return {
-        "gpuscope": __version__,
-        "python": platform.python_version(),
-        "target_python": spec.python,
-        "platform": platform.platform(),
-        "host": platform.node(),
-        "argv": sys.argv,
-    }
