@@ -10,14 +10,17 @@ anything unexpected prints one line that names a log file holding the traceback.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
 from gpuscope import __version__
 from gpuscope.errors import UserError
+
+if TYPE_CHECKING:
+    import argparse
 
 # name -> one-line help. The module is gpuscope.commands.<name>.
 COMMANDS = {
@@ -38,14 +41,20 @@ def _load(name: str):
     return importlib.import_module(f"gpuscope.commands.{name}")
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (the usage is one `--help` away)."""
+def _parser_class() -> type[argparse.ArgumentParser]:
+    """argparse, but a usage error is one line (the usage is one `--help` away). argparse is imported
+    here, not at start-up: `gpuscope run SCRIPT` is read without it (commands/run.quick_args)."""
+    import argparse
 
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> None:  # type: ignore[override]
+            self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    return _Parser
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    _Parser = _parser_class()
     parser = _Parser(
         prog="gpuscope",
         description="Profile multi-process, multi-GPU Python programs.",
@@ -114,10 +123,26 @@ def _exit_at_once(code: int) -> None:
     os._exit(code & 0xFF)   # as the interpreter truncates sys.exit(code)
 
 
+def _quick(argv: list[str]) -> Any:
+    """The arguments of a common command line read without argparse (~7 ms of imports before the
+    program starts), or None: argparse reads it (and words any error, --help, ...)."""
+    if argv and argv[0] in QUICK:
+        return getattr(_load(argv[0]), "quick_args")(argv[1:])
+    return None
+
+
+# Commands whose module reads their common command lines itself (``quick_args``).
+QUICK = ("run",)
+
+
 def _main(argv: list[str], command: list[str]) -> int:
     if not argv or argv[0] not in COMMANDS and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
         argv = ["gui", *argv]
     try:
+        args = _quick(argv)
+        if args is not None:
+            command.append(args.command)
+            return int(_load(args.command).run(args) or 0)
         parser = build_parser(argv)
         args = parser.parse_args(argv)
         if args.command is None:

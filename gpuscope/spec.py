@@ -8,23 +8,14 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from gpuscope.errors import UserError
-
-START_METHODS = ("default", "fork", "spawn", "forkserver")
-LAUNCHERS = ("python", "torchrun")
-START_METHOD_HELP = {
-    "default": "leave multiprocessing as the script and Python choose (fork on Linux up to 3.13)",
-    "fork": "children are copies of the parent: fast start, but unsafe with CUDA or threads; "
-            "nsys needs --trace-fork-before-exec to see them",
-    "spawn": "children start a fresh interpreter: slower start, safe with CUDA; nsys sees them",
-    "forkserver": "children fork from a clean server process: safe-ish and faster than spawn",
-}
+from gpuscope.spec_checks import (LAUNCHERS, NSYS_TIMEOUT_S, NSYS_TRACE, START_METHOD_HELP, START_METHODS,
+                                  checked_python as _checked_python, checked_script as _checked_script,
+                                  default_python)
 
 
 @dataclass(frozen=True)
@@ -32,11 +23,11 @@ class NsysOptions:
     """How to record a run under Nsight Systems."""
 
     enabled: bool = False
-    trace: tuple[str, ...] = ("nvtx", "osrt", "cuda")
+    trace: tuple[str, ...] = NSYS_TRACE
     extra_args: tuple[str, ...] = ()
     # None: on for fork runs (gpuscope re-registers NVTX strings in fork children), off otherwise.
     trace_fork: bool | None = None
-    timeout_s: float = 600.0
+    timeout_s: float = NSYS_TIMEOUT_S
 
     def fork_tracing(self, start_method: str) -> bool:
         if self.trace_fork is not None:
@@ -189,21 +180,6 @@ def _checked_nodes(spec: "RunSpec", cwd: Path) -> dict[str, Any]:
                 rdzv_timeout_s=None if timeout is None else int(timeout), job_dir=str(job_dir.resolve()))
 
 
-def default_python() -> str:
-    """This interpreter; in a frozen (PyInstaller) app, whose executable is the app, python3 on PATH."""
-    if getattr(sys, "frozen", False):
-        return shutil.which("python3") or "python3"
-    return sys.executable
-
-
-def _checked_python(python: str | None) -> str:
-    python = python or default_python()
-    resolved = shutil.which(python) if os.sep not in python else python
-    if not resolved or not os.path.isfile(resolved) or not os.access(resolved, os.X_OK):
-        raise UserError(f"Python interpreter not found or not executable: {python}")
-    return os.path.abspath(resolved)
-
-
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
@@ -213,27 +189,3 @@ def _checked_module(module: str) -> str:
     if not _MODULE_NAME.fullmatch(name):
         raise UserError(f"-m takes a module name such as package.module, not {module!r}")
     return name
-
-
-def _checked_script(text: str, cwd: Path) -> Path:
-    if not text:
-        raise UserError("nothing to run: give a script or -m MODULE")
-    script = Path(text).expanduser()
-    if not script.is_absolute():
-        script = cwd / script
-    if not script.exists():
-        raise UserError(f"script not found: {text}")
-    if script.is_dir():
-        if not (script / "__main__.py").is_file():
-            raise UserError(f"{text} is a directory without __main__.py, not a Python script")
-    elif not _looks_like_python(script):
-        raise UserError(f"{text} does not look like a Python script (binary content)")
-    return script.resolve()
-
-
-def _looks_like_python(path: Path) -> bool:
-    try:
-        head = path.read_bytes()[:4096]
-    except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror}") from None
-    return b"\x00" not in head

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from gpuscope.errors import UserError
-from gpuscope.spec import LAUNCHERS, START_METHODS, NsysOptions, RunSpec
+from gpuscope.spec_checks import LAUNCHERS, NSYS_TIMEOUT_S, NSYS_TRACE, START_METHODS
+
+if TYPE_CHECKING:
+    import argparse
+
+    from gpuscope.spec import RunSpec
 
 DESCRIPTION = (
     "Run SCRIPT under gpuscope: its own session, the chosen multiprocessing start method, NVTX "
@@ -22,16 +27,18 @@ DESCRIPTION = (
 def add_nsys_options(g: Any, what: str, after: str) -> None:
     """The --nsys options of ``gpuscope run`` and ``gpuscope compare --start-methods`` (one set)."""
     g.add_argument("--nsys", action="store_true", help=f"record {what} under nsys profile")
-    g.add_argument("--nsys-trace", default=",".join(NsysOptions.trace), help="nsys --trace list")
+    g.add_argument("--nsys-trace", default=",".join(NSYS_TRACE), help="nsys --trace list")
     g.add_argument("--nsys-arg", action="append", default=[], help="extra argument for nsys profile; repeatable")
     g.add_argument("--nsys-fork", choices=("auto", "on", "off"), default="auto",
                    help="--trace-fork-before-exec (auto: on for fork runs)")
-    g.add_argument("--nsys-timeout", type=float, default=NsysOptions.timeout_s,
+    g.add_argument("--nsys-timeout", type=float, default=NSYS_TIMEOUT_S,
                    help=f"limit in seconds for nsys after {after} ended: finishing the recording, "
                         "importing and exporting it together")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    import argparse
+
     p.add_argument("--start-method", default="default", choices=START_METHODS,
                    help="multiprocessing start method for every Pool/Process/Executor the script creates "
                         "without choosing one itself (default: leave it alone)")
@@ -64,15 +71,48 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script or module")
 
 
+# What `gpuscope run` reads without argparse: these flags, then SCRIPT (not starting with "-") and
+# its arguments (no "--"). Anything else (another option, -m, --help, an error) goes to argparse, which
+# gives the same namespace for these (tests/runs/test_quick_args.py compares the two).
+QUICK_FLAGS = {"--quiet": "quiet", "-q": "quiet", "--json": "json"}
+
+
+def quick_args(argv: list[str]) -> SimpleNamespace | None:
+    """``run``'s arguments as argparse would read them, for ``[--quiet|-q] [--json]
+    [--start-method M] SCRIPT [ARGS...]``; None for any other command line."""
+    flags: dict[str, Any] = {"quiet": False, "json": False, "start_method": "default"}
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        word = argv[i]
+        if word in QUICK_FLAGS:
+            flags[QUICK_FLAGS[word]] = True
+        elif word == "--start-method" and i + 1 < len(argv) and argv[i + 1] in START_METHODS:
+            i += 1
+            flags["start_method"] = argv[i]
+        else:
+            return None
+        i += 1
+    if i >= len(argv) or "--" in argv:   # argparse drops some "--" (which, by Python version)
+        return None
+    return SimpleNamespace(
+        command="run", launcher="python", nproc=1, python=None, cwd=None, annotate=[], interval=0.1,
+        output_cap_mb=None, nsys=False, nsys_trace=",".join(NSYS_TRACE), nsys_arg=[],
+        nsys_fork="auto", nsys_timeout=NSYS_TIMEOUT_S, nnodes=None, node_rank=None,
+        rdzv_endpoint=None, rdzv_id=None, rdzv_timeout=None, job_dir=None, module=None,
+        script=argv[i], args=list(argv[i + 1:]), **flags)
+
+
 def output_cap(args: argparse.Namespace) -> int | None:
     """``--output-cap-mb`` in bytes (None: the default cap)."""
     return None if args.output_cap_mb is None else int(max(args.output_cap_mb, 0) * 1024 * 1024)
 
 
 @contextmanager
-def stop_on_signals(stop: Callable[[], None], say: Callable[[str], None], message: str) -> Iterator[None]:
+def stop_on_signals(stop: Callable[[], None], say: Callable[[str], None], message: str,
+                    held: _HeldSignals | None = None) -> Iterator[None]:
     """Ctrl-C or SIGTERM while the block runs calls ``stop`` (the first time after saying ``message``;
-    a second press calls it again, which kills at once); the previous handlers come back after."""
+    a second press calls it again, which kills at once); the previous handlers come back after.
+    ``held``: the presses held while the program started early are handled first, as if pressed now."""
     presses = {"n": 0}
 
     def on_signal(_signum: int, _frame: Any) -> None:
@@ -84,13 +124,47 @@ def stop_on_signals(stop: Callable[[], None], say: Callable[[str], None], messag
     old_int = signal.signal(signal.SIGINT, on_signal)
     old_term = signal.signal(signal.SIGTERM, on_signal)
     try:
+        if held is not None:   # its handlers were the ones just replaced: what comes back is what it replaced
+            old_int, old_term = held.originals()
+            for _ in range(held.count):
+                on_signal(signal.SIGINT, None)
         yield
     finally:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
 
 
+class _HeldSignals:
+    """Ctrl-C and SIGTERM counted, not raised, while the program started early runs and the run is
+    set up; then ``stop_on_signals(held=...)`` handles them (or :meth:`release` puts the previous
+    handlers back)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._old: tuple[Any, Any] | None = (signal.signal(signal.SIGINT, self._press),
+                                             signal.signal(signal.SIGTERM, self._press))
+
+    def _press(self, _signum: int, _frame: Any) -> None:
+        self.count += 1
+
+    def originals(self) -> tuple[Any, Any]:
+        """The handlers this replaced (it is no longer in charge of putting them back)."""
+        assert self._old is not None
+        old, self._old = self._old, None
+        return old
+
+    def release(self) -> int:
+        """The previous handlers back (if still in charge); how many presses came."""
+        if self._old is not None:
+            old_int, old_term = self.originals()
+            signal.signal(signal.SIGINT, old_int)
+            signal.signal(signal.SIGTERM, old_term)
+        return self.count
+
+
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
+    from gpuscope.spec import NsysOptions, RunSpec
+
     fork = {"auto": None, "on": True, "off": False}[args.nsys_fork]
     nsys = NsysOptions(enabled=args.nsys, trace=tuple(t for t in args.nsys_trace.split(",") if t),
                        extra_args=tuple(args.nsys_arg), trace_fork=fork, timeout_s=args.nsys_timeout)
@@ -131,22 +205,36 @@ def _write(stream_name: str, chunk: bytes) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuscope.status import RunStatus
-    from gpuscope.runs.supervisor import Run
-
     def progress(message: str) -> None:
         if not args.quiet:
             print(f"gpuscope: {message}", file=sys.stderr, flush=True)
 
-    from gpuscope.findings.recorder import FindingsRecorder
+    early, held = None, None
+    from gpuscope.runs import early as early_start
 
-    findings = FindingsRecorder(on_finding=lambda f: progress(f"finding: {f.line()}"))
-    from gpuscope.runs.output import widen_pipe
+    if early_start.eligible(args):   # the program starts now; gpuscope's imports follow while it runs
+        held = _HeldSignals()
+        early = early_start.start(args.script, list(args.args), args.start_method, live=_is_terminal(1), stdin=None)
+        if early is None and held.release():
+            raise KeyboardInterrupt   # pressed before anything started: as without the early start
+    try:
+        from gpuscope.findings.recorder import FindingsRecorder
+        from gpuscope.runs.output import widen_pipe
+        from gpuscope.runs.supervisor import Run
 
-    widen_pipe(1)   # our stdout, when it is a pipe: 1 MiB, so each chunk relayed goes on in one write
-    run_ = Run(spec_from_args(args), output=[_write], progress=progress, stdin=None,
-               live_output=_is_terminal(1), output_cap_bytes=output_cap(args), recorders=[findings])
-    with stop_on_signals(run_.stop, progress, "stopping the run (Ctrl-C again to kill it at once)"):
+        findings = FindingsRecorder(on_finding=lambda f: progress(f"finding: {f.line()}"))
+        widen_pipe(1)   # our stdout, when it is a pipe: 1 MiB, so each chunk relayed goes on in one write
+        run_ = Run(spec_from_args(args), output=[_write], progress=progress, stdin=None,
+                   live_output=_is_terminal(1), output_cap_bytes=output_cap(args), recorders=[findings],
+                   early=early)
+    except BaseException:
+        if early is not None:
+            early.abandon()
+        if held is not None:
+            held.release()
+        raise
+    with stop_on_signals(run_.stop, progress, "stopping the run (Ctrl-C again to kill it at once)",
+                         held if early is not None else None):
         run_.start()
         for note in run_.notes:
             progress(note)
@@ -165,6 +253,8 @@ def run(args: argparse.Namespace) -> int:
 
         sys.stdout.write(json.dumps(result.to_json()) + "\n")
         sys.stdout.flush()
+    from gpuscope.status import RunStatus
+
     if result.status is RunStatus.STOPPED:
         return 130
     if result.exit.signal:

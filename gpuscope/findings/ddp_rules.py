@@ -18,10 +18,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpuscope.finding import Finding, Severity, StopRun, evidence, now_ns
 from gpuscope.trace.events import ProcessEvents
 
 if TYPE_CHECKING:   # numpy is imported by the straggler rule itself: only runs with ranks need it
+    from gpuscope.finding import Finding
     import numpy as np
 
 STRAGGLER_RATIO = 1.5
@@ -101,6 +101,7 @@ def stragglers(events: list[ProcessEvents]) -> list[Finding]:
         return []
     excess, name, slow, fast, per = best
     lines = [f"rank {r}: median {per[r][0] * 1e3:.1f} ms over {per[r][1]} '{name}' ranges" for r in sorted(per)]
+    from gpuscope.finding import Finding, Severity, evidence
     return [Finding(
         "straggler-rank",
         f"rank {slow} is a straggler: its '{name}' ranges take {per[slow][0] * 1e3:.0f} ms (median) against "
@@ -198,6 +199,7 @@ def collective_mismatch(processes, exited: dict[int, tuple[int, int | None]] | N
                 "DistributedDataParallel(model, find_unused_parameters=True); ")
     fix += "a rank that exited early must not leave the others in a collective. Stop the run."
     pids = tuple(sorted([ranks[r].pid for r in elsewhere] + [pid for pid, _ in gone.values()]))
+    from gpuscope.finding import Finding, Severity, StopRun, evidence, now_ns
     return [Finding("rank-not-in-collective", title, fix, Severity.ERROR, pids,
                     evidence({"waiting ranks": len(waiting), "ranks elsewhere": len(elsewhere),
                               "ranks exited": len(gone)}, lines, pids), StopRun(),

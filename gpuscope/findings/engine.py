@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuscope.findings import ddp_rules, ipc_rules, pool_rules, process_rules, ray_rules, torch_rules
-from gpuscope.finding import CleanupPids, Finding, Severity, evidence, merge
 from gpuscope.findings.output_rules import OutputScanner
+
+if TYPE_CHECKING:
+    from gpuscope.finding import Finding
 
 FINDINGS_FILE = "findings.json"
 STDERR_LIMIT = 64 << 20       # read at most this much of stderr.log (its last bytes)
@@ -26,6 +28,7 @@ def read_saved(run_dir: Path) -> list[Finding]:
     except (OSError, ValueError):
         return []
     out = []
+    from gpuscope.finding import Finding
     for row in rows.get("findings", []) if isinstance(rows, dict) else []:
         try:
             out.append(Finding.from_dict(row))
@@ -68,6 +71,7 @@ def root_signal(summary: dict[str, Any], roles: dict[int, str]) -> list[Finding]
     if not sig or summary.get("status") == "stopped" or sig in ("SIGTERM", "SIGINT"):
         return []
     root = next((p for p, r in roles.items() if r in ("main", "torchrun agent")), None)
+    from gpuscope.finding import Finding, Severity, evidence
     return [Finding("died-by-signal", f"the program's first process died by {sig}",
                     "SIGKILL often means the OOM killer (see `dmesg`); SIGSEGV a crash in native code",
                     Severity.ERROR, (root,) if root else (), evidence({}, [f"exit: {sig}"], [root] if root else []))]
@@ -83,6 +87,7 @@ def left_running(summary: dict[str, Any]) -> list[Finding]:
                         and has_run_tag(int(p), run_id)))
     if not pids:
         return []
+    from gpuscope.finding import CleanupPids, Finding, Severity, evidence
     return [Finding("left-running", f"{len(pids)} process(es) of the run were still running after it ended",
                     "stop them (Cleanup tab, or `gpuscope cleanup`); a daemon thread or a detached child "
                     "usually keeps them", Severity.WARNING, pids, evidence({"processes": len(pids)}, (), pids),
@@ -91,6 +96,7 @@ def left_running(summary: dict[str, Any]) -> list[Finding]:
 
 def nsys_findings(summary: dict[str, Any]) -> list[Finding]:
     rows = ((summary.get("nsys") or {}).get("findings")) or []
+    from gpuscope.finding import Finding
     return [Finding.from_dict({**r, "source": "nsys"}) for r in rows if isinstance(r, dict) and "code" in r]
 
 
@@ -127,4 +133,5 @@ def analyse_run(run_dir: Path) -> list[Finding]:
     saved = read_saved(run_dir)
     if any(f.code == "cuda-after-fork" and f.pids for f in found):   # the live stderr-only one is merged in
         saved = [f for f in saved if not (f.code == "cuda-after-fork" and not f.pids)]
+    from gpuscope.finding import merge
     return merge(saved + found)

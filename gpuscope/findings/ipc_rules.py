@@ -11,8 +11,12 @@ and ``Connection.send`` passes through it, and is unpickled once more on the oth
 
 from __future__ import annotations
 
-from gpuscope.finding import Finding, Severity, evidence
+from typing import TYPE_CHECKING
+
 from gpuscope.trace.events import ProcessEvents
+
+if TYPE_CHECKING:
+    from gpuscope.finding import Finding
 
 LARGE_BYTES = 100_000_000       # pickled in all over the run ...
 MIN_RATE = 20_000_000           # ... at >= 20 MB per second of the run (a long job shipping a little
@@ -60,6 +64,7 @@ def large_pickles(events: list[ProcessEvents], threshold: float = LARGE_BYTES) -
         numbers["MB per task"] = round(total / MB / tasks, 2)
     rate = f", {total / MB / span:.0f} MB/s" if span > 0 else ""
     per_task = f", {total / MB / tasks:.1f} MB per task" if tasks else ""
+    from gpuscope.finding import Finding, Severity, evidence
     return [Finding(
         "large-pickles",
         f"{total / MB:.0f} MB pickled through pipes and queues in {span:.1f} s{rate}{per_task} "

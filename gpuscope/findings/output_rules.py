@@ -19,8 +19,11 @@ import ast
 import re
 import signal
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from gpuscope.finding import CleanupShm, Finding, SetStartMethod, Severity, StopRun, evidence, now_ns
+if TYPE_CHECKING:
+    from gpuscope.finding import Finding
+
 
 BOOTSTRAP = "has finished its bootstrapping phase"
 _LEAKED = re.compile(r"There appear to be (\d+) leaked (shared_memory|semaphore|folder) objects? to clean up at "
@@ -34,6 +37,8 @@ MAX_LINE = 8192
 
 @dataclass
 class _Hit:
+    """How often one stderr pattern was seen, when first, and its first lines."""
+
     count: int = 0
     first_ns: int | None = None
     excerpt: list[str] = field(default_factory=list)
@@ -68,6 +73,8 @@ class OutputScanner:
         hit = self.hits.setdefault(code, _Hit())
         hit.count += 1
         if hit.first_ns is None:
+            from gpuscope.finding import now_ns
+
             hit.first_ns = now_ns()
             lines = [line.rstrip() for line in excerpt if line.strip()]
             where = _user_frame_lines(lines)
@@ -133,6 +140,7 @@ def script_location(excerpt: list[str]) -> str | None:
 
 def _main_guard(scanner: OutputScanner, hit: _Hit) -> Finding:
     where = script_location(hit.excerpt)
+    from gpuscope.finding import Finding, Severity, StopRun, evidence
     return Finding(
         "missing-main-guard",
         f"child processes failed to start {hit.count} time(s): the script starts processes at import time, "
@@ -145,6 +153,8 @@ def _main_guard(scanner: OutputScanner, hit: _Hit) -> Finding:
 
 def _leaked(kind: str):
     def make(scanner: OutputScanner, hit: _Hit) -> Finding:
+        from gpuscope.finding import CleanupShm, Finding, Severity, evidence
+
         names = sorted(scanner.leaked.get(kind, ()))
         return Finding(
             "leaked-shm" if kind == "shared_memory" else f"leaked-{kind}",
@@ -158,6 +168,7 @@ def _leaked(kind: str):
 
 
 def _abrupt(scanner: OutputScanner, hit: _Hit) -> Finding:
+    from gpuscope.finding import Finding, Severity, evidence
     return Finding(
         "died-by-signal", "a ProcessPoolExecutor worker was terminated abruptly (killed by a signal, or it "
         "crashed); the executor is broken and its pending futures failed",
@@ -167,6 +178,7 @@ def _abrupt(scanner: OutputScanner, hit: _Hit) -> Finding:
 
 
 def _cuda_fork(scanner: OutputScanner, hit: _Hit) -> Finding:
+    from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
     return Finding(
         "cuda-after-fork", "a fork child tried to use CUDA initialised in its parent (\"Cannot re-initialize "
         "CUDA in forked subprocess\")", "use the spawn start method (or forkserver)", Severity.ERROR, (),

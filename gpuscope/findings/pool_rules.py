@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
 from gpuscope.trace.events import ProcessEvents
+
+if TYPE_CHECKING:
+    from gpuscope.finding import Finding
 
 MIN_TASKS = 200
 IMBALANCE = 1.5
@@ -34,6 +36,8 @@ STARTUP_MIN_S = 0.5
 
 @dataclass
 class Worker:
+    """One pool worker's task ranges."""
+
     pid: int
     ppid: int
     start_method: str | None
@@ -127,6 +131,7 @@ def tasks_too_small(group: list[Worker]) -> Finding | None:
     chunk = min(chunk, max(2, n // (4 * len(group))))
     share = float(_total(durations)) / max(1.0, float(_total(durations) + _total(gaps)))
     pids = tuple(sorted(w.pid for w in group))
+    from gpuscope.finding import Finding, Severity, evidence
     return Finding(
         "tasks-too-small",
         f"{n} tasks took {task_ns / 1e3:.0f} µs each (median) but {gap_ns / 1e3:.0f} µs passed between two tasks "
@@ -153,6 +158,7 @@ def load_imbalance(group: list[Worker]) -> Finding | None:
         return None
     pids = tuple(sorted(busy))
     slow = max(busy, key=busy.get)
+    from gpuscope.finding import Finding, Severity, evidence
     return Finding(
         "load-imbalance",
         f"pool workers were unevenly loaded: busiest {hi:.2f} s (pid {slow}), least busy {lo:.2f} s "
@@ -177,6 +183,7 @@ def startup_dominated(group: list[Worker]) -> Finding | None:
     if share <= STARTUP_SHARE or mean <= STARTUP_MIN_S:
         return None
     pids = tuple(sorted(w.pid for w in group))
+    from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
     action = SetStartMethod("forkserver") if method == "spawn" else None
     return Finding(
         "startup-dominated",

@@ -12,8 +12,11 @@ import json
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
+if TYPE_CHECKING:
+    from gpuscope.finding import Finding
+
 
 KEYS = (b'"fork_threads"', b'"child_exits"', b'"role"')
 # Threads of multiprocessing's own machinery: forking beside them is the pool's business, not the user's.
@@ -108,6 +111,8 @@ def fork_with_threads(facts: ProcessFacts, roles: dict[int, str] | None = None) 
         risky = [(r, t) for r, t in risky if t]
         if not risky:
             continue
+        from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
+
         first, threads = risky[0]
         names = sorted({t["name"] + (f" ({t['target']})" if t.get("target") else "") for _, ts in risky for t in ts})
         out.append(Finding(
@@ -176,6 +181,7 @@ def died_by_signal(facts: ProcessFacts, roles: dict[int, str], stopped: bool,
         bad[pid] = sig
     if not bad and not oom_killed:
         return []
+    from gpuscope.finding import Finding, Severity, evidence
     if not bad:
         return [Finding(
             "died-by-signal", f"the OOM killer ended {oom_killed} process(es) in the run's cgroup while it ran",

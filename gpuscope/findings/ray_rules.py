@@ -11,9 +11,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gpuscope.finding import Finding, Severity, evidence
 from gpuscope.telemetry.ray_store import mib, read_ray_store, summarize
+
+if TYPE_CHECKING:
+    from gpuscope.finding import Finding
 
 MIN_SAMPLES = 4          # growth is judged over at least this many samples
 FULL_SHARE = 0.8         # ... ending at this share of the store's capacity or more
@@ -29,6 +32,7 @@ def object_store_findings(run_dir: Path) -> list[Finding]:
     if s is None:
         return []
     out = []
+    from gpuscope.finding import Finding, Severity, evidence
     if s["spilled_bytes"] > 0:
         out.append(Finding(
             "ray-object-store-spilled",

@@ -206,12 +206,16 @@ class FindingsRecorder(BaseRecorder):
 
     # -- state --------------------------------------------------------------------------------------
     def findings(self) -> list[Finding]:
-        from gpuscope.finding import merge
-
         with self._lock:
+            if not self._found:      # the usual run: the findings model is not even imported
+                return []
+            from gpuscope.finding import merge
+
             return merge(self._found.values())
 
     def _report(self, findings: list[Finding]) -> None:
+        if not findings:
+            return
         from dataclasses import replace
 
         from gpuscope.finding import merge, now_ns

@@ -25,8 +25,11 @@ findings recorder's watchdog thread, and at the end of the run).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from gpuscope.finding import Finding, Severity, evidence, now_ns
+if TYPE_CHECKING:
+    from gpuscope.finding import Finding
+
 
 MIB = 1 << 20
 COW_MIN_PARENT = 100 * MIB
@@ -42,6 +45,8 @@ CONTEXT_TICKS = 3
 
 @dataclass
 class _Proc:
+    """One process's memory and GPU state as the ticks saw it."""
+
     ppid: int
     rss: int = 0
     rss_max: int = 0
@@ -64,6 +69,8 @@ class _Proc:
 
 @dataclass
 class TelemetryWatch:
+    """The telemetry rules' state over the run's ticks."""
+
     procs: dict[int, _Proc] = field(default_factory=dict)
     input_ticks: int = 0                 # ticks with a GPU process that has children
     input_bound_ticks: int = 0
@@ -165,6 +172,7 @@ class TelemetryWatch:
         return out
 
     def _seen(self, code: str) -> int:
+        from gpuscope.finding import now_ns
         return self.first_seen.setdefault(code, now_ns())
 
     def cow_lost(self, forked, roles) -> list[Finding]:
@@ -181,6 +189,8 @@ class TelemetryWatch:
                 groups.setdefault(st.ppid, []).append(pid)
         out = []
         for ppid, kids in sorted(groups.items()):
+            from gpuscope.finding import Finding, Severity, evidence
+
             parent = self.procs[ppid]
             kids.sort()
             lines = [f"{roles.get(k, 'fork child')} {k}: USS {self.procs[k].uss_first / MIB:.0f} → "
@@ -212,6 +222,7 @@ class TelemetryWatch:
         if window < MIN_WINDOW_S or share < INPUT_SHARE:
             return []
         pid, dev, util, kids, cpu = self.input_example
+        from gpuscope.finding import Finding, Severity, evidence
         return [Finding(
             "input-bound",
             f"GPU {dev} was < {IDLE_UTIL:.0f} % busy ({util:.0f} % last) for {share:.0%} of {window:.0f} s while the "
@@ -231,6 +242,7 @@ class TelemetryWatch:
             holders = self.contexts.get(dev, {})
             if ticks < CONTEXT_TICKS or len(holders) < 2:
                 continue
+            from gpuscope.finding import Finding, Severity, evidence
             pids = tuple(sorted(holders))
             lines = [f"{roles.get(p, 'process')} {p}: {holders[p] / MIB:.0f} MiB" for p in pids[:16]]
             children = [p for p in pids if self.procs.get(p) and self.procs[p].ppid in holders]
@@ -258,6 +270,7 @@ class TelemetryWatch:
         lines = [f"{roles.get(p, 'process')} {p}: {st.gpu_mem / MIB:.0f} MiB, idle {(now_mono_ns - st.idle_since_ns) / 1e9:.0f} s"
                  for p, st in idle[:16]]
         total = sum(st.gpu_mem for _, st in idle)
+        from gpuscope.finding import Finding, Severity, evidence
         return [Finding(
             "idle-gpu-memory",
             f"{len(idle)} process(es) hold {total / MIB:.0f} MiB of GPU memory while their GPU work has been idle "

@@ -13,8 +13,12 @@
 
 from __future__ import annotations
 
-from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
+from typing import TYPE_CHECKING
+
 from gpuscope.trace.events import ProcessEvents
+
+if TYPE_CHECKING:
+    from gpuscope.finding import Finding
 
 
 def cuda_after_fork(events: list[ProcessEvents], stderr_findings: list[Finding] = ()) -> list[Finding]:
@@ -30,6 +34,8 @@ def cuda_after_fork(events: list[ProcessEvents], stderr_findings: list[Finding] 
         loader = int(rec.get("dataloader_forks") or 0)
         if not forks and message is None:
             continue        # only DataLoader workers, none failed: the usual pattern (workers without CUDA)
+        from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
+
         forks = forks or loader
         excerpts = [f"CUDA initialised by {site}" if site else "CUDA was initialised before torch.cuda was imported "
                     "under gpuscope's hook (the call is unknown)"]
@@ -66,6 +72,7 @@ def sampler_epoch_not_set(events: list[ProcessEvents]) -> list[Finding]:
     site = next((s.get("site") for _, s in rows if s.get("site")), None)
     epochs = rows[0][1].get("epochs") or []
     who = ", ".join(f"{pe.role} {pe.pid}" for pe, _ in rows[:4]) + (" …" if len(rows) > 4 else "")
+    from gpuscope.finding import Finding, Severity, evidence
     return [Finding(
         "sampler-epoch-not-set",
         f"a shuffling DistributedSampler was iterated {repeats} more time(s) with an epoch it had already used "

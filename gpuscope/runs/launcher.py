@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuscope.errors import UserError
 from gpuscope import rundir as layout
-from gpuscope.spec import RunSpec
+
+if TYPE_CHECKING:
+    from gpuscope.spec import RunSpec
 
 
-@dataclass(frozen=True)
 class Command:
-    argv: list[str]
-    env: dict[str, str]
-    cwd: str
+    """The first process of a run: argv, environment and working directory. (A plain class: the
+    CLI builds it before importing dataclasses, gpuscope.runs.early.)"""
+
+    __slots__ = ("argv", "env", "cwd")
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str) -> None:
+        self.argv, self.env, self.cwd = argv, env, cwd
 
 
 def build_command(spec: RunSpec, run_id: str, run_dir: Path, base_env: dict[str, str] | None = None) -> Command:

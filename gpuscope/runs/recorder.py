@@ -33,7 +33,6 @@ them.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
@@ -44,51 +43,54 @@ if TYPE_CHECKING:
     from gpuscope.telemetry.batch import SampleBatch
 
 
-@dataclass
+def _no_progress(_message: str) -> None:
+    pass
+
+
+# Launch, RunContext and Outcome are plain classes (a dataclass costs ~0.5 ms to create, at every
+# `gpuscope run`): the same fields, in the same order, with the same defaults.
 class Launch:
     """What starts the run's first process; recorders edit it in ``prepare``."""
 
-    spec: "RunSpec"
-    run_id: str
-    run_dir: Path
-    argv: list[str]
-    env: dict[str, str]
-    cwd: str
-    notes: list[str] = field(default_factory=list)
-    versions: dict[str, Any] = field(default_factory=dict)
-    progress: Callable[[str], None] = lambda _message: None
-    stop_requested: threading.Event = field(default_factory=threading.Event)
+    def __init__(self, spec: RunSpec, run_id: str, run_dir: Path, argv: list[str], env: dict[str, str], cwd: str,
+                 notes: list[str] | None = None, versions: dict[str, Any] | None = None,
+                 progress: Callable[[str], None] = _no_progress,
+                 stop_requested: threading.Event | None = None) -> None:
+        self.spec, self.run_id, self.run_dir, self.argv, self.env, self.cwd = spec, run_id, run_dir, argv, env, cwd
+        self.notes: list[str] = [] if notes is None else notes
+        self.versions: dict[str, Any] = {} if versions is None else versions
+        self.progress = progress
+        self.stop_requested = threading.Event() if stop_requested is None else stop_requested
 
 
-@dataclass
 class RunContext:
     """What recorders may read about the running program."""
 
-    spec: "RunSpec"
-    run_id: str
-    run_dir: Path
-    pid: int
-    started_ns: int
-    stop_requested: threading.Event
-    notes: list[str] = field(default_factory=list)           # the run's notes (shared, append only)
-    progress: Callable[[str], None] = lambda _message: None
+    def __init__(self, spec: RunSpec, run_id: str, run_dir: Path, pid: int, started_ns: int,
+                 stop_requested: threading.Event, notes: list[str] | None = None,
+                 progress: Callable[[str], None] = _no_progress) -> None:
+        self.spec, self.run_id, self.run_dir, self.pid, self.started_ns = spec, run_id, run_dir, pid, started_ns
+        self.stop_requested = stop_requested
+        self.notes: list[str] = [] if notes is None else notes       # the run's notes (shared, append only)
+        self.progress = progress
 
 
-@dataclass
 class Outcome:
     """The run's result while recorders finish it; each recorder adds what it owns."""
 
-    exit: "ExitStatus"
-    stopped: bool
-    ended_ns: int
-    notes: list[str] = field(default_factory=list)
-    error: str | None = None
-    failed: bool = False                      # a recorder failed in a way that fails the run
-    launched: bool = True                     # False: the program never started (prepare's undo only)
-    processes: list[dict[str, Any]] = field(default_factory=list)  # per-process rows (event logs first)
-    progress: Callable[[str], None] = lambda _message: None
-    cancelled: threading.Event = field(default_factory=threading.Event)
-    extra: dict[str, Any] = field(default_factory=dict)   # e.g. "nsys": NsysResult, "events": the event logs
+    def __init__(self, exit: ExitStatus, stopped: bool, ended_ns: int, notes: list[str] | None = None,
+                 error: str | None = None, failed: bool = False, launched: bool = True,
+                 processes: list[dict[str, Any]] | None = None, progress: Callable[[str], None] = _no_progress,
+                 cancelled: threading.Event | None = None, extra: dict[str, Any] | None = None) -> None:
+        self.exit, self.stopped, self.ended_ns = exit, stopped, ended_ns
+        self.notes: list[str] = [] if notes is None else notes
+        self.error = error
+        self.failed = failed          # a recorder failed in a way that fails the run
+        self.launched = launched      # False: the program never started (prepare's undo only)
+        self.processes: list[dict[str, Any]] = [] if processes is None else processes  # per-process rows (event logs first)
+        self.progress = progress
+        self.cancelled = threading.Event() if cancelled is None else cancelled
+        self.extra: dict[str, Any] = {} if extra is None else extra   # e.g. "nsys": NsysResult, "events": the event logs
 
 
 class Recorder(Protocol):

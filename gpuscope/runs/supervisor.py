@@ -19,18 +19,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from gpuscope import __version__
 from gpuscope.errors import UserError
 from gpuscope import rundir as layout
 from gpuscope.runs.launcher import build_command
 from gpuscope.runs.output import OutputListener, OutputPump, open_output
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext, overrides
 from gpuscope.runs.recorders import default_recorders
+from gpuscope.runs.versions import versions
 from gpuscope.status import ExitStatus, RunStatus
 from gpuscope.spec import RunSpec
 
 if TYPE_CHECKING:
     from gpuscope.runs import procscan
+    from gpuscope.runs.early import EarlyStart
 
 # json, procscan (/proc) and the store are imported where used: after the program started.
 Progress = Callable[[str], None]
@@ -40,6 +41,8 @@ EMPTY_GRACE_S = 0.5   # output still open this long after the run's last process
 
 @dataclass
 class RunResult:
+    """What a finished run was: status, exit, processes, notes and findings (``to_json``: summary.json)."""
+
     run_id: str
     run_dir: Path
     status: RunStatus
@@ -79,17 +82,24 @@ class Run:
     ``live_output`` gives the program's stdout a pseudo-terminal (the line buffering it has in a
     terminal, bytes unchanged) instead of a pipe; default: when ``output`` listeners watch it.
     ``output_cap_bytes`` bounds each saved stream (head and tail kept; default from the
-    environment, see ``gpuscope.runs.output.output_cap_bytes``).
+    environment, see ``gpuscope.runs.output.output_cap_bytes``). ``early``: the program, already
+    started by ``gpuscope.runs.early`` for this ``spec``, that ``start()`` adopts instead of starting it.
     """
 
     def __init__(self, spec: RunSpec, *, output: list[OutputListener] | None = None,
                  progress: Progress | None = None, stdin: Any = subprocess.DEVNULL,
                  store_path: str | os.PathLike[str] | None = None, recorders: Sequence[BaseRecorder] = (),
-                 live_output: bool | None = None, output_cap_bytes: int | None = None):
-        self.spec = spec.validated()
-        # the data folder's walk to make every older run private waits until the program runs
-        self.run_id = layout.new_run_id(tighten=False)
-        self.run_dir = layout.create_run_dir(self.run_id, tighten=False)
+                 live_output: bool | None = None, output_cap_bytes: int | None = None,
+                 early: EarlyStart | None = None):
+        self._early = early
+        if early is not None:
+            self.spec = early.spec(spec)
+            self.run_id, self.run_dir = early.run_id, early.run_dir
+        else:
+            self.spec = spec.validated()
+            # the data folder's walk to make every older run private waits until the program runs
+            self.run_id = layout.new_run_id(tighten=False)
+            self.run_dir = layout.create_run_dir(self.run_id, tighten=False)
         self.output_listeners: list[OutputListener] = list(output or [])
         self.progress = progress or (lambda _msg: None)
         self.recorders: list[BaseRecorder] = [*default_recorders(self.spec, store_path), *recorders]
@@ -122,7 +132,8 @@ class Run:
     # -- start ------------------------------------------------------------------------------------
     def start(self) -> "Run":
         """Start the program first; then record the run and start the recorders while it runs."""
-        command = build_command(self.spec, self.run_id, self.run_dir)
+        early = self._early
+        command = early.command if early is not None else build_command(self.spec, self.run_id, self.run_dir)
         launch = Launch(self.spec, self.run_id, self.run_dir, list(command.argv), dict(command.env), command.cwd,
                         notes=self.notes, progress=self.progress,
                         stop_requested=self._stop_requested)
@@ -130,14 +141,21 @@ class Run:
             try:
                 recorder.prepare(launch)
             except UserError as exc:
+                if early is not None:
+                    early.abandon()
                 self._abort(str(exc))
                 raise
             except Exception as exc:  # noqa: BLE001 - a recorder's bug must not stop the run
                 self._note_failure(recorder, "prepare", exc)
-        self._proc = self._spawn(launch)
-        self.started_ns = time.time_ns()
+        if early is not None:   # started before gpuscope's imports: its output is read from here on
+            self._proc = early.proc
+            self._pump(early.proc, early.read_out)
+            self.started_ns = early.started_ns
+        else:
+            self._proc = self._spawn(launch)
+            self.started_ns = time.time_ns()
         # From here on the program runs: gpuscope's own imports and store work overlap with it. The
-        # spec file and the store's row are written on a thread (platform's versions run `uname -p`).
+        # spec file and the store's row are written on a thread (runs/versions.py: `uname -p` at the first run).
         self._recording = threading.Thread(target=self._record_start, args=(launch,), name="gpuscope-record-start",
                                            daemon=True)
         self._recording.start()
@@ -164,13 +182,17 @@ class Run:
             raise UserError(message) from None
         finally:
             os.close(child_out)
+        self._pump(proc, read_out)
+        return proc
+
+    def _pump(self, proc: subprocess.Popen[bytes], read_out: int) -> None:
+        """Pumps that read the program's stdout (``read_out``) and stderr to the listeners and the run folder."""
         listeners = [*self.output_listeners, *(r.on_output for r in self.recorders if overrides(r, "on_output"))]
         assert proc.stderr is not None
         for name, fd in (("stdout", read_out), ("stderr", proc.stderr.fileno())):
             log = self.run_dir / (layout.STDOUT if name == "stdout" else layout.STDERR)
             self._pumps.append(OutputPump(name, fd, str(log), listeners, cap_bytes=self._cap,
                                           close_fd=name == "stdout"))
-        return proc
 
     def _record_start(self, launch: Launch) -> None:
         """spec.json and the store's row of the started run (``wait`` raises what failed here)."""
@@ -178,7 +200,7 @@ class Run:
             from gpuscope import paths
 
             paths.data_dir()   # makes what is in it private (once per process): a walk of every run
-            launch.versions = {**_versions(self.spec), **launch.versions}
+            launch.versions = {**versions(self.spec), **launch.versions}
             self._write_spec(launch)
             from gpuscope.store import db
             from gpuscope.store import runs as store_runs
@@ -223,7 +245,7 @@ class Run:
 
         with db.connect(self._store_path) as conn:
             store_runs.insert_run(conn, run_id=self.run_id, spec=self.spec.to_dict(),
-                                  run_dir=str(self.run_dir), versions=_versions(self.spec))
+                                  run_dir=str(self.run_dir), versions=versions(self.spec))
             store_runs.finish_run(conn, self.run_id, status=status.value, ended_ns=time.time_ns(),
                                   exit_code=None, signal=None, error=message)
 
@@ -431,16 +453,3 @@ def _status(outcome: Outcome, exit_status: ExitStatus, stopped: bool) -> RunStat
     if stopped:
         return RunStatus.STOPPED
     return RunStatus.EXITED if exit_status.code == 0 else RunStatus.FAILED
-
-
-def _versions(spec: RunSpec) -> dict[str, Any]:
-    import platform  # after the program started (platform.platform() runs `uname -p`)
-
-    return {
-        "gpuscope": __version__,
-        "python": platform.python_version(),
-        "target_python": spec.python,
-        "platform": platform.platform(),
-        "host": platform.node(),
-        "argv": sys.argv,
-    }

@@ -33,6 +33,8 @@ CREATE INDEX IF NOT EXISTS cleanup_actions_time ON cleanup_actions(time_ns);
 
 @dataclass(frozen=True)
 class ActionRow:
+    """One clean-up action as logged."""
+
     id: int
     time_ns: int
     action: str

@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from gpuscope import paths
-from gpuscope.store import recovery, schema
+from gpuscope.store import schema
+from gpuscope.store.schema import inode
+
+if TYPE_CHECKING:
+    from gpuscope.store import recovery
 
 BUSY_TIMEOUT_S = schema.BUSY_TIMEOUT_S
 raw_connect = schema.raw_connect
@@ -67,16 +71,18 @@ class StoreConnection:
 
     def _open(self) -> tuple[sqlite3.Connection, int | None]:
         for attempt in (1, 2):
-            seen = recovery.inode(self.path)
+            seen = inode(self.path)
             try:
-                return raw_connect(self.path), recovery.inode(self.path)
+                return raw_connect(self.path), inode(self.path)
             except sqlite3.DatabaseError as exc:
-                if attempt == 2 or not recovery.is_damage(exc):
+                if attempt == 2 or not _is_damage(exc):
                     raise
                 self._recover(seen, exc)
         raise AssertionError("unreachable")
 
     def _recover(self, seen: int | None, exc: BaseException) -> None:
+        from gpuscope.store import recovery
+
         done = recovery.recover(self.path, seen_inode=seen, problem=str(exc))
         if done is not None:
             self.recovered.append(done)
@@ -93,7 +99,7 @@ class StoreConnection:
 
     def _follow(self) -> None:
         """Another process replaced the store file (recovered it): use the new one."""
-        if not self._conn.in_transaction and recovery.inode(self.path) not in (self._inode, None):
+        if not self._conn.in_transaction and inode(self.path) not in (self._inode, None):
             self._switch(None)
 
     def _run(self, call: Callable[[sqlite3.Connection], sqlite3.Cursor]) -> Rows:
@@ -102,7 +108,7 @@ class StoreConnection:
             cur = call(self._conn)
             return Rows(cur, cur.fetchall())
         except sqlite3.DatabaseError as exc:
-            if not recovery.is_damage(exc):
+            if not _is_damage(exc):
                 raise
             self._switch(exc)
         cur = call(self._conn)
@@ -140,7 +146,7 @@ class StoreConnection:
         try:
             finish()
         except sqlite3.DatabaseError as exc:
-            if not recovery.is_damage(exc):
+            if not _is_damage(exc):
                 raise
             self._switch(exc)  # the transaction is lost with the damaged file; its run folder keeps the run
 
@@ -163,3 +169,10 @@ class StoreConnection:
             except sqlite3.Error:
                 pass
         return False
+
+
+def _is_damage(exc: BaseException) -> bool:
+    """:func:`gpuscope.store.recovery.is_damage`, its module imported only when SQLite raises."""
+    from gpuscope.store import recovery
+
+    return recovery.is_damage(exc)

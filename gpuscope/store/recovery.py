@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from gpuscope.store.schema import inode
+
 HEADER = b"SQLite format 3\x00"
 # sqlite3 error codes (Python >= 3.11 exposes them) for a damaged file, and the messages for older ones
 _DAMAGE_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB (primary codes)
@@ -84,13 +86,6 @@ def _locked(path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
-
-
-def inode(path: Path) -> int | None:
-    try:
-        return os.stat(path).st_ino
-    except FileNotFoundError:
-        return None
 
 
 def recover(path: Path, *, seen_inode: int | None, problem: str) -> Recovery | None:

@@ -60,6 +60,8 @@ FINAL_STATUSES = tuple(s.value for s in RunStatus if s.final)
 
 @dataclass(frozen=True)
 class RunRow:
+    """One row of the ``runs`` table."""
+
     id: str
     created_ns: int
     started_ns: int | None

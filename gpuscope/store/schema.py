@@ -36,7 +36,7 @@ def raw_connect(db_path: Path) -> sqlite3.Connection:
         _use_wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
-        key = (str(db_path.resolve()), _inode(db_path))
+        key = (str(db_path.resolve()), inode(db_path))
         if key not in _applied:
             for name in SCHEMA_MODULES:
                 module = importlib.import_module(name)
@@ -76,7 +76,7 @@ def _add_columns(conn: sqlite3.Connection, added: tuple[tuple[str, str, str], ..
 
 
 
-def _inode(path: Path) -> int | None:
+def inode(path: Path) -> int | None:
     try:
         return os.stat(path).st_ino
     except FileNotFoundError:

@@ -1,0 +1,72 @@
+"""RunSpec's choices and the checks of its interpreter and script, without the RunSpec dataclass.
+
+``gpuscope run SCRIPT`` starts the program before it imports ``dataclasses`` (``inspect``, ``ast``:
+~10 ms) and the rest of gpuscope (:mod:`gpuscope.runs.early`); it checks the script and the
+interpreter here, with the same words as :meth:`gpuscope.spec.RunSpec.validated`, which uses these.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from gpuscope.errors import UserError
+
+START_METHODS = ("default", "fork", "spawn", "forkserver")
+LAUNCHERS = ("python", "torchrun")
+START_METHOD_HELP = {
+    "default": "leave multiprocessing as the script and Python choose (fork on Linux up to 3.13)",
+    "fork": "children are copies of the parent: fast start, but unsafe with CUDA or threads; "
+            "nsys needs --trace-fork-before-exec to see them",
+    "spawn": "children start a fresh interpreter: slower start, safe with CUDA; nsys sees them",
+    "forkserver": "children fork from a clean server process: safe-ish and faster than spawn",
+}
+NSYS_TRACE = ("nvtx", "osrt", "cuda")   # NsysOptions' defaults
+NSYS_TIMEOUT_S = 600.0
+
+
+def default_python() -> str:
+    """This interpreter; in a frozen (PyInstaller) app, whose executable is the app, python3 on PATH."""
+    if getattr(sys, "frozen", False):
+        import shutil
+
+        return shutil.which("python3") or "python3"
+    return sys.executable
+
+
+def checked_python(python: str | None) -> str:
+    python = python or default_python()
+    if os.sep in python:
+        resolved: str | None = python
+    else:
+        import shutil   # only for a bare name (shutil imports bz2, lzma, ...)
+
+        resolved = shutil.which(python)
+    if not resolved or not os.path.isfile(resolved) or not os.access(resolved, os.X_OK):
+        raise UserError(f"Python interpreter not found or not executable: {python}")
+    return os.path.abspath(resolved)
+
+
+def checked_script(text: str, cwd: Path) -> Path:
+    if not text:
+        raise UserError("nothing to run: give a script or -m MODULE")
+    script = Path(text).expanduser()
+    if not script.is_absolute():
+        script = cwd / script
+    if not script.exists():
+        raise UserError(f"script not found: {text}")
+    if script.is_dir():
+        if not (script / "__main__.py").is_file():
+            raise UserError(f"{text} is a directory without __main__.py, not a Python script")
+    elif not looks_like_python(script):
+        raise UserError(f"{text} does not look like a Python script (binary content)")
+    return script.resolve()
+
+
+def looks_like_python(path: Path) -> bool:
+    try:
+        head = path.read_bytes()[:4096]
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror}") from None
+    return b"\x00" not in head
