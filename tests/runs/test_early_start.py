@@ -100,3 +100,23 @@ def test_presses_held_during_the_early_start_stop_the_run_once_it_is_set_up():
             assert (said, len(stops)) == (["stopping"], 2)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def test_no_recorder_of_an_early_started_run_changes_its_command(gpuscope_home, tmp_path, monkeypatch):
+    """Recorders may edit the command in ``prepare`` (nsys wraps it), which runs before the usual
+    spawn; an early-started program is already running then, so every recorder a run eligible for
+    the early start gets must leave argv, environment and folder as they are."""
+    from gpuscope.findings.recorder import FindingsRecorder
+    from gpuscope.runs.recorder import Launch
+    from gpuscope.runs.recorders import default_recorders
+
+    (tmp_path / "s.py").write_text("print('x')\n")
+    monkeypatch.chdir(tmp_path)
+    args = _args(["--start-method", "fork", "s.py", "a"])
+    spec = run_cmd.spec_from_args(args).validated()
+    run_dir = tmp_path / "run"
+    command = build_command(spec, "r1", run_dir)
+    launch = Launch(spec, "r1", run_dir, list(command.argv), dict(command.env), command.cwd)
+    for recorder in [*default_recorders(spec), FindingsRecorder()]:   # what `gpuscope run` gives a run
+        recorder.prepare(launch)
+    assert (launch.argv, launch.env, launch.cwd) == (command.argv, command.env, command.cwd)
