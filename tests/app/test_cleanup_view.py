@@ -219,7 +219,8 @@ def test_shown_tab_finds_a_segment_leaked_after_it_was_opened_without_refresh(qt
         listed = next(r for r in after if r.by_shm(name))
         assert listed.scanned_at - made >= min_age
         assert any(s.key == f"shm:{name}" for s in v.model.suspects)
-        assert v.refresh_button.isEnabled()
+        # the next automatic listing may be running (every 0.2 s here): Refresh comes back after it
+        qtbot.waitUntil(v.refresh_button.isEnabled, timeout=WAIT_MS)
         # hidden: no more listings
         v.hide()
         qtbot.waitUntil(lambda: not v.busy, timeout=WAIT_MS)
