@@ -12,6 +12,7 @@ import pytest
 
 from gpuscope.cleanup import Policy, Scanner, perform
 from gpuscope.cleanup import model as m
+from gpuscope.nsys.lock import NsysLock
 from gpuscope.paths import cache_dir
 from tests.cleanup.util import state_of, wait_for
 from tests.nsys_versions import VERSIONS
@@ -76,7 +77,7 @@ def _remove_our_nsys_leftovers(names: set[str]) -> None:
 
 
 @pytest.mark.nsys
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(400)   # the machine-wide nsys lock may wait for other suites' recordings
 @pytest.mark.parametrize("version", sorted(INSTALLS) or ["none"])
 def test_agent_of_a_killed_nsys_profile_is_stale(reaper, tmp_path, version):
     if version not in INSTALLS:
@@ -85,14 +86,22 @@ def test_agent_of_a_killed_nsys_profile_is_stale(reaper, tmp_path, version):
         pytest.skip("Nsight Systems is not provisioned (scripts/provision_nsys.py)")
     argv = [INSTALLS[version], "profile", "--trace=nvtx", "--sample=none", "-o",
             str(tmp_path / "r"), "-f", "true", "sleep", "60"]
-    front = reaper("spawn", argv=argv, setsid=True)["pid"]
-    used: set[str] = set()
+    # One nsys profile at a time on this machine, as gpuscope's own recordings: killing this one
+    # and removing its leftovers while another test's recording ran made that one's nsys fail
+    # (`sem_open`: No such file or directory; seen once in CI).
+    lock = NsysLock()
+    assert lock.acquire(timeout_s=300), "another nsys recording held the machine-wide lock for 300 s"
     try:
-        _stale_agent_case(reaper, front, version, used)
+        front = reaper("spawn", argv=argv, setsid=True)["pid"]
+        used: set[str] = set()
+        try:
+            _stale_agent_case(reaper, front, version, used)
+        finally:
+            used |= _shm_used_by({p.pid for p in psutil.Process(reaper.pid).children(recursive=True)})
+            reaper.close()
+            _remove_our_nsys_leftovers(used)
     finally:
-        used |= _shm_used_by({p.pid for p in psutil.Process(reaper.pid).children(recursive=True)})
-        reaper.close()
-        _remove_our_nsys_leftovers(used)
+        lock.release()
 
 
 def _stale_agent_case(reaper, front: int, version: str, used: set[str]) -> None:
