@@ -118,7 +118,8 @@ def test_sort_keeps_tree_and_after_run_figures_are_the_cli_table(qtbot, gpuscope
     # sorted by the records' CPU time, most first: the workers under main in that order
     tree.sortByColumn(COL["CPU time"], Qt.SortOrder.DescendingOrder)
     shown = [p for p in _kids(tree.items[main]) if p in workers]
-    assert shown == sorted(workers, key=lambda p: (-records[p].cpu_seconds, p))
+    # descending turns the whole order, ties (CPU times come in 10 ms ticks) included: pid descending
+    assert shown == sorted(workers, key=lambda p: (records[p].cpu_seconds, p), reverse=True)
     # one name per process: the Processes tab, the Report's lanes and the CLI table's ROLE column
     wait_report(qtbot, w, timeout=60_000)
     tl = w.last_report.timeline
