@@ -228,6 +228,8 @@ def patch_pool(pool_module):
 
     pool_module.worker = _disguise(worker, original)
     _patch_pool_creation(pool_module)
+    if _under_nsys():
+        _patch_terminated_wait(pool_module)
     for cls in (getattr(pool_module, "ApplyResult", None), getattr(pool_module, "IMapIterator", None)):
         if cls is not None:
             _patch_job_submit(cls)
@@ -283,6 +285,56 @@ def _become_pool_worker():
             signal.signal(signal.SIGTERM, _flush_on_sigterm)
             if not STATE.info.get("forked"):   # no new thread in a fork child nsys traces before exec
                 _arm_sigterm_fallback(signal)
+
+
+TERM_AGAIN_S = 1.0   # a terminated pool worker still alive after this gets SIGTERM again
+
+
+@safe("patching multiprocessing for terminated pool workers")
+def _patch_terminated_wait(pool_module):
+    """Under nsys, pool workers that ``Pool.terminate()`` ends get SIGTERM again every second.
+
+    Under nsys a pool worker ends on SIGTERM through a Python handler (C ``exit()``, so nsys
+    flushes: :func:`_become_pool_worker`). A Python handler runs when the main thread next checks
+    for signals: a SIGTERM that lands just before the worker blocks in the task queue's lock
+    (``sem_wait``) is never acted on, and the pool's terminate then waits for that worker for ever
+    (seen in a fork pool under nsys, where the worker has no fallback thread). Sent again while
+    the worker waits in the lock, SIGTERM interrupts the wait and the handler runs. Without
+    gpuscope the default action kills the worker at once: this only restores that. Only the
+    workers of a pool being terminated: any other process's ``terminate()`` is left alone.
+    """
+    import signal
+    from multiprocessing import popen_fork
+
+    cls = popen_fork.Popen
+    wait = cls.__dict__.get("wait")
+    terminate_pool = pool_module.Pool.__dict__.get("_terminate_pool")
+    func = getattr(terminate_pool, "__func__", None)
+    if wait is None or func is None or getattr(wait, "__wrapped__", None) is not None:
+        return
+
+    def _terminate_pool(pool_cls, *args, **kwargs):
+        workers = args[3] if len(args) > 3 else kwargs.get("pool")
+        for proc in workers or ():
+            popen = getattr(proc, "_popen", None)
+            if popen is not None:
+                popen._gpuscope_pool_terminating = True
+        return func(pool_cls, *args, **kwargs)
+
+    def wait_(self, timeout=None):
+        if timeout is not None or not getattr(self, "_gpuscope_pool_terminating", False):
+            return wait(self, timeout)
+        while True:
+            code = wait(self, TERM_AGAIN_S)
+            if code is not None:
+                return code
+            try:
+                os.kill(self.pid, signal.SIGTERM)
+            except OSError:
+                pass
+
+    pool_module.Pool._terminate_pool = classmethod(_disguise(_terminate_pool, func))
+    cls.wait = _disguise(wait_, wait)
 
 
 def _arm_sigterm_fallback(signal):
