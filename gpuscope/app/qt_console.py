@@ -73,6 +73,9 @@ class QtConsole(QWidget):
         self.follow = QCheckBox("Follow", checked=True)
         self.follow.setToolTip("Keep the newest output in view (a search turns it off; every run starts with it on)")
         self.follow.toggled.connect(self._follow_toggled)
+        # The document lays out lazily: its height (the bar's range) can grow after an insert has
+        # scrolled to the end, leaving the view a line short. Following keeps it at the end.
+        self.text.verticalScrollBar().rangeChanged.connect(self._range_changed)
         self.status = QLabel()
         self.kept = QLabel()          # "last 20,000 of 1,000,000 lines · all in run folder" (a link)
         self.kept.setOpenExternalLinks(False)
@@ -337,6 +340,10 @@ class QtConsole(QWidget):
     def _to_end(self) -> None:
         bar = self.text.verticalScrollBar()
         bar.setValue(bar.maximum())
+
+    def _range_changed(self, _low: int, high: int) -> None:
+        if self.follow.isChecked():
+            self.text.verticalScrollBar().setValue(high)
 
     def _follow_toggled(self, on: bool) -> None:
         if on:
