@@ -6,12 +6,11 @@ threads is read from /proc (threads of the process after the import).
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
+
+from tests.fresh_python import fresh_json
 
 PROBE = r"""
 import json, os, subprocess, sys
@@ -29,9 +28,7 @@ print(json.dumps({"threads": len(os.listdir("/proc/self/task")), "same_env": dic
 
 def _probe(mode: str, **env) -> dict:
     base = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    out = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True, check=True,
-                         env={**base, **env}).stdout
-    return json.loads(out)
+    return fresh_json(PROBE, mode, env={**base, **env})
 
 
 def test_preload_uses_one_blas_thread_and_leaves_the_environment_as_it_was():

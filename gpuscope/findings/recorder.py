@@ -22,7 +22,7 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext
 
@@ -79,38 +79,46 @@ class FindingsRecorder(BaseRecorder):
         self._oom_start: int | None = None
 
     # -- the rules' state, made on first use --------------------------------------------------------
+    def _once(self, attr: str, make: Callable[[], Any]) -> Any:
+        """``self.<attr>``, made by ``make()`` on first use, once, whichever thread asks first."""
+        made = getattr(self, attr)
+        if made is None:
+            with self._make_lock:
+                made = getattr(self, attr)
+                if made is None:
+                    made = make()
+                    setattr(self, attr, made)
+        return made
+
     @property
     def scanner(self) -> "OutputScanner":
         """The stderr scanner (output_rules)."""
-        if self._scanner is None:
-            with self._make_lock:
-                if self._scanner is None:
-                    from gpuscope.findings.output_rules import OutputScanner
+        def make() -> "OutputScanner":
+            from gpuscope.findings.output_rules import OutputScanner
 
-                    self._scanner = OutputScanner()
-        return self._scanner
+            return OutputScanner()
+
+        return self._once("_scanner", make)
 
     @property
     def facts(self) -> "ProcessFacts":
         """What the event logs' I lines said so far (process_rules)."""
-        if self._facts is None:
-            with self._make_lock:
-                if self._facts is None:
-                    from gpuscope.findings.process_rules import ProcessFacts
+        def make() -> "ProcessFacts":
+            from gpuscope.findings.process_rules import ProcessFacts
 
-                    self._facts = ProcessFacts()
-        return self._facts
+            return ProcessFacts()
+
+        return self._once("_facts", make)
 
     @property
     def telemetry(self) -> "TelemetryWatch":
         """The telemetry rules' per-process state (telemetry_rules)."""
-        if self._telemetry is None:
-            with self._make_lock:
-                if self._telemetry is None:
-                    from gpuscope.findings.telemetry_rules import TelemetryWatch
+        def make() -> "TelemetryWatch":
+            from gpuscope.findings.telemetry_rules import TelemetryWatch
 
-                    self._telemetry = TelemetryWatch()
-        return self._telemetry
+            return TelemetryWatch()
+
+        return self._once("_telemetry", make)
 
     # -- lifecycle --------------------------------------------------------------------------------
     def prepare(self, launch: Launch) -> None:

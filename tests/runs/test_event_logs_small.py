@@ -9,8 +9,6 @@ everything the end of a run computes from it is compared.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +20,7 @@ from gpuscope.trace import events as ev
 from gpuscope.trace.process_rows import row_from_events
 from gpuscope.runs.annotate_notes import _calls
 from tests.runs.helpers import gpuscope, summary
+from tests.fresh_python import fresh_json
 
 MS = 1_000_000
 
@@ -172,9 +171,7 @@ def test_the_small_path_imports_no_numpy(run_dir):
             "found = engine.analyse_events(run)\n"
             "import json\n"
             "print(json.dumps([len(rows), sorted(f.code for f in found), 'numpy' in sys.modules]))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    count, codes, numpy_loaded = json.loads(out.stdout)
+    count, codes, numpy_loaded = fresh_json(code)
     assert count == 7 and {"tasks-too-small", "load-imbalance", "large-pickles"} <= set(codes), codes
     assert numpy_loaded is False
 

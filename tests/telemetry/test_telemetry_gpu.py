@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ import pytest
 from fakes.fake_nvml import FakeGpu, FakeNvml
 from gpuscope.telemetry.gpu import NoGpuBackend, NvmlBackend, open_backend
 from gpuscope.telemetry.sampler import RunSampler, Sampler
+from tests.fresh_python import fresh_json
 
 
 def two_gpus() -> FakeNvml:
@@ -169,9 +169,7 @@ def test_without_the_nvml_library_pynvml_is_not_imported_and_the_reason_is_pynvm
             "from gpuscope.telemetry.gpu import open_backend\n"
             "b = open_backend()\n"
             "print(json.dumps([b.available, b.reason, 'pynvml' in sys.modules]))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    available, reason, imported = json.loads(out.stdout)
+    available, reason, imported = fresh_json(code)
     import ctypes
 
     try:
