@@ -204,10 +204,8 @@ class _Strings:
         self.lut = np.full(1, -1, dtype=np.int32)
         if "StringIds" not in tables:
             return
-        rows = conn.execute("SELECT id, value FROM StringIds").fetchall()
-        if not rows:
-            return
-        rows = [r for r in rows if r[0] is not None and r[0] >= 0]   # the last slot stays -1 (map)
+        rows = [r for r in conn.execute("SELECT id, value FROM StringIds")
+                if r[0] is not None and r[0] >= 0]   # the last slot stays -1 (map)
         if not rows:
             return
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
