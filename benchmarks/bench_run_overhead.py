@@ -100,7 +100,9 @@ def main() -> int:
     ap.add_argument("--skip-pool", action="store_true", help="only the empty script")
     ap.add_argument("--no-compile", action="store_true", help="do not compile the trees' byte code ahead")
     args = ap.parse_args()
-    base = dict(os.environ, GPUSCOPE_HOME=tempfile.mkdtemp(prefix="gs-bench-"))
+    # gpuscope finds its data folder as for a user (XDG_DATA_HOME, not GPUSCOPE_HOME), in a fresh folder
+    base = {k: v for k, v in os.environ.items() if k != "GPUSCOPE_HOME"}
+    base["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="gs-bench-")
     root = Path(args.root).resolve() if args.root else HERE.parent
     trees = {"gpuscope run": root}
     if args.compare:

@@ -10,17 +10,18 @@ anything unexpected prints one line that names a log file holding the traceback.
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
-import time
-from typing import TYPE_CHECKING, Any
 
 from gpuscope import __version__
 from gpuscope.errors import UserError
 
+# Before `gpuscope run` starts its program only what a bare interpreter has loaded is imported here
+# (no typing, importlib, argparse: gpuscope.runs.early).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from typing import Any
 
 # name -> one-line help. The module is gpuscope.commands.<name>.
 COMMANDS = {
@@ -37,8 +38,10 @@ COMMANDS = {
 }
 
 
-def _load(name: str):
-    return importlib.import_module(f"gpuscope.commands.{name}")
+def _load(name: str) -> Any:
+    module = f"gpuscope.commands.{name}"
+    __import__(module)
+    return sys.modules[module]
 
 
 def _parser_class() -> type[argparse.ArgumentParser]:
@@ -74,6 +77,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 
 
 def _internal_error(exc: BaseException) -> int:
+    import time
     import traceback
 
     from gpuscope import paths

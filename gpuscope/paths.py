@@ -1,38 +1,99 @@
 """Where gpuscope keeps its files: the data directory, run folders, caches.
 
 ``GPUSCOPE_HOME`` overrides the platform data directory (tests and CI use it). Run data is
-private: the data directory is 0700, and the first use in each process tightens what is in it
-(folders 0700, files 0600), so runs recorded by older versions or with a loose umask are closed too.
+private: the data directory is 0700, and what is in it is tightened (folders 0700, files 0600) by a
+walk of the whole folder the first time this version of gpuscope uses it, so runs recorded by
+older versions or with a loose umask are closed too; each run's own folder is tightened again when
+the run is recorded (``gpuscope.store.runs``). The walk reads every file of every run, so it is not
+repeated by every command: the file ``.private`` records that it was done (docs/STORE.md).
+
+Nothing here imports ``pathlib`` (nor ``platformdirs`` on Linux) before a ``Path`` is asked for:
+``gpuscope run`` reserves its run folder before it starts the program (issue 14.4).
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 _tightened: set[str] = set()
+# Written in the data folder once the whole folder was made private (the number: what that walk
+# covers; a later version that must walk again raises it).
+PRIVATE_MARK = ".private"
+PRIVATE_VERSION = "1"
+
+
+def _path(text: str) -> Path:
+    from pathlib import Path
+
+    return Path(text)
+
+
+def default_data_root(environ: dict[str, str] | os._Environ[str] | None = None) -> str:
+    """The platform's data folder for gpuscope: on Linux ``$XDG_DATA_HOME/gpuscope``, or
+    ``~/.local/share/gpuscope`` when that is unset or not absolute (the XDG Base Directory rule),
+    as ``platformdirs.user_data_dir("gpuscope", appauthor=False)`` says (tests/runs/test_paths.py
+    compares them); importing platformdirs costs 10-40 ms. Elsewhere platformdirs answers."""
+    env = os.environ if environ is None else environ
+    if sys.platform.startswith("linux") and not hasattr(sys, "getandroidapilevel"):
+        base = env.get("XDG_DATA_HOME", "")
+        if not os.path.isabs(base):
+            home = env.get("HOME", "")
+            if not os.path.isabs(home):   # unset or relative: the account's home, as platformdirs
+                import pwd
+
+                home = pwd.getpwuid(os.getuid()).pw_dir
+            base = os.path.join(home, ".local", "share")
+        return os.path.join(base, "gpuscope")
+    import platformdirs
+
+    return platformdirs.user_data_dir("gpuscope", appauthor=False)
+
+
+def data_root(tighten: bool = True) -> str:
+    """:func:`data_dir` as a string, without importing ``pathlib``."""
+    home = os.environ.get("GPUSCOPE_HOME")
+    path = os.path.expanduser(home) if home else default_data_root()
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    if path not in _tightened:
+        if tighten:
+            _tightened.add(path)
+            _private_dir(path)
+            if not _marked_private(path):
+                make_private(path)
+                _mark_private(path)
+        else:
+            _private_dir(path)
+    return path
 
 
 def data_dir(tighten: bool = True) -> Path:
     """The root of gpuscope's data: the run store and one folder per run. ``tighten=False``: only
-    the directory itself is made private now (``gpuscope run`` walks the rest once its program runs;
-    the walk reads every file of every run)."""
-    home = os.environ.get("GPUSCOPE_HOME")
-    if home:
-        path = Path(home).expanduser()
-    else:
-        import platformdirs
+    the directory itself is made private now (``gpuscope run`` tightens the rest once its program
+    runs)."""
+    return _path(data_root(tighten))
 
-        path = Path(platformdirs.user_data_dir("gpuscope", appauthor=False))
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if str(path) not in _tightened:
-        if tighten:
-            _tightened.add(str(path))
-            make_private(path)
-        else:
-            _private_dir(path)
-    return path
+
+def _marked_private(root: str) -> bool:
+    try:
+        with open(os.path.join(root, PRIVATE_MARK), encoding="ascii") as fh:
+            return fh.read().strip() == PRIVATE_VERSION
+    except (OSError, ValueError):
+        return False
+
+
+def _mark_private(root: str) -> None:
+    try:
+        fd = os.open(os.path.join(root, PRIVATE_MARK), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(fd, "w", encoding="ascii") as fh:
+            fh.write(PRIVATE_VERSION + "\n")
+    except OSError:
+        pass   # walked again next time
 
 
 def _private_dir(path: Path) -> None:
@@ -47,7 +108,7 @@ def _private_dir(path: Path) -> None:
 def make_private(top: str | os.PathLike[str]) -> int:
     """Folders 0700 and files 0600 under ``top`` (itself included) that this user owns; returns how
     many were changed. Symbolic links are not followed. (What ``os.walk`` visits, read with one
-    ``scandir`` per folder and one ``lstat`` per entry: every ``gpuscope run`` walks every run.)"""
+    ``scandir`` per folder and one ``lstat`` per entry.)"""
     changed = 0
     uid = os.getuid()
     folders = [os.fspath(top)]
@@ -81,10 +142,15 @@ def make_private(top: str | os.PathLike[str]) -> int:
     return changed
 
 
-def runs_dir(tighten: bool = True) -> Path:
-    path = data_dir(tighten) / "runs"
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+def runs_root(tighten: bool = True) -> str:
+    """:func:`runs_dir` as a string, without importing ``pathlib``."""
+    path = os.path.join(data_root(tighten), "runs")
+    os.makedirs(path, mode=0o700, exist_ok=True)
     return path
+
+
+def runs_dir(tighten: bool = True) -> Path:
+    return _path(runs_root(tighten))
 
 
 def store_path() -> Path:
@@ -93,6 +159,8 @@ def store_path() -> Path:
 
 def cache_dir() -> Path:
     """Downloaded tools (Nsight Systems) live here; ``GPUSCOPE_CACHE`` overrides it."""
+    from pathlib import Path
+
     env = os.environ.get("GPUSCOPE_CACHE")
     if env:
         path = Path(env).expanduser()

@@ -25,9 +25,13 @@ from __future__ import annotations
 import enum
 import os
 import re
-from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Container, Iterable
+
+from gpuscope.record import field, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Container, Iterable
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -78,7 +82,7 @@ def boot_time() -> float:
     return _BOOT[0]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ProcInfo:
     """One process as ``/proc/<pid>/stat`` showed it; command line, environment and owner are
     read on first use (and kept)."""
@@ -240,7 +244,7 @@ def ancestors(pid: int) -> list[int]:
 _PROFILE_SESSION = re.compile(r"^profile-(?:.*-)?(\d+)$")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NsysAgentName:
     """What an ``nsys --start-agent`` command line says about its session."""
 
@@ -282,7 +286,7 @@ class Reason(str, enum.Enum):
     RECORDED = "recorded"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunScope:
     """What identifies one run's processes: its root, the session/group the root leads, its id."""
 

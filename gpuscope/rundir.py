@@ -1,12 +1,19 @@
-"""The run folder: one per run under the data directory, named by run id."""
+"""The run folder: one per run under the data directory, named by run id.
+
+The folder is reserved and made with strings (no ``pathlib``): ``gpuscope run`` does it before it
+starts the program (issue 14.4); :func:`create_run_dir` gives the ``Path``.
+"""
 
 from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 from gpuscope import paths
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SPEC = "spec.json"
 STDOUT = "stdout.log"
@@ -34,31 +41,41 @@ def new_run_id(tighten: bool = True) -> str:
     return reserve_run_dir(tighten)[0]
 
 
-def reserve_run_dir(tighten: bool = True) -> tuple[str, Path]:
+def reserve_run_dir(tighten: bool = True) -> tuple[str, str]:
     """(id, folder) of a new, private (0700) run folder (``tighten``: see ``paths.data_dir``)."""
-    root = paths.runs_dir(tighten)
+    root = paths.runs_root(tighten)
     for _ in range(ID_ATTEMPTS):
         run_id = _candidate_id()
         try:
-            (root / run_id).mkdir(mode=0o700)
+            os.mkdir(os.path.join(root, run_id), 0o700)
         except FileExistsError:
             continue
-        return run_id, root / run_id
+        return run_id, os.path.join(root, run_id)
     raise RuntimeError(f"no free run id under {root} after {ID_ATTEMPTS} tries")
 
 
-def create_run_dir(run_id: str, tighten: bool = True) -> Path:
+def create_run_folder(run_id: str, tighten: bool = True) -> str:
     """The run's folder (reserved by :func:`new_run_id`, or created here) with its events folder."""
-    path = paths.runs_dir(tighten) / run_id
-    path.mkdir(mode=0o700, exist_ok=True)
-    (path / EVENTS).mkdir(mode=0o700, exist_ok=False)
+    path = os.path.join(paths.runs_root(tighten), run_id)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+    os.mkdir(os.path.join(path, EVENTS), 0o700)
     return path
+
+
+def create_run_dir(run_id: str, tighten: bool = True) -> Path:
+    """:func:`create_run_folder` as a ``Path``."""
+    from pathlib import Path
+
+    return Path(create_run_folder(run_id, tighten))
 
 
 def boot_dir() -> str:
     """The folder put first on PYTHONPATH: holds gpuscope's sitecustomize."""
-    here = Path(__file__).resolve().parent / "inject" / "boot"
-    return str(here)
+    return os.path.join(os.path.dirname(os.path.realpath(__file__)), "inject", "boot")
 
 
 def pythonpath_with_boot(existing: str | None) -> str:

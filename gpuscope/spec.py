@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from gpuscope.errors import UserError
+from gpuscope.record import asdict, field, fields, record, replace
 from gpuscope.spec_checks import (LAUNCHERS, NSYS_TIMEOUT_S, NSYS_TRACE, START_METHOD_HELP, START_METHODS,
                                   checked_python as _checked_python, checked_script as _checked_script,
                                   default_python)
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
-@dataclass(frozen=True)
+
+@record(frozen=True)
 class NsysOptions:
     """How to record a run under Nsight Systems."""
 
@@ -35,7 +38,7 @@ class NsysOptions:
         return start_method in ("fork", "default")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunSpec:
     """A script (or a module, run as ``python -m MODULE``) and the way gpuscope should launch it.
 
@@ -121,7 +124,7 @@ class RunSpec:
             trace_fork=nsys.get("trace_fork"),
             timeout_s=float(nsys.get("timeout_s", NsysOptions.timeout_s)),
         )
-        known = {f for f in cls.__dataclass_fields__}
+        known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in d.items() if k in known}
         kwargs["args"] = tuple(kwargs.get("args", ()))
         kwargs["annotate"] = tuple(kwargs.get("annotate", ()))

@@ -1,15 +1,15 @@
 """RunSpec's choices and the checks of its interpreter and script, without the RunSpec dataclass.
 
-``gpuscope run SCRIPT`` starts the program before it imports ``dataclasses`` (``inspect``, ``ast``:
-~10 ms) and the rest of gpuscope (:mod:`gpuscope.runs.early`); it checks the script and the
-interpreter here, with the same words as :meth:`gpuscope.spec.RunSpec.validated`, which uses these.
+``gpuscope run SCRIPT`` starts the program before it imports the rest of gpuscope
+(:mod:`gpuscope.runs.early`); it checks the script and the interpreter here, with the same words as
+:meth:`gpuscope.spec.RunSpec.validated`, which uses these. Paths are strings (``os.path``): nothing
+here imports ``pathlib`` (with ``re``, ~5-20 ms before the program could start).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 from gpuscope.errors import UserError
 
@@ -48,25 +48,25 @@ def checked_python(python: str | None) -> str:
     return os.path.abspath(resolved)
 
 
-def checked_script(text: str, cwd: Path) -> Path:
+def checked_script(text: str, cwd: str | os.PathLike[str]) -> str:
+    """The script's absolute, resolved path (a folder with ``__main__.py`` counts as a script)."""
     if not text:
         raise UserError("nothing to run: give a script or -m MODULE")
-    script = Path(text).expanduser()
-    if not script.is_absolute():
-        script = cwd / script
-    if not script.exists():
+    script = os.path.join(cwd, os.path.expanduser(text))   # an absolute path stays as it is
+    if not os.path.exists(script):
         raise UserError(f"script not found: {text}")
-    if script.is_dir():
-        if not (script / "__main__.py").is_file():
+    if os.path.isdir(script):
+        if not os.path.isfile(os.path.join(script, "__main__.py")):
             raise UserError(f"{text} is a directory without __main__.py, not a Python script")
     elif not looks_like_python(script):
         raise UserError(f"{text} does not look like a Python script (binary content)")
-    return script.resolve()
+    return os.path.realpath(script)
 
 
-def looks_like_python(path: Path) -> bool:
+def looks_like_python(path: str | os.PathLike[str]) -> bool:
     try:
-        head = path.read_bytes()[:4096]
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
     except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror}") from None
+        raise UserError(f"cannot read {os.fspath(path)}: {exc.strerror}") from None
     return b"\x00" not in head

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import signal
-from dataclasses import dataclass
 from enum import Enum
+
+from gpuscope.record import record
 
 
 class RunStatus(str, Enum):
@@ -29,7 +30,7 @@ class RunStatus(str, Enum):
         return self is not RunStatus.RUNNING
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ExitStatus:
     code: int | None
     signal: str | None

@@ -7,10 +7,11 @@ with the start time it had when the run ended, so a reused pid never counts as t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from gpuscope import processes
+from gpuscope.record import replace
 
 
 @dataclass

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import _signal   # the C module behind `signal` (which imports enum): the program starts first
 import os
-import signal
 import sys
-from contextlib import contextmanager
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from gpuscope.errors import UserError
 from gpuscope.spec_checks import LAUNCHERS, NSYS_TIMEOUT_S, NSYS_TRACE, START_METHODS
 
+# Nothing heavy before the program starts (gpuscope.runs.early): no typing, signal, contextlib.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from typing import Any, Callable
 
     from gpuscope.spec import RunSpec
 
@@ -107,31 +108,35 @@ def output_cap(args: argparse.Namespace) -> int | None:
     return None if args.output_cap_mb is None else int(max(args.output_cap_mb, 0) * 1024 * 1024)
 
 
-@contextmanager
-def stop_on_signals(stop: Callable[[], None], say: Callable[[str], None], message: str,
-                    held: _HeldSignals | None = None) -> Iterator[None]:
-    """Ctrl-C or SIGTERM while the block runs calls ``stop`` (the first time after saying ``message``;
-    a second press calls it again, which kills at once); the previous handlers come back after.
-    ``held``: the presses held while the program started early are handled first, as if pressed now."""
-    presses = {"n": 0}
+class stop_on_signals:   # noqa: N801 - used as a function: `with stop_on_signals(...):`
+    """Ctrl-C or SIGTERM while the ``with`` block runs calls ``stop`` (the first time after saying
+    ``message``; a second press calls it again, which kills at once); the previous handlers come
+    back after. ``held``: the presses held while the program started early are handled first, as if
+    pressed now."""
 
-    def on_signal(_signum: int, _frame: Any) -> None:
-        presses["n"] += 1
-        if presses["n"] == 1:
-            say(message)
-        stop()
+    def __init__(self, stop: Callable[[], None], say: Callable[[str], None], message: str,
+                 held: _HeldSignals | None = None) -> None:
+        self._stop, self._say, self._message, self._held = stop, say, message, held
+        self._presses = 0
+        self._old: tuple[Any, Any] = (None, None)
 
-    old_int = signal.signal(signal.SIGINT, on_signal)
-    old_term = signal.signal(signal.SIGTERM, on_signal)
-    try:
-        if held is not None:   # its handlers were the ones just replaced: what comes back is what it replaced
-            old_int, old_term = held.originals()
-            for _ in range(held.count):
-                on_signal(signal.SIGINT, None)
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old_int)
-        signal.signal(signal.SIGTERM, old_term)
+    def _on_signal(self, _signum: int, _frame: Any) -> None:
+        self._presses += 1
+        if self._presses == 1:
+            self._say(self._message)
+        self._stop()
+
+    def __enter__(self) -> None:
+        self._old = (_signal.signal(_signal.SIGINT, self._on_signal),
+                     _signal.signal(_signal.SIGTERM, self._on_signal))
+        if self._held is not None:   # its handlers were the ones just replaced: what comes back is what it replaced
+            self._old = self._held.originals()
+            for _ in range(self._held.count):
+                self._on_signal(_signal.SIGINT, None)
+
+    def __exit__(self, *exc: object) -> None:
+        _signal.signal(_signal.SIGINT, self._old[0])
+        _signal.signal(_signal.SIGTERM, self._old[1])
 
 
 class _HeldSignals:
@@ -141,8 +146,8 @@ class _HeldSignals:
 
     def __init__(self) -> None:
         self.count = 0
-        self._old: tuple[Any, Any] | None = (signal.signal(signal.SIGINT, self._press),
-                                             signal.signal(signal.SIGTERM, self._press))
+        self._old: tuple[Any, Any] | None = (_signal.signal(_signal.SIGINT, self._press),
+                                             _signal.signal(_signal.SIGTERM, self._press))
 
     def _press(self, _signum: int, _frame: Any) -> None:
         self.count += 1
@@ -157,8 +162,8 @@ class _HeldSignals:
         """The previous handlers back (if still in charge); how many presses came."""
         if self._old is not None:
             old_int, old_term = self.originals()
-            signal.signal(signal.SIGINT, old_int)
-            signal.signal(signal.SIGTERM, old_term)
+            _signal.signal(_signal.SIGINT, old_int)
+            _signal.signal(_signal.SIGTERM, old_term)
         return self.count
 
 
@@ -219,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
             raise KeyboardInterrupt   # pressed before anything started: as without the early start
     try:
         from gpuscope.findings.recorder import FindingsRecorder
-        from gpuscope.runs.output import widen_pipe
+        from gpuscope.runs.pipes import widen_pipe
         from gpuscope.runs.supervisor import Run
 
         findings = FindingsRecorder(on_finding=lambda f: progress(f"finding: {f.line()}"))
@@ -258,6 +263,8 @@ def run(args: argparse.Namespace) -> int:
     if result.status is RunStatus.STOPPED:
         return 130
     if result.exit.signal:
+        import signal
+
         return 128 + signal.Signals[result.exit.signal].value
     return result.exit.code or (1 if result.error else 0)
 

@@ -1,6 +1,10 @@
 """Findings: rules that read what a run recorded and say what is wrong, with evidence and a fix."""
 
-from typing import Any
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["Evidence", "Finding", "Fix", "Severity"]
 

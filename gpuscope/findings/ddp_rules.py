@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gpuscope.trace.events import ProcessEvents
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:   # numpy is imported by the straggler rule itself: only runs with ranks need it
     from gpuscope.finding import Finding
     import numpy as np

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from gpuscope.findings import ddp_rules, ipc_rules, pool_rules, process_rules, ray_rules, torch_rules
 from gpuscope.findings.output_rules import OutputScanner
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from gpuscope.finding import Finding
 
 FINDINGS_FILE = "findings.json"

@@ -11,10 +11,10 @@ and ``Connection.send`` passes through it, and is unpickled once more on the oth
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from gpuscope.trace.events import ProcessEvents
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gpuscope.finding import Finding
 

@@ -15,12 +15,12 @@ findings. Messages (CPython 3.8-3.14, PyTorch 2.x):
 
 from __future__ import annotations
 
-import ast
 import re
 import signal
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from gpuscope.record import field, record
+
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gpuscope.finding import Finding
 
@@ -35,7 +35,7 @@ _FILE_LINE = re.compile(r'^\s*File "(.+?)", line (\d+)')
 MAX_LINE = 8192
 
 
-@dataclass
+@record
 class _Hit:
     """How often one stderr pattern was seen, when first, and its first lines."""
 
@@ -110,6 +110,8 @@ def _names(text: str | None) -> set[str]:
     """The names in the tracker's set repr ``{'/psm_1', '/psm_2'}``."""
     if not text:
         return set()
+    import ast   # only when a leak message came (~5 ms of imports the run path need not pay)
+
     try:
         value = ast.literal_eval(text.strip())
     except (ValueError, SyntaxError):

@@ -19,12 +19,14 @@ Task times come as int lists for small logs and numpy arrays for big ones
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
 
+from gpuscope.record import record
 from gpuscope.trace.events import ProcessEvents
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Sequence
+
     from gpuscope.finding import Finding
 
 MIN_TASKS = 200
@@ -34,7 +36,7 @@ STARTUP_SHARE = 0.5
 STARTUP_MIN_S = 0.5
 
 
-@dataclass
+@record
 class Worker:
     """One pool worker's task ranges."""
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import signal
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from gpuscope.record import field, record
+
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gpuscope.finding import Finding
 
@@ -27,7 +28,7 @@ EXPECTED_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 BAD_SIGNALS = {signal.SIGKILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE, signal.SIGILL}
 
 
-@dataclass
+@record
 class ProcessFacts:
     """What the ``I`` lines said, per process (pid of the log's writer)."""
 

@@ -11,10 +11,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gpuscope.telemetry.ray_store import mib, read_ray_store, summarize
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gpuscope.finding import Finding
 

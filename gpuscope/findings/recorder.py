@@ -22,15 +22,19 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
 
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Callable
+
     from gpuscope.finding import Finding
     from gpuscope.findings.output_rules import OutputScanner
     from gpuscope.findings.process_rules import ProcessFacts
     from gpuscope.findings.telemetry_rules import TelemetryWatch
+
+    OnFinding = Callable[["Finding"], None]
 
 # The rules (and the findings model) are imported once the run's program has started, or when
 # first needed: `gpuscope run` creates this recorder before it starts the program (issue 14.4).
@@ -41,7 +45,6 @@ CPU_WINDOW_S = 3.0      # a launcher polling its ranks (torchrun: a few jiffies 
                         # in one 0.1 s tick reads as 10 %: the mean over a window is what says "busy"
 STUCK_AFTER_S = 10.0
 
-OnFinding = Callable[["Finding"], None]
 # Live findings whose set of processes grows as more of them qualify: one finding, updated in place
 # (the listener sees the first; findings() and findings.json hold the latest).
 GROWING = {"cow-lost", "idle-gpu-memory", "cuda-contexts", "input-bound"}

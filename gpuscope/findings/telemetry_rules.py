@@ -24,9 +24,10 @@ findings recorder's watchdog thread, and at the end of the run).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from gpuscope.record import field, record
+
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gpuscope.finding import Finding
 
@@ -43,7 +44,7 @@ IDLE_S = 10.0
 CONTEXT_TICKS = 3
 
 
-@dataclass
+@record
 class _Proc:
     """One process's memory and GPU state as the ticks saw it."""
 
@@ -67,7 +68,7 @@ class _Proc:
             self.shared_min = shared
 
 
-@dataclass
+@record
 class TelemetryWatch:
     """The telemetry rules' state over the run's ticks."""
 

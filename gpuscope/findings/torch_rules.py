@@ -13,10 +13,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from gpuscope.trace.events import ProcessEvents
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gpuscope.finding import Finding
 

@@ -1,16 +1,20 @@
-"""Turn a validated RunSpec into the argv and environment of the run's first process."""
+"""Turn a validated RunSpec into the argv and environment of the run's first process.
+
+Imports nothing heavy (no ``subprocess``, ``pathlib``, ``typing``): ``gpuscope run`` builds the
+command before it starts the program (:mod:`gpuscope.runs.early`).
+"""
 
 from __future__ import annotations
 
 import os
-import subprocess
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-from gpuscope.errors import UserError
 from gpuscope import rundir as layout
+from gpuscope.errors import UserError
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from gpuscope.spec import RunSpec
 
 
@@ -24,7 +28,7 @@ class Command:
         self.argv, self.env, self.cwd = argv, env, cwd
 
 
-def build_command(spec: RunSpec, run_id: str, run_dir: Path, base_env: dict[str, str] | None = None) -> Command:
+def build_command(spec: RunSpec, run_id: str, run_dir: str | Path, base_env: dict[str, str] | None = None) -> Command:
     """argv and env for ``python script|-m module`` or ``python -m torch.distributed.run``."""
     env = dict(os.environ if base_env is None else base_env)
     env.update(dict(spec.env))
@@ -72,6 +76,8 @@ def _rendezvous_args(spec: RunSpec) -> list[str]:
 
 def check_torch(python: str, env: dict[str, str]) -> None:
     """torchrun needs torch in the chosen interpreter: say so in one line if it is missing."""
+    import subprocess
+
     probe = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 3)"
     clean = {k: v for k, v in env.items() if not k.startswith("GPUSCOPE_")}
     try:

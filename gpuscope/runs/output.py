@@ -8,25 +8,25 @@ always a separate pipe.
 
 Saved output is capped per stream (``GPUSCOPE_OUTPUT_CAP_MB``, default 64 MB; ``0`` keeps all):
 the first and the last half are kept and a line in between says how many bytes were dropped.
-The relay to listeners is never capped.
+The relay to listeners is never capped. The descriptors themselves (the pty or the pipe) are
+opened by :mod:`gpuscope.runs.pipes`.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
-import sys
-import termios
 import threading
 from collections import deque
-from typing import Callable
 
-OutputListener = Callable[[str, bytes], None]  # (stream name "stdout"/"stderr", chunk)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+    OutputListener = Callable[[str, bytes], None]  # (stream name "stdout"/"stderr", chunk)
+
 CAP_ENV = "GPUSCOPE_OUTPUT_CAP_MB"
 DEFAULT_CAP_MB = 64.0
 READ_SIZE = 1 << 20
-PIPE_SIZE = 1 << 20
-_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
 def output_cap_bytes(environ: dict[str, str] | None = None) -> int | None:
@@ -37,43 +37,6 @@ def output_cap_bytes(environ: dict[str, str] | None = None) -> int | None:
     except ValueError:
         mb = DEFAULT_CAP_MB
     return None if mb <= 0 else max(2, int(mb * 1024 * 1024))
-
-
-def open_output(live: bool) -> tuple[int, int]:
-    """(fd for the child, fd to read) for the program's stdout: a raw-output pty when ``live``."""
-    if live:
-        try:
-            master, slave = os.openpty()
-        except OSError:
-            pass  # no ptys (a locked-down container): a pipe still works
-        else:
-            _raw_output(slave)
-            return slave, master
-    read, write = os.pipe()
-    widen_pipe(write)  # fewer wake-ups for programs that print a lot
-    return write, read
-
-
-def widen_pipe(fd: int) -> None:
-    """Ask for a ``PIPE_SIZE`` pipe buffer (Linux; capped by /proc/sys/fs/pipe-max-size). Anything
-    but a pipe (a terminal, a file) refuses, and is left as it is."""
-    try:
-        fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_SIZE)
-    except OSError:
-        pass
-
-
-def _raw_output(fd: int) -> None:
-    """No output processing (``\\n`` stays ``\\n``), no echo; the terminal's size when we have one."""
-    attrs = termios.tcgetattr(fd)
-    attrs[1] &= ~termios.OPOST
-    attrs[3] &= ~(termios.ECHO | termios.ICANON | termios.ISIG | termios.IEXTEN)
-    termios.tcsetattr(fd, termios.TCSANOW, attrs)
-    try:
-        size = fcntl.ioctl(sys.__stdout__.fileno(), termios.TIOCGWINSZ, b"\0" * 8)  # type: ignore[union-attr]
-        fcntl.ioctl(fd, termios.TIOCSWINSZ, size)
-    except (OSError, AttributeError, ValueError):
-        pass
 
 
 class CappedLog:

@@ -11,35 +11,41 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from gpuscope.errors import UserError
 from gpuscope import rundir as layout
+from gpuscope.record import field, record
 from gpuscope.runs.launcher import build_command
-from gpuscope.runs.output import OutputListener, OutputPump, open_output
+from gpuscope.runs.output import OutputPump
+from gpuscope.runs.pipes import open_output
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext, overrides
 from gpuscope.runs.recorders import default_recorders
 from gpuscope.runs.versions import versions
 from gpuscope.status import ExitStatus, RunStatus
 from gpuscope.spec import RunSpec
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Callable, Sequence
+
     from gpuscope.runs import procscan
-    from gpuscope.runs.early import EarlyStart
+    from gpuscope.runs.output import OutputListener
+    import subprocess
+
+    from gpuscope.runs.early import Child, EarlyStart
+
+    Progress = Callable[[str], None]
 
 # json, procscan (/proc) and the store are imported where used: after the program started.
-Progress = Callable[[str], None]
 STOP_GRACE_S = 2.5
 EMPTY_GRACE_S = 0.5   # output still open this long after the run's last process ended: held by one that escaped
 
 
-@dataclass
+@record
 class RunResult:
     """What a finished run was: status, exit, processes, notes and findings (``to_json``: summary.json)."""
 
@@ -79,6 +85,7 @@ class Run:
     """One managed run. ``start()`` then ``wait()``; ``stop()`` from any thread.
 
     ``recorders`` are added after the default ones (event logs, telemetry, nsys when asked).
+    ``stdin``: what ``Popen`` takes (None: gpuscope's own), or ``"devnull"`` (the default).
     ``live_output`` gives the program's stdout a pseudo-terminal (the line buffering it has in a
     terminal, bytes unchanged) instead of a pipe; default: when ``output`` listeners watch it.
     ``output_cap_bytes`` bounds each saved stream (head and tail kept; default from the
@@ -87,14 +94,14 @@ class Run:
     """
 
     def __init__(self, spec: RunSpec, *, output: list[OutputListener] | None = None,
-                 progress: Progress | None = None, stdin: Any = subprocess.DEVNULL,
+                 progress: Progress | None = None, stdin: Any = "devnull",
                  store_path: str | os.PathLike[str] | None = None, recorders: Sequence[BaseRecorder] = (),
                  live_output: bool | None = None, output_cap_bytes: int | None = None,
                  early: EarlyStart | None = None):
         self._early = early
         if early is not None:
             self.spec = early.spec(spec)
-            self.run_id, self.run_dir = early.run_id, early.run_dir
+            self.run_id, self.run_dir = early.run_id, Path(early.run_dir)
         else:
             self.spec = spec.validated()
             # the data folder's walk to make every older run private waits until the program runs
@@ -107,7 +114,7 @@ class Run:
         self._cap = output_cap_bytes
         self._stdin = stdin
         self._store_path = store_path
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: subprocess.Popen[bytes] | Child | None = None
         self._pumps: list[OutputPump] = []
         self._stop_requested = threading.Event()
         self._stop_lock = threading.Lock()
@@ -171,10 +178,13 @@ class Run:
 
     def _spawn(self, launch: Launch) -> subprocess.Popen[bytes]:
         """Start the first process with its stdout on a pty or pipe; its output pumps read both."""
+        import subprocess
+
         child_out, read_out = open_output(self._live)
         try:
             proc = subprocess.Popen(launch.argv, env=launch.env, cwd=launch.cwd, start_new_session=True,
-                                    stdin=self._stdin, stdout=child_out, stderr=subprocess.PIPE)
+                                    stdin=subprocess.DEVNULL if self._stdin == "devnull" else self._stdin,
+                                    stdout=child_out, stderr=subprocess.PIPE)
         except OSError as exc:
             os.close(read_out)
             message = f"cannot start {launch.argv[0]}: {exc.strerror or exc}"
@@ -185,7 +195,7 @@ class Run:
         self._pump(proc, read_out)
         return proc
 
-    def _pump(self, proc: subprocess.Popen[bytes], read_out: int) -> None:
+    def _pump(self, proc: subprocess.Popen[bytes] | Child, read_out: int) -> None:
         """Pumps that read the program's stdout (``read_out``) and stderr to the listeners and the run folder."""
         listeners = [*self.output_listeners, *(r.on_output for r in self.recorders if overrides(r, "on_output"))]
         assert proc.stderr is not None
@@ -199,7 +209,7 @@ class Run:
         try:
             from gpuscope import paths
 
-            paths.data_dir()   # makes what is in it private (once per process): a walk of every run
+            paths.data_root()   # makes what is in it private (a walk of every run the first time: paths.PRIVATE_MARK)
             launch.versions = {**versions(self.spec), **launch.versions}
             self._write_spec(launch)
             from gpuscope.store import db

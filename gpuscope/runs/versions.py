@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any
 
 from gpuscope import __version__
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from gpuscope.spec import RunSpec
 
 CACHE = "platform-cache.json"

@@ -9,8 +9,12 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from dataclasses import dataclass
-from typing import Any
+
+from gpuscope.record import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 DDL = """
 CREATE TABLE IF NOT EXISTS cleanup_actions (
@@ -31,7 +35,7 @@ CREATE INDEX IF NOT EXISTS cleanup_actions_time ON cleanup_actions(time_ns);
 """
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ActionRow:
     """One clean-up action as logged."""
 

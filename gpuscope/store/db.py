@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from gpuscope import paths
 from gpuscope.store import schema
 from gpuscope.store.schema import inode
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Callable, Iterator, Sequence
+
     from gpuscope.store import recovery
 
 BUSY_TIMEOUT_S = schema.BUSY_TIMEOUT_S

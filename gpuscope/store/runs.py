@@ -6,10 +6,13 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import dataclass
-from typing import Any, Iterable
 
+from gpuscope.record import record
 from gpuscope.status import RunStatus
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Iterable
 
 DDL = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -58,7 +61,7 @@ ADDED_COLUMNS = (
 FINAL_STATUSES = tuple(s.value for s in RunStatus if s.final)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunRow:
     """One row of the ``runs`` table."""
 

@@ -17,7 +17,10 @@ from __future__ import annotations
 import json
 import sqlite3
 from array import array
-from typing import Any, Iterable, Sequence
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Iterable, Sequence
 
 DDL = """
 CREATE TABLE IF NOT EXISTS sample_series (

@@ -5,7 +5,11 @@ Entry points: ``gpu.open_backend()``, ``sampler.RunSampler`` / ``sampler.Sampler
 See docs/TELEMETRY.md.
 """
 
-from typing import Any
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def log() -> Any:

@@ -5,14 +5,13 @@ Attribute names are the metric keys of :mod:`gpuscope.telemetry.metrics`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from gpuscope.record import record
 from gpuscope.telemetry.gpu import DeviceSample, GpuProcessSample
 
 __all__ = ["DeviceSample", "GpuProcessSample", "HostSample", "ProcSample", "SampleBatch", "StartedProc"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class HostSample:
     """Host totals at one instant."""
 
@@ -24,7 +23,7 @@ class HostSample:
     swap_total: int
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ProcSample:
     """One process of the tree at one instant; ``None`` = not measured."""
 
@@ -40,7 +39,7 @@ class ProcSample:
     sm_util: float | None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class StartedProc:
     """A process seen for the first time: what does not change every tick (the process itself,
     as /proc shows it, is :class:`gpuscope.processes.ProcInfo`)."""
@@ -54,7 +53,7 @@ class StartedProc:
     via: str                         # why it belongs to the run: a gpuscope.processes.Reason value
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class SampleBatch:
     """Everything sampled in one tick. ``t_ns`` is CLOCK_MONOTONIC (the event logs' clock)."""
 

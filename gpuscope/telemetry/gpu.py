@@ -12,10 +12,13 @@ The NVML module is injected (``NvmlBackend(nvml=...)``): tests pass ``tests/fake
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any, Protocol
 
+from gpuscope.record import record
 from gpuscope.telemetry import log
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Protocol
 
 
 NO_GPU = "no NVIDIA GPU / driver"
@@ -25,7 +28,7 @@ _NOT_SUPPORTED, _NO_PERMISSION, _NOT_FOUND, _FUNCTION_NOT_FOUND, _GPU_IS_LOST = 
 _PERMANENT = (_NOT_SUPPORTED, _NO_PERMISSION, _FUNCTION_NOT_FOUND)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class DeviceSample:
     """One GPU at one instant; ``None`` = not available on this device/driver."""
 
@@ -41,7 +44,7 @@ class DeviceSample:
     sm_clock: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class GpuProcessSample:
     """One process on one GPU."""
 
@@ -51,19 +54,20 @@ class GpuProcessSample:
     sm_util: float | None
 
 
-class GpuBackend(Protocol):
-    """What the sampler, ``gpuscope monitor`` and cleanup need from a GPU source."""
+if TYPE_CHECKING:   # the interface of NoGpuBackend and NvmlBackend (type checkers only: typing stays off the run path)
+    class GpuBackend(Protocol):
+        """What the sampler, ``gpuscope monitor`` and cleanup need from a GPU source."""
 
-    available: bool
-    reason: str
+        available: bool
+        reason: str
 
-    def devices(self) -> list[DeviceSample]: ...
+        def devices(self) -> list[DeviceSample]: ...
 
-    def processes(self) -> list[GpuProcessSample]: ...
+        def processes(self) -> list[GpuProcessSample]: ...
 
-    def take_notes(self) -> list[str]: ...
+        def take_notes(self) -> list[str]: ...
 
-    def close(self) -> None: ...
+        def close(self) -> None: ...
 
 
 class NoGpuBackend:

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import threading
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 PROBE = Path(__file__).with_name("ray_probe.py")
 FILE = "ray_store.jsonl"
@@ -88,6 +90,8 @@ class RayStoreProbe:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        import subprocess   # here: every `gpuscope run` imports this module, few start a probe
+
         self.proc = subprocess.Popen([self.executable, str(PROBE), self.address, str(self.interval_s)],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, env={**probe_env(), **self.ray_env},
@@ -117,6 +121,8 @@ class RayStoreProbe:
         if proc is None:
             return
         if proc.poll() is None:
+            import subprocess
+
             proc.terminate()
             try:
                 proc.wait(timeout_s)

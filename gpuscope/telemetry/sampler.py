@@ -13,16 +13,22 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
 
 from gpuscope.telemetry import log
 from gpuscope.telemetry.batch import SampleBatch
-from gpuscope.telemetry.gpu import GpuBackend, GpuProcessSample, open_backend
+from gpuscope.telemetry.gpu import GpuProcessSample, open_backend
 from gpuscope.telemetry.host import HostSampler
 from gpuscope.telemetry.tree import ProcessTree
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
-Listener = Callable[[SampleBatch], None]
+    from gpuscope.telemetry.gpu import GpuBackend
+
+    Listener = Callable[[SampleBatch], None]
+
+
 MIN_INTERVAL_S, MAX_INTERVAL_S, DEFAULT_INTERVAL_S = 0.02, 1.0, 0.1
 
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Callable
 
 from gpuscope.store import db, samples
 from gpuscope.telemetry import log
 from gpuscope.telemetry.batch import SampleBatch
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 
 # A store that keeps failing (disk full, locked for long) must not grow memory without bound.

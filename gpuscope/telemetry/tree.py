@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
 
 from gpuscope import processes
 from gpuscope.processes import CLK_TCK, ProcInfo, Reason, RunScope
 from gpuscope.telemetry import procfs
 from gpuscope.telemetry.batch import ProcSample, StartedProc
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # A member whose stat text stayed the same for IDLE_AFTER reads (asleep, ~1 s at 10 Hz) is read on
 # one tick in IDLE_EVERY (2 Hz) until it changes: its CPU is still counted exactly (over the longer

@@ -14,12 +14,15 @@ import json
 import os
 import sys
 from array import array
-from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
 
+from gpuscope.record import field, record
+
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Iterable
+
     import numpy as np
 
 RANGES_MAGIC = b"GSR1"
@@ -118,7 +121,7 @@ def _style(text: str) -> bytes:
 _T0 = itemgetter(0)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Name:
     id: int
     kind: str       # nvtx | task | func
@@ -127,7 +130,7 @@ class Name:
     color: str      # "#rrggbb" or ""
 
 
-@dataclass
+@record
 class ProcessEvents:
     """One process's log: identity, names, ranges (``ranges``: a numpy record array, made on first
     use; ``range_*``: the same without numpy for a small log), marks, end."""

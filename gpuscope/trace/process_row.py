@@ -12,10 +12,15 @@ exit record) or ``"launcher"`` (the exit status gpuscope's launcher waited for).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any, Literal
 
-Source = Literal["exact", "sampled"]
+from gpuscope.record import field, fields, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Literal
+
+    Source = Literal["exact", "sampled"]
+
 NOT_INJECTED = "not injected"
 # Programs that are not Python (gpuscope cannot inject them) known by their OS name: their role.
 PROGRAM_ROLES = {"gcs_server": "ray GCS", "raylet": "ray raylet"}
@@ -38,7 +43,7 @@ def display_name(role: str | None, worker_id: int | None = None, rank: int | Non
     return text
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TopRange:
     """A range name with its count and total time in one process."""
 
@@ -50,7 +55,7 @@ class TopRange:
         return {"name": self.name, "count": self.count, "total_ns": self.total_ns}
 
 
-@dataclass
+@record
 class ProcessRow:
     """One process of a run: identity, life, ranges and resources."""
 

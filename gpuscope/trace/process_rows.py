@@ -4,11 +4,14 @@ and the sampler's figures (exact figures from the exit record win over sampled o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from gpuscope.trace.process_row import NOT_INJECTED, PROGRAM_ROLES, ProcessRow, TopRange
 from gpuscope.status import signal_name
 from gpuscope.trace.events import ProcessEvents, read_run_events
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 INFO_KEYS = ("argv", "nvtx", "forked", "parent_role", "local_rank", "start_method_explicit", "executable",
              "target", "ray", "ray_address", "ray_task", "ray_actor")

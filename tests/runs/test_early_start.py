@@ -38,10 +38,10 @@ def test_the_early_start_is_what_the_usual_path_would_start(argv, gpuscope_home,
         assert early.spec(spec) == validated
         usual = build_command(validated, early.run_id, early.run_dir)
         assert (early.command.argv, early.command.env, early.command.cwd) == (usual.argv, usual.env, usual.cwd)
-        assert early.run_dir.is_dir() and (early.run_dir / "events").is_dir()
+        assert os.path.isdir(early.run_dir) and os.path.isdir(os.path.join(early.run_dir, "events"))
         assert os.getsid(early.proc.pid) == early.proc.pid          # its own session, as Run starts it
     finally:
-        early.proc.wait(timeout=60)
+        early.proc.wait()
         early.abandon()
 
 
@@ -66,26 +66,109 @@ def test_abandon_ends_the_program_started_early(gpuscope_home, tmp_path, monkeyp
 
 PROBE = """
 import runpy, sys
+bare = set(sys.modules)     # what this interpreter loaded before gpuscope
 seen = {}
 def hook(event, args):
-    if event == "subprocess.Popen" and "first" not in seen:
-        seen["first"] = sorted(m for m in ("dataclasses", "inspect", "gpuscope.spec", "gpuscope.runs.supervisor",
-                                           "argparse") if m in sys.modules)
+    if event in ("os.fork", "subprocess.Popen") and "first" not in seen:
+        seen["first"] = (event, sorted(set(sys.modules) - bare))
 sys.addaudithook(hook)
 import atexit
-atexit.register(lambda: print("before the program:", seen["first"], flush=True))
+atexit.register(lambda: print("before the program:", *seen["first"], flush=True))
 sys.argv = ["gpuscope", "run", "--quiet", sys.argv[1]]
 runpy.run_module("gpuscope", run_name="__main__")
 """
+# Each 5-45 ms on a 2-core runner, or what they pull in: none may load before the program starts.
+HEAVY = ("typing", "pathlib", "subprocess", "re", "signal", "threading", "enum", "collections", "functools",
+         "contextlib", "argparse", "importlib.util", "platformdirs", "dataclasses", "inspect", "json", "sqlite3",
+         "gpuscope.spec", "gpuscope.runs.supervisor", "gpuscope.runs.output")
 
 
-def test_the_program_starts_before_dataclasses_and_the_supervisor_are_imported(run_env, tmp_path):
+@pytest.mark.parametrize("home", ["GPUSCOPE_HOME", "XDG_DATA_HOME"])
+def test_the_program_starts_before_anything_heavy_is_imported(home, run_env, tmp_path):
+    """Only os-level modules before the spawn, with gpuscope's folder from GPUSCOPE_HOME or from the
+    platform's default (XDG_DATA_HOME: platformdirs, ~40 ms, is not imported for it on Linux)."""
     script = tmp_path / "s.py"
     script.write_text("print('program')\n")
+    env = dict(run_env)
+    if home == "XDG_DATA_HOME":
+        env.pop("GPUSCOPE_HOME")
+        env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
     out = subprocess.run([sys.executable, "-c", PROBE, str(script)], capture_output=True, text=True, timeout=300,
-                         cwd=tmp_path, env=run_env)
+                         cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.splitlines() == ["program", "before the program: []"]
+    program, before = out.stdout.splitlines()
+    assert program == "program" and before.startswith("before the program: os.fork "), before
+    loaded = before.split(" ", 4)[4]
+    assert not [m for m in HEAVY if repr(m) in loaded], loaded
+    if home == "XDG_DATA_HOME":
+        assert (tmp_path / "xdg" / "gpuscope" / "runs").is_dir()
+
+
+REPORT = "grep -E '^Sig(Ign|Blk)' /proc/self/status; ls /proc/self/fd | sort -n | tr '\\n' ' '; echo; cat /proc/self/stat"
+
+
+def test_the_spawn_starts_the_program_as_popen_does(tmp_path):
+    """The fork and exec as Run's Popen: ignored signals back to default, inherited descriptors closed,
+    stdout and stderr on the pipes, its own session (a shell reports what it got)."""
+    from gpuscope.runs.launcher import Command
+    from gpuscope.runs.pipes import open_output
+
+    leak = os.open(os.devnull, os.O_RDONLY)
+    os.set_inheritable(leak, True)      # as from whoever started gpuscope
+    try:
+        command = Command(["/bin/sh", "-c", REPORT], dict(os.environ), os.getcwd())
+        spawned = early_start._spawn(command, False, None)
+        assert spawned is not None
+        child, read_out = spawned
+        ours = _read_all(read_out), child.stderr.read(), child.wait()
+        child.stderr.close()
+        child_out, read_out = open_output(False)
+        proc = subprocess.Popen(command.argv, env=command.env, cwd=command.cwd, start_new_session=True,
+                                stdout=child_out, stderr=subprocess.PIPE)
+        os.close(child_out)
+        theirs = _read_all(read_out), proc.stderr.read(), proc.wait()
+        proc.stderr.close()
+    finally:
+        os.close(leak)
+    lines, popen_lines = ours[0].splitlines(), theirs[0].splitlines()
+    assert lines[:3] == popen_lines[:3] and ours[1:] == theirs[1:] == (b"", 0)
+    assert str(leak).encode() not in lines[2].split() or leak <= 2
+    stat = lines[3].rsplit(b")", 1)[1].split()
+    assert stat[3] == stat[2] == stat[1]      # cat's session and group: the shell's own (its parent)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+def test_child_poll_and_wait_report_the_exit_as_popen(tmp_path):
+    from gpuscope.runs.launcher import Command
+
+    command = Command([sys.executable, "-c", "import sys, time; time.sleep(0.3); sys.exit(3)"], dict(os.environ),
+                      os.getcwd())
+    child, read_out = early_start._spawn(command, False, None)
+    assert child.poll() is None and child.returncode is None
+    assert child.wait() == 3 == child.poll() == child.returncode
+    os.close(read_out)
+    child.stderr.close()
+    command.argv = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"]
+    child, read_out = early_start._spawn(command, False, None)
+    assert child.wait() == -signal.SIGTERM
+    os.close(read_out)
+    child.stderr.close()
+
+
+def test_the_usual_path_starts_what_the_spawn_cannot(tmp_path):
+    """Another working folder or a stdin to give: no spawn here (Run's Popen starts it)."""
+    from gpuscope.runs.launcher import Command
+
+    assert early_start._spawn(Command(["/bin/true"], {}, str(tmp_path)), False, None) is None
+    assert early_start._spawn(Command(["/bin/true"], {}, os.getcwd()), False, subprocess.DEVNULL) is None
+    assert early_start._spawn(Command([str(tmp_path / "missing")], {}, os.getcwd()), False, None) is None
 
 
 def test_presses_held_during_the_early_start_stop_the_run_once_it_is_set_up():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import subprocess
@@ -13,6 +12,7 @@ import time
 import numpy as np
 import pytest
 
+from gpuscope.record import FrozenError
 from gpuscope.store import db, samples
 from gpuscope.telemetry.gpu import NoGpuBackend
 from gpuscope.telemetry.sampler import RunSampler, Sampler, check_interval
@@ -66,7 +66,7 @@ def test_failing_listener_does_not_stop_others_and_batches_are_immutable():
     s.stop()
     assert len(good) >= 8
     b = good[-1]
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(FrozenError):
         b.seq = 0  # type: ignore[misc]
     assert isinstance(b.processes, tuple) and isinstance(b.host.cores, tuple)
     assert b.host.mem_total > 0 and len(b.host.cores) == os.cpu_count()

@@ -6,10 +6,13 @@ Callers add their own with ``Run(spec, recorders=[...])``; those come after thes
 
 from __future__ import annotations
 
-from typing import Any
 
 from gpuscope.runs.recorder import BaseRecorder
 from gpuscope.spec import RunSpec
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def default_recorders(spec: RunSpec, store_path: Any = None) -> list[BaseRecorder]:

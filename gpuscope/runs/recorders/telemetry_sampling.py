@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
 
 from gpuscope.runs.recorder import BaseRecorder, Outcome, RunContext
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 
 class TelemetryRecorder(BaseRecorder):

@@ -1,0 +1,201 @@
+"""gpuscope.record makes what @dataclass makes: each class shape is built both ways from the same
+body and the two are compared (the dataclass is the oracle), and the run path never imports
+dataclasses."""
+
+from __future__ import annotations
+
+import copy
+import os
+import dataclasses
+import math
+import pickle
+
+import pytest
+
+from gpuscope import record as rec
+from tests.fresh_python import fresh_json
+
+
+def both(body: dict, **options):
+    """The same class made by @dataclass and by @record (``body``: annotations and defaults; a
+    value ``("factory", f)`` is a default factory, ``("hidden", v)`` a field with repr and compare off)."""
+    made = []
+    for deco, field in ((dataclasses.dataclass, dataclasses.field), (rec.record, rec.field)):
+        ns = {"__annotations__": {}, "__module__": __name__, "__qualname__": "Shape"}
+        for name, value in body.items():
+            ns["__annotations__"][name] = "int"
+            if isinstance(value, tuple) and value[0] == "factory":
+                ns[name] = field(default_factory=value[1])
+            elif isinstance(value, tuple) and value[0] == "hidden":
+                ns[name] = field(default=value[1], repr=False, compare=False)
+            elif value is not rec._MISSING:
+                ns[name] = value
+        made.append(deco(**options)(type("Shape", (), ns)))
+    return made
+
+
+M = rec._MISSING
+SHAPES = [
+    {"a": M, "b": M},
+    {"a": M, "b": 2, "c": ("factory", list)},
+    {"a": 1, "b": "x"},
+    {},
+    {"a": M, "b": ("hidden", 7)},
+]
+OPTIONS = [{}, {"frozen": True}, {"frozen": True, "slots": True}, {"slots": True}]
+
+
+def error(make):
+    with pytest.raises(TypeError) as info:
+        make()
+    return str(info.value)
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: ",".join(o) or "plain")
+@pytest.mark.parametrize("body", SHAPES, ids=lambda b: ",".join(b) or "empty")
+def test_record_behaves_as_the_dataclass(body, options):
+    dc, rc = both(body, **options)
+    required = [n for n, v in body.items() if v is M]
+    args = list(range(10, 10 + len(required)))
+    d, r = dc(*args), rc(*args)
+    assert repr(d) == repr(r)
+    assert [f.name for f in dataclasses.fields(dc)] == [f.name for f in rec.fields(rc)] == list(body)
+    assert rc.__match_args__ == dc.__match_args__
+    assert (r == rc(*args)) and not (r != rc(*args)) and r != d and r.__eq__(d) is NotImplemented
+    if body:
+        first = next(iter(body))
+        other = rc(**{**{n: getattr(r, n) for n in body}, first: 99})
+        assert r != other
+        assert rec.replace(r, **{first: 99}) == other
+        assert dataclasses.replace(d, **{first: 99}).__dict__ if not options.get("slots") else True
+    assert rec.asdict(r) == dataclasses.asdict(d)
+    # hashing: frozen records hash their compared fields; others are unhashable, as dataclasses
+    if options.get("frozen"):
+        try:
+            expected = hash(d)
+        except TypeError:   # a list field: unhashable both ways
+            with pytest.raises(TypeError):
+                hash(r)
+        else:
+            assert hash(r) == expected == hash(rc(*args))
+        for name in body:
+            with pytest.raises(AttributeError) as info:
+                setattr(r, name, 1)
+            assert isinstance(info.value, rec.FrozenError)
+            with pytest.raises(rec.FrozenError):
+                delattr(r, name)
+    else:
+        with pytest.raises(TypeError):
+            hash(r)
+        for name in body:
+            setattr(r, name, 5)
+            setattr(d, name, 5)
+        assert repr(r) == repr(d)
+    assert hasattr(r, "__dict__") == hasattr(d, "__dict__")
+    # copies keep every field, frozen and slotted too (pickles: test_records_pickle)
+    for back in (copy.copy(r), copy.deepcopy(r)):
+        assert back == r and type(back) is rc
+    # the same TypeError words as the dataclass's __init__ (Python's own for a function)
+    assert error(lambda: rc(*args, 1, 2, 3)) == error(lambda: dc(*args, 1, 2, 3))
+    assert error(lambda: rc(*args, nope=1)) == error(lambda: dc(*args, nope=1))
+    if required:
+        assert error(lambda: rc()) == error(lambda: dc())
+        assert error(lambda: rc(*args, **{required[0]: 1})) == error(lambda: dc(*args, **{required[0]: 1}))
+
+
+@rec.record(frozen=True, slots=True)
+class FrozenSlots:
+    a: int
+    b: list = rec.field(default_factory=list)
+
+
+@rec.record(frozen=True)
+class Frozen:
+    a: int
+    b: str = "x"
+
+
+@rec.record
+class Plain:
+    a: int
+    b: dict = rec.field(default_factory=dict)
+
+
+@pytest.mark.parametrize("value", [FrozenSlots(1, [2]), Frozen(3), Plain(4, {"k": 5})], ids=lambda v: type(v).__name__)
+def test_records_pickle(value):
+    for protocol in range(2, pickle.HIGHEST_PROTOCOL + 1):
+        back = pickle.loads(pickle.dumps(value, protocol))
+        assert back == value and type(back) is type(value)
+
+
+def test_default_factory_gives_each_record_its_own_value():
+    _dc, rc = both({"a": ("factory", list)})
+    one, two = rc(), rc()
+    one.a.append(1)
+    assert two.a == [] and one.a == [1]
+    assert "a" not in rc.__dict__   # no class attribute left behind, as a dataclass
+    _dc, rc = both({"a": 3})
+    assert rc.a == 3
+
+
+def test_missing_words_for_three_fields_match_python():
+    dc, rc = both({"a": M, "b": M, "c": M})
+    assert error(lambda: rc()) == error(lambda: dc()) == "Shape.__init__() missing 3 required positional arguments: 'a', 'b', and 'c'"
+
+
+def test_equal_when_a_field_is_the_same_nan_object():
+    _dc, rc = both({"a": M})
+    nan = math.nan
+    assert rc(nan) == rc(nan)
+
+
+def test_mutable_default_and_order_errors_match_dataclasses():
+    with pytest.raises(ValueError):
+        both({"a": []})
+    with pytest.raises(TypeError):
+        both({"a": 1, "b": M})
+
+
+def test_methods_the_class_defines_are_kept():
+    @rec.record(frozen=True)
+    class Kept:
+        a: int
+
+        def __repr__(self) -> str:
+            return "mine"
+
+    assert repr(Kept(1)) == "mine" and Kept(1) == Kept(1) and hash(Kept(1)) == hash(Kept(1))
+
+
+def test_nested_records_become_dicts_and_lists_are_copied():
+    @rec.record
+    class Inner:
+        x: int
+
+    @rec.record
+    class Outer:
+        inner: Inner
+        items: list
+
+    items = [Inner(1), {"k": Inner(2)}]
+    out = rec.asdict(Outer(Inner(0), items))
+    assert out == {"inner": {"x": 0}, "items": [{"x": 1}, {"k": {"x": 2}}]}
+    assert out["items"] is not items
+    with pytest.raises(TypeError):
+        rec.asdict(Outer)
+    with pytest.raises(TypeError):
+        rec.fields(object())
+
+
+def test_gpuscope_run_path_never_imports_dataclasses_nor_inspect(tmp_path):
+    """A whole plain `gpuscope run` (its program, recorders, telemetry, store and summary) loads
+    none of dataclasses' imports (issue 14.4)."""
+    script = tmp_path / "hello.py"
+    script.write_text("print('hello')\n")
+    loaded = fresh_json(
+        "import json, sys\n"
+        "from gpuscope import cli\n"
+        "code = cli._main(['run', sys.argv[1]], [])\n"
+        "print(json.dumps([code, sorted(m for m in ('dataclasses', 'inspect', 'ast', 'dis') if m in sys.modules)]))\n",
+        str(script), env={**os.environ, "GPUSCOPE_HOME": str(tmp_path / "home")})
+    assert loaded == [0, []]
