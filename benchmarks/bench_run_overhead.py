@@ -2,7 +2,8 @@
 
     python benchmarks/bench_run_overhead.py [--rounds 8] [--tasks 16] [--size 400000] [--root DIR] [--compare OLD]
 
-Every side is a whole command started the same way (subprocess, output discarded), alternated
+Every side is a whole command started the same way (subprocess, output discarded; gpuscope through
+the `gpuscope` command pip writes, finding its data folder from XDG_DATA_HOME as for a user), alternated
 round by round (the order rotates), so gpuscope's own start-up, telemetry, log reading and store
 writes count. Reported: the median of the rounds and the spread (min-max) of each side, the fixed
 cost (empty script, gpuscope minus python) split into what comes before the program's first line
@@ -38,6 +39,16 @@ HERE = Path(__file__).resolve().parent
 MARKS = ("import atexit, sys, time\n"
          "open(sys.argv[1], 'a').write('start %d\\n' % time.time_ns())\n"
          "atexit.register(lambda: open(sys.argv[1], 'a').write('end %d\\n' % time.time_ns()))\n")
+
+# What pip writes as bin/gpuscope for `[project.scripts] gpuscope = "gpuscope.cli:main"` (less its shebang).
+PIP_CONSOLE_SCRIPT = """# -*- coding: utf-8 -*-
+import re
+import sys
+from gpuscope.cli import main
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
+    sys.exit(main())
+"""
 
 Timing = tuple[float, float, float, float]
 
@@ -114,7 +125,11 @@ def main() -> int:
     folder = Path(tempfile.mkdtemp(prefix="gs-bench-"))
     empty, marks = folder / "empty.py", folder / "marks.txt"
     empty.write_text(MARKS)
-    gs = [sys.executable, "-m", "gpuscope", "run", "--quiet"]
+    # gpuscope as a user starts it: the `gpuscope` command pip writes for the entry point (its
+    # template imports re), run by this interpreter with the tree on PYTHONPATH
+    command = folder / "gpuscope"
+    command.write_text(PIP_CONSOLE_SCRIPT)
+    gs = [sys.executable, str(command), "run", "--quiet"]
     print(f"# {os.cpu_count()} CPUs, python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}, "
           f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}, "
           f"byte code {'not ' if args.no_compile else ''}compiled ahead, {args.rounds} alternated rounds")
