@@ -247,7 +247,9 @@ def test_automatic_listing_keeps_the_check_marks_and_the_selected_row(qtbot, lea
     assert leaked_shm in v.details.toPlainText()
     n = len(seen)
     qtbot.waitUntil(lambda: len(seen) >= n + 2, timeout=WAIT_MS)
-    assert key in v.model.checked and v.clean_button.isEnabled()
+    assert key in v.model.checked
+    # the button is off while a listing runs (every 0.15 s here, maybe at this instant): on after it
+    qtbot.waitUntil(v.clean_button.isEnabled, timeout=WAIT_MS)
     assert v._current_key() == key and leaked_shm in v.details.toPlainText()
     # the confirmation pauses it: the listing the dialog was made from stays
     qtbot.mouseClick(v.clean_button, Qt.LeftButton)
