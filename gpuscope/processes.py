@@ -27,6 +27,7 @@ import os
 import re
 from functools import cached_property
 
+from gpuscope.proclist import list_pids
 from gpuscope.record import field, record
 
 TYPE_CHECKING = False
@@ -175,25 +176,20 @@ def alive(pid: int) -> bool:
     return info is not None and not info.is_zombie
 
 
-def list_pids() -> set[str]:
-    """Names of the numeric entries of /proc (kept as strings: diffing them is cheap)."""
-    try:
-        return {d for d in os.listdir("/proc") if d.isdigit()}
-    except OSError:
-        return set()
-
-
 def all_pids() -> list[int]:
     return [int(d) for d in list_pids()]
 
 
-def snapshot() -> dict[int, ProcInfo]:
-    """Every process now, by pid."""
+def snapshot(skip: Container[str] = ()) -> dict[int, ProcInfo]:
+    """Every process now, by pid; ``skip``: pids (as /proc names them) not to read
+    (``proclist.Existing.skippable``: processes known not to be a run's)."""
     out = {}
-    for pid in all_pids():
-        info = read(pid)
+    for name in list_pids():
+        if name in skip:
+            continue
+        info = read(int(name))
         if info is not None:
-            out[pid] = info
+            out[int(name)] = info
     return out
 
 
@@ -378,9 +374,10 @@ class RunScope:
 
 
 def run_members(scope: RunScope, procs: dict[int, ProcInfo] | None = None,
-                exclude: Container[int] = ()) -> dict[int, tuple[ProcInfo, Reason]]:
-    """The run's live (non-zombie) processes now, each with why it belongs."""
-    procs = snapshot() if procs is None else procs
+                exclude: Container[int] = (), skip: Container[str] = ()) -> dict[int, tuple[ProcInfo, Reason]]:
+    """The run's live (non-zombie) processes now, each with why it belongs (``skip``: pids of
+    processes known to be no member, not read: see :func:`snapshot`)."""
+    procs = snapshot(skip) if procs is None else procs
     me = os.getpid()
     pending = {pid: p for pid, p in procs.items() if pid != me and pid not in exclude and not p.is_zombie}
     members: dict[int, Reason] = {}

@@ -25,6 +25,7 @@ import os
 import time
 
 from gpuscope import rundir as layout
+from gpuscope.proclist import Existing
 from gpuscope.runs.launcher import Command, build_command
 from gpuscope.runs.pipes import open_output
 from gpuscope.spec_checks import START_METHODS, checked_python, checked_script
@@ -91,9 +92,10 @@ class EarlyStart:
     ``run_dir`` is a string (``Run`` makes it a ``Path``)."""
 
     def __init__(self, fields: _Fields, run_id: str, run_dir: str, command: Command,
-                 proc: Child, read_out: int, started_ns: int) -> None:
+                 proc: Child, read_out: int, started_ns: int, existing: Existing) -> None:
         self.fields, self.run_id, self.run_dir, self.command = fields, run_id, run_dir, command
         self.proc, self.read_out, self.started_ns = proc, read_out, started_ns
+        self.existing = existing
 
     def spec(self, spec: RunSpec) -> RunSpec:
         """``spec`` (the command line's) as ``spec.validated()`` gives it: the checks were done here."""
@@ -149,12 +151,13 @@ def start(script: str, args: list[str], start_method: str, *, live: bool, stdin:
     except Exception:  # noqa: BLE001
         _remove(run_dir)
         return None
+    existing = Existing()   # as Run._spawn: the processes before the program (later scans skip them)
     child = _spawn(command, live, stdin)
     if child is None:   # Run starts it again and words the error
         _remove(run_dir)
         return None
     proc, read_out = child
-    return EarlyStart(fields, run_id, run_dir, command, proc, read_out, time.time_ns())
+    return EarlyStart(fields, run_id, run_dir, command, proc, read_out, time.time_ns(), existing)
 
 
 def _spawn(command: Command, live: bool, stdin: Any) -> tuple[Child, int] | None:

@@ -39,6 +39,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Protocol
 
+    from gpuscope.proclist import Existing
     from gpuscope.runs.procscan import ProcInfo
     from gpuscope.status import ExitStatus
     from gpuscope.spec import RunSpec
@@ -70,8 +71,9 @@ class RunContext:
 
     def __init__(self, spec: RunSpec, run_id: str, run_dir: Path, pid: int, started_ns: int,
                  stop_requested: threading.Event, notes: list[str] | None = None,
-                 progress: Callable[[str], None] = _no_progress) -> None:
+                 progress: Callable[[str], None] = _no_progress, existing: Existing | None = None) -> None:
         self.spec, self.run_id, self.run_dir, self.pid, self.started_ns = spec, run_id, run_dir, pid, started_ns
+        self.existing = existing    # gpuscope.proclist.Existing: the host's processes before the program
         self.stop_requested = stop_requested
         self.notes: list[str] = [] if notes is None else notes       # the run's notes (shared, append only)
         self.progress = progress

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from gpuscope.errors import UserError
 from gpuscope import rundir as layout
+from gpuscope.proclist import Existing
 from gpuscope.record import field, record
 from gpuscope.runs.launcher import build_command
 from gpuscope.runs.output import OutputPump
@@ -124,6 +125,7 @@ class Run:
         self._recording: threading.Thread | None = None
         self._record_error: BaseException | None = None
         self._ctx: RunContext | None = None
+        self._existing: Existing | None = None     # the host's processes just before the program
         self.notes: list[str] = []
         self.started_ns = 0
 
@@ -155,6 +157,7 @@ class Run:
             except Exception as exc:  # noqa: BLE001 - a recorder's bug must not stop the run
                 self._note_failure(recorder, "prepare", exc)
         if early is not None:   # started before gpuscope's imports: its output is read from here on
+            self._existing = early.existing
             self._proc = early.proc
             self._pump(early.proc, early.read_out)
             self.started_ns = early.started_ns
@@ -167,7 +170,8 @@ class Run:
                                            daemon=True)
         self._recording.start()
         self._ctx = RunContext(self.spec, self.run_id, self.run_dir, self._proc.pid, self.started_ns,
-                               self._stop_requested, notes=self.notes, progress=self.progress)
+                               self._stop_requested, notes=self.notes, progress=self.progress,
+                               existing=self._existing)
         self._connect_batches()
         self._each("started", self._ctx)
         if self._stop_requested.is_set() and self._stop_thread is None:  # Stop came while it started
@@ -181,6 +185,7 @@ class Run:
         import subprocess
 
         child_out, read_out = open_output(self._live)
+        self._existing = Existing()
         try:
             proc = subprocess.Popen(launch.argv, env=launch.env, cwd=launch.cwd, start_new_session=True,
                                     stdin=subprocess.DEVNULL if self._stdin == "devnull" else self._stdin,
@@ -307,7 +312,7 @@ class Run:
         from gpuscope.runs import procscan
 
         assert self._proc is not None
-        return procscan.run_processes(self._proc.pid, self.run_id)
+        return procscan.run_processes(self._proc.pid, self.run_id, existing=self._existing)
 
     def _own(self, tree: dict[int, procscan.ProcInfo]) -> set[int]:
         """The recorders' own processes in ``tree`` (nsys): a first Stop leaves them to finish."""

@@ -211,15 +211,17 @@ class RunSampler(Sampler):
     finds escaped descendants by the ``GPUSCOPE_RUN_ID=<run_id>`` in their environment.
     ``lazy``: NVML and the store are opened on the sampler's thread at its first tick, not here
     (``gpuscope run`` starts the sampler right after the program and must not delay either).
+    ``existing``: the host's processes before the program (``gpuscope.proclist.Existing``), which
+    the first tick need not read.
     """
 
     def __init__(self, root_pid: int, interval_s: float = DEFAULT_INTERVAL_S, *,
                  gpu: GpuBackend | None = None, store: Any = None, run_id: str | None = None,
                  uss_interval_s: float | None = None,
-                 host: bool = True, flush_s: float = 1.0, lazy: bool = False) -> None:
+                 host: bool = True, flush_s: float = 1.0, lazy: bool = False, existing: Any = None) -> None:
         if store is not None and store is not False and run_id is None:
             raise ValueError("a RunSampler with a store needs a run_id")
-        tree = ProcessTree(root_pid, run_id=run_id, uss_interval_s=uss_interval_s)
+        tree = ProcessTree(root_pid, run_id=run_id, uss_interval_s=uss_interval_s, existing=existing)
         self.root_pid = root_pid
         self.run_id = run_id
         self._writer = None

@@ -78,7 +78,7 @@ class ProcessTree:
     ``GPUSCOPE_RUN_ID=<run_id>``); the rules are :class:`gpuscope.processes.RunScope`'s."""
 
     def __init__(self, root_pid: int, *, run_id: str | None = None,
-                 uss_interval_s: float | None = None) -> None:
+                 uss_interval_s: float | None = None, existing: Any = None) -> None:
         self._scope = RunScope.of(root_pid, run_id)
         if self._scope.root_start is None:
             raise ProcessLookupError(f"no process {root_pid}")
@@ -87,7 +87,9 @@ class ProcessTree:
         self._me = os.getpid()
         self._alive: dict[int, _Proc] = {}
         self._all: list[_Proc] = []
-        self._listing: set[str] = set()
+        # the host's processes before the program (gpuscope.proclist.Existing): none is the run's,
+        # so the first tick reads only the pids that came after them
+        self._listing: set[str] = set(existing.skippable()) if existing is not None else set()
         self._stat = procfs.StatReader()
         self._loadavg = procfs.ProcFile("/proc/loadavg", 256)
         self._last_pid: int | None = None

@@ -29,7 +29,7 @@ class TelemetryRecorder(BaseRecorder):
         # lazy: NVML and the store open on the sampler's thread, while the program runs
         self.sampler = RunSampler(ctx.pid, ctx.spec.sample_interval_s,
                                   store=self._store_path if self._store_path is not None else True,
-                                  run_id=ctx.run_id, lazy=True)
+                                  run_id=ctx.run_id, lazy=True, existing=ctx.existing)
         if self.batch_sink is not None:
             self.sampler.add_listener(self.batch_sink)
         self.sampler.start()

@@ -1,0 +1,86 @@
+"""The host's process ids as ``/proc`` lists them, and the processes that existed before a run.
+
+``os`` only: ``gpuscope run`` notes :class:`Existing` just before it starts the program, when
+nothing else is imported yet (:mod:`gpuscope.runs.early`). :mod:`gpuscope.processes` reads the
+processes themselves and re-exports :func:`list_pids`.
+
+Why :class:`Existing`: finding a run's processes means judging every process of the host (one
+``/proc/<pid>/stat`` each: 45 us on a 2-core VM, so 4-5 ms for 85 processes and tens of ms on a
+workstation with a thousand), and ``gpuscope run`` does it at the sampler's first tick and when
+the program ended. None of the processes that existed before the program started can be the
+run's (a member is the program, or was started after it: docs/RUN-ENGINE.md), so those scans
+read only the pids that are not in the list. That holds while each listed pid still names the
+process that had it: the kernel hands pids out in a cycle and gives a freed one again only after
+every other free pid of ``pid_max`` was handed out, so while fewer than half of ``pid_max``
+processes and threads were created since the list (``/proc/stat``'s ``processes`` counter), no
+listed pid can have been reused. Past that, or when the counter cannot be read, nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+
+_O_RDONLY = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+
+
+def list_pids() -> set[str]:
+    """Names of the numeric entries of /proc (kept as strings: diffing them is cheap)."""
+    try:
+        return {d for d in os.listdir("/proc") if d.isdigit()}
+    except OSError:
+        return set()
+
+
+def _read(path: str, size: int) -> bytes:
+    try:
+        fd = os.open(path, _O_RDONLY)
+    except OSError:
+        return b""
+    try:
+        return os.read(fd, size)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
+def forks_since_boot() -> int | None:
+    """How many processes and threads the host created since it booted (``/proc/stat``'s
+    ``processes``), or None where it cannot be read."""
+    data = _read("/proc/stat", 1 << 20)
+    at = data.find(b"\nprocesses ")
+    if at < 0:
+        return None
+    try:
+        return int(data[at + 11:data.index(b"\n", at + 11)])
+    except ValueError:
+        return None
+
+
+def pid_max() -> int:
+    """The kernel's ``pid_max`` (32768 where it cannot be read: the smallest usual value)."""
+    try:
+        return int(_read("/proc/sys/kernel/pid_max", 64).strip() or 32768)
+    except ValueError:
+        return 32768
+
+
+class Existing:
+    """The pids of /proc just before a run's program started; :meth:`skippable` says which later
+    scans may skip (see the module's docstring)."""
+
+    __slots__ = ("pids", "_forks", "_budget")
+
+    def __init__(self) -> None:
+        self._forks = forks_since_boot()     # read first: a process created meanwhile counts
+        self.pids = frozenset(list_pids())
+        self._budget = pid_max() // 2
+
+    def skippable(self) -> frozenset[str]:
+        """The listed pids, while none of them can have been reused; else none."""
+        if self._forks is None:
+            return frozenset()
+        now = forks_since_boot()
+        if now is None or now - self._forks >= self._budget:
+            return frozenset()
+        return self.pids
