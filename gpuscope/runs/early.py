@@ -164,12 +164,12 @@ def _spawn(command: Command, live: bool, stdin: Any) -> tuple[Child, int] | None
     """As ``Run._spawn``'s ``Popen(argv, env=..., cwd=..., start_new_session=True, stdin=None,
     stdout=<pty or pipe>, stderr=PIPE)`` with Popen's defaults (``close_fds``, ``restore_signals``),
     done as Popen does it: fork (``gpuscope run`` has no other thread yet; between fork and exec the
-    child only calls os-level functions, as Popen's), then in the child a new session, the
+    child only calls os-level functions, as Popen's), then in the child its folder, a new session, the
     two descriptors on 1 and 2, inherited descriptors above 2 closed, SIGPIPE and SIGXFSZ (which
     Python ignores) back to default, exec. (``os.posix_spawn`` would be shorter, but glibc's leaves
     its two internal signals ignored in the program.) (the program, the fd its stdout is read from),
     or None with nothing left open or running."""
-    if stdin is not None or command.cwd != os.getcwd():
+    if stdin is not None:
         return None
     opened: list[int] = []
     try:
@@ -182,10 +182,11 @@ def _spawn(command: Command, live: bool, stdin: Any) -> tuple[Child, int] | None
         if min(opened) <= 2:   # a standard stream was closed: Popen knows how to shuffle them
             raise OSError("low descriptors")
         inherited = _inherited_fds()
-        argv, env = command.argv, command.env
+        argv, env, cwd = command.argv, command.env, command.cwd
         pid = os.fork()
         if pid == 0:   # the child: nothing here may return into gpuscope
             try:
+                os.chdir(cwd)
                 os.setsid()
                 os.dup2(child_out, 1)
                 os.dup2(err_write, 2)

@@ -163,12 +163,25 @@ def test_child_poll_and_wait_report_the_exit_as_popen(tmp_path):
 
 
 def test_the_usual_path_starts_what_the_spawn_cannot(tmp_path):
-    """Another working folder or a stdin to give: no spawn here (Run's Popen starts it)."""
+    """A stdin to give, a program that cannot start, a folder that is gone: no spawn here, nothing
+    left running (Run's Popen starts it and words the error)."""
     from gpuscope.runs.launcher import Command
 
-    assert early_start._spawn(Command(["/bin/true"], {}, str(tmp_path)), False, None) is None
     assert early_start._spawn(Command(["/bin/true"], {}, os.getcwd()), False, subprocess.DEVNULL) is None
     assert early_start._spawn(Command([str(tmp_path / "missing")], {}, os.getcwd()), False, None) is None
+    assert early_start._spawn(Command(["/bin/true"], {}, str(tmp_path / "gone")), False, None) is None
+
+
+def test_the_program_runs_in_the_commands_folder(tmp_path):
+    """Popen's cwd: the program starts in the command's folder (the resolved one when gpuscope's own
+    is reached through a symbolic link)."""
+    from gpuscope.runs.launcher import Command
+
+    real = tmp_path / "real"
+    real.mkdir()
+    child, read_out = early_start._spawn(Command(["/bin/pwd"], dict(os.environ), str(real)), False, None)
+    assert _read_all(read_out).decode().strip() == str(real) and child.wait() == 0
+    child.stderr.close()
 
 
 def test_presses_held_during_the_early_start_stop_the_run_once_it_is_set_up():
