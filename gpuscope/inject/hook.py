@@ -3,7 +3,7 @@
 import os
 import sys
 
-from . import annotate_patterns, exitstatus, importhook
+from . import exitstatus, importhook
 from .eventlog import STATE, now, python_version
 from .procname import env_rank, name_python_threads, ray_script_role, set_process_name, short_role
 
@@ -186,7 +186,7 @@ def _install(role):
     importhook.when_imported("concurrent.futures.process", _later("mpwrap", "patch_executor"))
     importhook.when_imported("nvtx", _later("nvtxwrap", "install"))
     importhook.when_imported("ray", _later("raywrap", "install"))                     # Ray tasks, actors
-    if annotate_patterns.PATTERNS:
+    if os.environ.get("GPUSCOPE_ANNOTATE", "").strip():   # the patterns' module only for --annotate
         _install_annotate(role, atexit)
     _start_torchmem()
 
@@ -206,6 +206,10 @@ def _loaded(module):
 
 def _install_annotate(role, atexit):
     """--annotate: modules imported later, those already imported, the script's own functions."""
+    from . import annotate_patterns
+
+    if not annotate_patterns.PATTERNS:
+        return
     from . import maintrace, nvtxwrap  # noqa: F401 - the wrappers record through nvtxwrap (found in sys.modules)
 
     importhook.when_imported_matching(annotate_patterns.wants, annotate_patterns.apply)
