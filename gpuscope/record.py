@@ -68,7 +68,7 @@ def record(cls: type[T] | None = None, /, *, frozen: bool = False, slots: bool =
 
 
 def _is_classvar(annotation: Any) -> bool:
-    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    text = annotation.strip("'\"") if isinstance(annotation, str) else getattr(annotation, "__name__", "")
     return text.startswith(("ClassVar", "typing.ClassVar"))
 
 

@@ -199,3 +199,38 @@ def test_gpuscope_run_path_never_imports_dataclasses_nor_inspect(tmp_path):
         "print(json.dumps([code, sorted(m for m in ('dataclasses', 'inspect', 'ast', 'dis') if m in sys.modules)]))\n",
         str(script), env={**os.environ, "GPUSCOPE_HOME": str(tmp_path / "home")})
     assert loaded == [0, []]
+
+
+def test_a_record_subclass_adds_its_fields_after_the_base_ones_as_a_dataclass():
+    @rec.record(frozen=True)
+    class Base:
+        a: int
+        b: int = 2
+
+    @rec.record(frozen=True)
+    class Child(Base):
+        c: int = 3
+
+    @dataclasses.dataclass(frozen=True)
+    class DBase:
+        a: int
+        b: int = 2
+
+    @dataclasses.dataclass(frozen=True)
+    class DChild(DBase):
+        c: int = 3
+
+    assert [f.name for f in rec.fields(Child)] == [f.name for f in dataclasses.fields(DChild)] == ["a", "b", "c"]
+    assert repr(Child(1)).split("(", 1)[1] == repr(DChild(1)).split("(", 1)[1]
+    assert Child(1, 5, 6) == Child(a=1, b=5, c=6) and Child(1) != Base(1)
+
+
+def test_class_variables_are_not_fields():
+    @rec.record
+    class Counted:
+        total: ClassVar[int] = 0  # noqa: F821 - an annotation, never evaluated
+        a: int = 1
+
+    assert [f.name for f in rec.fields(Counted)] == ["a"] and Counted.total == 0
+    with pytest.raises(TypeError):
+        Counted(1, 2)
