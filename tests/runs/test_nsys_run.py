@@ -242,20 +242,29 @@ def test_interrupt_during_the_import_keeps_the_recording(nsys_env, sig):
     seen = {}
 
     def watch():
+        # gpuscope's own children only (a few, read from /proc/<pid>/task/*/children): a listing of
+        # every process took longer under load than a small report's importer lives
         deadline = time.monotonic() + 240
+        gpuscope_proc = psutil.Process(proc.pid)
         while time.monotonic() < deadline and proc.poll() is None:
-            for p in psutil.process_iter(["pid", "name", "cmdline"]):
-                if "QdstrmImporter" in (p.info["name"] or "") and any(
-                        "long_nvtx" not in a and a.endswith("report.qdstrm") for a in p.info["cmdline"] or []):
-                    if psutil.Process(p.pid).ppid() != proc.pid:
-                        continue
+            try:
+                children = gpuscope_proc.children()
+            except psutil.Error:
+                return
+            for p in children:
+                try:
+                    name, cmdline = p.name(), p.cmdline()
+                except psutil.Error:
+                    continue
+                if "QdstrmImporter" in name and any("long_nvtx" not in a and a.endswith("report.qdstrm")
+                                                    for a in cmdline):
                     seen["importer"] = p.pid
                     # Hold the importer where it is: on a fast machine it ends within milliseconds,
                     # before gpuscope has handled the signal. gpuscope must end it all the same.
                     os.kill(p.pid, signal.SIGSTOP)
                     proc.send_signal(getattr(signal, sig))
                     return
-            time.sleep(0.005)
+            time.sleep(0.002)
 
     watcher = threading.Thread(target=watch)
     watcher.start()
