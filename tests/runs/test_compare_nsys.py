@@ -9,6 +9,7 @@ import os
 import pytest
 
 from gpuscope.nsys import locate
+from tests.flaky import known_flake, note_retry
 from tests.nsys_versions import BEHAVIOUR
 from tests.runs.helpers import gpuscope, script
 
@@ -24,12 +25,20 @@ def test_series_under_nsys_reports_coverage(run_env):
             pytest.fail("Nsight Systems is not provisioned (scripts/provision_nsys.py)")
         pytest.skip("Nsight Systems is not provisioned (run scripts/provision_nsys.py)")
     env = dict(run_env, GPUSCOPE_NSYS=str(INSTALLS[release].nsys))
-    # fork tracing off: nsys does not follow fork children, so it misses the fork workers' ranges
-    out = gpuscope("compare", "--start-methods", "fork,spawn", "--repeat", "1", "--nsys", "--nsys-trace", "nvtx",
-                   "--nsys-fork", "off", "--json", script("pool_nvtx.py"), env=env, timeout=600)
-    assert out.returncode == 0, out.stderr.decode()
-    data = json.loads(out.stdout.rstrip(b"\n").rsplit(b"\n", 1)[-1])
-    cov = next(m for m in data["metrics"] if m["name"] == "nsys_coverage_pct")
+    for attempt in (1, 2):
+        # fork tracing off: nsys does not follow fork children, so it misses the fork workers' ranges
+        out = gpuscope("compare", "--start-methods", "fork,spawn", "--repeat", "1", "--nsys", "--nsys-trace", "nvtx",
+                       "--nsys-fork", "off", "--json", script("pool_nvtx.py"), env=env, timeout=600)
+        assert out.returncode == 0, out.stderr.decode()
+        data = json.loads(out.stdout.rstrip(b"\n").rsplit(b"\n", 1)[-1])
+        cov = next(m for m in data["metrics"] if m["name"] == "nsys_coverage_pct")
+        missing = [method for method in ("fork", "spawn") if cov["values"].get(method) is None]
+        flake = known_flake(out.stderr.decode(errors="replace")) if missing else None
+        if flake and attempt == 1:     # nsys failing on its own, as it does without gpuscope (tests/flaky.py)
+            note_retry("gpuscope compare --nsys (attempt 1)", flake)
+            continue
+        break
+    assert not missing, (missing, out.stderr.decode()[-3000:])     # a run without its nsys report
     assert cov["unit"] == "%"
     assert cov["values"]["spawn"]["median"] == 100.0
     assert cov["values"]["fork"]["median"] < 100.0
