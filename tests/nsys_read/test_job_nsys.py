@@ -71,5 +71,8 @@ def test_nsys_node_and_event_log_node_merge_on_one_clock(installs, tmp_path, run
         b = np.sort(r.start_ns[r.pid == lanes[1]])
         assert len(a) == len(b) == p["ranges"]
         # the same ranges, one as nsys timed them, one as gpuscope did: microseconds apart, not 5 s
-        assert np.abs(a - b).max() < 5_000_000, (p["pid"], np.abs(a - b).max())
+        # (a thread held by a loaded machine between nsys's timestamp and gpuscope's moved one range
+        # by 5.6 ms once: the median says the clocks agree, the largest that no node is 5 s off)
+        gap = np.abs(a - b)
+        assert np.median(gap) < 1_000_000 and gap.max() < SHIFT // 10, (p["pid"], gap.tolist())
     assert tl.wall_base_ns is not None
