@@ -27,7 +27,7 @@ import os
 import re
 from functools import cached_property
 
-from gpuscope.proclist import list_pids
+from gpuscope.proclist import list_pids, read_bytes
 from gpuscope.record import field, record
 
 TYPE_CHECKING = False
@@ -38,34 +38,11 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 RUN_ID_VAR = "GPUSCOPE_RUN_ID"
 _PF_KTHREAD = 0x00200000
-_O_RDONLY = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 
 # /proc/<pid>/stat state letters as the words psutil uses (cleanup shows them).
 _STATUS = {"R": "running", "S": "sleeping", "D": "disk-sleep", "T": "stopped", "t": "tracing-stop",
            "Z": "zombie", "X": "dead", "x": "dead", "K": "wake-kill", "W": "waking", "P": "parked",
            "I": "idle"}
-
-
-def read_bytes(path: str, size: int = 4096) -> bytes | None:
-    """The whole content of a /proc file, or None when it cannot be read (gone, not permitted)."""
-    try:
-        fd = os.open(path, _O_RDONLY)
-    except OSError:
-        return None
-    try:
-        chunks = []
-        while True:
-            chunk = os.read(fd, size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            if len(chunk) < size and size <= 4096:
-                break
-        return b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 _BOOT: list[float] = []

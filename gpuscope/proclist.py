@@ -1,8 +1,9 @@
-"""The host's process ids as ``/proc`` lists them, and the processes that existed before a run.
+"""The host's process ids as ``/proc`` lists them, the one reader of ``/proc`` files
+(:func:`read_bytes`), and the processes that existed before a run.
 
 ``os`` only: ``gpuscope run`` notes :class:`Existing` just before it starts the program, when
 nothing else is imported yet (:mod:`gpuscope.runs.early`). :mod:`gpuscope.processes` reads the
-processes themselves and re-exports :func:`list_pids`.
+processes themselves and re-exports :func:`list_pids` and :func:`read_bytes`.
 
 Why :class:`Existing`: finding a run's processes means judging every process of the host (one
 ``/proc/<pid>/stat`` each: 45 us on a 2-core VM, so 4-5 ms for 85 processes and tens of ms on a
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import os
 
-_O_RDONLY = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+O_RDONLY = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)   # every /proc read: close-on-exec
 
 
 def list_pids() -> set[str]:
@@ -31,15 +32,24 @@ def list_pids() -> set[str]:
         return set()
 
 
-def _read(path: str, size: int) -> bytes:
+def read_bytes(path: str, size: int = 4096) -> bytes | None:
+    """The whole content of a /proc file, or None when it cannot be read (gone, not permitted)."""
     try:
-        fd = os.open(path, _O_RDONLY)
+        fd = os.open(path, O_RDONLY)
     except OSError:
-        return b""
+        return None
     try:
-        return os.read(fd, size)
+        chunks = []
+        while True:
+            chunk = os.read(fd, size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if len(chunk) < size and size <= 4096:
+                break
+        return b"".join(chunks)
     except OSError:
-        return b""
+        return None
     finally:
         os.close(fd)
 
@@ -47,7 +57,7 @@ def _read(path: str, size: int) -> bytes:
 def forks_since_boot() -> int | None:
     """How many processes and threads the host created since it booted (``/proc/stat``'s
     ``processes``), or None where it cannot be read."""
-    data = _read("/proc/stat", 1 << 20)
+    data = read_bytes("/proc/stat", 65536) or b""
     at = data.find(b"\nprocesses ")
     if at < 0:
         return None
@@ -60,7 +70,7 @@ def forks_since_boot() -> int | None:
 def pid_max() -> int:
     """The kernel's ``pid_max`` (32768 where it cannot be read: the smallest usual value)."""
     try:
-        return int(_read("/proc/sys/kernel/pid_max", 64).strip() or 32768)
+        return int((read_bytes("/proc/sys/kernel/pid_max", 64) or b"").strip() or 32768)
     except ValueError:
         return 32768
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 
-from gpuscope.processes import list_pids, read_bytes
+from gpuscope.proclist import O_RDONLY as _O_RDONLY
+from gpuscope.proclist import list_pids, read_bytes
 
 __all__ = ["ProcFile", "StatReader", "list_pids", "last_pid", "uss_bytes"]
 
-_O_RDONLY = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 
 
 class ProcFile:
