@@ -1,7 +1,7 @@
 """Take the Python stacks of a run's processes: signal the injected hook, read and group the dumps.
 
 The hook (``gpuscope/inject/stacks.py``) registers ``faulthandler`` on ``SIGRTMAX - 2`` in every
-process it reaches and writes ``<run dir>/stacks/<pid>.ready``. Only such processes are signalled,
+process it reaches and then writes ``<run dir>/stacks/<pid>.threads``. Only such processes are signalled,
 and only while the signal is still caught (``SigCgt`` of ``/proc/<pid>/status``): a real-time
 signal's default action ends a process, so a process that reset it is never sent one. Processes
 the hook did not reach are read from outside with py-spy or pystack when installed; otherwise
@@ -107,7 +107,7 @@ def catches(pid: int, signum: int) -> bool:
 
 
 def _dumpable(folder: Path, pid: int, signum: int) -> bool:
-    return (folder / f"{pid}.ready").exists() and catches(pid, signum)
+    return (folder / f"{pid}.threads").exists() and catches(pid, signum)
 
 
 def _wait_for_dumps(sizes: dict[int, tuple[Path, int]], timeout_s: float) -> dict[int, str]:

@@ -38,6 +38,9 @@ def forget_thread_ids():
     _tids.clear()
 
 
+_APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+
+
 def _clean(text):
     return str(text).replace("\t", " ").replace("\n", " ")
 
@@ -50,6 +53,7 @@ class State:
         self.pid = 0
         self.fd = -1
         self.rfd = -1
+        self.ranges_path = ""   # the .ranges file, created with the process's first ranges
         self.buf = []
         self.next_flush = 0
         self.names = {}
@@ -80,9 +84,9 @@ class State:
         except OSError:
             pass
         stem = os.path.join(events, "%d-%d" % (self.pid, mono))
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
-        self.fd = os.open(stem + ".log", flags, 0o644)
-        self.rfd = os.open(stem + ".ranges", flags, 0o644)
+        self.fd = os.open(stem + ".log", _APPEND, 0o644)
+        self.rfd = -1
+        self.ranges_path = stem + ".ranges"   # most processes write no range: no file for them
         self._write("H\t%s\n" % _dumps(header, default=str))
         self.next_flush = mono + FLUSH_NS
 
@@ -95,6 +99,7 @@ class State:
                 except OSError:
                     pass
         self.fd = self.rfd = -1
+        self.ranges_path = ""
         self.buf = []
         forget_thread_ids()
         self.lock = allocate_lock()
@@ -123,9 +128,21 @@ class State:
             if texts:  # names (S lines) reach the disk before the ranges that use them
                 self._write("".join(texts))
             if ranges:
+                if self.rfd < 0 and self.ranges_path:
+                    self._open_ranges()
                 self._write(pack_ranges(ranges), self.rfd)
         except OSError:
             self.fd = self.rfd = -1
+            self.ranges_path = ""
+
+    def _open_ranges(self):
+        """Create the .ranges file (no lock: a thread that flushes at the same moment may open it
+        too, and the later one closes its own descriptor again)."""
+        fd = os.open(self.ranges_path, _APPEND, 0o644)
+        if self.rfd < 0:
+            self.rfd = fd
+        else:
+            os.close(fd)
 
     def name_id(self, kind, domain, message, color):
         """The integer id of a name; declares it (an S line) on first use."""

@@ -136,13 +136,17 @@ def _at_exit():
         pass
 
 
-def activate(boot_ns=None):
-    """Called once per fresh interpreter by the startup hook (``boot_ns``: when it began)."""
+def activate(boot_ns=None, load=None):
+    """Called once per fresh interpreter by the startup hook (``boot_ns``: when it began; ``load``:
+    its loader of this package's modules, ``load("mpwrap")``, for what this process's role needs)."""
     if not STATE.run_dir:
         return
     role, method = detect_role(_orig_argv())
     STATE.open(_header(role, method, False))
     try:
+        if load is not None and method == "spawn":   # a spawn child, resource tracker or forkserver:
+            load("frames")                          # its command imports multiprocessing next, and
+            load("mpwrap")                          # with it the wrappers (post-import callbacks)
         _install(role)
     except Exception as exc:
         STATE.error("activate", exc)
@@ -194,9 +198,12 @@ def _install(role):
 def _later(name, func="patch"):
     """A post-import callback that imports ``gpuscope.inject.<name>`` only when it fires."""
     def call(module):
-        import importlib
+        wrapper = sys.modules.get(__package__ + "." + name)   # loaded at start for its role (activate)
+        if wrapper is None:
+            import importlib
 
-        getattr(importlib.import_module("." + name, __package__), func)(module)
+            wrapper = importlib.import_module("." + name, __package__)
+        getattr(wrapper, func)(module)
     return call
 
 

@@ -23,7 +23,17 @@ from .disguise import disguise as _disguise
 from .eventlog import FLUSH_NS, STATE, native_tid, now, safe
 from .frames import hide_frames
 from .procname import WORKER_ROLES, child_role, set_process_name, short_role
-from . import annotate_patterns
+
+_ANNOTATE = bool(os.environ.get("GPUSCOPE_ANNOTATE", "").strip())   # as the hook: the patterns only with --annotate
+
+
+def _apply_to_main():
+    """--annotate's patterns applied to the script's functions (its module loads only with --annotate)."""
+    if _ANNOTATE:
+        from . import annotate_patterns
+
+        annotate_patterns.apply_to_main()
+
 
 # -- start method ------------------------------------------------------------------------------
 @safe("forcing the start method")
@@ -77,7 +87,7 @@ def patch_process(process_module):
     start = base.start
 
     def start_(self, *args, **kwargs):
-        annotate_patterns.apply_to_main()
+        _apply_to_main()
         t_call = now()
         try:
             result = start(self, *args, **kwargs)
@@ -130,7 +140,7 @@ def _on_child_start(proc):
     STATE.update(role=role, mp_name=getattr(proc, "name", "") or "", os_name=short_role(role, rank, index),
                  **extra)
     set_process_name(short_role(role, rank, index))
-    annotate_patterns.apply_to_main()
+    _apply_to_main()
 
 
 # -- pool tasks -----------------------------------------------------------------------------------
@@ -263,7 +273,7 @@ def _patch_pool_creation(pool_module):
     original = pool_module.Pool.__init__
 
     def __init__(self, *args, **kwargs):
-        annotate_patterns.apply_to_main()
+        _apply_to_main()
         try:
             return original(self, *args, **kwargs)
         except BaseException as exc:
@@ -464,7 +474,7 @@ def patch_executor(cf_module):
     init = executor.__init__
 
     def __init__(self, *args, **kwargs):
-        annotate_patterns.apply_to_main()
+        _apply_to_main()
         try:
             return init(self, *args, **kwargs)
         except BaseException as exc:
@@ -478,6 +488,10 @@ def patch_executor(cf_module):
 def patch_spawn(spawn_module):
     """In a spawn child the script (or ``-m`` module) is re-imported as __mp_main__: apply
     --annotate to it before the process object (and its target) is unpickled."""
+    if not _ANNOTATE:
+        return
+    from . import annotate_patterns
+
     if not annotate_patterns.PATTERNS:
         return
     for name in ("_fixup_main_from_path", "_fixup_main_from_name"):
@@ -493,7 +507,7 @@ def _after_fixup(original):
         except BaseException as exc:
             hide_frames(exc)
             raise
-        annotate_patterns.apply_to_main()
+        _apply_to_main()
         return result
     return fixup
 

@@ -11,18 +11,18 @@ action of a real-time signal would end the process after the dump.
 A program's own choice wins: if the signal is not at its default disposition when the process
 starts (an inherited ``SIG_IGN``), nothing is registered; a program that installs its own handler
 later replaces ours (``gpuscope stacks`` then reports the process as not dumpable: it reads
-``stacks/<pid>.ready`` and the process's caught-signal mask before it sends anything).
+``stacks/<pid>.threads`` and the process's caught-signal mask before it sends anything).
 
 Files, per process, in ``<run dir>/stacks/``: ``<pid>.dump`` (faulthandler's text, appended per
-request), ``<pid>.threads`` (``ident native_id name`` per started thread: faulthandler prints only
-thread idents) and ``<pid>.ready`` (the signal number; written once registered). Standard library
-only; never raises into the program.
+request) and ``<pid>.threads`` (``ident native_id name`` per started thread: faulthandler prints
+only thread idents; written once the signal is registered, so it also says the process is ready).
+Standard library only; never raises into the program.
 """
 
 import os
 import sys
 
-_STATE = {"fh": None, "dir": "", "signum": 0}
+_STATE = {"fd": -1, "dir": "", "signum": 0}   # fd: the dump file faulthandler writes to
 
 
 def signal_number():
@@ -54,20 +54,20 @@ def _register():
 
     pid = os.getpid()
     folder = _STATE["dir"]
-    old = _STATE["fh"]
-    fh = open(os.path.join(folder, "%d.dump" % pid), "a", encoding="utf-8")
-    faulthandler.register(_STATE["signum"], file=fh, all_threads=True, chain=False)
-    _STATE["fh"] = fh
-    if old is not None:
+    old = _STATE["fd"]
+    # a descriptor, not a file object: faulthandler writes to the descriptor either way
+    fd = os.open(os.path.join(folder, "%d.dump" % pid), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    faulthandler.register(_STATE["signum"], file=fd, all_threads=True, chain=False)
+    _STATE["fd"] = fd
+    if old >= 0:
         try:
-            old.close()  # the parent's file object, inherited by a fork child
-        except Exception:
+            os.close(old)  # the parent's, inherited by a fork child
+        except OSError:
             pass
     threading = sys.modules.get("threading")  # not imported for it: a fresh process has one thread
     name = threading.current_thread().name if threading is not None else "MainThread"
     _append(os.path.join(folder, "%d.threads" % pid),
             _thread_line(_thread.get_ident(), _thread.get_native_id(), name))
-    _append(os.path.join(folder, "%d.ready" % pid), "%d\n" % _STATE["signum"])
 
 
 def install(run_dir, when_imported):
@@ -91,7 +91,7 @@ def install(run_dir, when_imported):
 
 def _after_fork_in_child():
     try:
-        if _STATE["fh"] is not None:
+        if _STATE["fd"] >= 0:
             _register()
     except Exception:
         pass

@@ -58,6 +58,23 @@ def test_an_injected_start_loads_no_standard_library_module_a_plain_one_does_not
         assert not ours & {"_gpuscope_inject.mpwrap", "_gpuscope_inject.nvtxwrap", "_gpuscope_inject.torchmem"}
 
 
+def test_what_a_process_needs_at_start_comes_without_the_import_systems_search(tmp_path):
+    # -X importtime lists every module the import system loads: the hook's own modules (and the
+    # multiprocessing wrappers of a spawn child, whose command imports multiprocessing.spawn) come
+    # straight from gpuscope's code cache instead (the boot's _Finder.load)
+    for code, spawn_role in (("pass", False), ("import multiprocessing.spawn", True)):
+        out = subprocess.run([sys.executable, "-X", "importtime", "-c", f"{code}; {MODULES}"], env=_env(tmp_path),
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        _no_errors(tmp_path)
+        ours = {m for m in out.stdout.split() if m.startswith("_gpuscope_inject")}
+        assert {"_gpuscope_inject.hook", "_gpuscope_inject.stacks"} <= ours
+        assert ("_gpuscope_inject.mpwrap" in ours) is spawn_role
+        assert "_gpuscope_inject.annotate_patterns" not in ours    # only with --annotate
+        searched = [line for line in out.stderr.splitlines() if "_gpuscope_inject" in line]
+        assert searched == [], searched
+
+
 def test_the_wrappers_load_when_the_program_imports_what_they_wrap(tmp_path):
     code = ("import multiprocessing.pool, sys, concurrent.futures.process as p; "
             "print(' '.join(sorted(sys.modules)), "

@@ -8,10 +8,15 @@
 # Start-up cost (docs/INJECTION.md): no importlib.util/abc here; the package's compiled code is
 # kept in gpuscope's own cache (one file per module and Python version, checked against the
 # source's mtime and size), so PYTHONDONTWRITEBYTECODE does not make every process compile it.
+# The modules every process needs are loaded straight from that cache (`_Finder.load`), in the
+# order they import each other, not through the import system's search.
 import os as _os
 import sys as _sys
 
 _PKG = "_gpuscope_inject"
+# What every process runs at start, each after the modules it imports (the hook loads more by
+# role: hook._install). A module missing here is imported as usual, only slower.
+_START = ("__init__", "exitstatus", "eventlog", "importhook", "procname", "hook", "disguise", "forkwatch", "stacks")
 
 
 class _Loader:
@@ -56,15 +61,39 @@ class _Finder:
             spec.submodule_search_locations = []  # only this finder resolves the submodules
         return spec
 
+    def load(self, stem):
+        """``_gpuscope_inject.<stem>`` (``__init__``: the package) as an import makes it (this
+        finder's spec, ``module_from_spec``, the package's attribute), without the import
+        system's search and locks: ~0.1 ms less a module, in every process. Only while the
+        interpreter starts (one thread: no lock is taken)."""
+        name = _PKG if stem == "__init__" else _PKG + "." + stem
+        module = _sys.modules.get(name)
+        if module is not None:
+            return module
+        spec = self.find_spec(name)
+        if spec is None:
+            raise ImportError("no module named %r in %s" % (name, self.pkg_dir), name=name)
+        module = _sys.modules["_frozen_importlib"].module_from_spec(spec)
+        _sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            _sys.modules.pop(name, None)
+            raise
+        if stem != "__init__":
+            setattr(_sys.modules[_PKG], stem, module)
+        return module
+
 
 def _gpuscope_boot():
     here = _os.path.dirname(_os.path.abspath(__file__))
     if _os.environ.get("GPUSCOPE_RUN_DIR"):
         try:
-            _sys.meta_path.append(_Finder(_os.path.dirname(here)))
-            from _gpuscope_inject import hook
-
-            hook.activate(_BOOT_NS)
+            finder = _Finder(_os.path.dirname(here))
+            _sys.meta_path.append(finder)
+            for stem in _START:
+                finder.load(stem)
+            _sys.modules[_PKG + ".hook"].activate(_BOOT_NS, finder.load)
         except Exception as exc:  # never break the user's interpreter start
             try:
                 with open(_os.path.join(_os.environ["GPUSCOPE_RUN_DIR"], "inject-errors.log"), "a") as fh:
