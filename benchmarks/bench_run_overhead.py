@@ -3,7 +3,9 @@
     python benchmarks/bench_run_overhead.py [--rounds 8] [--tasks 16] [--size 400000] [--root DIR] [--compare OLD]
 
 Every side is a whole command started the same way (subprocess, output discarded; gpuscope through
-the `gpuscope` command pip writes, finding its data folder from XDG_DATA_HOME as for a user), alternated
+the `gpuscope` command pip installs for that tree: its packaging/bin/gpuscope, or for an older tree
+without one the launcher pip writes for a [project.scripts] entry point; gpuscope finds its data
+folder from XDG_DATA_HOME as for a user), alternated
 round by round (the order rotates), so gpuscope's own start-up, telemetry, log reading and store
 writes count. Reported: the median of the rounds and the spread (min-max) of each side, the fixed
 cost (empty script, gpuscope minus python) split into what comes before the program's first line
@@ -40,7 +42,8 @@ MARKS = ("import atexit, sys, time\n"
          "open(sys.argv[1], 'a').write('start %d\\n' % time.time_ns())\n"
          "atexit.register(lambda: open(sys.argv[1], 'a').write('end %d\\n' % time.time_ns()))\n")
 
-# What pip writes as bin/gpuscope for `[project.scripts] gpuscope = "gpuscope.cli:main"` (less its shebang).
+# What pip writes as bin/gpuscope for `[project.scripts] gpuscope = "gpuscope.cli:main"` (less its
+# shebang): the command of trees before packaging/bin/gpuscope.
 PIP_CONSOLE_SCRIPT = """# -*- coding: utf-8 -*-
 import re
 import sys
@@ -51,6 +54,17 @@ if __name__ == '__main__':
 """
 
 Timing = tuple[float, float, float, float]
+
+
+def _command(tree: Path, folder: Path) -> Path:
+    """The tree's `gpuscope` command as pip installs it (its first line is replaced by pip and
+    read by nobody here: the command runs as `python COMMAND`)."""
+    own = tree / "packaging" / "bin" / "gpuscope"
+    if own.is_file():
+        return own
+    command = folder / f"gpuscope-{abs(hash(str(tree)))}"
+    command.write_text(PIP_CONSOLE_SCRIPT)
+    return command
 
 
 def timed(argv: list[str], env: dict[str, str], marks: Path | None = None) -> Timing:
@@ -125,11 +139,9 @@ def main() -> int:
     folder = Path(tempfile.mkdtemp(prefix="gs-bench-"))
     empty, marks = folder / "empty.py", folder / "marks.txt"
     empty.write_text(MARKS)
-    # gpuscope as a user starts it: the `gpuscope` command pip writes for the entry point (its
-    # template imports re), run by this interpreter with the tree on PYTHONPATH
-    command = folder / "gpuscope"
-    command.write_text(PIP_CONSOLE_SCRIPT)
-    gs = [sys.executable, str(command), "run", "--quiet"]
+    # gpuscope as a user starts it: the `gpuscope` command pip installs for the tree, run by this
+    # interpreter with the tree on PYTHONPATH
+    gs = {name: [sys.executable, str(_command(tree, folder)), "run", "--quiet"] for name, tree in trees.items()}
     print(f"# {os.cpu_count()} CPUs, python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}, "
           f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}, "
           f"byte code {'not ' if args.no_compile else ''}compiled ahead, {args.rounds} alternated rounds")
@@ -138,7 +150,7 @@ def main() -> int:
 
     def sides(program: list[str]) -> dict[str, tuple[list[str], dict[str, str]]]:
         return {"python": ([sys.executable, *program], base),
-                **{name: ([*gs, *program], envs[name]) for name in trees}}
+                **{name: ([*gs[name], *program], envs[name]) for name in trees}}
 
     empty_runs = alternate(sides([str(empty), str(marks)]), args.rounds, marks)
     plain = empty_runs.pop("python")

@@ -142,11 +142,14 @@ def activate(boot_ns=None, load=None):
     if not STATE.run_dir:
         return
     role, method = detect_role(_orig_argv())
+    if load is not None and method == "spawn":   # a spawn child, resource tracker or forkserver: its
+        try:                                     # command imports multiprocessing next, and with it
+            load("frames")                       # the wrappers (post-import callbacks); loaded before
+            load("mpwrap")                       # the log's anchor, so the start-up figures leave
+        except Exception:                        # them out as gpuscope's share (docs/COMPARE.md)
+            pass                                 # (imported as usual then, and an error logged there)
     STATE.open(_header(role, method, False))
     try:
-        if load is not None and method == "spawn":   # a spawn child, resource tracker or forkserver:
-            load("frames")                          # its command imports multiprocessing next, and
-            load("mpwrap")                          # with it the wrappers (post-import callbacks)
         _install(role)
     except Exception as exc:
         STATE.error("activate", exc)

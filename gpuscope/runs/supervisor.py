@@ -124,6 +124,7 @@ class Run:
         self._outcome: Outcome | None = None
         self._recording: threading.Thread | None = None
         self._record_error: BaseException | None = None
+        self._conn: Any = None   # the store connection _record_start opened, closed by _record
         self._ctx: RunContext | None = None
         self._existing: Existing | None = None     # the host's processes just before the program
         self.notes: list[str] = []
@@ -220,7 +221,8 @@ class Run:
             from gpuscope.store import db
             from gpuscope.store import runs as store_runs
 
-            with db.connect(self._store_path) as conn:
+            self._conn = db.connect(self._store_path)   # kept for the run's end (_record): one open, one close
+            with self._conn as conn:
                 store_runs.insert_run(conn, run_id=self.run_id, spec=self.spec.to_dict(),
                                       run_dir=str(self.run_dir), versions=launch.versions)
                 store_runs.mark_started(conn, self.run_id, self.started_ns)
@@ -441,19 +443,27 @@ class Run:
     def _record(self, result: RunResult) -> None:
         if self._recording is not None:
             self._recording.join()
-        if self._record_error is not None:
-            raise self._record_error
-        import json
+        conn, self._conn = self._conn, None
+        try:
+            if self._record_error is not None:
+                raise self._record_error
+            import json
 
-        summary = result.to_json()
-        (self.run_dir / layout.SUMMARY).write_text(json.dumps(summary, indent=2))
-        from gpuscope.store import db
-        from gpuscope.store import runs as store_runs
+            summary = result.to_json()
+            (self.run_dir / layout.SUMMARY).write_text(json.dumps(summary, indent=2))
+            from gpuscope.store import runs as store_runs
 
-        with db.connect(self._store_path) as conn:
-            store_runs.finish_run(conn, self.run_id, status=result.status.value, ended_ns=result.ended_ns,
-                                  exit_code=result.exit.code, signal=result.exit.signal,
-                                  error=result.error, summary=summary, processes=result.processes)
+            if conn is None:
+                from gpuscope.store import db
+
+                conn = db.connect(self._store_path)
+            with conn:
+                store_runs.finish_run(conn, self.run_id, status=result.status.value, ended_ns=result.ended_ns,
+                                      exit_code=result.exit.code, signal=result.exit.signal,
+                                      error=result.error, summary=summary, processes=result.processes)
+        finally:
+            if conn is not None:
+                conn.close()
 
 
 def _same_process(now: Any, seen: Any) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -23,6 +24,7 @@ SCHEMA_MODULES = (
 )
 
 _applied: set[tuple[str, int | None]] = set()
+_applying = threading.Lock()   # one thread applies the tables; another opening the store meanwhile waits
 
 
 def raw_connect(db_path: Path) -> sqlite3.Connection:
@@ -38,17 +40,24 @@ def raw_connect(db_path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA foreign_keys=ON")
         key = (str(db_path.resolve()), inode(db_path))
         if key not in _applied:
-            for name in SCHEMA_MODULES:
-                module = importlib.import_module(name)
-                ddl = getattr(module, "DDL", "")
-                if ddl:
-                    conn.executescript(ddl)
-                _add_columns(conn, getattr(module, "ADDED_COLUMNS", ()))
-            _applied.add(key)
+            with _applying:
+                if key not in _applied:
+                    _apply(conn)
+                    _applied.add(key)
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _apply(conn: sqlite3.Connection) -> None:
+    """Every table family's tables and added columns (idempotent)."""
+    for name in SCHEMA_MODULES:
+        module = importlib.import_module(name)
+        ddl = getattr(module, "DDL", "")
+        if ddl:
+            conn.executescript(ddl)
+        _add_columns(conn, getattr(module, "ADDED_COLUMNS", ()))
 
 
 def _use_wal(conn: sqlite3.Connection) -> None:

@@ -2,7 +2,9 @@
 
 Batches collect in memory and go to SQLite in one transaction (``executemany``) when the oldest
 pending one is ``flush_s`` old, so a crash of gpuscope loses at most about a second of samples.
-The process summary (names, totals, peaks) is rewritten at each flush.
+The process summary (names, totals, peaks) is rewritten at each flush. The store (and the run's
+series row) is opened at the first flush: not while the run starts, when the run's own store
+writes and gpuscope's imports compete with it (issue 14.4).
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ class StoreWriter:
                  summary: Callable[[], dict[int, dict[str, Any]]] | None = None,
                  gpu_reason: str = "") -> None:
         self._own = not isinstance(store, sqlite3.Connection)
-        self.conn = db.connect(store) if self._own else store  # type: ignore[arg-type]
+        self._store = store
+        self.conn: Any = None if self._own else store
+        self.series: int | None = None
         self.run_id = run_id
         self.flush_ns = int(flush_s * 1e9)
         self._summary = summary
@@ -41,9 +45,15 @@ class StoreWriter:
         self._failed = False
         self.rows_written = 0
         self.flushes = 0
-        self.series = samples.open_series(
-            self.conn, run_id, interval_s=interval_s, anchor_mono_ns=time.monotonic_ns(),
-            anchor_wall_ns=time.time_ns(), root_pid=root_pid, info={"gpu": gpu_reason})
+        self._series_row = dict(interval_s=interval_s, anchor_mono_ns=time.monotonic_ns(), anchor_wall_ns=time.time_ns(),
+                                root_pid=root_pid, info={"gpu": gpu_reason})
+
+    def _open(self) -> None:
+        """The store connection (if this writer opens its own) and the run's series row."""
+        if self.conn is None:
+            self.conn = db.connect(self._store)
+        if self.series is None:
+            self.series = samples.open_series(self.conn, self.run_id, **self._series_row)
 
     def __call__(self, batch: SampleBatch) -> None:
         self._pending.append(batch)
@@ -57,9 +67,10 @@ class StoreWriter:
             return
         summary = self._summary() if self._summary is not None else None
         try:
+            self._open()
             self.rows_written += samples.write_batches(self.conn, self.series, self._pending, summary,
                                                        self._notes)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             if not self._failed:
                 self._failed = True
                 log().warning("telemetry samples not stored (will retry): %s", exc)
@@ -71,5 +82,10 @@ class StoreWriter:
     def close(self) -> None:
         """Flush and release the connection if this writer opened it."""
         self.flush()
-        if self._own:
+        if self.series is None:   # nothing was sampled: the series row still says what the sampler had
+            try:
+                self._open()
+            except (sqlite3.Error, OSError) as exc:
+                log().warning("telemetry series not stored: %s", exc)
+        if self._own and self.conn is not None:
             self.conn.close()

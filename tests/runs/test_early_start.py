@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -74,27 +75,42 @@ def hook(event, args):
 sys.addaudithook(hook)
 import atexit
 atexit.register(lambda: print("before the program:", *seen["first"], flush=True))
+command = sys.argv[2] if len(sys.argv) > 2 else None
 sys.argv = ["gpuscope", "run", "--quiet", sys.argv[1]]
-runpy.run_module("gpuscope", run_name="__main__")
+if command:
+    with open(command) as fh:    # the `gpuscope` command file, as its shebang runs it (runpy.run_path imports typing)
+        exec(compile(fh.read(), command, "exec"), {"__name__": "__main__"})
+else:
+    runpy.run_module("gpuscope", run_name="__main__")
 """
+COMMAND = Path(__file__).resolve().parents[2] / "packaging" / "bin" / "gpuscope"
 # Each 5-45 ms on a 2-core runner, or what they pull in: none may load before the program starts.
 HEAVY = ("typing", "pathlib", "subprocess", "re", "signal", "threading", "enum", "collections", "functools",
          "contextlib", "argparse", "importlib.util", "platformdirs", "dataclasses", "inspect", "json", "sqlite3",
          "gpuscope.spec", "gpuscope.runs.supervisor", "gpuscope.runs.output")
 
 
-@pytest.mark.parametrize("home", ["GPUSCOPE_HOME", "XDG_DATA_HOME"])
-def test_the_program_starts_before_anything_heavy_is_imported(home, run_env, tmp_path):
+@pytest.mark.parametrize("home,start", [("GPUSCOPE_HOME", "-m"), ("XDG_DATA_HOME", "-m"),
+                                        ("XDG_DATA_HOME", "command")])
+def test_the_program_starts_before_anything_heavy_is_imported(home, start, run_env, tmp_path):
     """Only os-level modules before the spawn, with gpuscope's folder from GPUSCOPE_HOME or from the
-    platform's default (XDG_DATA_HOME: platformdirs, ~40 ms, is not imported for it on Linux)."""
+    platform's default (XDG_DATA_HOME: platformdirs, ~40 ms, is not imported for it on Linux), and
+    started as ``python -m gpuscope`` or by the ``gpuscope`` command pip installs (whose own lines
+    import only sys: pip's template for an entry point imported ``re`` first)."""
     script = tmp_path / "s.py"
     script.write_text("print('program')\n")
     env = dict(run_env)
     if home == "XDG_DATA_HOME":
         env.pop("GPUSCOPE_HOME")
         env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
-    out = subprocess.run([sys.executable, "-c", PROBE, str(script)], capture_output=True, text=True, timeout=300,
-                         cwd=tmp_path, env=env)
+    # -S: no site, so nothing is loaded before gpuscope (an editable install's finder loads re and
+    # pathlib into every interpreter); gpuscope and its dependencies from PYTHONPATH instead
+    import site
+
+    env["PYTHONPATH"] = os.pathsep.join([str(COMMAND.parents[2]), *site.getsitepackages()])
+    command = [str(COMMAND)] if start == "command" else []
+    out = subprocess.run([sys.executable, "-S", "-c", PROBE, str(script), *command], capture_output=True, text=True,
+                         timeout=300, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     program, before = out.stdout.splitlines()
     assert program == "program" and before.startswith("before the program: os.fork "), before
@@ -102,6 +118,18 @@ def test_the_program_starts_before_anything_heavy_is_imported(home, run_env, tmp
     assert not [m for m in HEAVY if repr(m) in loaded], loaded
     if home == "XDG_DATA_HOME":
         assert (tmp_path / "xdg" / "gpuscope" / "runs").is_dir()
+
+
+def test_the_installed_command_is_the_packaged_one():
+    """The environment's ``gpuscope`` (installed by the README's commands) is packaging/bin/gpuscope
+    with this environment's python on its first line, and it runs."""
+    installed = Path(sys.executable).parent / "gpuscope"
+    assert installed.is_file(), f"{installed}: install gpuscope into this environment (README)"
+    first, _, rest = installed.read_text().partition("\n")
+    assert first.startswith("#!") and Path(first[2:].split()[0]).parent == installed.parent, first
+    assert rest == COMMAND.read_text().partition("\n")[2]
+    out = subprocess.run([str(installed), "--version"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.startswith("gpuscope "), (out.stdout, out.stderr)
 
 
 REPORT = "grep -E '^Sig(Ign|Blk)' /proc/self/status; ls /proc/self/fd | sort -n | tr '\\n' ' '; echo; cat /proc/self/stat"
