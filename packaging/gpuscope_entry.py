@@ -1,4 +1,4 @@
-"""Entry script of the PyInstaller build: the same as the `gpuscope` console script."""
+"""Entry script of the PyInstaller build: what the `gpuscope` command (packaging/bin/gpuscope) runs."""
 
 from gpuscope.cli import main
 
