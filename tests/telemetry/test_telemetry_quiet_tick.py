@@ -133,6 +133,21 @@ time.sleep(600)
 """
 
 
+def _wait_asleep(pid: int, timeout_s: float = 20.0) -> None:
+    """Until the process sleeps and its /proc stat text stays the same over 0.1 s: "ready" on its
+    stdout comes a few instructions before it blocks, and on a loaded machine those may run later
+    (a changed stat text, even one page fault, counts as a wake-up)."""
+    deadline, same, last = time.monotonic() + timeout_s, 0, b""
+    while same < 5:
+        assert time.monotonic() < deadline, f"pid {pid} did not fall asleep"
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            text = fh.read()
+        state = text.rsplit(b")", 1)[1].split()[0]
+        same = same + 1 if text == last and state == b"S" else 0
+        last = text
+        time.sleep(0.02)
+
+
 def test_a_process_asleep_for_a_while_is_read_less_often_and_seen_when_it_wakes_and_ends(monkeypatch):
     from gpuscope.telemetry import tree as tree_module
 
@@ -154,6 +169,7 @@ def test_a_process_asleep_for_a_while_is_read_less_often_and_seen_when_it_wakes_
 
     try:
         assert root.stdout.readline() == b"ready\n"     # asleep on its stdin from here
+        _wait_asleep(root.pid)
         ticks(2 + tree_module.IDLE_AFTER)              # found, then read every tick until idle
         reads.clear()
         ticks(4 * tree_module.IDLE_EVERY)
@@ -162,6 +178,7 @@ def test_a_process_asleep_for_a_while_is_read_less_often_and_seen_when_it_wakes_
         root.stdin.write(b"go\n")
         root.stdin.flush()
         assert root.stdout.readline() == b"done\n"     # 0.3 s of CPU, then asleep again
+        _wait_asleep(root.pid)
         ticks(tree_module.IDLE_EVERY)                  # read again within IDLE_EVERY ticks
         assert tree.summary(gpu=False)[root.pid]["cpu_seconds"] >= cpu + 0.25
         reads.clear()
