@@ -12,7 +12,7 @@ Two measures, alternated round by round (median and spread over the rounds):
 PYTHONDONTWRITEBYTECODE is honoured as set in the environment (run it both ways).
 
     .venv/bin/python benchmarks/bench_startup.py [--python PY] [--rounds N] [--boot BOOT]
-    .venv/bin/python benchmarks/bench_startup.py --compare-boot OLD/gpuscope/inject/boot [--python PY]
+    .venv/bin/python benchmarks/bench_startup.py --compare-boot OLD/gpuscope/inject/boot [--spawn] [--python PY]
 """
 
 from __future__ import annotations
@@ -93,22 +93,36 @@ def _fmt(values: list[float]) -> str:
     return f"median {statistics.median(values) * 1e3:7.2f} ms  (min {min(values) * 1e3:.2f}, max {max(values) * 1e3:.2f})"
 
 
-def _compare_boots(python: str, rounds: int, new: Path, old: Path) -> None:
-    """The hook's ``-X importtime`` share of two boot folders, alternated round by round."""
-    res: dict[str, list[float]] = {"this boot": [], "other boot": []}
+def _compare_boots(python: str, rounds: int, new: Path, old: Path, spawn: bool) -> None:
+    """The hook's ``-X importtime`` share of two boot folders (and with ``spawn`` a spawn child's
+    start + join and its benchmark's CPU), alternated round by round."""
+    names = ("this boot", "other boot")
+    share: dict[str, list[float]] = {k: [] for k in names}
+    child: dict[str, list[tuple[float, float]]] = {k: [] for k in names}
     with tempfile.TemporaryDirectory() as tmp:
+        script = os.path.join(tmp, "spawn_bench.py")
+        Path(script).write_text(SPAWN)
         envs = {"this boot": _env(True, tmp, new), "other boot": _env(True, tmp, old)}
         for env in envs.values():
             _start(python, env)   # fill the code caches once
         for i in range(rounds):
-            for key in (list(envs) if i % 2 == 0 else list(envs)[::-1]):
-                res[key].append(_hook_share(python, envs[key]))
+            for key in (names if i % 2 == 0 else names[::-1]):
+                share[key].append(_hook_share(python, envs[key]))
+                if spawn:
+                    child[key].append(_spawn(python, envs[key], script))
     print(f"python {python}; PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}; "
           f"{rounds} alternated rounds; load average {os.getloadavg()[0]:.1f}; hook's -X importtime share")
-    for key, values in res.items():
+    for key, values in share.items():
         print(f"  {key:<11} {_fmt(values)}")
-    diff = [a - b for a, b in zip(res["this boot"], res["other boot"])]
+    diff = [a - b for a, b in zip(share["this boot"], share["other boot"])]
     print(f"  this - other: {_fmt(diff)}")
+    if spawn:
+        print("  a spawn child's start + join (the parent's timing); CPU of its benchmark per interpreter (5):")
+        for key, rows in child.items():
+            print(f"  {key:<11} {_fmt([w for w, _ in rows])};  CPU {_fmt([c / 5 for _, c in rows])}")
+        this, other = child["this boot"], child["other boot"]
+        print(f"  this - other: {_fmt([a[0] - b[0] for a, b in zip(this, other)])};  "
+              f"CPU {_fmt([(a[1] - b[1]) / 5 for a, b in zip(this, other)])}")
 
 
 def main() -> None:
@@ -118,9 +132,10 @@ def main() -> None:
     ap.add_argument("--boot", default=str(BOOT), help="another copy's boot folder (e.g. an older commit's)")
     ap.add_argument("--compare-boot", metavar="OLD_BOOT", help="only the hook's -X importtime share, this boot "
                     "folder against OLD_BOOT, alternated in the same rounds")
+    ap.add_argument("--spawn", action="store_true", help="with --compare-boot: a spawn child's start-up too")
     args = ap.parse_args()
     if args.compare_boot:
-        return _compare_boots(args.python, args.rounds, Path(args.boot), Path(args.compare_boot))
+        return _compare_boots(args.python, args.rounds, Path(args.boot), Path(args.compare_boot), args.spawn)
     res: dict[str, list[float]] = {k: [] for k in ("plain", "gpuscope", "plain CPU", "gpuscope CPU",
                                                     "hook (importtime)", "spawn plain", "spawn gpuscope",
                                                     "spawn plain CPU", "spawn gpuscope CPU")}
