@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 from enum import Enum
 
 from gpuscope.record import record
@@ -49,6 +48,8 @@ class ExitStatus:
 
 
 def signal_name(num: int) -> str:
+    import signal   # its enums cost ~1 ms: only for a process that a signal ended
+
     try:
         return signal.Signals(num).name
     except ValueError:

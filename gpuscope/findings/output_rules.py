@@ -16,7 +16,6 @@ findings. Messages (CPython 3.8-3.14, PyTorch 2.x):
 from __future__ import annotations
 
 import re
-import signal
 
 from gpuscope.record import field, record
 
@@ -193,6 +192,8 @@ _MAKERS = {"missing-main-guard": _main_guard, "leaked-shared_memory": _leaked("s
 
 
 def signal_name(code: int) -> str:
+    import signal   # its enums cost ~1 ms: only when a rule names a signal
+
     try:
         return signal.Signals(-code).name
     except ValueError:
