@@ -50,7 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--annotate", action="append", default=[], metavar="MODULE:QUALNAME",
                    help="add a range around matching functions (globs allowed); repeatable")
     p.add_argument("--interval", type=float, default=0.1, help="telemetry sampling interval in s (0.02-1)")
-    p.add_argument("--json", action="store_true", help="print the run summary as JSON on the last line of stdout")
+    p.add_argument("--json", action="store_true", help="print the run summary as JSON on the last line of stdout "
+                   "(a line of its own, also after output that did not end its last line)")
     p.add_argument("--output-cap-mb", type=float, default=None, metavar="MB",
                    help="keep at most MB of each saved output stream (its first and last halves; 0: keep "
                         "all; default: $GPUSCOPE_OUTPUT_CAP_MB or 64); what you see live is never cut")
@@ -198,15 +199,24 @@ def _node_options(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in given.items() if v is not None}
 
 
-def _write(stream_name: str, chunk: bytes) -> None:
-    """Relay the program's bytes to our own stdout / stderr unbuffered (one syscall per chunk)."""
-    fd = 1 if stream_name == "stdout" else 2
-    view = memoryview(chunk)
-    try:
-        while view:
-            view = view[os.write(fd, view):]
-    except OSError:  # a closed or broken pipe: the program's output is still saved in the run folder
-        pass
+class _Relay:
+    """Relays the program's bytes to our own stdout / stderr unbuffered (one syscall per chunk), and
+    remembers whether its stdout ended in the middle of a line (a program killed between a print's
+    text and its newline), so that ``--json``'s line still starts a line of its own."""
+
+    def __init__(self) -> None:
+        self.stdout_mid_line = False
+
+    def __call__(self, stream_name: str, chunk: bytes) -> None:
+        fd = 1 if stream_name == "stdout" else 2
+        if fd == 1 and chunk:
+            self.stdout_mid_line = not chunk.endswith(b"\n")
+        view = memoryview(chunk)
+        try:
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError:  # a closed or broken pipe: the program's output is still saved in the run folder
+            pass
 
 
 def run(args: argparse.Namespace) -> int:
@@ -229,7 +239,8 @@ def run(args: argparse.Namespace) -> int:
 
         findings = FindingsRecorder(on_finding=lambda f: progress(f"finding: {f.line()}"))
         widen_pipe(1)   # our stdout, when it is a pipe: 1 MiB, so each chunk relayed goes on in one write
-        run_ = Run(spec_from_args(args), output=[_write], progress=progress, stdin=None,
+        relay = _Relay()
+        run_ = Run(spec_from_args(args), output=[relay], progress=progress, stdin=None,
                    live_output=_is_terminal(1), output_cap_bytes=output_cap(args), recorders=[findings],
                    early=early)
     except BaseException:
@@ -256,7 +267,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         import json
 
-        sys.stdout.write(json.dumps(result.to_json()) + "\n")
+        sys.stdout.write(("\n" if relay.stdout_mid_line else "") + json.dumps(result.to_json()) + "\n")
         sys.stdout.flush()
     from gpuscope.status import RunStatus
 

@@ -172,3 +172,17 @@ def test_an_escaped_process_holding_the_output_does_not_hold_the_run(tmp_path):
         assert took < 30, took
     finally:
         os.kill(int(pid_file.read_text()), 9)
+
+
+def test_the_json_line_is_a_line_of_its_own_after_output_without_a_final_newline(run_env, tmp_path):
+    """`--json` prints the summary on the last line of stdout: after the program's bytes, unchanged,
+    and after a newline of its own only when the program's output stopped mid-line (a process
+    killed between a print's text and its newline, or a last write without one)."""
+    for text, ends in (("partial", False), ("whole\n", True)):
+        prog = tmp_path / f"out_{ends}.py"
+        prog.write_text(f"import sys\nsys.stdout.write({text!r})\n")
+        out = gpuscope("run", "--quiet", "--json", str(prog), env=run_env, timeout=300)
+        assert out.returncode == 0, out.stderr.decode()
+        json_line = out.stdout.rstrip(b"\n").rsplit(b"\n", 1)[-1]
+        assert out.stdout == text.encode() + (b"" if ends else b"\n") + json_line + b"\n", out.stdout
+        assert json.loads(json_line)["status"] == "exited"
