@@ -110,7 +110,9 @@ def test_console_streams_and_partial_utf8(qtbot):
     assert c.find_next()
     assert c.text.textCursor().charFormat().foreground().color().name() == "#c0392b"   # stderr in red
     c.append_chunks([("stdout", b"".join(b"%d\n" % i for i in range(10)))])
-    assert c.text.document().blockCount() <= 6 and c.plain_text().splitlines()[-1] == "9"
+    # shown within the frame's time budget, the rest on the next frames (a loaded machine needs them)
+    qtbot.waitUntil(lambda: c.pending_lines() == 0 and c.plain_text().splitlines()[-1] == "9", timeout=5_000)
+    assert c.text.document().blockCount() <= 6
 
 
 def test_envelope_keeps_peaks_and_gaps():
