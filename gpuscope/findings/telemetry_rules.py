@@ -24,7 +24,6 @@ findings recorder's watchdog thread, and at the end of the run).
 
 from __future__ import annotations
 
-
 from gpuscope.record import field, record
 
 TYPE_CHECKING = False

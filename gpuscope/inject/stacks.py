@@ -23,6 +23,7 @@ import os
 import sys
 
 _STATE = {"fd": -1, "dir": "", "signum": 0}   # fd: the dump file faulthandler writes to
+_APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 
 
 def signal_number():
@@ -36,7 +37,7 @@ def signal_number():
 
 
 def _append(path, text):
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    fd = os.open(path, _APPEND, 0o644)
     try:
         os.write(fd, text.encode("utf-8", "replace"))
     finally:
@@ -56,7 +57,7 @@ def _register():
     folder = _STATE["dir"]
     old = _STATE["fd"]
     # a descriptor, not a file object: faulthandler writes to the descriptor either way
-    fd = os.open(os.path.join(folder, "%d.dump" % pid), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    fd = os.open(os.path.join(folder, "%d.dump" % pid), _APPEND, 0o644)
     faulthandler.register(_STATE["signum"], file=fd, all_threads=True, chain=False)
     _STATE["fd"] = fd
     if old >= 0:

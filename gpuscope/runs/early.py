@@ -12,9 +12,9 @@ behind: the usual path runs and says it as before.
 Everything here runs before the program starts, so it imports only what a bare interpreter has
 already loaded (``os``, ``_signal``, ``_thread``) and gpuscope's lean modules: not ``subprocess``,
 ``pathlib``, ``typing`` nor ``re`` (each 5-25 ms on a 2-core runner, tests/runs/test_early_start.py
-checks the list). The program is started with ``os.posix_spawn``, as ``subprocess.Popen`` would
-start it here (new session, signals Python ignores set back to default, inherited descriptors
-above 2 closed); :class:`Child` is what ``Run`` uses of a ``Popen``.
+checks the list). The program is started by fork and exec, as ``subprocess.Popen`` would start it
+here (new session, signals Python ignores set back to default, inherited descriptors above 2
+closed: :func:`_spawn`); :class:`Child` is what ``Run`` uses of a ``Popen``.
 """
 
 from __future__ import annotations

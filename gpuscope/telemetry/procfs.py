@@ -17,7 +17,6 @@ from gpuscope.proclist import list_pids, read_bytes
 __all__ = ["ProcFile", "StatReader", "list_pids", "last_pid", "uss_bytes"]
 
 
-
 class ProcFile:
     """One ``/proc`` file read each tick through a descriptor kept open (``pread`` at offset 0
     regenerates it): no open/close per read. Reopened once if a read fails."""

@@ -6,7 +6,6 @@ Callers add their own with ``Run(spec, recorders=[...])``; those come after thes
 
 from __future__ import annotations
 
-
 from gpuscope.runs.recorder import BaseRecorder
 from gpuscope.spec import RunSpec
 

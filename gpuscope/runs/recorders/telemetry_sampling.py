@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from gpuscope.runs.recorder import BaseRecorder, Outcome, RunContext
 
 TYPE_CHECKING = False
