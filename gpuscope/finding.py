@@ -4,25 +4,30 @@ A :class:`Finding` round-trips through JSON (``Finding.from_dict(f.to_dict()) ==
 ``Finding(**f.to_dict())`` rebuilds it too (dicts become the typed parts), so caches and the run
 folder's ``findings.json`` keep one format. The structured :class:`Fix` is what "Apply fix" uses:
 rewording ``fix`` text never changes what the button does.
+
+Records (:mod:`gpuscope.record`) and :class:`gpuscope.choices.Choices`, not dataclasses, typing and
+enum: the first finding of a ``gpuscope run`` imports this module, which then costs ~1 ms instead
+of ~20 (issue 14.4).
 """
 
 from __future__ import annotations
 
-import enum
 import time
-from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Union
+
+from gpuscope.choices import Choices
+from gpuscope.record import field, fields, record, replace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Iterable, Union
 
 
-class Severity(str, enum.Enum):
+class Severity(Choices):
     """How bad it is; a str so ``severity == "error"`` reads naturally."""
 
     INFO = "info"
     WARNING = "warning"
     ERROR = "error"
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def rank(self) -> int:
@@ -31,7 +36,7 @@ class Severity(str, enum.Enum):
 
 # -- structured fixes --------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SetStartMethod:
     """Run again with this multiprocessing start method."""
 
@@ -39,7 +44,7 @@ class SetStartMethod:
     kind: str = field(default="set-start-method", init=False)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SetNsysForkTracing:
     """Record under nsys with ``--trace-fork-before-exec`` on (or off)."""
 
@@ -47,7 +52,7 @@ class SetNsysForkTracing:
     kind: str = field(default="nsys-fork-tracing", init=False)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CleanupPids:
     """Stop these leftover processes (the Cleanup tab / ``gpuscope cleanup``)."""
 
@@ -55,7 +60,7 @@ class CleanupPids:
     kind: str = field(default="cleanup-pids", init=False)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CleanupShm:
     """Unlink these leftover /dev/shm segments."""
 
@@ -63,24 +68,25 @@ class CleanupShm:
     kind: str = field(default="cleanup-shm", init=False)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StopRun:
     """Stop the run now (it will not finish by itself)."""
 
     kind: str = field(default="stop-run", init=False)
 
 
-Fix = Union[SetStartMethod, SetNsysForkTracing, CleanupPids, CleanupShm, StopRun]
-FIX_KINDS: dict[str, type] = {c.kind: c for c in (  # type: ignore[attr-defined]
-    SetStartMethod, SetNsysForkTracing, CleanupPids, CleanupShm, StopRun)}
+FIX_TYPES = (SetStartMethod, SetNsysForkTracing, CleanupPids, CleanupShm, StopRun)
+if TYPE_CHECKING:
+    Fix = Union[SetStartMethod, SetNsysForkTracing, CleanupPids, CleanupShm, StopRun]
+FIX_KINDS: dict[str, type] = {c.kind: c for c in FIX_TYPES}  # type: ignore[attr-defined]
 
 
 def fix_to_dict(fix: Fix) -> dict[str, Any]:
     data: dict[str, Any] = {"kind": fix.kind}
-    for name in getattr(fix, "__dataclass_fields__", {}):
-        if name != "kind":
-            value = getattr(fix, name)
-            data[name] = list(value) if isinstance(value, tuple) else value
+    for f in fields(fix):
+        if f.name != "kind":
+            value = getattr(fix, f.name)
+            data[f.name] = list(value) if isinstance(value, tuple) else value
     return data
 
 
@@ -97,7 +103,7 @@ def fix_from_dict(data: dict[str, Any] | None) -> Fix | None:
 
 # -- evidence ----------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Evidence:
     """Why a finding was made: measured numbers, the processes involved, excerpts of output."""
 
@@ -129,7 +135,7 @@ def evidence(numbers: dict[str, float] | None = None, excerpts: Iterable[str] = 
 
 # -- the finding -------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Finding:
     """One problem: a stable ``code``, what happened (``title``), evidence, and what to do (``fix``)."""
 

@@ -28,7 +28,9 @@ PRIVATE_MARK = ".private"
 PRIVATE_VERSION = "1"
 
 
-def _path(text: str) -> Path:
+def as_path(text: str | os.PathLike[str]) -> Path:
+    """``Path(text)``, importing ``pathlib`` only now (with ``urllib.parse``, ``ipaddress``,
+    ``fnmatch`` and ``re``: ~10 ms on a 2-core runner, which ``gpuscope run`` does without)."""
     from pathlib import Path
 
     return Path(text)
@@ -76,12 +78,12 @@ def data_dir(tighten: bool = True) -> Path:
     """The root of gpuscope's data: the run store and one folder per run. ``tighten=False``: only
     the directory itself is made private now (``gpuscope run`` tightens the rest once its program
     runs)."""
-    return _path(data_root(tighten))
+    return as_path(data_root(tighten))
 
 
 def _marked_private(root: str) -> bool:
     try:
-        with open(os.path.join(root, PRIVATE_MARK), encoding="ascii") as fh:
+        with open(os.path.join(root, PRIVATE_MARK), encoding="utf-8") as fh:   # utf-8: its codec is loaded
             return fh.read().strip() == PRIVATE_VERSION
     except (OSError, ValueError):
         return False
@@ -90,7 +92,7 @@ def _marked_private(root: str) -> bool:
 def _mark_private(root: str) -> None:
     try:
         fd = os.open(os.path.join(root, PRIVATE_MARK), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with open(fd, "w", encoding="ascii") as fh:
+        with open(fd, "w", encoding="utf-8") as fh:
             fh.write(PRIVATE_VERSION + "\n")
     except OSError:
         pass   # walked again next time
@@ -150,11 +152,16 @@ def runs_root(tighten: bool = True) -> str:
 
 
 def runs_dir(tighten: bool = True) -> Path:
-    return _path(runs_root(tighten))
+    return as_path(runs_root(tighten))
+
+
+def store_file() -> str:
+    """:func:`store_path` as a string, without importing ``pathlib``."""
+    return os.path.join(data_root(), "gpuscope.sqlite")
 
 
 def store_path() -> Path:
-    return data_dir() / "gpuscope.sqlite"
+    return as_path(store_file())
 
 
 def cache_dir() -> Path:

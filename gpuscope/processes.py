@@ -22,11 +22,10 @@ create time), see :mod:`gpuscope.cleanup.runlink`.
 
 from __future__ import annotations
 
-import enum
 import os
-import re
 from functools import cached_property
 
+from gpuscope.choices import Choices
 from gpuscope.proclist import list_pids, read_bytes
 from gpuscope.record import field, record
 
@@ -214,7 +213,7 @@ def ancestors(pid: int) -> list[int]:
 
 # -- nsys agents ----------------------------------------------------------------------------------
 
-_PROFILE_SESSION = re.compile(r"^profile-(?:.*-)?(\d+)$")
+_PROFILE_SESSION = r"^profile-(?:.*-)?(\d+)$"
 
 
 @record(frozen=True)
@@ -241,13 +240,15 @@ def nsys_agent(cmd: Iterable[str]) -> NsysAgentName | None:
             name = arg.split("=", 1)[1]
         elif arg == "--session-name" and i + 1 < len(args):
             name = args[i + 1]
-    match = _PROFILE_SESSION.match(name)
+    import re   # here: only an nsys agent's name needs it (the run path does without re)
+
+    match = re.match(_PROFILE_SESSION, name)
     return NsysAgentName(name, int(match.group(1)) if match else None)
 
 
 # -- membership ---------------------------------------------------------------------------------
 
-class Reason(str, enum.Enum):
+class Reason(Choices):
     """Why a process belongs to a run (the value is stored as ``via``)."""
 
     ROOT = "root"

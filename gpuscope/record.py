@@ -7,7 +7,8 @@ compiles its generated methods with ``exec``: 1.3-2 ms a class, and the run path
 ``@record`` makes the same methods as closures over the field list, with no compile at all:
 
 - ``__init__`` with the fields as positional-or-keyword parameters in order, defaults and
-  ``field(default_factory=...)``, and the same ``TypeError`` words as a function's;
+  ``field(default_factory=...)``, and the same ``TypeError`` words as a function's; a field with
+  ``field(init=False)`` is not a parameter and gets its default; ``__post_init__`` is called last;
 - ``__repr__`` (``Name(a=1, b='x')``, fields with ``repr=False`` left out), ``__eq__`` (same class,
   fields with ``compare=False`` left out), ``__match_args__``;
 - ``frozen=True``: assigning or deleting a field raises :class:`FrozenError` (an
@@ -37,27 +38,29 @@ class FrozenError(AttributeError):
 
 
 class Field:
-    """One field of a record: its name, default (or default factory), and whether ``__repr__``
-    and ``__eq__`` see it."""
+    """One field of a record: its name, default (or default factory), whether ``__init__`` takes
+    it, and whether ``__repr__`` and ``__eq__`` see it."""
 
-    __slots__ = ("name", "default", "default_factory", "repr", "compare")
+    __slots__ = ("name", "default", "default_factory", "repr", "compare", "init")
 
     def __init__(self, default: Any = _MISSING, default_factory: Any = _MISSING, repr: bool = True,
-                 compare: bool = True) -> None:
+                 compare: bool = True, init: bool = True) -> None:
         if default is not _MISSING and default_factory is not _MISSING:
             raise ValueError("cannot specify both default and default_factory")
         self.name = ""
         self.default, self.default_factory, self.repr, self.compare = default, default_factory, repr, compare
+        self.init = init
 
     def __repr__(self) -> str:
         return f"Field(name={self.name!r})"
 
 
 def field(*, default: Any = _MISSING, default_factory: Callable[[], Any] | Any = _MISSING, repr: bool = True,
-          compare: bool = True) -> Any:
+          compare: bool = True, init: bool = True) -> Any:
     """A field's options, as ``dataclasses.field``: ``default`` or ``default_factory`` (called for
-    each new record), ``repr=False`` and ``compare=False``."""
-    return Field(default, default_factory, repr, compare)
+    each new record), ``repr=False``, ``compare=False`` and ``init=False`` (not a parameter of
+    ``__init__``, which sets its default)."""
+    return Field(default, default_factory, repr, compare, init)
 
 
 def record(cls: type[T] | None = None, /, *, frozen: bool = False, slots: bool = False) -> Any:
@@ -96,6 +99,8 @@ def _make(cls: type[T], frozen: bool, slots: bool) -> type[T]:
     all_fields = tuple(inherited.values())
     seen_default = False
     for f in all_fields:
+        if not f.init:
+            continue
         has_default = f.default is not _MISSING or f.default_factory is not _MISSING
         if seen_default and not has_default:
             raise TypeError(f"non-default argument {f.name!r} follows default argument")
@@ -113,7 +118,7 @@ def _make(cls: type[T], frozen: bool, slots: bool) -> type[T]:
         "__init__": _init(cls, all_fields, frozen),
         "__repr__": _repr(tuple(f.name for f in all_fields if f.repr)),
         "__eq__": _eq(tuple(f.name for f in all_fields if f.compare)),
-        "__match_args__": names,
+        "__match_args__": tuple(f.name for f in all_fields if f.init),
     }
     if frozen:
         methods["__setattr__"], methods["__delattr__"] = _frozen_setattr, _frozen_delattr
@@ -140,10 +145,14 @@ def _with_slots(cls: type[T], names: tuple[str, ...]) -> type[T]:
 
 
 def _init(cls: type, all_fields: tuple[Field, ...], frozen: bool) -> Callable[..., None]:
-    names = tuple(f.name for f in all_fields)
+    taken = tuple(f for f in all_fields if f.init)
+    names = tuple(f.name for f in taken)
     known = frozenset(names)
-    defaults = {f.name: f.default for f in all_fields if f.default is not _MISSING}
-    factories = {f.name: f.default_factory for f in all_fields if f.default_factory is not _MISSING}
+    defaults = {f.name: f.default for f in taken if f.default is not _MISSING}
+    factories = {f.name: f.default_factory for f in taken if f.default_factory is not _MISSING}
+    fixed = tuple((f.name, f.default, f.default_factory) for f in all_fields
+                  if not f.init and (f.default is not _MISSING or f.default_factory is not _MISSING))
+    post_init = getattr(cls, "__post_init__", None)
     count = len(names)
     put = object.__setattr__ if frozen else setattr
     title = f"{cls.__qualname__}.__init__()"
@@ -176,6 +185,10 @@ def _init(cls: type, all_fields: tuple[Field, ...], frozen: bool) -> Callable[..
             words = " and ".join(quoted) if len(quoted) <= 2 else ", ".join(quoted[:-1]) + ", and " + quoted[-1]
             raise TypeError(f"{title} missing {len(missing)} required positional argument"
                             f"{'s' if len(missing) > 1 else ''}: {words}")
+        for name, default, factory in fixed:   # init=False fields, as a dataclass sets them
+            put(self, name, factory() if default is _MISSING else default)
+        if post_init is not None:
+            self.__post_init__()
     return __init__
 
 
@@ -238,7 +251,12 @@ def fields(obj: Any) -> tuple[Field, ...]:
 
 def replace(obj: T, /, **changes: Any) -> T:
     """A new record like ``obj`` with ``changes`` (a new ``__init__`` call, as ``dataclasses.replace``)."""
-    values = {f.name: getattr(obj, f.name) for f in fields(obj)}
+    values = {}
+    for f in fields(obj):
+        if f.init:
+            values[f.name] = getattr(obj, f.name)
+        elif f.name in changes:
+            raise ValueError(f"field {f.name} is declared with init=False, it cannot be specified with replace()")
     values.update(changes)
     return type(obj)(**values)
 

@@ -68,9 +68,22 @@ def create_run_folder(run_id: str, tighten: bool = True) -> str:
 
 def create_run_dir(run_id: str, tighten: bool = True) -> Path:
     """:func:`create_run_folder` as a ``Path``."""
-    from pathlib import Path
+    return paths.as_path(create_run_folder(run_id, tighten))
 
-    return Path(create_run_folder(run_id, tighten))
+
+def event_logs(run_dir: str | os.PathLike[str]) -> list[str]:
+    """The run's event logs (``events/*.log``, one per logged process), sorted by name; none when
+    there is no events folder. Strings, as the run path reads them (no ``pathlib``)."""
+    return logs_in(os.path.join(run_dir, EVENTS))
+
+
+def logs_in(folder: str | os.PathLike[str]) -> list[str]:
+    """The ``*.log`` files of ``folder``, sorted by name ([] when it cannot be listed)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return [os.path.join(folder, name) for name in sorted(names) if name.endswith(".log")]
 
 
 def boot_dir() -> str:

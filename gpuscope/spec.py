@@ -7,8 +7,6 @@ Everything that launches a run (the CLI, the app, tests) builds a :class:`RunSpe
 from __future__ import annotations
 
 import os
-import re
-from pathlib import Path
 
 from gpuscope.errors import UserError
 from gpuscope.record import asdict, field, fields, record, replace
@@ -18,6 +16,7 @@ from gpuscope.spec_checks import (LAUNCHERS, NSYS_TIMEOUT_S, NSYS_TRACE, START_M
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 
@@ -92,6 +91,8 @@ class RunSpec:
             raise UserError(f"--nproc must be between 1 and 512, not {self.nproc}")
         if not (0.02 <= self.sample_interval_s <= 1.0):
             raise UserError("the sampling interval must be between 0.02 s and 1 s (1-50 Hz)")
+        from pathlib import Path   # here: a plain `gpuscope run` is checked by runs/early.py, without it
+
         cwd = Path(self.cwd).expanduser() if self.cwd else Path.cwd()
         if not cwd.is_dir():
             raise UserError(f"working directory not found: {cwd}")
@@ -132,12 +133,14 @@ class RunSpec:
         return cls(nsys=nsys_opts, **kwargs)
 
 
-_ENDPOINT = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.:-]+?):(?P<port>[0-9]{1,5})")
+_ENDPOINT = (r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.:-]+?):(?P<port>[0-9]{1,5})")
 
 
 def split_endpoint(endpoint: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[v6]:PORT`` too) as (host, port); UserError if it is not one."""
-    m = _ENDPOINT.fullmatch(endpoint.strip())
+    import re   # here, as the other patterns: the run path does without re
+
+    m = re.fullmatch(_ENDPOINT, endpoint.strip())
     if not m or not (1 <= int(m["port"]) <= 65535):
         raise UserError(f"--rdzv-endpoint takes HOST:PORT (the c10d rendezvous), not {endpoint!r}")
     return m["host"].strip("[]"), int(m["port"])
@@ -165,6 +168,9 @@ def _checked_nodes(spec: "RunSpec", cwd: Path) -> dict[str, Any]:
         endpoint = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     if not spec.job_dir:
         raise UserError("a run across nodes needs --job-dir DIR (a folder every node can write: a shared file system)")
+    import re
+    from pathlib import Path
+
     job_dir = Path(spec.job_dir).expanduser()
     job_dir = (job_dir if job_dir.is_absolute() else cwd / job_dir)
     try:
@@ -183,12 +189,14 @@ def _checked_nodes(spec: "RunSpec", cwd: Path) -> dict[str, Any]:
                 rdzv_timeout_s=None if timeout is None else int(timeout), job_dir=str(job_dir.resolve()))
 
 
-_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+_MODULE_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
 
 
 def _checked_module(module: str) -> str:
     """A dotted module name (whether it exists is the interpreter's to say, in the run)."""
+    import re
+
     name = module.strip()
-    if not _MODULE_NAME.fullmatch(name):
+    if not re.fullmatch(_MODULE_NAME, name):
         raise UserError(f"-m takes a module name such as package.module, not {module!r}")
     return name

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from enum import Enum
-
+from gpuscope.choices import Choices
 from gpuscope.record import record
 
 
-class RunStatus(str, Enum):
+class RunStatus(Choices):
     """A run's state in the store and in JSON (the value is the stored text).
 
     ``running`` until it ends; then ``exited`` (exit code 0), ``failed`` (non-zero exit, a signal,
@@ -20,9 +19,6 @@ class RunStatus(str, Enum):
     FAILED = "failed"
     STOPPED = "stopped"
     ERROR = "error"
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def final(self) -> bool:

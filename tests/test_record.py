@@ -187,22 +187,30 @@ def test_nested_records_become_dicts_and_lists_are_copied():
         rec.fields(object())
 
 
-def test_gpuscope_run_path_never_imports_dataclasses_nor_inspect(tmp_path):
-    """A whole plain `gpuscope run` (its program, recorders, telemetry, store and summary) loads
-    none of dataclasses' imports (issue 14.4), nor `signal` (its enums: only a run that a signal
-    ended, or a Stop, needs its names). The data folder's first run also asks `platform` (which
-    imports subprocess, and with it signal) for the facts it keeps: the second is measured."""
+# What a plain `gpuscope run` does without (issue 14.4; docs/RUN-ENGINE.md): each of these costs 1-20 ms
+# on a 2-core runner, or pulls in one that does.
+NOT_ON_THE_RUN_PATH = ("dataclasses", "inspect", "ast", "dis", "signal", "pathlib", "re", "enum", "json", "typing",
+                       "datetime", "sqlite3", "urllib.parse", "ipaddress", "fnmatch", "contextlib", "subprocess",
+                       "argparse", "importlib.util", "platform", "numpy", "psutil")
+
+
+def test_gpuscope_run_path_imports_none_of_the_costly_modules(tmp_path):
+    """A whole plain `gpuscope run` (its program, recorders, telemetry, store, findings and summary)
+    loads none of NOT_ON_THE_RUN_PATH, also when the program prints on both streams. `signal`'s enums
+    are only for a run that a signal ended, or a Stop. The data folder's first run also asks `platform`
+    (which imports subprocess, and with it signal) for the facts it keeps: the second is measured.
+    Run without site (`-S`): an editable install's finder loads re and pathlib into every interpreter."""
     script = tmp_path / "hello.py"
-    script.write_text("print('hello')\n")
-    probe = ("import json, sys\n"
+    script.write_text("import sys\nprint('hello')\nprint('warning: x', file=sys.stderr)\n")
+    probe = ("import sys\n"
              "from gpuscope import cli\n"
-             "code = cli._main(['run', sys.argv[1]], [])\n"
-             "print(json.dumps([code, sorted(m for m in ('dataclasses', 'inspect', 'ast', 'dis', 'signal') "
-             "if m in sys.modules)]))\n")
+             "code = cli._main(['run', '--quiet', sys.argv[1]], [])\n"
+             "names = " + repr(NOT_ON_THE_RUN_PATH) + "\n"
+             "print('[%d, [%s]]' % (code, ', '.join('\"%s\"' % m for m in names if m in sys.modules)))\n")
     env = {**os.environ, "GPUSCOPE_HOME": str(tmp_path / "home")}
-    first = fresh_json(probe, str(script), env=env)
-    assert first[0] == 0 and not set(first[1]) & {"dataclasses", "inspect", "ast", "dis"}, first
-    assert fresh_json(probe, str(script), env=env) == [0, []]
+    first = fresh_json(probe, str(script), env=env, bare=True)
+    assert first[0] == 0 and not set(first[1]) & {"dataclasses", "inspect", "ast", "dis", "pathlib", "json"}, first
+    assert fresh_json(probe, str(script), env=env, bare=True) == [0, []]
 
 
 def test_a_record_subclass_adds_its_fields_after_the_base_ones_as_a_dataclass():
@@ -226,3 +234,34 @@ def test_class_variables_are_not_fields():
     assert [f.name for f in rec.fields(Counted)] == ["a"] and Counted.total == 0
     with pytest.raises(TypeError):
         Counted(1, 2)
+
+
+def test_init_false_fields_and_post_init_as_a_dataclass():
+    """``field(init=False)`` is no parameter of ``__init__`` and gets its default; ``__post_init__``
+    runs last (and may set fields of a frozen record through ``object.__setattr__``); ``replace``
+    refuses an init=False field; ``__match_args__`` leaves it out."""
+    made = []
+    for deco, fld in ((rec.record(frozen=True), rec.field), (dataclasses.dataclass(frozen=True), dataclasses.field)):
+        def post(self):
+            object.__setattr__(self, "size", len(self.items))
+        cls = deco(type("Bag", (), {
+            "__annotations__": {"items": "tuple", "kind": "str", "size": "int", "tags": "list"},
+            "kind": fld(default="bag", init=False), "size": fld(default=0, init=False),
+            "tags": fld(default_factory=list, init=False), "__post_init__": post, "__module__": __name__}))
+        made.append(cls)
+    ours, theirs = made
+    for cls in made:
+        bag = cls((1, 2, 3))
+        assert (bag.items, bag.kind, bag.size, bag.tags) == ((1, 2, 3), "bag", 3, [])
+        assert cls.__match_args__ == ("items",) and cls.kind == "bag"
+        with pytest.raises(TypeError):
+            cls((1,), "other")
+        with pytest.raises(TypeError):
+            cls(items=(1,), kind="other")
+    assert repr(ours((1,))) == repr(theirs((1,))) == "Bag(items=(1,), kind='bag', size=1, tags=[])"
+    assert ours((1,)) == ours((1,)) != ours((2,))
+    assert rec.replace(ours((1,)), items=(1, 2)).size == dataclasses.replace(theirs((1,)), items=(1, 2)).size == 2
+    for replace, obj in ((rec.replace, ours((1,))), (dataclasses.replace, theirs((1,)))):
+        with pytest.raises(ValueError, match="init=False"):
+            replace(obj, kind="other")
+    assert rec.asdict(ours((1,))) == dataclasses.asdict(theirs((1,)))

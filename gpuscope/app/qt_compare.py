@@ -13,7 +13,6 @@ The view displays; it computes nothing. Timelines load off the GUI thread (``app
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from gpuscope.app.qt_compare_tables import MetricsTable, RangesTable
 from gpuscope.app.qt_compare_timelines import QtStackedTimelines, load_layouts
 from gpuscope.app.qt_findings import FindingsList
 from gpuscope.finding import Finding
+from gpuscope.record import replace
 from gpuscope.findings.engine import read_saved
 
 WARN_STYLE = ("color: #8a4500; background: #fff3cd; border: 1px solid #e0b252; border-radius: 3px; "
@@ -64,7 +64,7 @@ def findings_by_label(cmp: Any) -> list[Finding]:
                 key = (label, f.code)
                 if key not in out:
                     title = f.title if len(cmp.labels) < 2 else f"[{label}] {f.title}"
-                    out[key] = dataclasses.replace(f, title=title)
+                    out[key] = replace(f, title=title)
     order = {"error": 0, "warning": 1, "info": 2}
     return sorted(out.values(), key=lambda f: order.get(f.severity.value, 3))
 

@@ -14,9 +14,12 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, Q
 from gpuscope.app.launch_checks import default_python, fork_warning
 from gpuscope.app.settings import get_json, push_recent, set_json
 from gpuscope.errors import UserError
-from gpuscope.finding import Fix
 from gpuscope.findings.fixes import describe, launch_changes
 from gpuscope.spec import LAUNCHERS, START_METHOD_HELP, START_METHODS, NsysOptions, RunSpec
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gpuscope.finding import Fix
 
 NSYS_TRACES = ("nvtx", "osrt", "cuda", "cublas", "cudnn")
 TARGET_KINDS = (("script", "Script"), ("module", "Module (-m)"))

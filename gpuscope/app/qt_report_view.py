@@ -27,9 +27,13 @@ from gpuscope.app import timeline_text as TT
 from gpuscope.app.qt_summary import QtSummaryTables
 from gpuscope.app.qt_timeline import QtTimeline
 from gpuscope.app.qt_findings import FindingsList
-from gpuscope.finding import Finding, Fix, Severity, evidence
+from gpuscope.finding import Finding, Severity, evidence
 from gpuscope.findings.fixes import describe, fix_for_text, launch_changes
 from gpuscope.trace.summary import RECORD_MARK
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gpuscope.finding import Fix
 
 REPORT_FILTER = "Nsight Systems reports (*.nsys-rep *.sqlite);;All files (*)"
 SYNC_LAYOUT_ITEMS = 200_000   # about 30 ms of layout: below it show_report lays out on the GUI thread

@@ -5,12 +5,11 @@ from __future__ import annotations
 import _signal   # the C module behind `signal` (which imports enum): the program starts first
 import os
 import sys
-from types import SimpleNamespace
 
 from gpuscope.errors import UserError
 from gpuscope.spec_checks import LAUNCHERS, NSYS_TIMEOUT_S, NSYS_TRACE, START_METHODS
 
-# Nothing heavy before the program starts (gpuscope.runs.early): no typing, signal, contextlib.
+# Nothing heavy before the program starts (gpuscope.runs.early): no typing, signal, contextlib, types.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
@@ -79,7 +78,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 QUICK_FLAGS = {"--quiet": "quiet", "-q": "quiet", "--json": "json"}
 
 
-def quick_args(argv: list[str]) -> SimpleNamespace | None:
+class QuickArgs:
+    """The namespace :func:`quick_args` gives: attributes only, as ``argparse.Namespace`` (and
+    ``types.SimpleNamespace``, whose module the program's start need not wait for)."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+
+def quick_args(argv: list[str]) -> QuickArgs | None:
     """``run``'s arguments as argparse would read them, for ``[--quiet|-q] [--json]
     [--start-method M] SCRIPT [ARGS...]``; None for any other command line."""
     flags: dict[str, Any] = {"quiet": False, "json": False, "start_method": "default"}
@@ -96,7 +103,7 @@ def quick_args(argv: list[str]) -> SimpleNamespace | None:
         i += 1
     if i >= len(argv) or "--" in argv:   # argparse drops some "--" (which, by Python version)
         return None
-    return SimpleNamespace(
+    return QuickArgs(
         command="run", launcher="python", nproc=1, python=None, cwd=None, annotate=[], interval=0.1,
         output_cap_mb=None, nsys=False, nsys_trace=",".join(NSYS_TRACE), nsys_arg=[],
         nsys_fork="auto", nsys_timeout=NSYS_TIMEOUT_S, nnodes=None, node_rank=None,
@@ -265,9 +272,9 @@ def run(args: argparse.Namespace) -> int:
         for finding in result.findings:
             print(f"gpuscope: {finding.line()}\n    fix: {finding.fix}", file=sys.stderr, flush=True)
     if args.json:
-        import json
+        from gpuscope import jsontext
 
-        sys.stdout.write(("\n" if relay.stdout_mid_line else "") + json.dumps(result.to_json()) + "\n")
+        sys.stdout.write(("\n" if relay.stdout_mid_line else "") + jsontext.dumps(result.to_json()) + "\n")
         sys.stdout.flush()
     from gpuscope.status import RunStatus
 

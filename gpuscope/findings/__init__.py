@@ -6,7 +6,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["Evidence", "Finding", "Fix", "Severity"]
+__all__ = ["Evidence", "FIX_TYPES", "Finding", "Severity"]   # Fix: a name for type checkers (gpuscope.finding)
 
 
 def __getattr__(name: str) -> Any:

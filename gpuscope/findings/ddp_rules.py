@@ -13,10 +13,10 @@
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 
+from gpuscope import jsontext
+from gpuscope.rundir import event_logs
 from gpuscope.trace.events import ProcessEvents
 
 TYPE_CHECKING = False
@@ -139,19 +139,15 @@ def _where(proc) -> str:
     return frame.short() if frame is not None else (proc.note or "no stack")
 
 
-def exited_ranks(run_dir: Path) -> dict[int, tuple[int, int | None]]:
+def exited_ranks(run_dir: str | os.PathLike[str]) -> dict[int, tuple[int, int | None]]:
     """rank -> (pid, exit code) of ranks whose event log ends with an exit record."""
     from gpuscope.trace.events import log_has_exit
 
     out: dict[int, tuple[int, int | None]] = {}
-    try:
-        paths = list((Path(run_dir) / "events").glob("*.log"))
-    except OSError:
-        return out
-    for path in paths:
+    for path in event_logs(run_dir):
         try:
             with open(path, "rb") as fh:
-                head = json.loads(fh.readline()[2:] or b"{}")
+                head = jsontext.loads(fh.readline()[2:] or b"{}")
         except (OSError, ValueError):
             continue
         rank = _rank(str(head.get("role", "")))
@@ -162,7 +158,7 @@ def exited_ranks(run_dir: Path) -> dict[int, tuple[int, int | None]]:
             with open(path, "rb") as fh:
                 fh.seek(max(0, os.path.getsize(path) - 4096))
                 tail = fh.read().rsplit(b"\nX\t", 1)[1]
-            code = json.loads(tail.split(b"\t", 1)[1].split(b"\n", 1)[0]).get("exit_code")
+            code = jsontext.loads(tail.split(b"\t", 1)[1].split(b"\n", 1)[0]).get("exit_code")
         except (OSError, ValueError, IndexError):
             pass
         out[rank] = (int(head.get("pid", 0)), code)

@@ -7,9 +7,9 @@ are kept in ``findings.json`` by :class:`gpuscope.findings.recorder.FindingsReco
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import os
 
+from gpuscope import jsontext
 from gpuscope.findings import ddp_rules, ipc_rules, pool_rules, process_rules, ray_rules, torch_rules
 from gpuscope.findings.output_rules import OutputScanner
 
@@ -23,10 +23,10 @@ FINDINGS_FILE = "findings.json"
 STDERR_LIMIT = 64 << 20       # read at most this much of stderr.log (its last bytes)
 
 
-def read_saved(run_dir: Path) -> list[Finding]:
+def read_saved(run_dir: str | os.PathLike[str]) -> list[Finding]:
     """The findings saved in the run folder (by the live recorder), or []."""
     try:
-        rows = json.loads((Path(run_dir) / FINDINGS_FILE).read_text())
+        rows = jsontext.read(os.path.join(run_dir, FINDINGS_FILE))
     except (OSError, ValueError):
         return []
     out = []
@@ -39,14 +39,14 @@ def read_saved(run_dir: Path) -> list[Finding]:
     return out
 
 
-def save(run_dir: Path, findings: list[Finding], extra: dict[str, Any] | None = None) -> None:
+def save(run_dir: str | os.PathLike[str], findings: list[Finding], extra: dict[str, Any] | None = None) -> None:
     data = {"findings": [f.to_dict() for f in findings], **(extra or {})}
-    tmp = Path(run_dir) / (FINDINGS_FILE + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(Path(run_dir) / FINDINGS_FILE)
+    tmp = os.path.join(run_dir, FINDINGS_FILE + ".tmp")
+    jsontext.write(tmp, data, indent=1)
+    os.replace(tmp, os.path.join(run_dir, FINDINGS_FILE))
 
 
-def scan_stderr(path: Path) -> OutputScanner:
+def scan_stderr(path: str | os.PathLike[str]) -> OutputScanner:
     scanner = OutputScanner()
     try:
         with open(path, "rb") as fh:
@@ -60,9 +60,9 @@ def scan_stderr(path: Path) -> OutputScanner:
     return scanner
 
 
-def _summary(run_dir: Path) -> dict[str, Any]:
+def _summary(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     try:
-        return json.loads((Path(run_dir) / "summary.json").read_text())
+        return jsontext.read(os.path.join(run_dir, "summary.json"))
     except (OSError, ValueError):
         return {}
 
@@ -102,7 +102,7 @@ def nsys_findings(summary: dict[str, Any]) -> list[Finding]:
     return [Finding.from_dict({**r, "source": "nsys"}) for r in rows if isinstance(r, dict) and "code" in r]
 
 
-def analyse_events(run_dir: Path, events: list | None = None, *, stopped: bool = False,
+def analyse_events(run_dir: str | os.PathLike[str], events: list | None = None, *, stopped: bool = False,
                    scanner: OutputScanner | None = None, oom_killed: int = 0) -> list[Finding]:
     """Findings from the event logs and stderr (no summary needed: usable before it is written).
     ``oom_killed``: OOM kills the run's cgroup counted while it ran (the live recorder knows it)."""
@@ -111,22 +111,21 @@ def analyse_events(run_dir: Path, events: list | None = None, *, stopped: bool =
     events = read_run_events(run_dir) if events is None else events
     roles = {pe.pid: pe.role for pe in events}
     facts = process_rules.ProcessFacts()
-    process_rules.scan_info(Path(run_dir) / "events", facts)
-    scanner = scanner if scanner is not None else scan_stderr(Path(run_dir) / "stderr.log")
+    process_rules.scan_info(os.path.join(run_dir, "events"), facts)
+    scanner = scanner if scanner is not None else scan_stderr(os.path.join(run_dir, "stderr.log"))
     output = scanner.findings()
     return torch_rules.merge_cuda_message(
         output + process_rules.fork_with_threads(facts, roles)
         + process_rules.died_by_signal(facts, roles, stopped, scanner.torchrun_exits, oom_killed)
         + pool_rules.pool_findings(events) + ipc_rules.large_pickles(events)
         + torch_rules.cuda_after_fork(events, output) + torch_rules.sampler_epoch_not_set(events)
-        + ddp_rules.stragglers(events) + ray_rules.object_store_findings(Path(run_dir)))
+        + ddp_rules.stragglers(events) + ray_rules.object_store_findings(run_dir))
 
 
-def analyse_run(run_dir: Path) -> list[Finding]:
+def analyse_run(run_dir: str | os.PathLike[str]) -> list[Finding]:
     """Every finding of a finished run, one list: recomputed from the folder, plus the saved live ones."""
     from gpuscope.trace.events import read_run_events
 
-    run_dir = Path(run_dir)
     summary = _summary(run_dir)
     events = read_run_events(run_dir)
     roles = {pe.pid: pe.role for pe in events}

@@ -7,8 +7,11 @@ identity with the constants that produce them, so rewording a text keeps its act
 
 from __future__ import annotations
 
-from gpuscope.finding import (CleanupPids, CleanupShm, Fix, SetNsysForkTracing, SetStartMethod,
-                                     StopRun)
+from gpuscope.finding import CleanupPids, CleanupShm, SetNsysForkTracing, SetStartMethod, StopRun
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gpuscope.finding import Fix
 
 
 def launch_changes(fix: Fix | None) -> dict[str, str]:

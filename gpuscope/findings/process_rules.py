@@ -9,10 +9,11 @@ file offset) or whole (after the run).
 from __future__ import annotations
 
 import _signal   # the C module behind `signal` (whose enums cost ~1 ms): numbers here, names when a rule fires
-import json
-from pathlib import Path
+import os
 
+from gpuscope import jsontext
 from gpuscope.record import field, record
+from gpuscope.rundir import logs_in
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,22 +36,18 @@ class ProcessFacts:
     fork_threads: dict[int, list[dict]] = field(default_factory=dict)   # pid -> records, in order
     child_exits: dict[int, int] = field(default_factory=dict)          # child pid -> exit code
     exit_parent: dict[int, int] = field(default_factory=dict)          # child pid -> parent pid
-    offsets: dict[Path, int] = field(default_factory=dict)
+    offsets: dict[str, int] = field(default_factory=dict)             # log -> bytes read
     forked: set[int] = field(default_factory=set)                      # fork children (their H line)
     roles: dict[int, str] = field(default_factory=dict)                # pid -> role (H, then I lines)
 
 
-def scan_info(events_dir: Path, facts: ProcessFacts) -> bool:
+def scan_info(events_dir: str | os.PathLike[str], facts: ProcessFacts) -> bool:
     """Read the new part of every ``.log`` in ``events_dir`` for the two keys; True if anything new."""
     new = False
-    try:
-        paths = list(events_dir.glob("*.log"))
-    except OSError:
-        return False
-    for path in paths:
+    for path in logs_in(events_dir):
         start = facts.offsets.get(path, 0)
         try:
-            size = path.stat().st_size
+            size = os.path.getsize(path)
             if size <= start:
                 continue
             with open(path, "rb") as fh:
@@ -60,7 +57,8 @@ def scan_info(events_dir: Path, facts: ProcessFacts) -> bool:
             continue
         cut = data.rfind(b"\n") + 1             # whole lines only; the rest next time
         facts.offsets[path] = start + cut
-        pid = int(path.name.split("-", 1)[0]) if path.name.split("-", 1)[0].isdigit() else 0
+        first = os.path.basename(path).split("-", 1)[0]
+        pid = int(first) if first.isdigit() else 0
         if start == 0 and data.startswith(b"H\t"):
             new |= _header(data[:data.find(b"\n")], pid, facts)
         for line in data[:cut].split(b"\n"):
@@ -71,7 +69,7 @@ def scan_info(events_dir: Path, facts: ProcessFacts) -> bool:
 
 def _header(line: bytes, pid: int, facts: ProcessFacts) -> bool:
     try:
-        head = json.loads(line[2:])
+        head = jsontext.loads(line[2:])
     except ValueError:
         return False
     if head.get("forked"):
@@ -83,7 +81,7 @@ def _header(line: bytes, pid: int, facts: ProcessFacts) -> bool:
 
 def _take(line: bytes, pid: int, facts: ProcessFacts) -> bool:
     try:
-        info = json.loads(line.split(b"\t", 2)[2])
+        info = jsontext.loads(line.split(b"\t", 2)[2])
     except (IndexError, ValueError):
         return False
     if info.get("role"):
@@ -129,31 +127,36 @@ def fork_with_threads(facts: ProcessFacts, roles: dict[int, str] | None = None) 
     return out
 
 
-def memory_events_path(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> Path | None:
+def memory_events_path(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> str | None:
     """Where this process's cgroup counts OOM kills (the run's processes share it), or None:
     cgroup v2 ``memory.events``, else v1 ``memory.oom_control`` (its own path, or the namespace's
     root as a container mounts it); both have an ``oom_kill N`` line."""
     candidates = []
     try:
-        for line in Path(proc_cgroup).read_text().splitlines():
+        for line in _read_text(proc_cgroup).splitlines():
             _, controllers, rel = line.split(":", 2)
             rel = rel.strip().lstrip("/")
             if controllers == "":
-                candidates.append(Path(root) / rel / "memory.events")
+                candidates.append(os.path.join(root, rel, "memory.events"))
             elif "memory" in controllers.split(","):
-                candidates += [Path(root) / "memory" / rel / "memory.oom_control",
-                               Path(root) / "memory" / "memory.oom_control"]
+                candidates += [os.path.join(root, "memory", rel, "memory.oom_control"),
+                               os.path.join(root, "memory", "memory.oom_control")]
     except (OSError, ValueError):
         return None
-    return next((c for c in candidates if c.is_file() and oom_kills(c) is not None), None)
+    return next((c for c in candidates if os.path.isfile(c) and oom_kills(c) is not None), None)
 
 
-def oom_kills(path: Path | None) -> int | None:
+def _read_text(path: str | os.PathLike[str]) -> str:
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return fh.read()
+
+
+def oom_kills(path: str | os.PathLike[str] | None) -> int | None:
     """The ``oom_kill`` counter of a ``memory.events`` file (processes the OOM killer ended), or None."""
     if path is None:
         return None
     try:
-        for line in Path(path).read_text().splitlines():
+        for line in _read_text(path).splitlines():
             key, _, value = line.partition(" ")
             if key == "oom_kill":
                 return int(value)

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 from gpuscope.telemetry.ray_store import mib, read_ray_store, summarize
 
@@ -26,7 +26,7 @@ FIX_REFS = ("release ObjectRefs you no longer need (del them, or keep results, n
             "`ray memory` lists what holds each object")
 
 
-def object_store_findings(run_dir: Path) -> list[Finding]:
+def object_store_findings(run_dir: str | os.PathLike[str]) -> list[Finding]:
     samples = read_ray_store(run_dir)
     s = summarize(samples)
     if s is None:

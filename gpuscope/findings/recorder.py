@@ -18,10 +18,10 @@ Each new finding goes to ``on_finding`` once (the CLI prints a line, the app sho
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
-from pathlib import Path
 
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext
 
@@ -60,7 +60,7 @@ class FindingsRecorder(BaseRecorder):
         self.on_finding = on_finding
         self.stuck_after_s = stuck_after_s
         self.take_stacks = take_stacks
-        self.run_dir: Path | None = None
+        self.run_dir: str | None = None      # the run's folder
         self._scanner: OutputScanner | None = None
         self._facts: ProcessFacts | None = None
         self._telemetry: TelemetryWatch | None = None
@@ -125,12 +125,12 @@ class FindingsRecorder(BaseRecorder):
 
     # -- lifecycle --------------------------------------------------------------------------------
     def prepare(self, launch: Launch) -> None:
-        self.run_dir = Path(launch.run_dir)
+        self.run_dir = launch.run_folder
 
     def started(self, ctx: RunContext) -> None:
         from gpuscope.findings import process_rules
 
-        self.run_dir = Path(ctx.run_dir)
+        self.run_dir = ctx.run_folder
         self._stop_requested = ctx.stop_requested
         self._last_progress = time.monotonic()
         self._oom_path = process_rules.memory_events_path()
@@ -227,9 +227,8 @@ class FindingsRecorder(BaseRecorder):
     def _report(self, findings: list[Finding]) -> None:
         if not findings:
             return
-        from dataclasses import replace
-
         from gpuscope.finding import merge, now_ns
+        from gpuscope.record import replace
 
         new = []
         with self._lock:
@@ -274,7 +273,7 @@ class FindingsRecorder(BaseRecorder):
             return
         from gpuscope.findings import process_rules
 
-        events = self.run_dir / "events"
+        events = os.path.join(self.run_dir, "events")
         if process_rules.scan_info(events, self.facts):
             self._report(process_rules.fork_with_threads(self.facts, self.facts.roles)
                          + process_rules.died_by_signal(self.facts, self.facts.roles, False))
@@ -315,17 +314,14 @@ class FindingsRecorder(BaseRecorder):
 
 
 def _seen_now(f: Finding) -> Finding:
-    from dataclasses import replace
-
     from gpuscope.finding import now_ns
+    from gpuscope.record import replace
 
     return replace(f, first_seen_ns=now_ns())
 
 
-def _folder_bytes(folder: Path) -> int:
+def _folder_bytes(folder: str) -> int:
     """Total size of the event logs (text and ranges): grows with every flushed range."""
-    import os
-
     total = 0
     try:
         with os.scandir(folder) as it:

@@ -1,8 +1,8 @@
 """The program's stdout descriptor: a raw-output pseudo-terminal when someone watches it live, else
 a pipe with a 1 MiB buffer (docs in :mod:`gpuscope.runs.output`, which reads them).
 
-Only ``os``, ``fcntl`` and ``termios``: ``gpuscope run`` opens them before it starts the program
-(:mod:`gpuscope.runs.early`), before anything heavy is imported.
+Only ``os`` and ``fcntl`` (``termios`` for a pseudo-terminal): ``gpuscope run`` opens them before
+it starts the program (:mod:`gpuscope.runs.early`), before anything heavy is imported.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import fcntl
 import os
 import sys
-import termios
 
 PIPE_SIZE = 1 << 20
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
@@ -42,6 +41,8 @@ def widen_pipe(fd: int) -> None:
 
 def _raw_output(fd: int) -> None:
     """No output processing (``\\n`` stays ``\\n``), no echo; the terminal's size when we have one."""
+    import termios
+
     attrs = termios.tcgetattr(fd)
     attrs[1] &= ~termios.OPOST
     attrs[3] &= ~(termios.ECHO | termios.ICANON | termios.ISIG | termios.IEXTEN)

@@ -32,11 +32,14 @@ them.
 
 from __future__ import annotations
 
+import os
 import threading
-from pathlib import Path
+
+from gpuscope.paths import as_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any, Callable, Protocol
 
     from gpuscope.proclist import Existing
@@ -50,29 +53,42 @@ def _no_progress(_message: str) -> None:
     pass
 
 
+class _InRunFolder:
+    """``run_folder``: the run's folder as a string, which the run path uses (``pathlib`` is not
+    imported by ``gpuscope run``: paths.as_path); ``run_dir``: the same as a ``Path``, made when asked."""
+
+    run_folder: str
+
+    @property
+    def run_dir(self) -> Path:
+        return as_path(self.run_folder)
+
+
 # Launch, RunContext and Outcome are plain classes (a dataclass costs ~0.5 ms to create, at every
 # `gpuscope run`): the same fields, in the same order, with the same defaults.
-class Launch:
+class Launch(_InRunFolder):
     """What starts the run's first process; recorders edit it in ``prepare``."""
 
-    def __init__(self, spec: RunSpec, run_id: str, run_dir: Path, argv: list[str], env: dict[str, str], cwd: str,
-                 notes: list[str] | None = None, versions: dict[str, Any] | None = None,
-                 progress: Callable[[str], None] = _no_progress,
+    def __init__(self, spec: RunSpec, run_id: str, run_dir: str | os.PathLike[str], argv: list[str],
+                 env: dict[str, str], cwd: str, notes: list[str] | None = None,
+                 versions: dict[str, Any] | None = None, progress: Callable[[str], None] = _no_progress,
                  stop_requested: threading.Event | None = None) -> None:
-        self.spec, self.run_id, self.run_dir, self.argv, self.env, self.cwd = spec, run_id, run_dir, argv, env, cwd
+        self.spec, self.run_id, self.argv, self.env, self.cwd = spec, run_id, argv, env, cwd
+        self.run_folder = os.fspath(run_dir)
         self.notes: list[str] = [] if notes is None else notes
         self.versions: dict[str, Any] = {} if versions is None else versions
         self.progress = progress
         self.stop_requested = threading.Event() if stop_requested is None else stop_requested
 
 
-class RunContext:
+class RunContext(_InRunFolder):
     """What recorders may read about the running program."""
 
-    def __init__(self, spec: RunSpec, run_id: str, run_dir: Path, pid: int, started_ns: int,
+    def __init__(self, spec: RunSpec, run_id: str, run_dir: str | os.PathLike[str], pid: int, started_ns: int,
                  stop_requested: threading.Event, notes: list[str] | None = None,
                  progress: Callable[[str], None] = _no_progress, existing: Existing | None = None) -> None:
-        self.spec, self.run_id, self.run_dir, self.pid, self.started_ns = spec, run_id, run_dir, pid, started_ns
+        self.spec, self.run_id, self.pid, self.started_ns = spec, run_id, pid, started_ns
+        self.run_folder = os.fspath(run_dir)
         self.existing = existing    # gpuscope.proclist.Existing: the host's processes before the program
         self.stop_requested = stop_requested
         self.notes: list[str] = [] if notes is None else notes       # the run's notes (shared, append only)

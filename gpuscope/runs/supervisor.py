@@ -14,10 +14,10 @@ import os
 import sys
 import threading
 import time
-from pathlib import Path
 
 from gpuscope.errors import UserError
 from gpuscope import rundir as layout
+from gpuscope.paths import as_path
 from gpuscope.proclist import Existing
 from gpuscope.record import field, record
 from gpuscope.runs.launcher import build_command
@@ -31,6 +31,7 @@ from gpuscope.spec import RunSpec
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any, Callable, Sequence
 
     from gpuscope.runs import procscan
@@ -51,7 +52,7 @@ class RunResult:
     """What a finished run was: status, exit, processes, notes and findings (``to_json``: summary.json)."""
 
     run_id: str
-    run_dir: Path
+    run_folder: str          # the run's folder (``run_dir``: as a Path)
     status: RunStatus
     exit: ExitStatus
     started_ns: int
@@ -64,13 +65,18 @@ class RunResult:
     nsys: Any = None
     findings: list[Any] = field(default_factory=list)   # gpuscope.finding.Finding
 
+    @property
+    def run_dir(self) -> Path:
+        """``run_folder`` as a ``Path`` (``gpuscope run`` itself does without pathlib: paths.as_path)."""
+        return as_path(self.run_folder)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
             "status": self.status.value,
             "exit_code": self.exit.code,
             "signal": self.exit.signal,
-            "run_dir": str(self.run_dir),
+            "run_dir": self.run_folder,
             "duration_s": round((self.ended_ns - self.started_ns) / 1e9, 3),
             "processes": self.processes,
             "left_running": self.left_running,
@@ -102,12 +108,12 @@ class Run:
         self._early = early
         if early is not None:
             self.spec = early.spec(spec)
-            self.run_id, self.run_dir = early.run_id, Path(early.run_dir)
+            self.run_id, self.run_folder = early.run_id, early.run_dir
         else:
             self.spec = spec.validated()
             # the data folder's walk to make every older run private waits until the program runs
             self.run_id = layout.new_run_id(tighten=False)
-            self.run_dir = layout.create_run_dir(self.run_id, tighten=False)
+            self.run_folder = layout.create_run_folder(self.run_id, tighten=False)
         self.output_listeners: list[OutputListener] = list(output or [])
         self.progress = progress or (lambda _msg: None)
         self.recorders: list[BaseRecorder] = [*default_recorders(self.spec, store_path), *recorders]
@@ -131,6 +137,11 @@ class Run:
         self.started_ns = 0
 
     @property
+    def run_dir(self) -> Path:
+        """``run_folder`` (the run's folder, a string) as a ``Path``."""
+        return as_path(self.run_folder)
+
+    @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
@@ -143,8 +154,8 @@ class Run:
     def start(self) -> "Run":
         """Start the program first; then record the run and start the recorders while it runs."""
         early = self._early
-        command = early.command if early is not None else build_command(self.spec, self.run_id, self.run_dir)
-        launch = Launch(self.spec, self.run_id, self.run_dir, list(command.argv), dict(command.env), command.cwd,
+        command = early.command if early is not None else build_command(self.spec, self.run_id, self.run_folder)
+        launch = Launch(self.spec, self.run_id, self.run_folder, list(command.argv), dict(command.env), command.cwd,
                         notes=self.notes, progress=self.progress,
                         stop_requested=self._stop_requested)
         for recorder in self.recorders:
@@ -170,7 +181,7 @@ class Run:
         self._recording = threading.Thread(target=self._record_start, args=(launch,), name="gpuscope-record-start",
                                            daemon=True)
         self._recording.start()
-        self._ctx = RunContext(self.spec, self.run_id, self.run_dir, self._proc.pid, self.started_ns,
+        self._ctx = RunContext(self.spec, self.run_id, self.run_folder, self._proc.pid, self.started_ns,
                                self._stop_requested, notes=self.notes, progress=self.progress,
                                existing=self._existing)
         self._connect_batches()
@@ -206,7 +217,7 @@ class Run:
         listeners = [*self.output_listeners, *(r.on_output for r in self.recorders if overrides(r, "on_output"))]
         assert proc.stderr is not None
         for name, fd in (("stdout", read_out), ("stderr", proc.stderr.fileno())):
-            log = self.run_dir / (layout.STDOUT if name == "stdout" else layout.STDERR)
+            log = os.path.join(self.run_folder, layout.STDOUT if name == "stdout" else layout.STDERR)
             self._pumps.append(OutputPump(name, fd, str(log), listeners, cap_bytes=self._cap,
                                           close_fd=name == "stdout"))
 
@@ -224,16 +235,16 @@ class Run:
             self._conn = db.connect(self._store_path)   # kept for the run's end (_record): one open, one close
             with self._conn as conn:
                 store_runs.insert_run(conn, run_id=self.run_id, spec=self.spec.to_dict(),
-                                      run_dir=str(self.run_dir), versions=launch.versions)
+                                      run_dir=self.run_folder, versions=launch.versions)
                 store_runs.mark_started(conn, self.run_id, self.started_ns)
         except BaseException as exc:  # noqa: BLE001 - raised again by wait(), on the caller's thread
             self._record_error = exc
 
     def _write_spec(self, launch: Launch) -> None:
-        import json
+        from gpuscope import jsontext
 
         nsys = self.spec.nsys
-        (self.run_dir / layout.SPEC).write_text(json.dumps(
+        _write_text(os.path.join(self.run_folder, layout.SPEC), jsontext.dumps(
             {"run_id": self.run_id, "spec": self.spec.to_dict(), "argv": launch.argv, "versions": launch.versions,
              "nsys_trace_fork": nsys.fork_tracing(self.spec.start_method) if nsys.enabled else None}, indent=2))
 
@@ -262,7 +273,7 @@ class Run:
 
         with db.connect(self._store_path) as conn:
             store_runs.insert_run(conn, run_id=self.run_id, spec=self.spec.to_dict(),
-                                  run_dir=str(self.run_dir), versions=versions(self.spec))
+                                  run_dir=self.run_folder, versions=versions(self.spec))
             store_runs.finish_run(conn, self.run_id, status=status.value, ended_ns=time.time_ns(),
                                   exit_code=None, signal=None, error=message)
 
@@ -386,7 +397,7 @@ class Run:
 
         escaped = sorted(set(self._escaped_on_stop) | {p for p in left if (i := read_stat(p)) and
                                                        i.sid != self._proc.pid})
-        result = RunResult(run_id=self.run_id, run_dir=self.run_dir, status=status, exit=exit_status,
+        result = RunResult(run_id=self.run_id, run_folder=self.run_folder, status=status, exit=exit_status,
                            started_ns=self.started_ns, ended_ns=ended_ns, processes=outcome.processes,
                            left_running=left, escaped=escaped, notes=list(self.notes), error=outcome.error,
                            nsys=outcome.extra.get("nsys"), findings=list(outcome.extra.get("findings", [])))
@@ -447,10 +458,10 @@ class Run:
         try:
             if self._record_error is not None:
                 raise self._record_error
-            import json
+            from gpuscope import jsontext
 
             summary = result.to_json()
-            (self.run_dir / layout.SUMMARY).write_text(json.dumps(summary, indent=2))
+            _write_text(os.path.join(self.run_folder, layout.SUMMARY), jsontext.dumps(summary, indent=2))
             from gpuscope.store import runs as store_runs
 
             if conn is None:
@@ -464,6 +475,12 @@ class Run:
         finally:
             if conn is not None:
                 conn.close()
+
+
+def _write_text(path: str, text: str) -> None:
+    """``Path(path).write_text(text)``."""
+    with open(path, "w") as fh:
+        fh.write(text)
 
 
 def _same_process(now: Any, seen: Any) -> bool:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from gpuscope.trace.process_row import ProcessRow, as_row, display_name
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _ms(ns: int) -> str:
@@ -47,7 +49,7 @@ def format_table(result: Any) -> str:
     duration = (result.ended_ns - result.started_ns) / 1e9
     outcome = {"stopped": "was stopped", "exited": "exited", "failed": "failed", "error": "failed"}[result.status]
     lines = [f"gpuscope: run {result.run_id} {outcome} ({result.exit.describe()}) after {duration:.2f} s",
-             f"gpuscope: folder {result.run_dir}"]
+             f"gpuscope: folder {result.run_folder}"]
     header = (f"  {'PID':>7}  {'ROLE':<20} {'METHOD':<10} {'RANK':>4} {'LIFETIME':>9} {'EXIT':>5} "
               f"{'CPU':>7} {'PEAK RSS':>9} {'RANGES':>7}  TOP RANGES")
     lines.append(header)

@@ -9,10 +9,10 @@ and the C library's version; when any of them changes they are computed again (i
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
+from gpuscope import jsontext
 from gpuscope import __version__
 
 TYPE_CHECKING = False
@@ -42,9 +42,9 @@ def platform_facts() -> dict[str, str]:
     from gpuscope import paths
 
     key = _key()
-    path = paths.data_dir(tighten=False) / CACHE
+    path = os.path.join(paths.data_root(tighten=False), CACHE)
     try:
-        saved = json.loads(path.read_text())
+        saved = jsontext.read(path)
         if saved.get("key") == key:
             return {k: str(saved[k]) for k in ("python", "platform", "host")}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -53,10 +53,10 @@ def platform_facts() -> dict[str, str]:
 
     facts = {"python": platform.python_version(), "platform": platform.platform(), "host": platform.node()}
     try:
-        tmp = path.with_name(f"{CACHE}.{os.getpid()}.tmp")
+        tmp = f"{path}.{os.getpid()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
-            json.dump({"key": key, **facts}, fh)
+            fh.write(jsontext.dumps({"key": key, **facts}))
         os.replace(tmp, path)
     except OSError:
         pass

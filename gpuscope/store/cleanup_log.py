@@ -6,11 +6,11 @@ when, what, on which target and identity, the result, a one-line message and the
 
 from __future__ import annotations
 
-import json
-import sqlite3
 import time
 
+from gpuscope import jsontext
 from gpuscope.record import record
+from gpuscope.store.sqlite import sqlite3
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -63,8 +63,8 @@ def log_action(conn: sqlite3.Connection, *, action: str, target: str, identity: 
     cur = conn.execute(
         "INSERT INTO cleanup_actions (time_ns, action, target, pid, identity_json, result, ok,"
         " message, user, run_id, details_json) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        (time_ns or time.time_ns(), action, target, identity.get("pid"), json.dumps(identity),
-         result, int(bool(ok)), message, user, run_id, json.dumps(details or {})),
+        (time_ns or time.time_ns(), action, target, identity.get("pid"), jsontext.dumps(identity),
+         result, int(bool(ok)), message, user, run_id, jsontext.dumps(details or {})),
     )
     return int(cur.lastrowid)
 
@@ -75,7 +75,7 @@ def list_actions(conn: sqlite3.Connection, limit: int = 100) -> list[ActionRow]:
                         (limit,)).fetchall()
     return [ActionRow(
         id=r["id"], time_ns=r["time_ns"], action=r["action"], target=r["target"], pid=r["pid"],
-        identity=json.loads(r["identity_json"]), result=r["result"], ok=bool(r["ok"]),
+        identity=jsontext.loads(r["identity_json"]), result=r["result"], ok=bool(r["ok"]),
         message=r["message"], user=r["user"], run_id=r["run_id"],
-        details=json.loads(r["details_json"] or "{}"),
+        details=jsontext.loads(r["details_json"] or "{}"),
     ) for r in rows]

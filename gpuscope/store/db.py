@@ -12,15 +12,16 @@ the new store; when another process has rebuilt it, the connection follows the n
 
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
+import os
 
 from gpuscope import paths
 from gpuscope.store import schema
 from gpuscope.store.schema import inode
+from gpuscope.store.sqlite import sqlite3
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any, Callable, Iterator, Sequence
 
     from gpuscope.store import recovery
@@ -31,7 +32,7 @@ raw_connect = schema.raw_connect
 
 def connect(path: str | Path | None = None) -> "StoreConnection":
     """Open the store (creating it and its tables if needed; recovering it if it is damaged)."""
-    return StoreConnection(Path(path) if path is not None else paths.store_path())
+    return StoreConnection(os.fspath(path) if path is not None else paths.store_file())
 
 
 class Rows:
@@ -66,8 +67,8 @@ class Rows:
 class StoreConnection:
     """A store connection that recovers from a damaged file (see the module docstring)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: str) -> None:
+        self.path = path         # a string: the run path does without pathlib (paths.as_path)
         self.recovered: list[recovery.Recovery] = []
         self._conn, self._inode = self._open()
 
@@ -85,7 +86,7 @@ class StoreConnection:
     def _recover(self, seen: int | None, exc: BaseException) -> None:
         from gpuscope.store import recovery
 
-        done = recovery.recover(self.path, seen_inode=seen, problem=str(exc))
+        done = recovery.recover(paths.as_path(self.path), seen_inode=seen, problem=str(exc))
         if done is not None:
             self.recovered.append(done)
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
 from gpuscope import rundir as layout
 from gpuscope.status import RunStatus
+from gpuscope.store.sqlite import sqlite3
 
 log = logging.getLogger("gpuscope.store")
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from gpuscope.errors import UserError
 from gpuscope.status import RunStatus
 from gpuscope.store import runs as store_runs
 from gpuscope.store import samples
+from gpuscope.store.sqlite import sqlite3
 
 DAY_NS = 86_400 * 10**9
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
-import sqlite3
 import time
 
+from gpuscope import jsontext
 from gpuscope.record import record
 from gpuscope.status import RunStatus
+from gpuscope.store.sqlite import sqlite3
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -93,8 +93,8 @@ def _row(r: sqlite3.Row) -> RunRow:
         id=r["id"], created_ns=r["created_ns"], started_ns=r["started_ns"], ended_ns=r["ended_ns"],
         status=r["status"], exit_code=r["exit_code"], signal=r["signal"], script=r["script"],
         launcher=r["launcher"], start_method=r["start_method"], run_dir=r["run_dir"],
-        spec=json.loads(r["spec_json"]), versions=json.loads(r["versions_json"] or "{}"),
-        error=r["error"], summary=json.loads(r["summary_json"]) if r["summary_json"] else None,
+        spec=jsontext.loads(r["spec_json"]), versions=jsontext.loads(r["versions_json"] or "{}"),
+        error=r["error"], summary=jsontext.loads(r["summary_json"]) if r["summary_json"] else None,
     )
 
 
@@ -107,7 +107,7 @@ def insert_run(conn: sqlite3.Connection, *, run_id: str, spec: dict[str, Any], r
         "INSERT OR REPLACE INTO runs (id, created_ns, status, script, launcher, start_method, run_dir,"
         " spec_json, versions_json, supervisor_pid, supervisor_start) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
         (run_id, time.time_ns(), RunStatus.RUNNING.value, spec["script"], spec["launcher"], spec["start_method"],
-         run_dir, json.dumps(spec), json.dumps(versions), pid, _start_ticks(pid)),
+         run_dir, jsontext.dumps(spec), jsontext.dumps(versions), pid, _start_ticks(pid)),
     )
 
 
@@ -149,7 +149,7 @@ def finish_run(conn: sqlite3.Connection, run_id: str, *, status: str | RunStatus
                processes: Iterable[dict[str, Any]] | None = None) -> None:
     """The run's end; with ``processes``, its process rows too, in the same transaction."""
     values = (RunStatus(status).value, ended_ns, exit_code, signal, error,
-              json.dumps(summary) if summary is not None else None, run_id)
+              jsontext.dumps(summary) if summary is not None else None, run_id)
     update = "UPDATE runs SET status=?, ended_ns=?, exit_code=?, signal=?, error=?, summary_json=? WHERE id=?"
     if processes is None:
         conn.execute(update, values)
@@ -181,7 +181,7 @@ def _write_processes(conn: sqlite3.Connection, run_id: str, procs: Iterable[dict
     rows = [
         (run_id, p["pid"], p.get("ppid"), p.get("role"), p.get("start_method"), p.get("rank"),
          p.get("name"), p.get("started_ns"), p.get("ended_ns"), p.get("exit_code"),
-         p.get("ranges", 0), json.dumps(p.get("info") or {}))
+         p.get("ranges", 0), jsontext.dumps(p.get("info") or {}))
         for p in procs
     ]
     conn.execute("DELETE FROM run_processes WHERE run_id=?", (run_id,))
@@ -212,7 +212,7 @@ def run_processes(conn: sqlite3.Connection, run_id: str) -> list[dict[str, Any]]
     out = []
     for r in rows:
         d = dict(r)
-        d["info"] = json.loads(d.pop("info_json") or "{}")
+        d["info"] = jsontext.loads(d.pop("info_json") or "{}")
         out.append(d)
     return out
 

@@ -14,9 +14,10 @@ arrays from :func:`read_rows`.
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from array import array
+
+from gpuscope import jsontext
+from gpuscope.store.sqlite import sqlite3
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ def open_series(conn: sqlite3.Connection, run_id: str, *, interval_s: float, anc
     cur = conn.execute(
         "INSERT INTO sample_series (run_id, interval_s, anchor_mono_ns, anchor_wall_ns, root_pid, info_json)"
         " VALUES (?,?,?,?,?,?)",
-        (run_id, interval_s, anchor_mono_ns, anchor_wall_ns, root_pid, json.dumps(info or {})))
+        (run_id, interval_s, anchor_mono_ns, anchor_wall_ns, root_pid, jsontext.dumps(info or {})))
     return int(cur.lastrowid)
 
 
@@ -126,15 +127,15 @@ def write_batches(conn: sqlite3.Connection, series: int, batches: Sequence[Any],
             conn.executemany(_insert("sample_procs", ("pid", *_PROCS_COLS)),
                              [_procs_row(series, s) for s in summary.values()])
         if notes:
-            old = json.loads(conn.execute("SELECT notes_json FROM sample_series WHERE key=?",
-                                          (series,)).fetchone()[0])
+            old = jsontext.loads(conn.execute("SELECT notes_json FROM sample_series WHERE key=?",
+                                              (series,)).fetchone()[0])
             conn.execute("UPDATE sample_series SET notes_json=? WHERE key=?",
-                         (json.dumps(old + [x for x in notes if x not in old]), series))
+                         (jsontext.dumps(old + [x for x in notes if x not in old]), series))
     return n
 
 
 def _procs_row(series: int, s: dict[str, Any]) -> tuple[Any, ...]:
-    d = dict(s, cmdline_json=json.dumps(s.get("cmdline") or []))
+    d = dict(s, cmdline_json=jsontext.dumps(s.get("cmdline") or []))
     return (series, s["pid"], *(d.get(c) for c in _PROCS_COLS))
 
 
@@ -146,8 +147,8 @@ def series_info(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
     d = dict(zip(r.keys(), tuple(r))) if hasattr(r, "keys") else dict(
         zip(("key", "run_id", "interval_s", "anchor_mono_ns", "anchor_wall_ns", "root_pid",
              "info_json", "notes_json"), r))
-    d["info"] = json.loads(d.pop("info_json") or "{}")
-    d["notes"] = json.loads(d.pop("notes_json") or "[]")
+    d["info"] = jsontext.loads(d.pop("info_json") or "{}")
+    d["notes"] = jsontext.loads(d.pop("notes_json") or "[]")
     return d
 
 
@@ -166,7 +167,7 @@ def read_processes(conn: sqlite3.Connection, series: int) -> dict[int, dict[str,
     out: dict[int, dict[str, Any]] = {}
     for r in conn.execute(f"SELECT pid, {', '.join(_PROCS_COLS)} FROM sample_procs WHERE series=?", (series,)):
         d = dict(zip(("pid", *_PROCS_COLS), tuple(r)))
-        d["cmdline"] = json.loads(d.pop("cmdline_json") or "[]")
+        d["cmdline"] = jsontext.loads(d.pop("cmdline_json") or "[]")
         d["alive"], d["orphaned"] = bool(d["alive"]), bool(d["orphaned"])
         out[d["pid"]] = d
     return out

@@ -10,16 +10,17 @@ the figures the run's notes and findings use.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
-from pathlib import Path
+
+from gpuscope import jsontext
+from gpuscope.rundir import event_logs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-PROBE = Path(__file__).with_name("ray_probe.py")
+PROBE = os.path.join(os.path.dirname(__file__), "ray_probe.py")
 FILE = "ray_store.jsonl"
 # the figures of one sample (bytes unless *_objects); see ray_probe.STATS
 FIELDS = ("used", "capacity", "primary_bytes", "pinned_objects", "local_objects", "fallback_bytes",
@@ -32,14 +33,10 @@ def find_driver(run_dir: str | os.PathLike[str]) -> tuple[str, str, dict[str, st
     driver, once a process of the run has called ``ray.init`` (its event log says so:
     docs/EVENTS.md), else None. Ray >= 2.5x authenticates clients with a token
     (~/.ray/auth_token) when ``RAY_AUTH_MODE=token``, which ``ray.init`` sets in the driver."""
-    folder = Path(run_dir) / "events"
-    try:
-        names = sorted(folder.glob("*.log"))
-    except OSError:
-        return None
-    for path in names:
+    for path in event_logs(run_dir):
         try:
-            data = path.read_bytes()[: 1 << 20]
+            with open(path, "rb") as fh:
+                data = fh.read(1 << 20)
         except OSError:
             continue
         if _KEY not in data:
@@ -48,9 +45,9 @@ def find_driver(run_dir: str | os.PathLike[str]) -> tuple[str, str, dict[str, st
         for raw in data.split(b"\n"):
             try:
                 if raw.startswith(b"H\t"):
-                    executable = json.loads(raw[2:]).get("executable")
+                    executable = jsontext.loads(raw[2:]).get("executable")
                 elif raw.startswith(b"I\t") and _KEY in raw:
-                    info = json.loads(raw.split(b"\t", 2)[2])
+                    info = jsontext.loads(raw.split(b"\t", 2)[2])
                     address = info.get("ray_gcs_address")
                     if info.get("ray_auth_mode"):
                         env["RAY_AUTH_MODE"] = str(info["ray_auth_mode"])
@@ -79,7 +76,7 @@ class RayStoreProbe:
 
     def __init__(self, run_dir: str | os.PathLike[str], address: str, executable: str,
                  interval_s: float = 1.0, ray_env: dict[str, str] | None = None) -> None:
-        self.path = Path(run_dir) / FILE
+        self.path = os.path.join(run_dir, FILE)
         self.address = address
         self.executable = executable
         self.interval_s = interval_s
@@ -92,7 +89,7 @@ class RayStoreProbe:
     def start(self) -> None:
         import subprocess   # here: every `gpuscope run` imports this module, few start a probe
 
-        self.proc = subprocess.Popen([self.executable, str(PROBE), self.address, str(self.interval_s)],
+        self.proc = subprocess.Popen([self.executable, PROBE, self.address, str(self.interval_s)],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, env={**probe_env(), **self.ray_env},
                                      close_fds=True)
@@ -104,7 +101,7 @@ class RayStoreProbe:
         with open(self.path, "ab") as out:
             for raw in self.proc.stdout:
                 try:
-                    line = json.loads(raw)
+                    line = jsontext.loads(raw)
                 except ValueError:
                     continue
                 if "error" in line:
@@ -138,7 +135,8 @@ class RayStoreProbe:
 def read_ray_store(run_dir: str | os.PathLike[str]) -> list[dict[str, int]]:
     """The samples of a run's ``ray_store.jsonl`` in time order ([] without one)."""
     try:
-        text = (Path(run_dir) / FILE).read_text(encoding="utf-8", errors="replace")
+        with open(os.path.join(run_dir, FILE), encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
     except OSError:
         return []
     return _parse(text)
@@ -149,7 +147,7 @@ class StoreTail:
     for the live plots."""
 
     def __init__(self, run_dir: str | os.PathLike[str]) -> None:
-        self.path = Path(run_dir) / FILE
+        self.path = os.path.join(run_dir, FILE)
         self.offset = 0
 
     def read_new(self) -> list[dict[str, int]]:
@@ -168,7 +166,7 @@ def _parse(text: str) -> list[dict[str, int]]:
     out = []
     for raw in text.splitlines():
         try:
-            line = json.loads(raw)
+            line = jsontext.loads(raw)
         except ValueError:
             continue
         if isinstance(line, dict) and "t_ns" in line:

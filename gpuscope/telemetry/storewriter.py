@@ -9,16 +9,16 @@ writes and gpuscope's imports compete with it (issue 14.4).
 
 from __future__ import annotations
 
-import sqlite3
 import time
-from pathlib import Path
 
 from gpuscope.store import db, samples
+from gpuscope.store.sqlite import sqlite3
 from gpuscope.telemetry import log
 from gpuscope.telemetry.batch import SampleBatch
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any, Callable
 
 

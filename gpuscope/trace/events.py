@@ -10,13 +10,13 @@ would cost a short run more than its whole summary. Both paths give the same ans
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from array import array
 from operator import itemgetter
-from pathlib import Path
 
+from gpuscope import jsontext
+from gpuscope.rundir import event_logs
 from gpuscope.record import field, record
 
 TYPE_CHECKING = False
@@ -103,10 +103,15 @@ def _rows_of(data: bytes, blocks: list[tuple[int, int]]) -> list[RangeRow]:
     return rows
 
 
-def read_ranges(path: Path) -> "tuple[np.ndarray, bool]":
+def _read_bytes(path: str | os.PathLike[str]) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def read_ranges(path: str | os.PathLike[str]) -> "tuple[np.ndarray, bool]":
     """The blocks of a ``.ranges`` file as one record array; True if the last block was cut."""
     try:
-        data = path.read_bytes()
+        data = _read_bytes(path)
     except OSError:
         data = b""
     blocks, truncated = _blocks(data)
@@ -135,7 +140,7 @@ class ProcessEvents:
     """One process's log: identity, names, ranges (``ranges``: a numpy record array, made on first
     use; ``range_*``: the same without numpy for a small log), marks, end."""
 
-    path: Path
+    path: str       # the .log file
     header: dict[str, Any]
     info: dict[str, Any] = field(default_factory=dict)
     names: dict[int, Name] = field(default_factory=dict)
@@ -346,8 +351,8 @@ class ProcessEvents:
 
 def read_log(path: str | os.PathLike[str]) -> ProcessEvents | None:
     """Parse one log; None when it has no header (not a gpuscope log)."""
-    path = Path(path)
-    data = path.read_bytes()
+    path = os.fspath(path)
+    data = _read_bytes(path)
     truncated = bool(data) and not data.endswith(b"\n")
     text = data.decode("utf-8", "replace")
     lines = text.split("\n")
@@ -356,7 +361,7 @@ def read_log(path: str | os.PathLike[str]) -> ProcessEvents | None:
     if not lines or not lines[0].startswith("H\t"):
         return None
     try:
-        header = json.loads(lines[0][2:])
+        header = jsontext.loads(lines[0][2:])
     except ValueError:
         return None
     pe = ProcessEvents(path=path, header=header, info=dict(header), truncated=truncated)
@@ -375,7 +380,7 @@ def read_log(path: str | os.PathLike[str]) -> ProcessEvents | None:
                 pe.marks.append((int(parts[1]), int(parts[2]), int(parts[3])))
             elif tag == "I":
                 last = max(last, int(parts[1]))
-                update = json.loads(parts[2])
+                update = jsontext.loads(parts[2])
                 pe.info.update(update)
                 pe.info_times.append((int(parts[1]), update))
             elif tag == "C":
@@ -386,13 +391,13 @@ def read_log(path: str | os.PathLike[str]) -> ProcessEvents | None:
                 pe.tasks.append((int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4])))
             elif tag == "X":
                 pe.end_ns = int(parts[1])
-                pe.exit = json.loads(parts[2])
+                pe.exit = jsontext.loads(parts[2])
             elif tag == "E":
                 pe.errors.append(parts[2] if len(parts) > 2 else line)
         except (IndexError, ValueError):
             pe.truncated = True  # a damaged line: keep what came before and after
     try:
-        binary = path.with_suffix(".ranges").read_bytes()
+        binary = _read_bytes(os.path.splitext(path)[0] + ".ranges")
     except OSError:
         binary = b""
     blocks, cut = _blocks(binary)
@@ -403,11 +408,8 @@ def read_log(path: str | os.PathLike[str]) -> ProcessEvents | None:
 
 def read_run_events(run_dir: str | os.PathLike[str]) -> list[ProcessEvents]:
     """Every process log of a run, ordered by start time."""
-    folder = Path(run_dir) / "events"
-    if not folder.is_dir():
-        return []
     logs = []
-    for entry in sorted(folder.glob("*.log")):
+    for entry in event_logs(run_dir):
         pe = read_log(entry)
         if pe is not None:
             logs.append(pe)
@@ -456,12 +458,9 @@ def _absorb(pe: ProcessEvents, prev: ProcessEvents) -> None:
     pe.marks = sorted([(t, tid, nid + shift) for t, tid, nid in prev.marks] + pe.marks)
 
 
-def first_process_log(run_dir: str | os.PathLike[str]) -> Path | None:
+def first_process_log(run_dir: str | os.PathLike[str]) -> str | None:
     """The log of the run's first process (``main``, else ``torchrun agent``), once it exists."""
-    try:
-        logs = list((Path(run_dir) / "events").glob("*.log"))
-    except OSError:
-        return None
+    logs = event_logs(run_dir)
     for role in ("main", "torchrun agent"):
         for path in logs:
             try:
@@ -477,11 +476,11 @@ def main_exited(run_dir: str | os.PathLike[str]) -> bool:
     """Whether the run's main process has written its exit record (its program has ended, though
     a recorder such as nsys may still be writing). Reads each log's first line and the main log's
     tail only."""
-    for path in sorted(Path(run_dir, "events").glob("*.log")):
+    for path in event_logs(run_dir):
         try:
             with open(path, "rb") as fh:
                 first = fh.readline()
-            header = json.loads(first.split(b"\t", 1)[1]) if first.startswith(b"H\t") else {}
+            header = jsontext.loads(first.split(b"\t", 1)[1]) if first.startswith(b"H\t") else {}
         except (OSError, ValueError, IndexError):
             continue
         if header.get("role") == "main":
@@ -489,11 +488,11 @@ def main_exited(run_dir: str | os.PathLike[str]) -> bool:
     return False
 
 
-def log_has_exit(path: Path) -> bool:
+def log_has_exit(path: str | os.PathLike[str]) -> bool:
     """Whether a process's log ends with its exit record (X line); reads only the tail."""
     try:
         with open(path, "rb") as fh:
-            fh.seek(max(0, path.stat().st_size - 4096))
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - 4096))
             return b"\nX\t" in fh.read()
     except OSError:
         return False

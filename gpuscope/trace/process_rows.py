@@ -3,7 +3,7 @@ and the sampler's figures (exact figures from the exit record win over sampled o
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 from gpuscope.trace.process_row import NOT_INJECTED, PROGRAM_ROLES, ProcessRow, TopRange
 from gpuscope.status import signal_name
@@ -117,7 +117,7 @@ def _not_injected_row(pid: int, t: dict[str, Any]) -> ProcessRow:
     return row
 
 
-def build_rows(run_dir: Path, root_role: str = "main", root_exit: int | None = None,
+def build_rows(run_dir: str | os.PathLike[str], root_role: str = "main", root_exit: int | None = None,
                seen: dict[int, dict[str, Any]] | None = None,
                events: list[ProcessEvents] | None = None) -> list[ProcessRow]:
     """Every process of a run: the logged ones (in start order), then the ones only the sampler saw.
@@ -142,7 +142,7 @@ def add_sampled(rows: list[ProcessRow], seen: dict[int, dict[str, Any]]) -> None
 
 
 # -- the dict form, for callers that still pass JSON rows (runs/supervisor.py) ---------------------
-def collect_processes(run_dir: Path, root_role: str = "main", root_exit: int | None = None,
+def collect_processes(run_dir: str | os.PathLike[str], root_role: str = "main", root_exit: int | None = None,
                       events: list[ProcessEvents] | None = None) -> list[dict[str, Any]]:
     """Rows for every logged process, as dicts (``ProcessRow.to_dict``)."""
     return [row.to_dict() for row in build_rows(run_dir, root_role, root_exit, events=events)]

@@ -143,13 +143,13 @@ def test_oom_kill_counter_of_cgroup_v2_and_v1_files(tmp_path):
     cg = tmp_path / "cgroup"
     cg.write_text("0::/job\n")
     path = process_rules.memory_events_path(str(cg), str(tmp_path / "unified"))
-    assert path == v2 / "memory.events" and process_rules.oom_kills(path) == 2
+    assert path == str(v2 / "memory.events") and process_rules.oom_kills(path) == 2
     v1 = tmp_path / "v1" / "memory"
     v1.mkdir(parents=True)
     (v1 / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 5\n")
     cg.write_text("4:memory:/somewhere/else\n0::/\n")       # a container: its own cgroup is the mount's root
     path = process_rules.memory_events_path(str(cg), str(tmp_path / "v1"))
-    assert path == v1 / "memory.oom_control" and process_rules.oom_kills(path) == 5
+    assert path == str(v1 / "memory.oom_control") and process_rules.oom_kills(path) == 5
     assert process_rules.oom_kills(tmp_path / "missing") is None
 
 

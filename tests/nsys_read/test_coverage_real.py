@@ -79,10 +79,17 @@ def test_gpuscope_run_nsys_fork_covered(installs, tmp_path, run_env):
 
     cmd = [sys.executable, "-m", "gpuscope", "run", "--nsys", "--nsys-trace", "nvtx", "--start-method", "fork",
            "--json", "-q", str(SCRIPT), "fork"]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=run_env, timeout=300, cwd=tmp_path)
-    finally:
-        kill_tagged()
+    from tests.flaky import known_flake, note_retry
+
+    for attempt in (1, 2):   # again only when nsys's own words show a failure it has without gpuscope
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=run_env, timeout=300, cwd=tmp_path)
+        finally:
+            kill_tagged()
+        flake = known_flake(proc.stderr) if proc.returncode else None
+        if flake is None or attempt == 2:
+            break
+        note_retry("gpuscope run --nsys --start-method fork (attempt 1)", flake)
     assert proc.returncode == 0, proc.stderr[-2000:]
     run = json.loads(proc.stdout.strip().splitlines()[-1])
     out = subprocess.run([sys.executable, "-m", "gpuscope", "report", "--json", run["run_id"]],

@@ -64,15 +64,18 @@ def test_nsys_node_and_event_log_node_merge_on_one_clock(installs, tmp_path, run
 
     rep = load_job(tmp_path / "job")
     tl, r = rep.timeline, rep.timeline.ranges
+    gaps = []
     for p in with_ranges:
         lanes = {(row["node"]["node_rank"]): row["timeline_pid"] for row in rep.processes
                  if row["node"] and row["pid"] == p["pid"]}
         a = np.sort(r.start_ns[r.pid == lanes[0]])
         b = np.sort(r.start_ns[r.pid == lanes[1]])
         assert len(a) == len(b) == p["ranges"]
-        # the same ranges, one as nsys timed them, one as gpuscope did: microseconds apart, not 5 s
-        # (a thread held by a loaded machine between nsys's timestamp and gpuscope's moved one range
-        # by 5.6 ms once: the median says the clocks agree, the largest that no node is 5 s off)
-        gap = np.abs(a - b)
-        assert np.median(gap) < 1_000_000 and gap.max() < SHIFT // 10, (p["pid"], gap.tolist())
+        gaps.append(np.abs(a - b))
+    # the same ranges, one as nsys timed them, one as gpuscope did: microseconds apart, not 5 s
+    # (a thread held by a loaded machine between nsys's timestamp and gpuscope's moves a range by
+    # milliseconds: 5.6 ms once, 3 ms once in the only range of a process). The median of every
+    # range says the clocks agree, the largest that no node is 5 s off.
+    gap = np.concatenate(gaps)
+    assert np.median(gap) < 1_000_000 and gap.max() < SHIFT // 10, gap.tolist()
     assert tl.wall_base_ns is not None

@@ -16,6 +16,7 @@ import pytest
 from gpuscope.commands import run as run_cmd
 from gpuscope.runs import early as early_start
 from gpuscope.runs.launcher import build_command
+from tests.fresh_python import bare_env
 
 SLEEPER = "import time\ntime.sleep(60)\n"
 
@@ -103,14 +104,9 @@ def test_the_program_starts_before_anything_heavy_is_imported(home, start, run_e
     if home == "XDG_DATA_HOME":
         env.pop("GPUSCOPE_HOME")
         env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
-    # -S: no site, so nothing is loaded before gpuscope (an editable install's finder loads re and
-    # pathlib into every interpreter); gpuscope and its dependencies from PYTHONPATH instead
-    import site
-
-    env["PYTHONPATH"] = os.pathsep.join([str(COMMAND.parents[2]), *site.getsitepackages()])
     command = [str(COMMAND)] if start == "command" else []
     out = subprocess.run([sys.executable, "-S", "-c", PROBE, str(script), *command], capture_output=True, text=True,
-                         timeout=300, cwd=tmp_path, env=env)
+                         timeout=300, cwd=tmp_path, env=bare_env(env))
     assert out.returncode == 0, out.stderr[-2000:]
     program, before = out.stdout.splitlines()
     assert program == "program" and before.startswith("before the program: os.fork "), before

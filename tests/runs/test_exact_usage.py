@@ -89,7 +89,7 @@ def test_table_marks_sampled_figures():
     nsys, zombie = rows[1], rows[2]
     assert (nsys.cpu_source, nsys.rss_source, nsys.peak_rss_bytes) == ("sampled", "sampled", 30 * MIB)
     assert zombie.peak_rss_bytes is None and zombie.rss_source is None       # a zero RSS is no sample
-    result = SimpleNamespace(run_id="r", run_dir=Path("/x"), status="exited", exit=ExitStatus(0, None),
+    result = SimpleNamespace(run_id="r", run_folder="/x", status="exited", exit=ExitStatus(0, None),
                              started_ns=0, ended_ns=10**9, processes=rows, left_running=[], escaped=[], error=None)
     lines = format_table(result).splitlines()
     line = next(ln for ln in lines if ln.split()[0] == "10")

@@ -16,13 +16,13 @@ to the shared file system while the program runs.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
 import threading
 from pathlib import Path
 
+from gpuscope import jsontext
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext
 
 NODE_FILE = "node.json"
@@ -107,7 +107,7 @@ class NodeJobRecorder(BaseRecorder):
             self._server.close()
             path = clock_file(Path(launch.spec.job_dir), launch.spec.rdzv_id or "gpuscope")
             try:
-                if json.loads(path.read_text()).get("pid") == os.getpid():
+                if jsontext.loads(path.read_text()).get("pid") == os.getpid():
                     path.unlink()
             except (OSError, ValueError):
                 pass
@@ -128,7 +128,7 @@ class NodeJobRecorder(BaseRecorder):
                 "processes": outcome.processes,
             }
             tmp = target / f".{NODE_FILE}.tmp"
-            tmp.write_text(json.dumps(record, indent=1))
+            tmp.write_text(jsontext.dumps(record, indent=1))
             tmp.replace(target / NODE_FILE)
         except OSError as exc:
             outcome.notes.append(f"node {spec.node_rank}: could not copy the run into {target}: {exc}")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome
 
 
@@ -15,12 +13,12 @@ class EventLogRecorder(BaseRecorder):
 
     def __init__(self) -> None:
         self._root_role = "main"
-        self._run_dir: Path | None = None
+        self._run_dir: str | None = None
         self._annotate: tuple[str, ...] = ()
 
     def prepare(self, launch: Launch) -> None:
         self._root_role = "torchrun agent" if launch.spec.launcher == "torchrun" else "main"
-        self._run_dir = launch.run_dir
+        self._run_dir = launch.run_folder
         self._annotate = tuple(launch.spec.annotate)
 
     def finish(self, outcome: Outcome) -> None:

@@ -9,8 +9,8 @@ with the store's peak and spill figures (the findings read ``ray_store.jsonl``).
 
 from __future__ import annotations
 
+import os
 import time
-from pathlib import Path
 
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext
 
@@ -22,14 +22,14 @@ class RayObjectStoreRecorder(BaseRecorder):
 
     def __init__(self, interval_s: float = 1.0) -> None:
         self.interval_s = interval_s
-        self._run_dir: Path | None = None
+        self._run_dir: str | None = None
         self._ray_seen = False
         self._next_look = 0.0
         self._ended = False
         self.probe = None
 
     def prepare(self, launch: Launch) -> None:
-        self._run_dir = launch.run_dir
+        self._run_dir = launch.run_folder
 
     def on_batch(self, batch) -> None:
         if self.probe is not None or self._ended or self._run_dir is None:
@@ -66,7 +66,7 @@ class RayObjectStoreRecorder(BaseRecorder):
         self.probe.stop()
         from gpuscope.telemetry.ray_store import mib, read_ray_store, summarize
 
-        s = summarize(read_ray_store(self.probe.path.parent))
+        s = summarize(read_ray_store(os.path.dirname(self.probe.path)))
         if s is None:
             why = f": {self.probe.errors[-1]}" if self.probe.errors else ""
             outcome.notes.append(f"Ray object store: no figures from the cluster{why}")
