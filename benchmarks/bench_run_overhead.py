@@ -1,6 +1,8 @@
-"""What `gpuscope run` adds: a near-empty script (fixed cost) and a 2-worker spawn pool job, against plain python.
+"""What `gpuscope run` adds: a near-empty script (fixed cost), a 0.2 s program and a 2-worker spawn
+pool job, against plain python.
 
-    python benchmarks/bench_run_overhead.py [--rounds 8] [--tasks 16] [--size 400000] [--root DIR] [--compare OLD]
+    python benchmarks/bench_run_overhead.py [--rounds 8] [--tasks 16] [--size 400000] [--short 0.2]
+                                            [--root DIR] [--compare OLD]
 
 Every side is a whole command started the same way (subprocess, output discarded; gpuscope through
 the `gpuscope` command pip installs for that tree: its packaging/bin/gpuscope, or for an older tree
@@ -10,7 +12,9 @@ round by round (the order rotates), so gpuscope's own start-up, telemetry, log r
 writes count. Reported: the median of the rounds and the spread (min-max) of each side, the fixed
 cost (empty script, gpuscope minus python) split into what comes before the program's first line
 (launch to first line, each side's median) and after its last (its exit handler to the command's
-return), the CPU of each whole command tree (steadier than wall time on a shared machine),
+return), the CPU of each whole command tree (steadier than wall time on a shared machine); the
+same for the script sleeping ``--short`` seconds (a short program that outlasts gpuscope's own
+start-up, which then overlaps with it: the fixed cost a program of a fraction of a second pays);
 and the pool job's ratio: of the medians, and the median (min-max) of each round's own
 ratio (the sides of a round ran one after the other, under the same load).
 
@@ -37,10 +41,13 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# The "empty" script: it only notes when its first line ran and when its exit handler ran.
+# The "empty" script: it only notes when its first line ran and when its exit handler ran (and
+# sleeps for its second argument's seconds, when given: the short program).
 MARKS = ("import atexit, sys, time\n"
          "open(sys.argv[1], 'a').write('start %d\\n' % time.time_ns())\n"
-         "atexit.register(lambda: open(sys.argv[1], 'a').write('end %d\\n' % time.time_ns()))\n")
+         "atexit.register(lambda: open(sys.argv[1], 'a').write('end %d\\n' % time.time_ns()))\n"
+         "if len(sys.argv) > 2:\n"
+         "    time.sleep(float(sys.argv[2]))\n")
 
 # What pip writes as bin/gpuscope for `[project.scripts] gpuscope = "gpuscope.cli:main"` (less its
 # shebang): the command of trees before packaging/bin/gpuscope.
@@ -122,7 +129,9 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=400_000)
     ap.add_argument("--root", help="source tree whose gpuscope to run (default: this checkout)")
     ap.add_argument("--compare", metavar="OLD", help="another source tree's gpuscope, alternated in the same rounds")
-    ap.add_argument("--skip-pool", action="store_true", help="only the empty script")
+    ap.add_argument("--short", type=float, default=0.2, metavar="S",
+                    help="seconds the short program sleeps (0: no short program)")
+    ap.add_argument("--skip-pool", action="store_true", help="no pool job")
     ap.add_argument("--no-compile", action="store_true", help="do not compile the trees' byte code ahead")
     args = ap.parse_args()
     # gpuscope finds its data folder as for a user (XDG_DATA_HOME, not GPUSCOPE_HOME), in a fresh folder
@@ -152,17 +161,22 @@ def main() -> int:
         return {"python": ([sys.executable, *program], base),
                 **{name: ([*gs[name], *program], envs[name]) for name in trees}}
 
-    empty_runs = alternate(sides([str(empty), str(marks)]), args.rounds, marks)
-    plain = empty_runs.pop("python")
-    print(f"empty script: python {spread([x[0] for x in plain])}; CPU {ms([x[3] for x in plain])}")
-    print(f"  launch -> program's first line: python {ms([x[1] for x in plain])}")
-    print(f"  program's exit handler -> command returned: python {ms([x[2] for x in plain])}")
-    for name, rows in empty_runs.items():
-        fixed = median(rows, 0) - median(plain, 0)
-        print(f"{name}: {spread([x[0] for x in rows])}; fixed cost {fixed * 1000:.0f} ms (goal <= 50 ms); "
-              f"CPU {ms([x[3] for x in rows])}")
-        print(f"  launch -> program's first line: {ms([x[1] for x in rows])}")
-        print(f"  program's exit handler -> command returned: {ms([x[2] for x in rows])}")
+    def fixed_cost(title: str, program: list[str]) -> None:
+        runs = alternate(sides(program), args.rounds, marks)
+        plain = runs.pop("python")
+        print(f"{title}: python {spread([x[0] for x in plain])}; CPU {ms([x[3] for x in plain])}")
+        print(f"  launch -> program's first line: python {ms([x[1] for x in plain])}")
+        print(f"  program's exit handler -> command returned: python {ms([x[2] for x in plain])}")
+        for name, rows in runs.items():
+            fixed = median(rows, 0) - median(plain, 0)
+            print(f"{name}: {spread([x[0] for x in rows])}; fixed cost {fixed * 1000:.0f} ms (goal <= 50 ms); "
+                  f"CPU {ms([x[3] for x in rows])}")
+            print(f"  launch -> program's first line: {ms([x[1] for x in rows])}")
+            print(f"  program's exit handler -> command returned: {ms([x[2] for x in rows])}")
+
+    fixed_cost("empty script", [str(empty), str(marks)])
+    if args.short > 0:
+        fixed_cost(f"a {args.short:g} s program (sleeps)", [str(empty), str(marks), str(args.short)])
     if not args.skip_pool:
         script = [str(HERE / "pool_workload.py"), str(args.tasks), str(args.size)]
         pool_runs = alternate(sides(script), args.rounds)
