@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from typing import Container, Iterable
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+ENDED_STATES = ("Z", "X", "x")   # a zombie (ended, not yet waited for) or dead: the process has ended
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 RUN_ID_VAR = "GPUSCOPE_RUN_ID"
 _PF_KTHREAD = 0x00200000
@@ -82,7 +83,7 @@ class ProcInfo:
 
     @property
     def is_zombie(self) -> bool:
-        return self.state in ("Z", "X", "x")
+        return self.state in ENDED_STATES
 
     @property
     def status(self) -> str:

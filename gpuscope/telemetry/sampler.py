@@ -16,7 +16,7 @@ import time
 
 from gpuscope.telemetry import log
 from gpuscope.telemetry.batch import SampleBatch
-from gpuscope.telemetry.gpu import GpuProcessSample, open_backend
+from gpuscope.telemetry.gpu import GpuProcessSample, NoGpuBackend, open_backend
 from gpuscope.telemetry.host import HostSampler
 from gpuscope.telemetry.tree import ProcessTree
 
@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
 
 MIN_INTERVAL_S, MAX_INTERVAL_S, DEFAULT_INTERVAL_S = 0.02, 1.0, 0.1
+# The GPU backend of a lazy sampler whose tree had nothing alive at its first sample: NVML is not
+# opened for a run that is already over (importing pynvml takes 35-50 ms here, its init up to
+# seconds on a machine without the driver's persistence mode).
+NOT_OPENED = "the program had ended before the first sample (NVML not opened)"
 
 
 def check_interval(interval_s: float) -> float:
@@ -80,19 +84,21 @@ class Sampler:
 
     @property
     def gpu(self) -> GpuBackend:
-        """The GPU backend. A ``lazy`` sampler opens it (NVML: ~10 ms to import pynvml and try the
-        driver) on its own thread at its first tick; asking earlier opens it here, or waits for
-        the thread that is opening it."""
+        """The GPU backend. A ``lazy`` sampler opens it (NVML: 35-50 ms to import pynvml, then the
+        driver's init) on its own thread at its first tick, or does without it when nothing of
+        its tree is alive any more (:data:`NOT_OPENED`); asking earlier opens it here, or waits
+        for the thread that is opening it."""
         if self._gpu is None:
             self._open()
         assert self._gpu is not None
         return self._gpu
 
-    def _open(self) -> None:
-        """Open the GPU backend (once; under the sampler's lock, so one thread does it)."""
+    def _open(self, nothing_alive: bool = False) -> None:
+        """Open the GPU backend (once; under the sampler's lock, so one thread does it), or with
+        ``nothing_alive`` settle for :data:`NOT_OPENED`."""
         with self._lock:
             if self._gpu is None:
-                self._gpu = open_backend()
+                self._gpu = NoGpuBackend(NOT_OPENED) if nothing_alive else open_backend()
             self._opened()
 
     def _opened(self) -> None:
@@ -124,13 +130,16 @@ class Sampler:
         """Take one sample now (the thread calls this; tests may too)."""
         with self._lock:
             t_ns, wall_ns = time.monotonic_ns(), time.time_ns()
-            gpu_on = self.gpu.available
-            devices = tuple(self.gpu.devices()) if gpu_on else ()
-            gprocs = self.gpu.processes() if gpu_on else []
             started, ended, procs = (), (), ()
             if self.tree is not None:
                 new, gone = self.tree.update(t_ns)
                 members = self.tree.pids()
+                if self._gpu is None and not self.tree.running():
+                    self._open(nothing_alive=True)
+            gpu_on = self.gpu.available
+            devices = tuple(self.gpu.devices()) if gpu_on else ()
+            gprocs = self.gpu.processes() if gpu_on else []
+            if self.tree is not None:
                 gprocs = [p for p in gprocs if p.pid in members]
                 procs = self.tree.samples(gpu_by_pid(gprocs))
                 started = tuple(ProcessTree.info(r) for r in new)

@@ -14,7 +14,7 @@ import os
 import time
 
 from gpuscope import processes
-from gpuscope.processes import CLK_TCK, ProcInfo, Reason, RunScope
+from gpuscope.processes import CLK_TCK, ENDED_STATES, ProcInfo, Reason, RunScope
 from gpuscope.telemetry import procfs
 from gpuscope.telemetry.batch import ProcSample, StartedProc
 
@@ -216,6 +216,10 @@ class ProcessTree:
     def pids(self) -> set[int]:
         """Live members."""
         return set(self._alive)
+
+    def running(self) -> bool:
+        """Whether a member still runs (a zombie has ended: it only waits for its parent's wait)."""
+        return any(rec.state not in ENDED_STATES for rec in self._alive.values())
 
     @staticmethod
     def info(rec: _Proc) -> StartedProc:

@@ -209,3 +209,33 @@ def test_a_lazy_sampler_stopped_before_its_first_tick_still_stores_one(gpuscope_
     finally:
         child.kill()
         child.wait()
+
+
+@pytest.mark.parametrize("ended", [True, False])
+def test_nvml_is_opened_only_for_a_run_with_a_process_still_running(ended, monkeypatch):
+    """A lazy run sampler whose first sample finds nothing of the run running (the program ended,
+    only a zombie waits for its parent) does without NVML: no backend opened (importing pynvml
+    alone takes 35-50 ms), one reason that says so. A running program gets the backend opened."""
+    from gpuscope.telemetry import sampler as sampler_mod
+
+    opened = []
+    monkeypatch.setattr(sampler_mod, "open_backend", lambda: opened.append(1) or no_gpu())
+    child = subprocess.Popen([sys.executable, "-c", "pass" if ended else "import time; time.sleep(30)"])
+    try:
+        if ended:   # ended but not waited for: a zombie, as a program is until gpuscope's wait()
+            deadline = time.monotonic() + 30
+            while open(f"/proc/{child.pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+        s = RunSampler(child.pid, 0.1, store=False, lazy=True)
+        batch = s.sample_once()
+        assert [p.pid for p in batch.processes] == [child.pid]
+        assert opened == ([] if ended else [1])
+        assert s.gpu.reason == (sampler_mod.NOT_OPENED if ended else no_gpu().reason)
+        assert not s.gpu.available and batch.notes == (s.gpu.reason,)
+        s.sample_once()
+        assert len(opened) == (0 if ended else 1)    # decided once
+        s.stop(final_sample=False)
+    finally:
+        child.kill()
+        child.wait()
