@@ -90,10 +90,12 @@ class OutputPump:
     """Reads one pipe or pty on a daemon thread until EOF (or until told to give up)."""
 
     def __init__(self, name: str, fd: int, log_path: str, listeners: list[OutputListener],
-                 cap_bytes: int | None = None, close_fd: bool = False):
+                 cap_bytes: int | None = None, close: Callable[[], None] | None = None):
+        """``close``: what closes ``fd`` (its file object's ``close``, or ``os.close``), called once
+        the pipe is read to its end, also when that comes after the run was reported."""
         self.name = name
         self._fd = fd
-        self._close_fd = close_fd
+        self._close = close
         self._log = CappedLog(log_path, output_cap_bytes() if cap_bytes is None else (cap_bytes or None))
         self._listeners = listeners
         self.bytes = 0
@@ -123,8 +125,8 @@ class OutputPump:
                         pass
         finally:
             self._log.close()
-            if self._close_fd:
-                os.close(self._fd)
+            if self._close is not None:
+                self._close()
 
     def join(self, timeout: float) -> bool:
         """Wait for EOF; False if a process that outlived the run still holds the pipe open."""

@@ -216,10 +216,11 @@ class Run:
         """Pumps that read the program's stdout (``read_out``) and stderr to the listeners and the run folder."""
         listeners = [*self.output_listeners, *(r.on_output for r in self.recorders if overrides(r, "on_output"))]
         assert proc.stderr is not None
-        for name, fd in (("stdout", read_out), ("stderr", proc.stderr.fileno())):
+        # each pump closes its end once read to EOF (a process that outlived the run may hold it longer)
+        for name, fd, close in (("stdout", read_out, lambda: os.close(read_out)),
+                                ("stderr", proc.stderr.fileno(), proc.stderr.close)):
             log = os.path.join(self.run_folder, layout.STDOUT if name == "stdout" else layout.STDERR)
-            self._pumps.append(OutputPump(name, fd, str(log), listeners, cap_bytes=self._cap,
-                                          close_fd=name == "stdout"))
+            self._pumps.append(OutputPump(name, fd, log, listeners, cap_bytes=self._cap, close=close))
 
     def _record_start(self, launch: Launch) -> None:
         """spec.json and the store's row of the started run (``wait`` raises what failed here)."""
@@ -428,9 +429,6 @@ class Run:
                     self.notes.append(f"a process that outlived the run still holds its {pump.name}; "
                                       "its later output is still saved in the run folder")
                     break
-            else:
-                if pump.name == "stderr" and self._proc.stderr is not None:
-                    self._proc.stderr.close()   # read to its end by the pump (stdout's fd the pump closes)
 
     def _settle(self, timeout_s: float = 1.5) -> list[int]:
         """Processes still alive after the run ended by itself (given a moment to exit). The ones

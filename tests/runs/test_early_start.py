@@ -240,3 +240,39 @@ def test_no_recorder_of_an_early_started_run_changes_its_command(gpuscope_home, 
     for recorder in [*default_recorders(spec), FindingsRecorder()]:   # what `gpuscope run` gives a run
         recorder.prepare(launch)
     assert (launch.argv, launch.env, launch.cwd) == (command.argv, command.env, command.cwd)
+
+
+ESCAPED_HOLDER = """
+import subprocess, sys
+# a daemon that left the run (new session, no environment: no run marker) and keeps stdout/stderr
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env={}, start_new_session=True)
+open(sys.argv[1], "w").write(str(child.pid))
+"""
+
+
+@pytest.mark.parametrize("escaped", [False, True])
+def test_the_programs_output_pipes_are_closed_once_read_to_their_end(escaped, gpuscope_home, tmp_path,
+                                                                        monkeypatch):
+    """The run reads the early-started program's stdout and stderr to their end and closes them:
+    at its end, or, when a process that left the run still holds them (the run ends without
+    waiting for it, with a note), as soon as that process is gone. (Before, stderr stayed open
+    in the second case until the garbage collector found it: a ResourceWarning in the suite.)"""
+    from gpuscope.runs.supervisor import Run
+
+    (tmp_path / "s.py").write_text(ESCAPED_HOLDER if escaped else "print('x')\n")
+    pid_file = tmp_path / "daemon.pid"
+    monkeypatch.chdir(tmp_path)
+    args = _args(["s.py", str(pid_file)])
+    early = early_start.start(args.script, list(args.args), args.start_method, live=False)
+    assert early is not None
+    result = Run(run_cmd.spec_from_args(args), early=early).start().wait()
+    assert result.status == "exited"
+    assert bool([n for n in result.notes if "outlived the run" in n]) == escaped, result.notes
+    stderr = early.proc.stderr
+    if escaped:
+        assert not stderr.closed    # the daemon still holds it: the pump still reads it
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while not stderr.closed:
+        assert time.monotonic() < deadline, "stderr still open after the last process that held it ended"
+        time.sleep(0.02)
