@@ -178,9 +178,9 @@ class State:
         self.buf.append("I\t%d\t%s\n" % (now(), _dumps(info, default=str)))
         self.flush()
 
-    def child_started(self, t_call, t_return, pid):
+    def child_started(self, t_call, t_return, pid, role):
         """A multiprocessing child started by this process: a C line, on disk within FLUSH_NS."""
-        self.buf.append("C\t%d\t%d\t%d\n" % (t_call, t_return, pid))
+        self.buf.append("C\t%d\t%d\t%d\t%s\n" % (t_call, t_return, pid, role))
         if t_return > self.next_flush:
             self.flush()
 

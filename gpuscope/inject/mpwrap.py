@@ -22,7 +22,7 @@ import sys
 from .disguise import disguise as _disguise
 from .eventlog import FLUSH_NS, STATE, native_tid, now, safe
 from .frames import hide_frames
-from .procname import WORKER_ROLES, child_role, set_process_name, short_role
+from .procname import WORKER_ROLES, child_role, set_process_name, short_role, target_role
 
 _ANNOTATE = bool(os.environ.get("GPUSCOPE_ANNOTATE", "").strip())   # as the hook: the patterns only with --annotate
 
@@ -89,24 +89,31 @@ def patch_process(process_module):
     def start_(self, *args, **kwargs):
         _apply_to_main()
         t_call = now()
+        role = _role_of(self)   # before start(), which deletes the Process object's target
         try:
             result = start(self, *args, **kwargs)
         except BaseException as exc:
             hide_frames(exc)
             raise
-        _child_started(t_call, self)
+        _child_started(t_call, self, role)
         return result
 
     base.start = _disguise(start_, start)
 
 
+@safe("identifying a child being started")
+def _role_of(proc):
+    return target_role(proc)
+
+
 @safe("recording a child's start")
-def _child_started(t_call, proc):
-    """A C line: when ``Process.start()`` was called and returned, and the child's pid (the
-    reference of the child's start-up phases, docs/EVENTS.md)."""
+def _child_started(t_call, proc, role):
+    """A C line: when ``Process.start()`` was called and returned, the child's pid (the reference
+    of the child's start-up phases, docs/EVENTS.md) and its role as its target says (a pool worker
+    that ``terminate()`` ends before it has read its Process object never learns it)."""
     pid = getattr(proc, "pid", None)
     if pid:
-        STATE.child_started(t_call, now(), pid)
+        STATE.child_started(t_call, now(), pid, role or "")
 
 
 def _exit_through_libc(code):

@@ -55,8 +55,9 @@ def ray_script_role(argv):
     return None
 
 
-def child_role(proc):
-    """(role, index, extra identity) of a starting multiprocessing child, from its Process object."""
+def target_role(proc):
+    """The role of a multiprocessing child from its Process object's target (the parent knows it
+    at ``start()``; the child once it has unpickled that object)."""
     target = getattr(proc, "_target", None)
     module = getattr(target, "__module__", "") or ""
     fname = getattr(target, "__name__", "") or ""
@@ -64,6 +65,14 @@ def child_role(proc):
     if role is None:  # by name alone, as before: a wrapped or vendored copy
         role = {"worker": "pool worker", "_process_worker": "loky worker" if "loky" in module
                 else "executor worker", "_run_server": "manager"}.get(fname, "process child")
+    return role
+
+
+def child_role(proc):
+    """(role, index, extra identity) of a starting multiprocessing child, from its Process object."""
+    target = getattr(proc, "_target", None)
+    fname = getattr(target, "__name__", "") or ""
+    role = target_role(proc)
     name = getattr(proc, "name", "") or ""
     index = name.rsplit("-", 1)[-1] if "-" in name else None
     index = index if index and index.isdigit() else None

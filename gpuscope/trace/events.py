@@ -151,6 +151,7 @@ class ProcessEvents:
     truncated: bool = False
     info_times: list[tuple[int, dict[str, Any]]] = field(default_factory=list)   # (t, I line), in order
     children: list[tuple[int, int, int]] = field(default_factory=list)  # C lines: (t_call, t_return, pid)
+    child_roles: dict[int, str] = field(default_factory=dict)   # C lines: pid -> role its target gives it
     jobs: list[tuple[int, int, int]] = field(default_factory=list)      # J lines: (t, tid, job) pool jobs submitted
     tasks: list[tuple[int, int, int, int]] = field(default_factory=list)  # T lines: (t, tid, job, i) pool tasks taken
     # the log the same process wrote before it exec'd this interpreter (a fork child that execs)
@@ -385,6 +386,8 @@ def read_log(path: str | os.PathLike[str]) -> ProcessEvents | None:
                 pe.info_times.append((int(parts[1]), update))
             elif tag == "C":
                 pe.children.append((int(parts[1]), int(parts[2]), int(parts[3])))
+                if len(parts) > 4 and parts[4]:
+                    pe.child_roles[int(parts[3])] = parts[4]
             elif tag == "J":
                 pe.jobs.append((int(parts[1]), int(parts[2]), int(parts[3])))
             elif tag == "T":
@@ -414,7 +417,30 @@ def read_run_events(run_dir: str | os.PathLike[str]) -> list[ProcessEvents]:
         if pe is not None:
             logs.append(pe)
     logs.sort(key=lambda p: (p.start_ns, p.pid))
-    return merge_execs(logs)
+    return roles_from_parents(merge_execs(logs))
+
+
+# What a multiprocessing child is until it reads its Process object (hook.detect_role).
+START_ROLES = ("spawn child", "fork child")
+
+
+def roles_from_parents(logs: list[ProcessEvents]) -> list[ProcessEvents]:
+    """A child that never learnt its role (a pool worker that ``Pool.terminate()`` ended while it
+    started, before it read its Process object) gets the one the C line of the process that
+    started it gives (that process is not its parent for a forkserver child: matched by pid, the
+    last ``start()`` call before the child's own start)."""
+    told: dict[int, list[tuple[int, str]]] = {}
+    for pe in logs:
+        for t_call, _, pid in pe.children:
+            role = pe.child_roles.get(pid)
+            if role:
+                told.setdefault(pid, []).append((t_call, role))
+    for pe in logs:
+        if pe.role in START_ROLES and pe.pid in told:
+            before = [(t, role) for t, role in told[pe.pid] if t <= pe.start_ns]
+            if before:
+                pe.info["role"] = max(before)[1]
+    return logs
 
 
 def merge_execs(logs: list[ProcessEvents]) -> list[ProcessEvents]:

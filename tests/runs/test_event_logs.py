@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -71,3 +72,40 @@ def test_clocks_align_across_processes(run_env):
             assert pe.ranges["t0"].min() > main.start_ns
             skew = (pe.wall_ns(pe.start_ns) - pe.start_ns) - (main.wall_ns(main.start_ns) - main.start_ns)
             assert abs(skew) < 5_000_000
+
+
+def _log(folder: Path, pid: int, ppid: int, role: str, start: int, lines: str = "") -> None:
+    head = {"pid": pid, "ppid": ppid, "anchor_mono_ns": start, "anchor_wall_ns": start, "role": role}
+    (folder / f"{pid}-{start}.log").write_text("H\t" + json.dumps(head) + "\n" + lines)
+
+
+def test_a_child_that_never_learnt_its_role_gets_the_one_its_starter_recorded(tmp_path):
+    """A pool worker that Pool.terminate() ends while it starts, before it reads its Process object,
+    stays a "spawn child" in its own log; the C line of the process that called start() says what
+    it was. A C line without a role (an older log), a pid reused after that start, and a child that
+    learnt its role itself are left alone."""
+    events = tmp_path / "events"
+    events.mkdir()
+    _log(events, 100, 1, "main", 1000, "C\t1100\t1200\t101\tpool worker\nC\t1300\t1400\t102\tpool worker\n"
+                                       "C\t1500\t1600\t103\n")
+    _log(events, 101, 100, "spawn child", 1250)                                     # ended before its bootstrap
+    _log(events, 102, 100, "spawn child", 1450, 'I\t1460\t{"role": "executor worker"}\n')   # learnt its own
+    _log(events, 103, 100, "spawn child", 1650)                                     # an older log: no role
+    _log(events, 104, 1, "fork child", 900)                                         # no C line names it
+    roles = {pe.pid: pe.role for pe in read_run_events(tmp_path)}
+    assert roles == {100: "main", 101: "pool worker", 102: "executor worker", 103: "spawn child", 104: "fork child"}
+    _log(events, 101, 1, "spawn child", 1050)     # the pid again, before that start() call: another process
+    roles = {(pe.pid, pe.start_ns): pe.role for pe in read_run_events(tmp_path)}
+    assert roles[(101, 1050)] == "spawn child" and roles[(101, 1250)] == "pool worker"
+
+
+def test_the_starter_records_each_childs_role(run_env):
+    """Process.start() writes the child's role (from its target) on its C line, in every start method."""
+    from tests.runs.helpers import script
+
+    for method in ("spawn", "fork", "forkserver"):
+        result = summary(gpuscope("run", "--json", "--start-method", method, script("pool_nvtx.py"), env=run_env))
+        logs = read_run_events(result["run_dir"])
+        told = {pid: role for pe in logs for pid, role in pe.child_roles.items()}
+        workers = [pe.pid for pe in logs if pe.role == "pool worker"]
+        assert workers and all(told.get(pid) == "pool worker" for pid in workers), (method, told, workers)
