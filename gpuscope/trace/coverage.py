@@ -72,21 +72,33 @@ def _argb(color: str) -> int:
     return 0
 
 
-def _offset(pe, tl: T.Timeline) -> int:
-    """What to subtract from this log's monotonic times to get ``tl``'s times."""
+def wall_minus_mono(logs: list) -> int | None:
+    """CLOCK_REALTIME minus CLOCK_MONOTONIC for a run's logs (one machine): the median of their H-line
+    anchor pairs. It is the same for every process of a machine; a pair read across a preemption
+    (the two clock reads ms apart on a loaded machine) is off by it, and the median is not."""
+    diffs = sorted(int(pe.header["anchor_wall_ns"]) - int(pe.header["anchor_mono_ns"]) for pe in logs
+                   if "anchor_wall_ns" in pe.header and "anchor_mono_ns" in pe.header)
+    return diffs[len(diffs) // 2] if diffs else None
+
+
+def _offset(pe, tl: T.Timeline, wall_mono: int | None = None) -> int:
+    """What to subtract from this log's monotonic times to get ``tl``'s times (``wall_mono``: the
+    run's :func:`wall_minus_mono`, else this log's own anchor pair)."""
     if tl.mono_base_ns is not None:
         return int(tl.mono_base_ns)
-    anchor_mono, anchor_wall = int(pe.header["anchor_mono_ns"]), int(pe.header["anchor_wall_ns"])
-    return int(tl.wall_base_ns or 0) - (anchor_wall - anchor_mono)
+    if wall_mono is None:
+        wall_mono = int(pe.header["anchor_wall_ns"]) - int(pe.header["anchor_mono_ns"])
+    return int(tl.wall_base_ns or 0) - wall_mono
 
 
 def add_process_events(tl: T.Timeline, logs: list, pids: set[int] | None = None) -> int:
     """Append ranges, marks, threads and processes of ``logs`` (all, or those of ``pids``) as source=gpuscope."""
     ranges, marks, threads, domains = [], [], {}, {}
+    wall_mono = wall_minus_mono(logs)
     for pe in logs:
         if pids is not None and pe.pid not in pids:
             continue
-        off = _offset(pe, tl)
+        off = _offset(pe, tl, wall_mono)
         lut = _name_luts(tl, pe, domains)      # name id -> (string id, ARGB colour, domain id)
         if len(pe.ranges):
             ranges.append(_log_ranges(pe, off, lut))

@@ -44,13 +44,14 @@ class Flows:
 
 def pool_flows(logs: list, tl: T.Timeline) -> Flows:
     """Flows of a run's event logs (``trace.events.read_run_events``) on ``tl``'s time base."""
-    from gpuscope.trace.coverage import _offset
+    from gpuscope.trace.coverage import _offset, wall_minus_mono
 
+    wall_mono = wall_minus_mono(logs)
     started_by = {pid: pe.pid for pe in logs for _, _, pid in pe.children}
     by_pid = {pe.pid: pe for pe in logs}
     jobs: dict[tuple[int, int], tuple[int, int]] = {}    # (pid, job) -> (t on tl, tid)
     for pe in logs:
-        off = _offset(pe, tl) if pe.jobs else 0
+        off = _offset(pe, tl, wall_mono) if pe.jobs else 0
         for t, tid, job in pe.jobs:
             jobs[(pe.pid, job)] = (t - off, tid)
     rows = []
@@ -60,7 +61,7 @@ def pool_flows(logs: list, tl: T.Timeline) -> Flows:
         parent = started_by.get(pe.pid, pe.header.get("ppid"))
         if parent not in by_pid:
             continue
-        off = _offset(pe, tl)
+        off = _offset(pe, tl, wall_mono)
         for t, tid, job, i in pe.tasks:
             src = jobs.get((parent, job))
             if src is not None:

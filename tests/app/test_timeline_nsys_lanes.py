@@ -120,9 +120,14 @@ def test_flows_land_on_nsys_task_ranges(nsys_spawn):
     nsys_tasks = np.array([i for i in range(len(r)) if r.source[i] == 0
                            and doms.get((int(r.pid[i]), int(r.domain_id[i]))) == "gpuscope"])
     assert len(nsys_tasks) == EPOCHS * TASKS
+    bad = []
     for k in range(len(fl)):
         mine = nsys_tasks[(r.pid[nsys_tasks] == fl.dst_pid[k]) & (r.tid[nsys_tasks] == fl.dst_tid[k])]
         gap = r.start_ns[mine] - fl.dst_ns[k]
         # the range starts after the task was taken (a first task imports nvtx first: ms), never
         # before it by more than the two clocks' alignment (measured: µs)
-        assert ((gap > -100_000) & (gap < 20_000_000)).any(), (k, sorted(gap.tolist())[:3])
+        if not ((gap > -100_000) & (gap < 20_000_000)).any():
+            bad.append((k, int(fl.dst_pid[k]), min(gap.tolist(), key=abs)))
+    # all of them, with the worker: one process's flows all off by the same amount would be its
+    # clock anchors; one flow alone, its task (seen once under a loaded suite: -4.1 ms)
+    assert not bad, (bad, {int(p): int((fl.dst_pid == p).sum()) for p in set(fl.dst_pid.tolist())})
