@@ -186,9 +186,11 @@ def main() -> int:
         for name, rows in pool_runs.items():
             # each round's own ratio too: the two ran next to each other, under the same load
             paired = [g[0] / p[0] for g, p in zip(rows, plain)]
+            added = [g[3] - p[3] for g, p in zip(rows, plain)]
             print(f"{name}: {spread([x[0] for x in rows])}; ratio {median(rows, 0) / median(plain, 0):.3f}x, "
                   f"+{(median(rows, 0) - median(plain, 0)) * 1000:.0f} ms; per round {statistics.median(paired):.3f}x "
-                  f"({min(paired):.3f}-{max(paired):.3f}) (goal <= 1.05x); CPU {ms([x[3] for x in rows])}")
+                  f"({min(paired):.3f}-{max(paired):.3f}) (goal <= 1.05x); CPU {ms([x[3] for x in rows])}, "
+                  f"added per round {ms(added)}")
     print(f"load average at the end: {os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)")
     return 0
 
