@@ -53,7 +53,7 @@ def _no_progress(_message: str) -> None:
     pass
 
 
-class _InRunFolder:
+class InRunFolder:
     """``run_folder``: the run's folder as a string, which the run path uses (``pathlib`` is not
     imported by ``gpuscope run``: paths.as_path); ``run_dir``: the same as a ``Path``, made when asked."""
 
@@ -66,7 +66,7 @@ class _InRunFolder:
 
 # Launch, RunContext and Outcome are plain classes (a dataclass costs ~0.5 ms to create, at every
 # `gpuscope run`): the same fields, in the same order, with the same defaults.
-class Launch(_InRunFolder):
+class Launch(InRunFolder):
     """What starts the run's first process; recorders edit it in ``prepare``."""
 
     def __init__(self, spec: RunSpec, run_id: str, run_dir: str | os.PathLike[str], argv: list[str],
@@ -81,7 +81,7 @@ class Launch(_InRunFolder):
         self.stop_requested = threading.Event() if stop_requested is None else stop_requested
 
 
-class RunContext(_InRunFolder):
+class RunContext(InRunFolder):
     """What recorders may read about the running program."""
 
     def __init__(self, spec: RunSpec, run_id: str, run_dir: str | os.PathLike[str], pid: int, started_ns: int,

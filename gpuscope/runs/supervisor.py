@@ -17,13 +17,12 @@ import time
 
 from gpuscope.errors import UserError
 from gpuscope import rundir as layout
-from gpuscope.paths import as_path
 from gpuscope.proclist import Existing
 from gpuscope.record import field, record
 from gpuscope.runs.launcher import build_command
 from gpuscope.runs.output import OutputPump
 from gpuscope.runs.pipes import open_output
-from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext, overrides
+from gpuscope.runs.recorder import BaseRecorder, InRunFolder, Launch, Outcome, RunContext, overrides
 from gpuscope.runs.recorders import default_recorders
 from gpuscope.runs.versions import versions
 from gpuscope.status import ExitStatus, RunStatus, signal_name
@@ -31,7 +30,6 @@ from gpuscope.spec import RunSpec
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from pathlib import Path
     from typing import Any, Callable, Sequence
 
     from gpuscope.runs import procscan
@@ -48,7 +46,7 @@ EMPTY_GRACE_S = 0.5   # output still open this long after the run's last process
 
 
 @record
-class RunResult:
+class RunResult(InRunFolder):
     """What a finished run was: status, exit, processes, notes and findings (``to_json``: summary.json)."""
 
     run_id: str
@@ -64,11 +62,6 @@ class RunResult:
     error: str | None = None
     nsys: Any = None
     findings: list[Any] = field(default_factory=list)   # gpuscope.finding.Finding
-
-    @property
-    def run_dir(self) -> Path:
-        """``run_folder`` as a ``Path`` (``gpuscope run`` itself does without pathlib: paths.as_path)."""
-        return as_path(self.run_folder)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -88,7 +81,7 @@ class RunResult:
         }
 
 
-class Run:
+class Run(InRunFolder):
     """One managed run. ``start()`` then ``wait()``; ``stop()`` from any thread.
 
     ``recorders`` are added after the default ones (event logs, telemetry, nsys when asked).
@@ -135,11 +128,6 @@ class Run:
         self._existing: Existing | None = None     # the host's processes just before the program
         self.notes: list[str] = []
         self.started_ns = 0
-
-    @property
-    def run_dir(self) -> Path:
-        """``run_folder`` (the run's folder, a string) as a ``Path``."""
-        return as_path(self.run_folder)
 
     @property
     def pid(self) -> int | None:
@@ -245,9 +233,9 @@ class Run:
         from gpuscope import jsontext
 
         nsys = self.spec.nsys
-        _write_text(os.path.join(self.run_folder, layout.SPEC), jsontext.dumps(
-            {"run_id": self.run_id, "spec": self.spec.to_dict(), "argv": launch.argv, "versions": launch.versions,
-             "nsys_trace_fork": nsys.fork_tracing(self.spec.start_method) if nsys.enabled else None}, indent=2))
+        jsontext.write(os.path.join(self.run_folder, layout.SPEC), {
+            "run_id": self.run_id, "spec": self.spec.to_dict(), "argv": launch.argv, "versions": launch.versions,
+            "nsys_trace_fork": nsys.fork_tracing(self.spec.start_method) if nsys.enabled else None}, indent=2)
 
     def _connect_batches(self) -> None:
         """Telemetry batches go on to every recorder that wants them."""
@@ -459,7 +447,7 @@ class Run:
             from gpuscope import jsontext
 
             summary = result.to_json()
-            _write_text(os.path.join(self.run_folder, layout.SUMMARY), jsontext.dumps(summary, indent=2))
+            jsontext.write(os.path.join(self.run_folder, layout.SUMMARY), summary, indent=2)
             from gpuscope.store import runs as store_runs
 
             if conn is None:
@@ -473,12 +461,6 @@ class Run:
         finally:
             if conn is not None:
                 conn.close()
-
-
-def _write_text(path: str, text: str) -> None:
-    """``Path(path).write_text(text)``."""
-    with open(path, "w") as fh:
-        fh.write(text)
 
 
 def _same_process(now: Any, seen: Any) -> bool:
