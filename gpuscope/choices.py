@@ -1,10 +1,10 @@
 """Named text values: what ``class X(str, enum.Enum)`` gives gpuscope's run path, without ``enum``.
 
-``import enum`` costs 3-5 ms on a 2-core runner, and a plain ``gpuscope run`` needs two such sets
-(a run's status, why a process belongs to a run) and nothing else of it (issue 14.4). A subclass of
-:class:`Choices` lists its members as ``NAME = "text"`` (upper-case names). Each member is a
-``str``: equal to its text, hashed as it, stored in SQLite and written as JSON as it, and ``str()``
-and f-strings give the text. As a member of a ``str`` enum, it has ``.name`` and ``.value``;
+``import enum`` costs 3-5 ms on a 2-core runner, and ``gpuscope run`` needs three such sets (a
+run's status, why a process belongs to a run, a finding's severity) and nothing else of it (issue
+14.4). A subclass of :class:`Choices` lists its members as ``NAME = "text"`` (upper-case names).
+Each member is a ``str``: equal to its text, hashed as it, stored in SQLite and written as JSON as
+it, and ``str()`` and f-strings give the text. As a member of a ``str`` enum, it has ``.name`` and ``.value``;
 ``Cls("text")`` gives the member (``ValueError`` for any other text); ``list(Cls)`` the members in
 order; members compare with ``is`` and pickle as themselves. Not here: aliases, ``auto()``,
 ``Cls["NAME"]``, ``Cls.__members__``. tests/test_choices.py holds it to ``enum``'s behaviour.
