@@ -132,7 +132,7 @@ def _references(logs: list[ProcessEvents]) -> dict[int, tuple[int, int | None, s
     """pid -> (reference ns, start() returned ns or None, what the reference is) for each child."""
     calls: dict[int, list[tuple[int, int]]] = {}
     for pe in logs:
-        for t_call, t_ret, pid in pe.children:
+        for t_call, t_ret, pid, _ in pe.children:
             calls.setdefault(pid, []).append((t_call, t_ret))
     starts = {pe.pid: pe.start_ns for pe in logs}
     out: dict[int, tuple[int, int | None, str]] = {}

@@ -12,6 +12,7 @@ import _signal   # the C module behind `signal` (whose enums cost ~1 ms): number
 import os
 
 from gpuscope import jsontext
+from gpuscope.proclist import read_bytes
 from gpuscope.record import field, record
 from gpuscope.rundir import logs_in
 
@@ -146,11 +147,6 @@ def memory_events_path(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys
     return next((c for c in candidates if os.path.isfile(c) and oom_kills(c) is not None), None)
 
 
-def _read_text(path: str | os.PathLike[str]) -> str:
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        return fh.read()
-
-
 def oom_kills(path: str | os.PathLike[str] | None) -> int | None:
     """The ``oom_kill`` counter of a ``memory.events`` file (processes the OOM killer ended), or None."""
     if path is None:
@@ -163,6 +159,14 @@ def oom_kills(path: str | os.PathLike[str] | None) -> int | None:
     except (OSError, ValueError):
         pass
     return None
+
+
+def _read_text(path: str | os.PathLike[str]) -> str:
+    """A /proc or cgroup file's text (``OSError`` when it cannot be read)."""
+    data = read_bytes(os.fspath(path))
+    if data is None:
+        raise OSError(f"cannot read {path}")
+    return data.decode("utf-8", "replace")
 
 
 def died_by_signal(facts: ProcessFacts, roles: dict[int, str], stopped: bool,

@@ -150,8 +150,8 @@ class ProcessEvents:
     end_ns: int | None = None
     truncated: bool = False
     info_times: list[tuple[int, dict[str, Any]]] = field(default_factory=list)   # (t, I line), in order
-    children: list[tuple[int, int, int]] = field(default_factory=list)  # C lines: (t_call, t_return, pid)
-    child_roles: dict[int, str] = field(default_factory=dict)   # C lines: pid -> role its target gives it
+    # C lines: (t_call, t_return, pid, role its target gives it: "" in logs older than that field)
+    children: list[tuple[int, int, int, str]] = field(default_factory=list)
     jobs: list[tuple[int, int, int]] = field(default_factory=list)      # J lines: (t, tid, job) pool jobs submitted
     tasks: list[tuple[int, int, int, int]] = field(default_factory=list)  # T lines: (t, tid, job, i) pool tasks taken
     # the log the same process wrote before it exec'd this interpreter (a fork child that execs)
@@ -385,9 +385,7 @@ def read_log(path: str | os.PathLike[str]) -> ProcessEvents | None:
                 pe.info.update(update)
                 pe.info_times.append((int(parts[1]), update))
             elif tag == "C":
-                pe.children.append((int(parts[1]), int(parts[2]), int(parts[3])))
-                if len(parts) > 4 and parts[4]:
-                    pe.child_roles[int(parts[3])] = parts[4]
+                pe.children.append((int(parts[1]), int(parts[2]), int(parts[3]), parts[4] if len(parts) > 4 else ""))
             elif tag == "J":
                 pe.jobs.append((int(parts[1]), int(parts[2]), int(parts[3])))
             elif tag == "T":
@@ -431,8 +429,7 @@ def roles_from_parents(logs: list[ProcessEvents]) -> list[ProcessEvents]:
     last ``start()`` call before the child's own start)."""
     told: dict[int, list[tuple[int, str]]] = {}
     for pe in logs:
-        for t_call, _, pid in pe.children:
-            role = pe.child_roles.get(pid)
+        for t_call, _, pid, role in pe.children:
             if role:
                 told.setdefault(pid, []).append((t_call, role))
     for pe in logs:

@@ -47,7 +47,7 @@ def pool_flows(logs: list, tl: T.Timeline) -> Flows:
     from gpuscope.trace.coverage import _offset, wall_minus_mono
 
     wall_mono = wall_minus_mono(logs)
-    started_by = {pid: pe.pid for pe in logs for _, _, pid in pe.children}
+    started_by = {pid: pe.pid for pe in logs for _, _, pid, _ in pe.children}
     by_pid = {pe.pid: pe for pe in logs}
     jobs: dict[tuple[int, int], tuple[int, int]] = {}    # (pid, job) -> (t on tl, tid)
     for pe in logs:

@@ -174,7 +174,7 @@ def test_parent_logs_each_child_start():
         main = next(pe for pe in logs if pe.role == "main")
         workers = {pe.pid: pe for pe in logs if pe.role == "pool worker"}
         assert len(workers) == 2, method
-        started = {pid: (t_call, t_ret) for t_call, t_ret, pid in main.children}
+        started = {pid: (t_call, t_ret) for t_call, t_ret, pid, _ in main.children}
         assert set(workers) <= set(started), (method, started)
         for pid, pe in workers.items():
             t_call, t_ret = started[pid]

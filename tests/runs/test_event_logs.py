@@ -106,6 +106,6 @@ def test_the_starter_records_each_childs_role(run_env):
     for method in ("spawn", "fork", "forkserver"):
         result = summary(gpuscope("run", "--json", "--start-method", method, script("pool_nvtx.py"), env=run_env))
         logs = read_run_events(result["run_dir"])
-        told = {pid: role for pe in logs for pid, role in pe.child_roles.items()}
+        told = {pid: role for pe in logs for _, _, pid, role in pe.children}
         workers = [pe.pid for pe in logs if pe.role == "pool worker"]
         assert workers and all(told.get(pid) == "pool worker" for pid in workers), (method, told, workers)

@@ -219,7 +219,8 @@ def test_nvml_is_opened_only_for_a_run_with_a_process_still_running(ended, monke
     from gpuscope.telemetry import sampler as sampler_mod
 
     opened = []
-    monkeypatch.setattr(sampler_mod, "open_backend", lambda: opened.append(1) or no_gpu())
+    real = sampler_mod.open_backend     # the real one, counted (no GPU here: it says why)
+    monkeypatch.setattr(sampler_mod, "open_backend", lambda: opened.append(1) or real())
     child = subprocess.Popen([sys.executable, "-c", "pass" if ended else "import time; time.sleep(30)"])
     try:
         if ended:   # ended but not waited for: a zombie, as a program is until gpuscope's wait()
@@ -231,7 +232,7 @@ def test_nvml_is_opened_only_for_a_run_with_a_process_still_running(ended, monke
         batch = s.sample_once()
         assert [p.pid for p in batch.processes] == [child.pid]
         assert opened == ([] if ended else [1])
-        assert s.gpu.reason == (sampler_mod.NOT_OPENED if ended else no_gpu().reason)
+        assert (s.gpu.reason == sampler_mod.NOT_OPENED) == ended and s.gpu.reason
         assert not s.gpu.available and batch.notes == (s.gpu.reason,)
         s.sample_once()
         assert len(opened) == (0 if ended else 1)    # decided once
