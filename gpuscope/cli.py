@@ -111,13 +111,15 @@ def _exit_at_once(code: int) -> None:
     """End the process now that the command's work is done and recorded: exit handlers run and
     the standard streams are flushed as at a normal exit, but the interpreter's teardown of every
     module (numpy, sqlite3, psutil, ...: 0.05-0.15 s after a `gpuscope run`) is skipped. Not while
-    another non-daemon thread runs (a normal exit waits for it): then it returns."""
+    another non-daemon thread runs (a normal exit waits for it): then it returns. gpuscope's own
+    threads are daemon threads (gpuscope/threads.py); only ``threading`` can have started another."""
     import atexit
-    import threading
 
-    main_thread = threading.main_thread()
-    if any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()):
-        return
+    threading = sys.modules.get("threading")   # not imported for this: ~8 ms (issue 14.4)
+    if threading is not None:
+        main_thread = threading.main_thread()
+        if any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()):
+            return
     atexit._run_exitfuncs()   # prints a handler's error as the interpreter would, goes on
     for stream in (sys.stdout, sys.stderr):
         try:

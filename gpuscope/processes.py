@@ -23,11 +23,10 @@ create time), see :mod:`gpuscope.cleanup.runlink`.
 from __future__ import annotations
 
 import os
-from functools import cached_property
 
 from gpuscope.choices import Choices
 from gpuscope.proclist import list_pids, read_bytes
-from gpuscope.record import field, record
+from gpuscope.record import cached, field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -108,7 +107,7 @@ class ProcInfo:
         """Seconds since the epoch (as psutil computes it: boot time + start ticks)."""
         return boot_time() + self.start_ticks / CLK_TCK
 
-    @cached_property
+    @cached
     def cmdline(self) -> tuple[str, ...]:
         return cmdline(self.pid)
 
@@ -117,12 +116,12 @@ class ProcInfo:
         """The command line as one string (the name in brackets when it has none)."""
         return " ".join(self.cmdline) if self.cmdline else f"[{self.comm}]"
 
-    @cached_property
+    @cached
     def environ(self) -> dict[str, str]:
         """The initial environment (empty when not permitted or gone)."""
         return environ(self.pid)
 
-    @cached_property
+    @cached
     def uid(self) -> int | None:
         return owner(self.pid)
 

@@ -18,7 +18,8 @@ compiles its generated methods with ``exec``: 1.3-2 ms a class, and the run path
   copies by its fields.
 
 A method the class defines itself is kept. :func:`fields`, :func:`replace` and :func:`asdict` are
-the module functions of the same names for records. Per instance, ``__init__`` costs what a
+the module functions of the same names for records; :class:`cached` is ``functools.cached_property``
+(``functools`` pulls in ``collections`` and compiles a named tuple: issue 14.4). Per instance, ``__init__`` costs what a
 dataclass's does (measured: 2.1 against 2.2 us for ten positional fields).
 """
 
@@ -234,6 +235,26 @@ def _rebuild(cls: type, values: tuple[Any, ...]) -> Any:
     for f, value in zip(cls.__record_fields__, values):  # type: ignore[attr-defined]
         object.__setattr__(obj, f.name, value)
     return obj
+
+
+class cached:
+    """``functools.cached_property``: the method's value, computed on the first read and kept in
+    the instance's ``__dict__`` (so a frozen record can have one too); deleting the attribute makes
+    the next read compute it again."""
+
+    def __init__(self, func: Callable[[Any], Any]) -> None:
+        self.func = func
+        self.attrname = func.__name__
+        self.__doc__ = func.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.attrname = name
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        value = instance.__dict__[self.attrname] = self.func(instance)
+        return value
 
 
 def is_record(obj: Any) -> bool:

@@ -21,6 +21,7 @@ STDERR = "stderr.log"
 EVENTS = "events"
 INJECT_ERRORS = "inject-errors.log"
 SUMMARY = "summary.json"
+RAY_STORE = "ray_store.jsonl"   # the Ray object store's samples (telemetry/ray_store.py)
 NSYS_BASENAME = "report"  # report.nsys-rep / report.qdstrm / report.sqlite
 
 

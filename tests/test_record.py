@@ -191,7 +191,8 @@ def test_nested_records_become_dicts_and_lists_are_copied():
 # on a 2-core runner, or pulls in one that does.
 NOT_ON_THE_RUN_PATH = ("dataclasses", "inspect", "ast", "dis", "signal", "pathlib", "re", "enum", "json", "typing",
                        "datetime", "sqlite3", "urllib.parse", "ipaddress", "fnmatch", "contextlib", "subprocess",
-                       "argparse", "importlib.util", "platform", "numpy", "psutil")
+                       "argparse", "importlib.util", "platform", "numpy", "psutil", "threading", "functools",
+                       "collections", "operator", "types")
 
 
 def test_gpuscope_run_path_imports_none_of_the_costly_modules(tmp_path):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
-from gpuscope import jsontext
-from gpuscope.findings import ddp_rules, ipc_rules, pool_rules, process_rules, ray_rules, torch_rules
+from gpuscope import jsontext, rundir
+from gpuscope.findings import process_rules
 from gpuscope.findings.output_rules import OutputScanner
 
 TYPE_CHECKING = False
@@ -114,12 +114,42 @@ def analyse_events(run_dir: str | os.PathLike[str], events: list | None = None, 
     process_rules.scan_info(os.path.join(run_dir, "events"), facts)
     scanner = scanner if scanner is not None else scan_stderr(os.path.join(run_dir, "stderr.log"))
     output = scanner.findings()
-    return torch_rules.merge_cuda_message(
-        output + process_rules.fork_with_threads(facts, roles)
-        + process_rules.died_by_signal(facts, roles, stopped, scanner.torchrun_exits, oom_killed)
-        + pool_rules.pool_findings(events) + ipc_rules.large_pickles(events)
-        + torch_rules.cuda_after_fork(events, output) + torch_rules.sampler_epoch_not_set(events)
-        + ddp_rules.stragglers(events) + ray_rules.object_store_findings(run_dir))
+    found = (output + process_rules.fork_with_threads(facts, roles)
+             + process_rules.died_by_signal(facts, roles, stopped, scanner.torchrun_exits, oom_killed)
+             + _rules_with_input(run_dir, events, output))
+    if any(f.code == "cuda-after-fork" for f in found):
+        from gpuscope.findings import torch_rules
+
+        found = torch_rules.merge_cuda_message(found)
+    return found
+
+
+def _rules_with_input(run_dir: str | os.PathLike[str], events: list, output: list[Finding]) -> list[Finding]:
+    """The rules of pools, pickles, torch, ranks and Ray, each imported only when the run has what
+    it reads (issue 14.4: a run without them, the usual short one, imports none of five modules).
+    Each test is the one its rule makes first, so a rule left out would have found nothing."""
+    found: list[Finding] = []
+    if any(pe.role == "pool worker" for pe in events):
+        from gpuscope.findings import pool_rules
+
+        found += pool_rules.pool_findings(events)
+    if any(pe.pickled for pe in events):
+        from gpuscope.findings import ipc_rules
+
+        found += ipc_rules.large_pickles(events)
+    if any(pe.cuda_at_fork or pe.sampler_epochs for pe in events):
+        from gpuscope.findings import torch_rules
+
+        found += torch_rules.cuda_after_fork(events, output) + torch_rules.sampler_epoch_not_set(events)
+    if sum(pe.role.startswith("rank ") for pe in events) >= 2:
+        from gpuscope.findings import ddp_rules
+
+        found += ddp_rules.stragglers(events)
+    if os.path.exists(os.path.join(run_dir, rundir.RAY_STORE)):
+        from gpuscope.findings import ray_rules
+
+        found += ray_rules.object_store_findings(run_dir)
+    return found
 
 
 def analyse_run(run_dir: str | os.PathLike[str]) -> list[Finding]:

@@ -19,10 +19,10 @@ Each new finding goes to ``on_finding`` once (the CLI prints a line, the app sho
 from __future__ import annotations
 
 import os
-import threading
 import time
-from collections import deque
+from _collections import deque   # collections' own deque, without collections (issue 14.4)
 
+from gpuscope import threads
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext
 
 TYPE_CHECKING = False
@@ -64,17 +64,17 @@ class FindingsRecorder(BaseRecorder):
         self._scanner: OutputScanner | None = None
         self._facts: ProcessFacts | None = None
         self._telemetry: TelemetryWatch | None = None
-        self._make_lock = threading.Lock()
-        self._lock = threading.Lock()
+        self._make_lock = threads.Lock()
+        self._lock = threads.Lock()
         self._found: dict[tuple[str, tuple[int, ...]], Finding] = {}
         self._log_bytes = 0
         self._cpu = 0.0
         self._cpu_ticks: deque[tuple[int, float]] = deque()     # (t_ns, CPU % sum) within CPU_WINDOW_S
         self._cpu_window_sum = 0.0
         self._pids: list[int] = []
-        self._stop = threading.Event()
-        self._stop_requested = threading.Event()     # the run's: a stopping run is not stuck
-        self._watchdog: threading.Thread | None = None
+        self._stop = threads.Event()
+        self._stop_requested = threads.Event()     # the run's: a stopping run is not stuck
+        self._watchdog: threads.ThreadLike | None = None
         self._last_progress = time.monotonic()
         self._stuck_reported = False
         self.ended = False
@@ -135,7 +135,7 @@ class FindingsRecorder(BaseRecorder):
         self._last_progress = time.monotonic()
         self._oom_path = process_rules.memory_events_path()
         self._oom_start = process_rules.oom_kills(self._oom_path)
-        self._watchdog = threading.Thread(target=self._watch, name="gpuscope-findings", daemon=True)
+        self._watchdog = threads.Thread(target=self._watch, name="gpuscope-findings", daemon=True)
         self._watchdog.start()
 
     def on_output(self, stream: str, chunk: bytes) -> None:

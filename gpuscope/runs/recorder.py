@@ -33,8 +33,8 @@ them.
 from __future__ import annotations
 
 import os
-import threading
 
+from gpuscope import threads
 from gpuscope.paths import as_path
 
 TYPE_CHECKING = False
@@ -72,20 +72,20 @@ class Launch(InRunFolder):
     def __init__(self, spec: RunSpec, run_id: str, run_dir: str | os.PathLike[str], argv: list[str],
                  env: dict[str, str], cwd: str, notes: list[str] | None = None,
                  versions: dict[str, Any] | None = None, progress: Callable[[str], None] = _no_progress,
-                 stop_requested: threading.Event | None = None) -> None:
+                 stop_requested: threads.Event | None = None) -> None:
         self.spec, self.run_id, self.argv, self.env, self.cwd = spec, run_id, argv, env, cwd
         self.run_folder = os.fspath(run_dir)
         self.notes: list[str] = [] if notes is None else notes
         self.versions: dict[str, Any] = {} if versions is None else versions
         self.progress = progress
-        self.stop_requested = threading.Event() if stop_requested is None else stop_requested
+        self.stop_requested = threads.Event() if stop_requested is None else stop_requested
 
 
 class RunContext(InRunFolder):
     """What recorders may read about the running program."""
 
     def __init__(self, spec: RunSpec, run_id: str, run_dir: str | os.PathLike[str], pid: int, started_ns: int,
-                 stop_requested: threading.Event, notes: list[str] | None = None,
+                 stop_requested: threads.Event, notes: list[str] | None = None,
                  progress: Callable[[str], None] = _no_progress, existing: Existing | None = None) -> None:
         self.spec, self.run_id, self.pid, self.started_ns = spec, run_id, pid, started_ns
         self.run_folder = os.fspath(run_dir)
@@ -101,7 +101,7 @@ class Outcome:
     def __init__(self, exit: ExitStatus, stopped: bool, ended_ns: int, notes: list[str] | None = None,
                  error: str | None = None, failed: bool = False, launched: bool = True,
                  processes: list[dict[str, Any]] | None = None, progress: Callable[[str], None] = _no_progress,
-                 cancelled: threading.Event | None = None, extra: dict[str, Any] | None = None) -> None:
+                 cancelled: threads.Event | None = None, extra: dict[str, Any] | None = None) -> None:
         self.exit, self.stopped, self.ended_ns = exit, stopped, ended_ns
         self.notes: list[str] = [] if notes is None else notes
         self.error = error
@@ -109,7 +109,7 @@ class Outcome:
         self.launched = launched      # False: the program never started (prepare's undo only)
         self.processes: list[dict[str, Any]] = [] if processes is None else processes  # per-process rows (event logs first)
         self.progress = progress
-        self.cancelled = threading.Event() if cancelled is None else cancelled
+        self.cancelled = threads.Event() if cancelled is None else cancelled
         self.extra: dict[str, Any] = {} if extra is None else extra   # e.g. "nsys": NsysResult, "events": the event logs
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import _signal   # the C module behind `signal`, whose enums cost ~1 ms (names: status.signal_name)
 import os
 import sys
-import threading
 import time
 
+from gpuscope import threads
 from gpuscope.errors import UserError
 from gpuscope import rundir as layout
 from gpuscope.proclist import Existing
@@ -27,6 +27,7 @@ from gpuscope.runs.recorders import default_recorders
 from gpuscope.runs.versions import versions
 from gpuscope.status import ExitStatus, RunStatus, signal_name
 from gpuscope.spec import RunSpec
+from gpuscope.store import sqlite   # noqa: F401 - _sqlite3 and array loaded before the run starts a thread (cimport.py)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -116,12 +117,12 @@ class Run(InRunFolder):
         self._store_path = store_path
         self._proc: subprocess.Popen[bytes] | Child | None = None
         self._pumps: list[OutputPump] = []
-        self._stop_requested = threading.Event()
-        self._stop_lock = threading.Lock()
-        self._stop_thread: threading.Thread | None = None
+        self._stop_requested = threads.Event()
+        self._stop_lock = threads.Lock()
+        self._stop_thread: threads.ThreadLike | None = None
         self._escaped_on_stop: list[int] = []
         self._outcome: Outcome | None = None
-        self._recording: threading.Thread | None = None
+        self._recording: threads.ThreadLike | None = None
         self._record_error: BaseException | None = None
         self._conn: Any = None   # the store connection _record_start opened, closed by _record
         self._ctx: RunContext | None = None
@@ -166,7 +167,7 @@ class Run(InRunFolder):
             self.started_ns = time.time_ns()
         # From here on the program runs: gpuscope's own imports and store work overlap with it. The
         # spec file and the store's row are written on a thread (runs/versions.py: `uname -p` at the first run).
-        self._recording = threading.Thread(target=self._record_start, args=(launch,), name="gpuscope-record-start",
+        self._recording = threads.Thread(target=self._record_start, args=(launch,), name="gpuscope-record-start",
                                            daemon=True)
         self._recording.start()
         self._ctx = RunContext(self.spec, self.run_id, self.run_folder, self._proc.pid, self.started_ns,
@@ -175,7 +176,7 @@ class Run(InRunFolder):
         self._connect_batches()
         self._each("started", self._ctx)
         if self._stop_requested.is_set() and self._stop_thread is None:  # Stop came while it started
-            self._stop_thread = threading.Thread(target=self._escalate, args=(STOP_GRACE_S,),
+            self._stop_thread = threads.Thread(target=self._escalate, args=(STOP_GRACE_S,),
                                                  name="gpuscope-stop", daemon=True)
             self._stop_thread.start()
         return self
@@ -302,7 +303,7 @@ class Run(InRunFolder):
         if self._proc is None:
             return  # still starting (waiting for the nsys lock): start() gives up
         if first:
-            self._stop_thread = threading.Thread(target=self._escalate, args=(grace_s,),
+            self._stop_thread = threads.Thread(target=self._escalate, args=(grace_s,),
                                                  name="gpuscope-stop", daemon=True)
             self._stop_thread.start()
             return
@@ -365,6 +366,7 @@ class Run(InRunFolder):
     def wait(self) -> RunResult:
         """Block until the run has ended and been recorded."""
         assert self._proc is not None and self._ctx is not None, "start() first"
+        from gpuscope.runs import procscan  # noqa: F401 - the end reads /proc: loaded while the program runs
         returncode = self._proc.wait()
         ended_ns = time.time_ns()
         if self._stop_thread is not None:

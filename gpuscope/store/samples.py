@@ -14,9 +14,8 @@ arrays from :func:`read_rows`.
 
 from __future__ import annotations
 
-from array import array
-
 from gpuscope import jsontext
+from gpuscope.cimport import array
 from gpuscope.store.sqlite import sqlite3
 
 TYPE_CHECKING = False

@@ -8,9 +8,9 @@ added after its first release); :func:`raw_connect` applies them once per file. 
 from __future__ import annotations
 
 import os
-import threading
 import time
 
+from gpuscope import threads
 from gpuscope.store.sqlite import sqlite3
 
 TYPE_CHECKING = False
@@ -22,7 +22,7 @@ BUSY_TIMEOUT_S = 60.0
 _version: int | None = None
 
 _applied: set[tuple[str, int | None]] = set()
-_applying = threading.Lock()   # one thread applies the tables; another opening the store meanwhile waits
+_applying = threads.Lock()   # one thread applies the tables; another opening the store meanwhile waits
 
 
 def raw_connect(db_path: str | os.PathLike[str]) -> sqlite3.Connection:

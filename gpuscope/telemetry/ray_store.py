@@ -11,17 +11,17 @@ the figures the run's notes and findings use.
 from __future__ import annotations
 
 import os
-import threading
 
+from gpuscope import threads
 from gpuscope import jsontext
-from gpuscope.rundir import event_logs
+from gpuscope.rundir import RAY_STORE, event_logs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
 PROBE = os.path.join(os.path.dirname(__file__), "ray_probe.py")
-FILE = "ray_store.jsonl"
+FILE = RAY_STORE
 # the figures of one sample (bytes unless *_objects); see ray_probe.STATS
 FIELDS = ("used", "capacity", "primary_bytes", "pinned_objects", "local_objects", "fallback_bytes",
           "spilled_bytes", "spilled_objects", "restored_bytes", "created_bytes")
@@ -84,7 +84,7 @@ class RayStoreProbe:
         self.proc: subprocess.Popen[bytes] | None = None
         self.samples = 0
         self.errors: list[str] = []
-        self._thread: threading.Thread | None = None
+        self._thread: threads.ThreadLike | None = None
 
     def start(self) -> None:
         import subprocess   # here: every `gpuscope run` imports this module, few start a probe
@@ -93,7 +93,7 @@ class RayStoreProbe:
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, env={**probe_env(), **self.ray_env},
                                      close_fds=True)
-        self._thread = threading.Thread(target=self._pump, name="gpuscope-ray-store", daemon=True)
+        self._thread = threads.Thread(target=self._pump, name="gpuscope-ray-store", daemon=True)
         self._thread.start()
 
     def _pump(self) -> None:

@@ -11,9 +11,9 @@ one run's process tree and can write its batches into the run store.
 
 from __future__ import annotations
 
-import threading
 import time
 
+from gpuscope import threads
 from gpuscope.telemetry import log
 from gpuscope.telemetry.batch import SampleBatch
 from gpuscope.telemetry.gpu import GpuProcessSample, NoGpuBackend, open_backend
@@ -70,9 +70,9 @@ class Sampler:
         self._host = HostSampler() if host else None
         self._listeners: list[Listener] = []
         self._failed_listeners: set[int] = set()
-        self._lock = threading.RLock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._lock = threads.RLock()
+        self._stop = threads.Event()
+        self._thread: threads.ThreadLike | None = None
         self._name = name
         self._said: set[str] = set()
         self._pending_notes: list[str] = []
@@ -180,7 +180,7 @@ class Sampler:
         """Start the background thread (once)."""
         if self._thread is not None:
             raise RuntimeError("sampler already started")
-        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+        self._thread = threads.Thread(target=self._run, name=self._name, daemon=True)
         self._thread.start()
 
     def stop(self, final_sample: bool = True) -> None:

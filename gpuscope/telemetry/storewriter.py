@@ -3,8 +3,9 @@
 Batches collect in memory and go to SQLite in one transaction (``executemany``) when the oldest
 pending one is ``flush_s`` old, so a crash of gpuscope loses at most about a second of samples.
 The process summary (names, totals, peaks) is rewritten at each flush. The store (and the run's
-series row) is opened at the first flush: not while the run starts, when the run's own store
-writes and gpuscope's imports compete with it (issue 14.4).
+series row) is opened at the second batch: not while the run starts, when the run's own store
+writes and gpuscope's imports compete with it, and not at the end of a short program, which would
+wait for it (issue 14.4).
 """
 
 from __future__ import annotations
@@ -60,6 +61,16 @@ class StoreWriter:
         self._notes.extend(batch.notes)
         if batch.t_ns - self._pending[0].t_ns >= self.flush_ns:
             self.flush()
+        elif self.series is None and len(self._pending) == 2 and not self._failed:
+            self._open_early()
+
+    def _open_early(self) -> None:
+        """At the second batch (the run's start is over by then), the store and the series row, so
+        that a program shorter than ``flush_s`` does not wait for them at its end (issue 14.4)."""
+        try:
+            self._open()
+        except (sqlite3.Error, OSError):
+            pass   # the flush tries again, and says what is wrong
 
     def flush(self) -> None:
         """Write what is pending (one transaction)."""

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 import sys
-from array import array
-from operator import itemgetter
+from _operator import itemgetter   # operator's own, without operator (issue 14.4)
 
 from gpuscope import jsontext
+from gpuscope.cimport import array
 from gpuscope.rundir import event_logs
 from gpuscope.record import field, record
 

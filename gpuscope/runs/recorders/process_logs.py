@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome
+from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext
 
 
 class EventLogRecorder(BaseRecorder):
@@ -20,6 +20,11 @@ class EventLogRecorder(BaseRecorder):
         self._root_role = "torchrun agent" if launch.spec.launcher == "torchrun" else "main"
         self._run_dir = launch.run_folder
         self._annotate = tuple(launch.spec.annotate)
+
+    def started(self, ctx: RunContext) -> None:
+        """What :meth:`finish` reads the logs with, loaded while the program runs: a short program's
+        end does not wait for these imports (issue 14.4)."""
+        from gpuscope.trace import events, process_rows  # noqa: F401
 
     def finish(self, outcome: Outcome) -> None:
         if not outcome.launched or self._run_dir is None:
