@@ -101,7 +101,7 @@ FAST_EXIT = ("run",)
 def main(argv: list[str] | None = None) -> int:
     """The ``gpuscope`` program (``argv`` None: ``sys.argv``), or a command called in-process."""
     command: list[str] = []
-    code = _main(list(sys.argv[1:] if argv is None else argv), command)
+    code = _main(list(sys.argv[1:] if argv is None else argv), command, ends_process=argv is None)
     if argv is None and command and command[0] in FAST_EXIT:
         _exit_at_once(code)
     return code
@@ -141,19 +141,21 @@ def _quick(argv: list[str]) -> Any:
 QUICK = ("run",)
 
 
-def _main(argv: list[str], command: list[str]) -> int:
+def _main(argv: list[str], command: list[str], ends_process: bool = False) -> int:
+    """Run the command line ``argv`` (its command's name goes into ``command``). ``ends_process``:
+    this is the ``gpuscope`` program, so a FAST_EXIT command's process ends by ``_exit_at_once``
+    right after; the command reads it as ``args.ends_process``."""
     if not argv or argv[0] not in COMMANDS and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
         argv = ["gui", *argv]
     try:
         args = _quick(argv)
-        if args is not None:
-            command.append(args.command)
-            return int(_load(args.command).run(args) or 0)
-        parser = build_parser(argv)
-        args = parser.parse_args(argv)
-        if args.command is None:
-            args = parser.parse_args(["gui"])
+        if args is None:
+            parser = build_parser(argv)
+            args = parser.parse_args(argv)
+            if args.command is None:
+                args = parser.parse_args(["gui"])
         command.append(args.command)
+        args.ends_process = ends_process and args.command in FAST_EXIT
         return int(_load(args.command).run(args) or 0)
     except UserError as exc:
         print(f"gpuscope: error: {exc}", file=sys.stderr)

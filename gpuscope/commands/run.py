@@ -256,6 +256,10 @@ def run(args: argparse.Namespace) -> int:
         if held is not None:
             held.release()
         raise
+    if getattr(args, "ends_process", False):   # the gpuscope program: os._exit follows the run (cli.py)
+        from gpuscope.store import db
+
+        db.hold_until_exit()
     with stop_on_signals(run_.stop, progress, "stopping the run (Ctrl-C again to kill it at once)",
                          held if early is not None else None):
         run_.start()

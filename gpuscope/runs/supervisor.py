@@ -462,7 +462,9 @@ class Run(InRunFolder):
                                       error=result.error, summary=summary, processes=result.processes)
         finally:
             if conn is not None:
-                conn.close()
+                from gpuscope.store import db
+
+                db.release(conn)   # closed, or kept for gpuscope run's os._exit (db.hold_until_exit)
 
 
 def _same_process(now: Any, seen: Any) -> bool:

@@ -35,6 +35,38 @@ def connect(path: str | Path | None = None) -> "StoreConnection":
     return StoreConnection(os.fspath(path) if path is not None else paths.store_file())
 
 
+# Connections :func:`release` keeps open for the process's os._exit (see hold_until_exit).
+_held: list[Any] | None = None
+
+
+def hold_until_exit() -> None:
+    """This process ends by ``os._exit`` once its command is done (``gpuscope run``: cli.py): from
+    now on :func:`release` keeps connections open instead of closing them.
+
+    Closing a store's last connection checkpoints its WAL into the file and syncs both to disk:
+    ~1.6 ms on the 2-core runner, at the end of every ``gpuscope run``, after the program (issue
+    14.4). Left open at ``os._exit``, the transactions committed stay in the WAL, where every later
+    connection reads them (SQLite's own crash recovery; the WAL's frames carry checksums), and the
+    next checkpoint (any writer's, once the WAL holds 1000 pages, or the next last close) moves
+    them into the file. A crash of gpuscope loses nothing committed either way; what waits is
+    only the sync to disk, as for the run folder's own files, from which the store can be rebuilt
+    (store/rebuild.py). A process that ends otherwise (a non-daemon thread kept it from
+    ``os._exit``) closes them at its teardown as usual."""
+    global _held
+    if _held is None:
+        _held = []
+
+
+def release(conn: Any) -> None:
+    """Close ``conn`` (None: nothing), or keep it open for the process's ``os._exit``."""
+    if conn is None:
+        return
+    if _held is not None:
+        _held.append(conn)
+    else:
+        conn.close()
+
+
 class Rows:
     """The rows of one statement, read at once (so damage shows up where it can be recovered)."""
 
