@@ -124,6 +124,12 @@ def analyse_events(run_dir: str | os.PathLike[str], events: list | None = None, 
     return found
 
 
+def load_rules() -> None:
+    """Import the rules :func:`_rules_with_input` may need, ahead (the live recorder calls it once
+    a run has several processes: the end of the run then does not wait for their imports)."""
+    from gpuscope.findings import ddp_rules, ipc_rules, pool_rules, ray_rules, torch_rules  # noqa: F401
+
+
 def _rules_with_input(run_dir: str | os.PathLike[str], events: list, output: list[Finding]) -> list[Finding]:
     """The rules of pools, pickles, torch, ranks and Ray, each imported only when the run has what
     it reads (issue 14.4: a run without them, the usual short one, imports none of five modules).

@@ -171,13 +171,18 @@ class FindingsRecorder(BaseRecorder):
 
     def _watch(self) -> None:
         """Every ``POLL_S``: new I lines and log growth; "looks stuck" once idle long enough."""
-        try:  # the after-run rules need numpy (~0.1 s): load them here, while the program runs
-            from gpuscope.findings import engine  # noqa: F401
+        engine = None
+        try:  # the after-run rules: loaded here, while the program runs, not after it
+            from gpuscope.findings import engine
         except Exception:  # noqa: BLE001 - finish() imports it again and reports what is wrong
             pass
+        rules_loaded = False
         while not self._stop.wait(POLL_S):
             try:
                 now = time.monotonic()
+                if not rules_loaded and len(self._pids) > 1 and engine is not None:
+                    rules_loaded = True   # pools, pickles, torch, ranks: runs of several processes
+                    engine.load_rules()
                 self._poll_logs(now)
                 idle = now - self._last_progress
                 if (not self._stuck_reported and self._pids and idle >= self.stuck_after_s
