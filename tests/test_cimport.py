@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.fresh_python import REPO
+from tests.fresh_python import REPO, fresh_json
 
 HEAVY = ["functools", "collections", "collections.abc", "types", "operator", "reprlib", "keyword"]
 
@@ -70,10 +70,7 @@ def test_stand_ins_are_not_used_while_another_thread_may_import():
             "t.join()\n"
             "import json\n"
             "print(json.dumps(['functools' in sys.modules, getattr(sys.modules.get('functools'), '__file__', None) is not None]))\n")
-    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=str(REPO))
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == [sys.version_info >= (3, 11)] * 2
+    assert fresh_json(code, bare=True) == [sys.version_info >= (3, 11)] * 2
 
 
 def test_a_stand_in_is_never_left_in_sys_modules_when_the_import_fails():
@@ -98,7 +95,4 @@ def test_a_stand_in_is_taken_out_after_a_failed_import_in_a_fresh_interpreter():
             "loaded = 'functools' in sys.modules\n"
             "import json\n"
             "print(json.dumps(loaded))\n")
-    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=str(REPO))
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.strip().splitlines()[-1]) is False
+    assert fresh_json(code, bare=True) is False
