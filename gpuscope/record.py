@@ -18,9 +18,10 @@ compiles its generated methods with ``exec``: 1.3-2 ms a class, and the run path
   copies by its fields.
 
 A method the class defines itself is kept. :func:`fields`, :func:`replace` and :func:`asdict` are
-the module functions of the same names for records; :class:`cached` is ``functools.cached_property``
-(``functools`` pulls in ``collections`` and compiles a named tuple: issue 14.4). Per instance, ``__init__`` costs what a
-dataclass's does (measured: 2.1 against 2.2 us for ten positional fields).
+the module functions of the same names for records; :class:`cached` is
+``functools.cached_property`` (``functools`` pulls in ``collections`` and compiles a named tuple:
+issue 14.4). Per instance, ``__init__`` costs what a dataclass's does (measured: 2.1 against
+2.2 us for ten positional fields).
 """
 
 from __future__ import annotations

@@ -266,3 +266,36 @@ def test_init_false_fields_and_post_init_as_a_dataclass():
         with pytest.raises(ValueError, match="init=False"):
             replace(obj, kind="other")
     assert rec.asdict(ours((1,))) == dataclasses.asdict(theirs((1,)))
+
+
+def test_cached_is_functools_cached_property_on_a_frozen_record():
+    import functools
+
+    calls: list[str] = []
+    made = []
+    for deco in (rec.cached, functools.cached_property):
+        @rec.record(frozen=True)
+        class Proc:
+            pid: int
+
+            @deco
+            def cmd(self) -> str:
+                """The command."""
+                calls.append(deco.__name__)
+                return f"cmd {self.pid}"
+
+        p = Proc(7)
+        made.append((p.cmd, p.cmd, Proc.cmd.__doc__, p == Proc(7), "cmd" in p.__dict__))
+
+        class Plain:
+            @deco
+            def value(self) -> int:
+                calls.append("plain")
+                return 1
+
+        q = Plain()
+        assert q.value == q.value == 1
+        del q.value                     # dropped: the next read computes it again
+        assert q.value == 1
+    assert made[0] == made[1] == ("cmd 7", "cmd 7", "The command.", True, True)
+    assert calls == ["cached", "plain", "plain", "cached_property", "plain", "plain"]

@@ -124,7 +124,7 @@ class Run(InRunFolder):
         self._outcome: Outcome | None = None
         self._recording: threads.ThreadLike | None = None
         self._record_error: BaseException | None = None
-        self._conn: Any = None   # the store connection _record_start opened, closed by _record
+        self._conn: Any = None   # the store connection _record_start opened, released by _record
         self._ctx: RunContext | None = None
         self._existing: Existing | None = None     # the host's processes just before the program
         self.notes: list[str] = []
@@ -168,7 +168,7 @@ class Run(InRunFolder):
         # From here on the program runs: gpuscope's own imports and store work overlap with it. The
         # spec file and the store's row are written on a thread (runs/versions.py: `uname -p` at the first run).
         self._recording = threads.Thread(target=self._record_start, args=(launch,), name="gpuscope-record-start",
-                                           daemon=True)
+                                         daemon=True)
         self._recording.start()
         self._ctx = RunContext(self.spec, self.run_id, self.run_folder, self._proc.pid, self.started_ns,
                                self._stop_requested, notes=self.notes, progress=self.progress,
@@ -177,7 +177,7 @@ class Run(InRunFolder):
         self._each("started", self._ctx)
         if self._stop_requested.is_set() and self._stop_thread is None:  # Stop came while it started
             self._stop_thread = threads.Thread(target=self._escalate, args=(STOP_GRACE_S,),
-                                                 name="gpuscope-stop", daemon=True)
+                                               name="gpuscope-stop", daemon=True)
             self._stop_thread.start()
         return self
 
@@ -304,7 +304,7 @@ class Run(InRunFolder):
             return  # still starting (waiting for the nsys lock): start() gives up
         if first:
             self._stop_thread = threads.Thread(target=self._escalate, args=(grace_s,),
-                                                 name="gpuscope-stop", daemon=True)
+                                               name="gpuscope-stop", daemon=True)
             self._stop_thread.start()
             return
         self.progress("stopping at once: killing the run's processes and abandoning what was still recorded")

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import os
 
-from gpuscope import threads
-from gpuscope import jsontext
+from gpuscope import jsontext, threads
 from gpuscope.rundir import RAY_STORE, event_logs
 
 TYPE_CHECKING = False
@@ -87,7 +86,7 @@ class RayStoreProbe:
         self._thread: threads.ThreadLike | None = None
 
     def start(self) -> None:
-        import subprocess   # here: every `gpuscope run` imports this module, few start a probe
+        import subprocess   # here: the module is loaded for its readers too; only a Ray run starts a probe
 
         self.proc = subprocess.Popen([self.executable, PROBE, self.address, str(self.interval_s)],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
