@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import glob
 import json
+import marshal
 import os
 import shutil
 import subprocess
@@ -177,3 +178,36 @@ def test_the_stub_keeps_its_own_byte_code_where_python_writes_none(tmp_path):
     stub.write_text(stub.read_text() + "\nMARK_CHANGED = True\n")
     probe = "import sitecustomize; print(getattr(sitecustomize, 'MARK_CHANGED', False))"
     assert _modules(env, probe) == {"True"} and _modules(env, probe) == {"True"}
+
+
+def test_the_start_modules_come_from_one_file_made_from_the_sources_as_they_are(tmp_path):
+    """The modules every process loads at start are read from one cache file (start.<tag>.pyc),
+    not one file each; a changed source, a damaged or foreign start file are never used (the
+    modules' own cache files are, and the start file is written again)."""
+    pkg = tmp_path / "inject"
+    shutil.copytree(Path(rundir.boot_dir()).parent, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    cache = tmp_path / "cache"
+    env = _env(tmp_path / "run", boot=str(pkg / "boot"), GPUSCOPE_INJECT_CACHE=str(cache),
+               PYTHONDONTWRITEBYTECODE="1")
+    probe = "import sys; print(getattr(sys.modules['_gpuscope_inject.procname'], 'MARK', None))"
+    assert _modules(env, probe) == {"None"}
+    tag = sys.implementation.cache_tag
+    start = next(cache.glob(f"*/start.{tag}.pyc"))
+    # the start file alone serves them: the modules' own files may go (a process reads none of them)
+    for f in start.parent.glob(f"*.{tag}.pyc"):
+        if f != start:
+            f.write_bytes(b"not a code cache")
+    assert _modules(env, probe) == {"None"}
+    assert (start.parent / f"procname.{tag}.pyc").read_bytes() == b"not a code cache"
+    # a changed source: the start file is stale, the module is compiled again and the start file rewritten
+    with open(pkg / "procname.py", "a") as fh:
+        fh.write("\nMARK = 'changed'\n")
+    assert _modules(env, probe) == {"changed"}
+    made = start.read_bytes()
+    assert _modules(env, probe) == {"changed"} and start.read_bytes() == made     # read, not written
+    # a damaged start file, or one of another Python (other magic): not used, written again
+    for bad in (b"garbage", made[:4] + b"\x00" * 20, b"\x00\x00\x00\x00" + made[4:]):
+        start.write_bytes(bad)
+        assert _modules(env, probe) == {"changed"}
+        assert marshal.loads(start.read_bytes()[4:]) == marshal.loads(made[4:])   # the same stamp and code
+    _no_errors(tmp_path / "run")

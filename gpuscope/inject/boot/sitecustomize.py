@@ -50,15 +50,22 @@ def _compile_into(path, cache, header):
     processes starting at once each write a whole file); a folder that refuses is left alone."""
     with open(path, "rb") as fh:
         code = compile(fh.read(), path, "exec", dont_inherit=True)
+    _write_cache(cache, header + _marshal.dumps(code))
+    return code
+
+
+def _write_cache(cache, data):
+    """Write `data` to the cache file `cache` (to a `.tmp`, renamed: processes starting at once
+    each write a whole file); a folder that refuses is left alone (a read-only home: compile each
+    time, as Python would)."""
     try:
         _os.makedirs(_os.path.dirname(cache), exist_ok=True)
         tmp = "%s.%d.tmp" % (cache, _os.getpid())
         with open(tmp, "wb") as fh:
-            fh.write(header + _marshal.dumps(code))
+            fh.write(data)
         _os.replace(tmp, cache)
     except OSError:
-        pass  # a read-only home: compile each time, as Python would
-    return code
+        pass
 
 
 def _keep_compiled():
