@@ -126,20 +126,29 @@ def _other_python() -> str | None:
     return None
 
 
-def test_a_changed_or_damaged_source_copy_is_compiled_again(tmp_path):
+# what a process reads of the copied package: procname.MARK, which the tests add to its source
+PROBE_MARK = "import sys; print(getattr(sys.modules['_gpuscope_inject.procname'], 'MARK', None))"
+
+
+def _copied_package(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """A copy of the injection package with its own code cache, and the variables that inject it."""
     pkg = tmp_path / "inject"
     shutil.copytree(Path(rundir.boot_dir()).parent, pkg, ignore=shutil.ignore_patterns("__pycache__"))
     cache = tmp_path / "cache"
     env = _env(tmp_path / "run", boot=str(pkg / "boot"), GPUSCOPE_INJECT_CACHE=str(cache),
                PYTHONDONTWRITEBYTECODE="1")
-    probe = "import sys; print(getattr(sys.modules['_gpuscope_inject.procname'], 'MARK', None))"
-    assert _modules(env, probe) == {"None"}
+    return pkg, cache, env
+
+
+def test_a_changed_or_damaged_source_copy_is_compiled_again(tmp_path):
+    pkg, cache, env = _copied_package(tmp_path)
+    assert _modules(env, PROBE_MARK) == {"None"}
     with open(pkg / "procname.py", "a") as fh:
         fh.write("\nMARK = 'changed'\n")
-    assert _modules(env, probe) == {"changed"}
+    assert _modules(env, PROBE_MARK) == {"changed"}
     for f in glob.glob(str(cache / "*" / "procname.*.pyc")):
         Path(f).write_bytes(b"not a code cache")
-    assert _modules(env, probe) == {"changed"}
+    assert _modules(env, PROBE_MARK) == {"changed"}
     _no_errors(tmp_path / "run")
 
 
@@ -184,30 +193,25 @@ def test_the_start_modules_come_from_one_file_made_from_the_sources_as_they_are(
     """The modules every process loads at start are read from one cache file (start.<tag>.pyc),
     not one file each; a changed source, a damaged or foreign start file are never used (the
     modules' own cache files are, and the start file is written again)."""
-    pkg = tmp_path / "inject"
-    shutil.copytree(Path(rundir.boot_dir()).parent, pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    cache = tmp_path / "cache"
-    env = _env(tmp_path / "run", boot=str(pkg / "boot"), GPUSCOPE_INJECT_CACHE=str(cache),
-               PYTHONDONTWRITEBYTECODE="1")
-    probe = "import sys; print(getattr(sys.modules['_gpuscope_inject.procname'], 'MARK', None))"
-    assert _modules(env, probe) == {"None"}
+    pkg, cache, env = _copied_package(tmp_path)
+    assert _modules(env, PROBE_MARK) == {"None"}
     tag = sys.implementation.cache_tag
     start = next(cache.glob(f"*/start.{tag}.pyc"))
     # the start file alone serves them: the modules' own files may go (a process reads none of them)
     for f in start.parent.glob(f"*.{tag}.pyc"):
         if f != start:
             f.write_bytes(b"not a code cache")
-    assert _modules(env, probe) == {"None"}
+    assert _modules(env, PROBE_MARK) == {"None"}
     assert (start.parent / f"procname.{tag}.pyc").read_bytes() == b"not a code cache"
     # a changed source: the start file is stale, the module is compiled again and the start file rewritten
     with open(pkg / "procname.py", "a") as fh:
         fh.write("\nMARK = 'changed'\n")
-    assert _modules(env, probe) == {"changed"}
+    assert _modules(env, PROBE_MARK) == {"changed"}
     made = start.read_bytes()
-    assert _modules(env, probe) == {"changed"} and start.read_bytes() == made     # read, not written
+    assert _modules(env, PROBE_MARK) == {"changed"} and start.read_bytes() == made     # read, not written
     # a damaged start file, or one of another Python (other magic): not used, written again
     for bad in (b"garbage", made[:4] + b"\x00" * 20, b"\x00\x00\x00\x00" + made[4:]):
         start.write_bytes(bad)
-        assert _modules(env, probe) == {"changed"}
+        assert _modules(env, PROBE_MARK) == {"changed"}
         assert marshal.loads(start.read_bytes()[4:]) == marshal.loads(made[4:])   # the same stamp and code
     _no_errors(tmp_path / "run")
