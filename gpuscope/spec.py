@@ -133,7 +133,7 @@ class RunSpec:
         return cls(nsys=nsys_opts, **kwargs)
 
 
-_ENDPOINT = (r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.:-]+?):(?P<port>[0-9]{1,5})")
+_ENDPOINT = r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.:-]+?):(?P<port>[0-9]{1,5})"
 
 
 def split_endpoint(endpoint: str) -> tuple[str, int]:

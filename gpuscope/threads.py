@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 Lock = _thread.allocate_lock
 RLock = _thread.RLock
-get_ident = _thread.get_ident
 TIMEOUT_MAX = _thread.TIMEOUT_MAX
 
 

@@ -62,7 +62,7 @@ def scan_stderr(path: str | os.PathLike[str]) -> OutputScanner:
 
 def _summary(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     try:
-        return jsontext.read(os.path.join(run_dir, "summary.json"))
+        return jsontext.read(os.path.join(run_dir, rundir.SUMMARY))
     except (OSError, ValueError):
         return {}
 
@@ -111,8 +111,8 @@ def analyse_events(run_dir: str | os.PathLike[str], events: list | None = None, 
     events = read_run_events(run_dir) if events is None else events
     roles = {pe.pid: pe.role for pe in events}
     facts = process_rules.ProcessFacts()
-    process_rules.scan_info(os.path.join(run_dir, "events"), facts)
-    scanner = scanner if scanner is not None else scan_stderr(os.path.join(run_dir, "stderr.log"))
+    process_rules.scan_info(os.path.join(run_dir, rundir.EVENTS), facts)
+    scanner = scanner if scanner is not None else scan_stderr(os.path.join(run_dir, rundir.STDERR))
     output = scanner.findings()
     found = (output + process_rules.fork_with_threads(facts, roles)
              + process_rules.died_by_signal(facts, roles, stopped, scanner.torchrun_exits, oom_killed)

@@ -23,6 +23,7 @@ import time
 from _collections import deque   # collections' own deque, without collections (issue 14.4)
 
 from gpuscope import threads
+from gpuscope.rundir import EVENTS
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext
 
 TYPE_CHECKING = False
@@ -278,7 +279,7 @@ class FindingsRecorder(BaseRecorder):
             return
         from gpuscope.findings import process_rules
 
-        events = os.path.join(self.run_dir, "events")
+        events = os.path.join(self.run_dir, EVENTS)
         if process_rules.scan_info(events, self.facts):
             self._report(process_rules.fork_with_threads(self.facts, self.facts.roles)
                          + process_rules.died_by_signal(self.facts, self.facts.roles, False))

@@ -21,6 +21,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from gpuscope.rundir import event_logs
+
 STACKS_DIR = "stacks"
 _THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+) \(most recent call first\):")
 _FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (.*)$')
@@ -294,7 +296,7 @@ def roles_of(run_dir: Path, pids: list[int] | None = None) -> dict[int, str]:
     import json
 
     roles: dict[int, str] = {}
-    for path in sorted((Path(run_dir) / "events").glob("*.log")):
+    for path in event_logs(run_dir):
         try:
             with open(path, "rb") as fh:
                 lines = [line for line in fh if line.startswith(b"H\t") or (line.startswith(b"I\t") and b'"role"' in line)]

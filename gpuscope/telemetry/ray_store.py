@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 PROBE = os.path.join(os.path.dirname(__file__), "ray_probe.py")
-FILE = RAY_STORE
 # the figures of one sample (bytes unless *_objects); see ray_probe.STATS
 FIELDS = ("used", "capacity", "primary_bytes", "pinned_objects", "local_objects", "fallback_bytes",
           "spilled_bytes", "spilled_objects", "restored_bytes", "created_bytes")
@@ -75,7 +74,7 @@ class RayStoreProbe:
 
     def __init__(self, run_dir: str | os.PathLike[str], address: str, executable: str,
                  interval_s: float = 1.0, ray_env: dict[str, str] | None = None) -> None:
-        self.path = os.path.join(run_dir, FILE)
+        self.path = os.path.join(run_dir, RAY_STORE)
         self.address = address
         self.executable = executable
         self.interval_s = interval_s
@@ -134,7 +133,7 @@ class RayStoreProbe:
 def read_ray_store(run_dir: str | os.PathLike[str]) -> list[dict[str, int]]:
     """The samples of a run's ``ray_store.jsonl`` in time order ([] without one)."""
     try:
-        with open(os.path.join(run_dir, FILE), encoding="utf-8", errors="replace") as fh:
+        with open(os.path.join(run_dir, RAY_STORE), encoding="utf-8", errors="replace") as fh:
             text = fh.read()
     except OSError:
         return []
@@ -146,7 +145,7 @@ class StoreTail:
     for the live plots."""
 
     def __init__(self, run_dir: str | os.PathLike[str]) -> None:
-        self.path = os.path.join(run_dir, FILE)
+        self.path = os.path.join(run_dir, RAY_STORE)
         self.offset = 0
 
     def read_new(self) -> list[dict[str, int]]:
