@@ -44,9 +44,22 @@ class ExitStatus:
 
 
 def signal_name(num: int) -> str:
-    import signal   # its enums cost ~1 ms: only for a process that a signal ended
+    """``signal.Signals(num).name``, or ``SIG<num>`` for a number it does not name, read from ``_signal``
+    (the C module behind ``signal``): importing ``signal`` builds its enums, which pull in ``enum`` and
+    ``functools`` (10-40 ms on a 2-core runner; on ``gpuscope run``'s path every pool whose workers
+    are terminated at its close asks this)."""
+    global _SIGNAL_NAMES
+    if _SIGNAL_NAMES is None:
+        import _signal
 
-    try:
-        return signal.Signals(num).name
-    except ValueError:
-        return f"SIG{num}"
+        names: dict[int, str] = {}
+        # signal's enum: the upper-case SIG* names but SIG_*; of aliases (SIGIOT = SIGABRT) the
+        # first by name, as Enum._convert_ sorts them.
+        for name in sorted(dir(_signal)):
+            if name.startswith("SIG") and not name.startswith("SIG_") and name.isupper():
+                names.setdefault(getattr(_signal, name), name)
+        _SIGNAL_NAMES = names
+    return _SIGNAL_NAMES.get(num) or f"SIG{num}"
+
+
+_SIGNAL_NAMES: dict[int, str] | None = None

@@ -197,12 +197,17 @@ NOT_ON_THE_RUN_PATH = ("dataclasses", "inspect", "ast", "dis", "signal", "pathli
 
 def test_gpuscope_run_path_imports_none_of_the_costly_modules(tmp_path):
     """A whole plain `gpuscope run` (its program, recorders, telemetry, store, findings and summary)
-    loads none of NOT_ON_THE_RUN_PATH, also when the program prints on both streams. `signal`'s enums
-    are only for a run that a signal ended, or a Stop. The data folder's first run also asks `platform`
+    loads none of NOT_ON_THE_RUN_PATH, also when the program prints on both streams, and when its spawn
+    pool's workers are ended by a signal (Pool's close terminates them: their rows name SIGTERM). The
+    data folder's first run also asks `platform`
     (which imports subprocess, and with it signal) for the facts it keeps: the second is measured.
     Run without site (`-S`): an editable install's finder loads re and pathlib into every interpreter."""
     script = tmp_path / "hello.py"
-    script.write_text("import sys\nprint('hello')\nprint('warning: x', file=sys.stderr)\n")
+    script.write_text("import multiprocessing as mp, sys\n"
+                      "if __name__ == '__main__':\n"
+                      "    with mp.get_context('spawn').Pool(2) as pool:\n"
+                      "        print(sum(pool.map(abs, range(-8, 8))))\n"
+                      "    print('warning: x', file=sys.stderr)\n")
     probe = ("import sys\n"
              "from gpuscope import cli\n"
              "code = cli._main(['run', '--quiet', sys.argv[1]], [])\n"

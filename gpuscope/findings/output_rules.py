@@ -196,11 +196,3 @@ def _re():
 
     return re
 
-
-def signal_name(code: int) -> str:
-    import signal   # its enums cost ~1 ms: only when a rule names a signal
-
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"

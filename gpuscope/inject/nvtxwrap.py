@@ -12,6 +12,7 @@ new process, and ``get_domain``'s cache is cleared in every fork child.
 """
 
 import functools
+import os
 import sys
 
 from .eventlog import STATE, native_tid, now, safe
@@ -274,10 +275,20 @@ def install(nvtx_pkg):
         for module in (inner, nvtx_pkg):
             if getattr(module, name, None) is original:
                 setattr(module, name, wrapper)
-    STATE.update(nvtx=getattr(nvtx_pkg, "__version__", None) or _dist_version())
+    STATE.update(nvtx=getattr(nvtx_pkg, "__version__", None) or _dist_version(nvtx_pkg))
 
 
-def _dist_version():
+def _dist_version(nvtx_pkg):
+    """The version in the name of the ``nvtx-<version>.dist-info`` folder beside the package, which
+    is what ``importlib.metadata.version("nvtx")`` reads; that import (email, zipfile, pathlib,
+    csv: 30-40 ms) only when the folder is elsewhere (an unusual install)."""
+    try:
+        site = os.path.dirname(os.path.dirname(nvtx_pkg.__file__))
+        for name in os.listdir(site):
+            if name.startswith("nvtx-") and name.endswith(".dist-info"):
+                return name[len("nvtx-"):-len(".dist-info")]
+    except Exception:
+        pass
     try:
         from importlib.metadata import version
 
@@ -305,9 +316,21 @@ _injected = {"checked": False, "push": None, "pop": None}
 INJECTED_DOMAIN = "gpuscope"
 
 
+def _tool_attached():
+    """Whether an NVTX tool receives this process's NVTX calls: NVTX's first call loads the library
+    ``NVTX_INJECTION64_PATH`` names (nsys and Nsight Compute set it for the processes they profile),
+    and without one every call is a no-op."""
+    return bool(os.environ.get("NVTX_INJECTION64_PATH"))
+
+
 def _load_injected():
+    """nvtx's own push/pop for the ranges gpuscope adds: the program's, when it imported nvtx;
+    otherwise gpuscope imports nvtx only for a tool that receives the ranges (10-40 ms a process:
+    every pool worker would pay it for ranges nobody reads; gpuscope's event log has them anyway)."""
     _injected["checked"] = True
     try:
+        if "nvtx.nvtx" not in sys.modules and not _tool_attached():
+            return
         import importlib.util
 
         if importlib.util.find_spec("nvtx") is None:

@@ -9,7 +9,7 @@ starts first; gpuscope's own imports and store work follow while it runs.
 
 from __future__ import annotations
 
-import _signal   # the C module behind `signal`, whose enums cost ~1 ms (names: status.signal_name)
+import _signal   # the C module behind `signal`, whose enums cost 10-40 ms (names: status.signal_name)
 import os
 import sys
 import time

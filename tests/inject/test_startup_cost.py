@@ -215,3 +215,37 @@ def test_the_start_modules_come_from_one_file_made_from_the_sources_as_they_are(
         assert _modules(env, PROBE_MARK) == {"changed"}
         assert marshal.loads(start.read_bytes()[4:]) == marshal.loads(made[4:])   # the same stamp and code
     _no_errors(tmp_path / "run")
+
+
+NVTX_ASKED_FOR = """\
+import json, multiprocessing as mp, sys
+
+def loaded(_):
+    return "nvtx" in sys.modules
+
+if __name__ == "__main__":
+    with mp.get_context("spawn").Pool(1) as pool:
+        worker = pool.map(loaded, [0])[0]
+    import nvtx
+    print(json.dumps([worker, sorted(m for m in ("email", "importlib.metadata", "zipfile") if m in sys.modules)]))
+"""
+
+
+def test_nvtx_is_imported_only_by_the_program_or_for_a_tool_and_costs_no_metadata_import(tmp_path, run_env):
+    """Without an NVTX tool attached (no ``NVTX_INJECTION64_PATH``), a pool worker's task range goes
+    to the event log only: gpuscope imports no nvtx there (10-40 ms a worker); a program that imports
+    nvtx gets its version recorded, read without ``importlib.metadata`` (email, zipfile: 30 ms)."""
+    from importlib.metadata import version
+
+    from tests.runs.helpers import gpuscope, summary
+
+    path = tmp_path / "nvtx_asked_for.py"
+    path.write_text(NVTX_ASKED_FOR)
+    env = {k: v for k, v in run_env.items() if not k.startswith("NVTX_INJECTION")}
+    proc = gpuscope("run", "--json", str(path), env=env)
+    result = summary(proc)
+    assert result["status"] == "exited", proc.stderr.decode()[-2000:]
+    assert json.loads(proc.stdout.decode().splitlines()[0]) == [False, []]
+    main = next(p for p in result["processes"] if p["role"] == "main")
+    worker = next(p for p in result["processes"] if p["role"] == "pool worker")
+    assert main["info"]["nvtx"] == version("nvtx") and worker["ranges"] == 1

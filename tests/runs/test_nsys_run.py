@@ -47,10 +47,10 @@ def fork_env(request, run_env):
     return _env(request.param, run_env)
 
 
-def _record(env, method, *extra):
+def _record(env, method, *extra, program="pool_nvtx.py"):
     for attempt in (1, 2):
         proc = gpuscope("run", "--json", "--nsys", "--nsys-trace", "nvtx", "--start-method", method, *extra,
-                        script("pool_nvtx.py"), env=env, timeout=300)
+                        script(program), env=env, timeout=300)
         result = summary(proc)
         flake = None if result["status"] == "exited" else known_flake(proc.stderr.decode(errors="replace"))
         if flake and attempt == 1:      # nsys failing on its own, as it does without gpuscope (tests/flaky.py)
@@ -72,6 +72,14 @@ def test_spawn_three_processes_in_nsys(nsys_env):
     result, report = _record(nsys_env, "spawn")
     assert len(_nsys_pids_with_ranges(report)) == 3
     assert report["coverage"]["processes_missing"] == 0
+
+
+def test_pool_task_ranges_reach_nsys_from_a_program_that_never_imports_nvtx(nsys_env):
+    """gpuscope imports nvtx for its own ranges (pool tasks) only where a tool receives them: under
+    nsys (NVTX_INJECTION64_PATH) every worker that ran a task has its ranges in the report."""
+    result, report = _record(nsys_env, "spawn", program="pool_no_nvtx.py")
+    tasked = {p["pid"] for p in result["processes"] if p["role"] == "pool worker" and p["ranges"]}
+    assert tasked and _nsys_pids_with_ranges(report) == tasked, report["processes"]
 
 
 def test_fork_without_support_loses_workers_and_is_flagged(fork_env):
