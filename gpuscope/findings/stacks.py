@@ -1,7 +1,8 @@
 """Take the Python stacks of a run's processes: signal the injected hook, read and group the dumps.
 
 The hook (``gpuscope/inject/stacks.py``) registers ``faulthandler`` on ``SIGRTMAX - 2`` in every
-process it reaches and then writes ``<run dir>/stacks/<pid>.threads``. Only such processes are signalled,
+process it reaches, writing to ``<run dir>/stacks/<pid>.dump`` (with a ``# thread`` line per started
+thread: the names faulthandler does not print). Only such processes are signalled,
 and only while the signal is still caught (``SigCgt`` of ``/proc/<pid>/status``): a real-time
 signal's default action ends a process, so a process that reset it is never sent one. Processes
 the hook did not reach are read from outside with py-spy or pystack when installed; otherwise
@@ -82,17 +83,22 @@ def parse_dump(text: str, names: dict[int, str] | None = None) -> list[ThreadSta
     return threads
 
 
+THREAD_LINE = "# thread "   # as gpuscope/inject/stacks.py writes them
+
+
 def thread_names(path: Path) -> dict[int, str]:
-    """``ident -> name`` from a ``<pid>.threads`` file (the last name of an ident wins)."""
+    """``ident -> name`` from the ``# thread <ident> <native_id> <name>`` lines of a ``<pid>.dump``
+    file (the last name of an ident wins)."""
     out: dict[int, str] = {}
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return out
     for line in lines:
-        parts = line.split(" ", 2)
-        if len(parts) == 3 and parts[0].isdigit():
-            out[int(parts[0])] = parts[2]
+        if line.startswith(THREAD_LINE):
+            parts = line[len(THREAD_LINE):].split(" ", 2)
+            if len(parts) == 3 and parts[0].isdigit():
+                out[int(parts[0])] = parts[2]
     return out
 
 
@@ -109,11 +115,13 @@ def catches(pid: int, signum: int) -> bool:
 
 
 def _dumpable(folder: Path, pid: int, signum: int) -> bool:
-    return (folder / f"{pid}.threads").exists() and catches(pid, signum)
+    """The hook made the process's dump file and its handler is (still) the one for ``signum``."""
+    return (folder / f"{pid}.dump").exists() and catches(pid, signum)
 
 
 def _wait_for_dumps(sizes: dict[int, tuple[Path, int]], timeout_s: float) -> dict[int, str]:
-    """The new text of each dump file, once it grew and stayed still for 50 ms (or at timeout)."""
+    """The new text of each dump file, once it grew by a dump (not only a started thread's name line)
+    and stayed still for 50 ms (or at timeout)."""
     deadline = time.monotonic() + timeout_s
     done: dict[int, str] = {}
     last: dict[int, int] = {}
@@ -126,7 +134,9 @@ def _wait_for_dumps(sizes: dict[int, tuple[Path, int]], timeout_s: float) -> dic
             if size > start and last.get(pid) == size:
                 with open(path, "rb") as fh:
                     fh.seek(start)
-                    done[pid] = fh.read(size - start).decode("utf-8", "replace")
+                    text = fh.read(size - start).decode("utf-8", "replace")
+                if "(most recent call first)" in text:   # a dump, not only a started thread's name
+                    done[pid] = text
             last[pid] = size
     return done
 
@@ -151,7 +161,7 @@ def dump_processes(run_dir: Path, pids: dict[int, str], timeout_s: float = 3.0) 
     out = []
     for pid in sorted(sizes):
         if pid in texts:
-            out.append(ProcessStacks(pid, pids[pid], parse_dump(texts[pid], thread_names(folder / f"{pid}.threads"))))
+            out.append(ProcessStacks(pid, pids[pid], parse_dump(texts[pid], thread_names(folder / f"{pid}.dump"))))
         else:
             out.append(ProcessStacks(pid, pids[pid], source="none",
                                      note=f"no dump within {timeout_s:.0f} s (the process may have ended)"))

@@ -79,12 +79,12 @@ class State:
                       anchor_mono_ns=mono, anchor_wall_ns=wall)
         self.info = dict(header)
         events = os.path.join(self.run_dir, "events")
-        try:
-            os.makedirs(events, exist_ok=True)
-        except OSError:
-            pass
         stem = os.path.join(events, "%d-%d" % (self.pid, mono))
-        self.fd = os.open(stem + ".log", _APPEND, 0o644)
+        try:
+            self.fd = os.open(stem + ".log", _APPEND, 0o644)
+        except FileNotFoundError:   # the run's first process makes the folder (the others skip a mkdir)
+            os.makedirs(events, exist_ok=True)
+            self.fd = os.open(stem + ".log", _APPEND, 0o644)
         self.rfd = -1
         self.ranges_path = stem + ".ranges"   # most processes write no range: no file for them
         self._write("H\t%s\n" % _dumps(header, default=str))
