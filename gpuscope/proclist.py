@@ -81,9 +81,15 @@ class Existing:
 
     __slots__ = ("pids", "_forks", "_budget")
 
-    def __init__(self) -> None:
+    def __init__(self, program: int | None = None) -> None:
+        """``program``: the pid of a program forked but not yet exec'd (:mod:`gpuscope.runs.early`
+        lists while the child execs, off the path to the program's start): left out of the list.
+        Nothing else of the run can exist until that program's interpreter has started."""
         self._forks = forks_since_boot()     # read first: a process created meanwhile counts
-        self.pids = frozenset(list_pids())
+        pids = list_pids()
+        if program is not None:
+            pids.discard(str(program))
+        self.pids = frozenset(pids)
         self._budget = pid_max() // 2
 
     def skippable(self) -> frozenset[str]:

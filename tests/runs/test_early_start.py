@@ -143,7 +143,7 @@ def test_the_spawn_starts_the_program_as_popen_does(tmp_path):
         command = Command(["/bin/sh", "-c", REPORT], dict(os.environ), os.getcwd())
         spawned = early_start._spawn(command, False, None)
         assert spawned is not None
-        child, read_out = spawned
+        child, read_out, _ = spawned
         ours = _read_all(read_out), child.stderr.read(), child.wait()
         child.stderr.close()
         child_out, read_out = open_output(False)
@@ -174,13 +174,16 @@ def test_child_poll_and_wait_report_the_exit_as_popen(tmp_path):
 
     command = Command([sys.executable, "-c", "import sys, time; time.sleep(0.3); sys.exit(3)"], dict(os.environ),
                       os.getcwd())
-    child, read_out = early_start._spawn(command, False, None)
+    child, read_out, existing = early_start._spawn(command, False, None)
+    # the processes before the program, listed while it exec'd: gpuscope's own, never the program
+    assert str(os.getpid()) in existing.pids and str(child.pid) not in existing.pids
+    assert existing.skippable() == existing.pids
     assert child.poll() is None and child.returncode is None
     assert child.wait() == 3 == child.poll() == child.returncode
     os.close(read_out)
     child.stderr.close()
     command.argv = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"]
-    child, read_out = early_start._spawn(command, False, None)
+    child, read_out, _ = early_start._spawn(command, False, None)
     assert child.wait() == -signal.SIGTERM
     os.close(read_out)
     child.stderr.close()
@@ -203,7 +206,7 @@ def test_the_program_runs_in_the_commands_folder(tmp_path):
 
     real = tmp_path / "real"
     real.mkdir()
-    child, read_out = early_start._spawn(Command(["/bin/pwd"], dict(os.environ), str(real)), False, None)
+    child, read_out, _ = early_start._spawn(Command(["/bin/pwd"], dict(os.environ), str(real)), False, None)
     assert _read_all(read_out).decode().strip() == str(real) and child.wait() == 0
     child.stderr.close()
 
