@@ -10,8 +10,9 @@ action of a real-time signal would end the process after the dump.
 
 A program's own choice wins: if the signal is not at its default disposition when the process
 starts (an inherited ``SIG_IGN``), nothing is registered; a program that installs its own handler
-later replaces ours (``gpuscope stacks`` then reports the process as not dumpable: it reads
-``stacks/<pid>.threads`` and the process's caught-signal mask before it sends anything).
+later replaces ours (``gpuscope stacks`` looks for ``stacks/<pid>.dump`` and reads the process's
+caught-signal mask before it sends anything: a process whose signal is back at its default, fatal
+action is read from outside instead).
 
 One file per process, ``<run dir>/stacks/<pid>.dump``: faulthandler's text, appended per request,
 and a line ``# thread <ident> <native_id> <name>`` (each on a line of its own, after a newline)
