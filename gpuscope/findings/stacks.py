@@ -16,12 +16,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from gpuscope.inject.stacks import THREAD_LINE, signal_number   # what the hook writes and signals
 from gpuscope.rundir import event_logs
 
 STACKS_DIR = "stacks"
@@ -61,11 +61,6 @@ class ProcessStacks:
                              "frames": [asdict(f) for f in t.frames]} for t in self.threads]}
 
 
-def signal_number() -> int:
-    value = os.environ.get("GPUSCOPE_STACKS_SIGNAL", "")
-    return int(value) if value.isdigit() else int(signal.SIGRTMAX) - 2
-
-
 def parse_dump(text: str, names: dict[int, str] | None = None) -> list[ThreadStack]:
     """faulthandler's text (one dump) as threads; ``names`` maps thread idents to names."""
     names = names or {}
@@ -81,9 +76,6 @@ def parse_dump(text: str, names: dict[int, str] | None = None) -> list[ThreadSta
         if f and threads:
             threads[-1].frames.append(Frame(f.group(3).strip(), f.group(1), int(f.group(2))))
     return threads
-
-
-THREAD_LINE = "# thread "   # as gpuscope/inject/stacks.py writes them
 
 
 def thread_names(path: Path) -> dict[int, str]:

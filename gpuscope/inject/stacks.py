@@ -19,14 +19,15 @@ and a line ``# thread <ident> <native_id> <name>`` (each on a line of its own, a
 for every started thread: faulthandler prints only thread idents. The main thread's line is
 written once the signal is registered. (A second file per process for the names cost a file
 creation, ~0.2 ms here, in every process's start.)
-Standard library only; never raises into the program.
+Standard library only (and the event log's ``open_append``); never raises into the program.
 """
 
 import os
 import sys
 
+from .eventlog import open_append
+
 _STATE = {"fd": -1, "dir": "", "signum": 0}   # fd: the dump file faulthandler writes to
-_APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 
 
 def signal_number():
@@ -63,12 +64,7 @@ def _register():
     folder = _STATE["dir"]
     old = _STATE["fd"]
     # a descriptor, not a file object: faulthandler writes to the descriptor either way
-    path = os.path.join(folder, "%d.dump" % pid)
-    try:
-        fd = os.open(path, _APPEND, 0o644)
-    except FileNotFoundError:   # the first process of the run makes the folder
-        os.makedirs(folder, exist_ok=True)
-        fd = os.open(path, _APPEND, 0o644)
+    fd = open_append(os.path.join(folder, "%d.dump" % pid))
     faulthandler.register(_STATE["signum"], file=fd, all_threads=True, chain=False)
     _STATE["fd"] = fd
     if old >= 0:
