@@ -16,7 +16,8 @@ return), the CPU of each whole command tree (steadier than wall time on a shared
 same for the script sleeping ``--short`` seconds (a short program that outlasts gpuscope's own
 start-up, which then overlaps with it: the fixed cost a program of a fraction of a second pays);
 and the pool job's ratio: of the medians, and the median (min-max) of each round's own
-ratio (the sides of a round ran one after the other, under the same load).
+ratio (the sides of a round ran one after the other, under the same load), with the same two
+phases of the pool job (its main process notes them: ``pool_workload.py``'s third argument).
 
 ``--root DIR`` runs the gpuscope found in another source tree instead of this checkout;
 ``--compare OLD`` adds a third side, the gpuscope of the source tree OLD (e.g. ``git archive main
@@ -178,11 +179,13 @@ def main() -> int:
     if args.short > 0:
         fixed_cost(f"a {args.short:g} s program (sleeps)", [str(empty), str(marks), str(args.short)])
     if not args.skip_pool:
-        script = [str(HERE / "pool_workload.py"), str(args.tasks), str(args.size)]
-        pool_runs = alternate(sides(script), args.rounds)
+        script = [str(HERE / "pool_workload.py"), str(args.tasks), str(args.size), str(marks)]
+        pool_runs = alternate(sides(script), args.rounds, marks)
         plain = pool_runs.pop("python")
         print(f"pool job ({args.tasks} tasks x {args.size}): python {spread([x[0] for x in plain])}; "
               f"CPU {ms([x[3] for x in plain])}")
+        print(f"  launch -> program's first line: python {ms([x[1] for x in plain])}; program's exit handler "
+              f"-> command returned: python {ms([x[2] for x in plain])}")
         for name, rows in pool_runs.items():
             # each round's own ratio too: the two ran next to each other, under the same load
             paired = [g[0] / p[0] for g, p in zip(rows, plain)]
@@ -191,6 +194,10 @@ def main() -> int:
                   f"+{(median(rows, 0) - median(plain, 0)) * 1000:.0f} ms; per round {statistics.median(paired):.3f}x "
                   f"({min(paired):.3f}-{max(paired):.3f}) (goal <= 1.05x); CPU {ms([x[3] for x in rows])}, "
                   f"added per round {ms(added)}")
+            # the end: gpuscope waits for every process of the run (multiprocessing's resource
+            # tracker ends 10-25 ms after the main process; plain python returns without it)
+            print(f"  launch -> program's first line: {ms([x[1] for x in rows])}; program's exit handler "
+                  f"-> command returned: {ms([x[2] for x in rows])}")
     print(f"load average at the end: {os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)")
     return 0
 

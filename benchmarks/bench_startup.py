@@ -4,8 +4,10 @@ Two measures, alternated round by round (median and spread over the rounds):
 
 * ``python -c pass``: wall time of a whole interpreter start, plain and with gpuscope's hook
   (``PYTHONPATH`` = the boot folder and the ``GPUSCOPE_*`` variables a run's processes get), and
-  the hook's own share from ``-X importtime`` (the cumulative time of ``sitecustomize``) and as the
-  process itself recorded it (``hook_ns`` in its event log);
+  the hook's own share from ``-X importtime`` (the cumulative time of ``sitecustomize``), as the
+  process itself recorded it (``hook_ns`` in its event log), and net: ``site``'s cumulative time
+  with the hook minus without (the hook's line includes its search for the next
+  ``sitecustomize`` on sys.path, which a plain start makes too, in ``site``'s own line);
 * spawn child start-up: ``Process(target=noop).start(); join()`` under spawn, timed inside a
   parent that runs plain or injected.
 
@@ -60,14 +62,29 @@ def _start(python: str, env: dict[str, str]) -> tuple[float, float]:
     return time.perf_counter() - t, _children_cpu() - c
 
 
-def _hook_share(python: str, env: dict[str, str]) -> float:
+def _importtime(python: str, env: dict[str, str]) -> dict[str, float]:
+    """Cumulative seconds of ``site`` and (if found) ``sitecustomize`` in ``-X importtime``'s lines."""
     err = subprocess.run([python, "-X", "importtime", "-c", "pass"], env=env, capture_output=True,
                          text=True, check=True).stderr
+    out = {}
     for line in err.splitlines():   # "import time: self | cumulative |   sitecustomize" (under site)
         parts = line.split("|")
-        if len(parts) == 3 and parts[2].strip() == "sitecustomize":
-            return int(parts[1]) / 1e6
-    raise SystemExit("no sitecustomize in -X importtime's output: is the hook on PYTHONPATH?")
+        if len(parts) == 3 and parts[2].strip() in ("site", "sitecustomize"):
+            out[parts[2].strip()] = int(parts[1]) / 1e6
+    return out
+
+
+def _hook_share(python: str, env: dict[str, str]) -> float:
+    """The hook's line: ``sitecustomize``'s cumulative time. It includes the search for the next
+    ``sitecustomize`` on sys.path (to run it too), which a plain start makes as well, inside ``site``."""
+    share = _importtime(python, env).get("sitecustomize")
+    if share is None:
+        raise SystemExit("no sitecustomize in -X importtime's output: is the hook on PYTHONPATH?")
+    return share
+
+
+def _site(python: str, env: dict[str, str]) -> float:
+    return _importtime(python, env)["site"]
 
 
 def _recorded_share(run_dir: str) -> list[float]:
@@ -137,7 +154,8 @@ def main() -> None:
     if args.compare_boot:
         return _compare_boots(args.python, args.rounds, Path(args.boot), Path(args.compare_boot), args.spawn)
     res: dict[str, list[float]] = {k: [] for k in ("plain", "gpuscope", "plain CPU", "gpuscope CPU",
-                                                    "hook (importtime)", "spawn plain", "spawn gpuscope",
+                                                    "hook (importtime)", "site plain", "site gpuscope",
+                                                    "spawn plain", "spawn gpuscope",
                                                     "spawn plain CPU", "spawn gpuscope CPU")}
     with tempfile.TemporaryDirectory() as tmp:
         script = os.path.join(tmp, "spawn_bench.py")
@@ -150,6 +168,8 @@ def main() -> None:
                 res[key].append(wall)
                 res[key + " CPU"].append(cpu)
             res["hook (importtime)"].append(_hook_share(args.python, injected))
+            for key, env in (("site plain", plain), ("site gpuscope", injected)):
+                res[key].append(_site(args.python, env))
             for key, env in (("spawn plain", plain), ("spawn gpuscope", injected)):
                 wall, cpu = _spawn(args.python, env, script)
                 res[key].append(wall)
@@ -161,6 +181,9 @@ def main() -> None:
         print(f"  {key:<17} {_fmt(values)}")
     if recorded:
         print(f"  hook (recorded)   {_fmt(recorded)}  ({len(recorded)} processes: its own hook_ns)")
+    net = [g - p for g, p in zip(res["site gpuscope"], res["site plain"])]
+    print(f"  hook, net (importtime): {_fmt(net)}  (site's cumulative time, gpuscope - plain: the "
+          "search for a sitecustomize, in both, cancels out)")
     extra = [g - p for g, p in zip(res["gpuscope"], res["plain"])]
     extra_cpu = [g - p for g, p in zip(res["gpuscope CPU"], res["plain CPU"])]
     spawn_extra = [g - p for g, p in zip(res["spawn gpuscope"], res["spawn plain"])]

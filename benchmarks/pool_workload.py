@@ -1,6 +1,20 @@
-"""The workload of bench_run_overhead.py: a 2-worker spawn pool doing NVTX-annotated CPU work."""
-import multiprocessing as mp
+"""The workload of bench_run_overhead.py: a 2-worker spawn pool doing NVTX-annotated CPU work.
+
+    python pool_workload.py [TASKS] [SIZE] [MARKS]
+
+MARKS: a file where the main process notes when its first line ran and when its last exit handler
+ran (as the benchmark's empty script does; not the workers, which import this file too)."""
 import sys
+
+if __name__ == "__main__" and len(sys.argv) > 3:
+    import atexit
+    import time
+
+    open(sys.argv[3], "a").write("start %d\n" % time.time_ns())
+    # registered before multiprocessing's own exit handler: runs after it (last in, first out)
+    atexit.register(lambda: open(sys.argv[3], "a").write("end %d\n" % time.time_ns()))
+
+import multiprocessing as mp
 
 import nvtx
 

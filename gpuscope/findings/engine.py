@@ -103,14 +103,17 @@ def nsys_findings(summary: dict[str, Any]) -> list[Finding]:
 
 
 def analyse_events(run_dir: str | os.PathLike[str], events: list | None = None, *, stopped: bool = False,
-                   scanner: OutputScanner | None = None, oom_killed: int = 0) -> list[Finding]:
+                   scanner: OutputScanner | None = None, oom_killed: int = 0,
+                   facts: process_rules.ProcessFacts | None = None) -> list[Finding]:
     """Findings from the event logs and stderr (no summary needed: usable before it is written).
-    ``oom_killed``: OOM kills the run's cgroup counted while it ran (the live recorder knows it)."""
+    ``oom_killed``: OOM kills the run's cgroup counted while it ran (the live recorder knows it);
+    ``facts``: what the live recorder's scans of the logs gathered (only what they have not read
+    yet is read here)."""
     from gpuscope.trace.events import read_run_events
 
     events = read_run_events(run_dir) if events is None else events
     roles = {pe.pid: pe.role for pe in events}
-    facts = process_rules.ProcessFacts()
+    facts = process_rules.ProcessFacts() if facts is None else facts
     process_rules.scan_info(os.path.join(run_dir, rundir.EVENTS), facts)
     scanner = scanner if scanner is not None else scan_stderr(os.path.join(run_dir, rundir.STDERR))
     output = scanner.findings()

@@ -215,11 +215,18 @@ class FindingsRecorder(BaseRecorder):
             self.scanner.finish()
         # the event logs as the event-log recorder read them (it finishes first), else read here
         found = engine.analyse_events(self.run_dir, outcome.extra.get("events"), stopped=outcome.stopped,
-                                      scanner=self.scanner, oom_killed=self._oom_killed())
+                                      scanner=self.scanner, oom_killed=self._oom_killed(), facts=self._live_facts())
         self._report(found + self._telemetry_findings())
         final = self.findings()
         engine.save(self.run_dir, final)
         outcome.extra["findings"] = final
+
+    def _live_facts(self) -> ProcessFacts | None:
+        """The watchdog's scans of the logs, to go on from (None: none, or the watchdog still runs)."""
+        watchdog = self._watchdog
+        if watchdog is not None and watchdog.is_alive():
+            return None
+        return self._facts
 
     # -- state --------------------------------------------------------------------------------------
     def findings(self) -> list[Finding]:

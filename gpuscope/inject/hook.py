@@ -77,7 +77,7 @@ def _runs_module(argv):
 def _claim_main():
     """Only the first process running the script is 'main' (a re-run via subprocess is not)."""
     try:
-        fd = os.open(os.path.join(STATE.run_dir, "main.claim"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        fd = os.open(os.path.join(STATE.run_dir, "main.claim"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         os.write(fd, str(os.getpid()).encode())
         os.close(fd)
         return True

@@ -40,6 +40,10 @@ def output_cap_bytes(environ: dict[str, str] | None = None) -> int | None:
     return None if mb <= 0 else max(2, int(mb * 1024 * 1024))
 
 
+def _private(path: str, flags: int) -> int:
+    return os.open(path, flags, 0o600)
+
+
 class CappedLog:
     """A log file that keeps the first ``cap // 2`` bytes, then the last ``cap - cap // 2``.
 
@@ -47,7 +51,7 @@ class CappedLog:
     once the rest still holds the tail, and only the last chunk's cut is copied, at close."""
 
     def __init__(self, path: str, cap_bytes: int | None):
-        self._fh = open(path, "wb", buffering=0)
+        self._fh = open(path, "wb", buffering=0, opener=_private)   # as the run's end makes it (0600)
         self._head_left = cap_bytes // 2 if cap_bytes else -1
         self._tail_cap = (cap_bytes - cap_bytes // 2) if cap_bytes else 0
         self._tail: deque[bytes] = deque()

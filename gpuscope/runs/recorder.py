@@ -12,8 +12,12 @@ calls, for every recorder of a run:
    so a recorder's imports and set-up here cost the user nothing before the program starts.
 3. ``on_batch(batch)``: one telemetry batch per sampler tick, on the sampler's thread (keep it cheap).
 4. ``on_output(stream, chunk)``: the program's output as it arrives, on the output thread.
-5. ``program_ended(ctx)``: the program's processes are gone (or stopped); heavy work may follow.
-6. ``finish(outcome)``: add to the run's result (notes, processes, findings, files); may take long
+5. ``main_exited(ctx)``: the run's first process has ended; others may still be ending
+   (multiprocessing's resource tracker ends 10-25 ms after the main process, when it reads the
+   end of its pipe): begin what does not need them gone, while ``Run`` waits for them (the last
+   telemetry sample, the event logs read ahead).
+6. ``program_ended(ctx)``: the program's processes are gone (or stopped); heavy work may follow.
+7. ``finish(outcome)``: add to the run's result (notes, processes, findings, files); may take long
    (nsys import and export) and must honour ``outcome.cancelled`` when set (a Stop while finishing:
    end any tool started, keep what was recorded). Called in the recorders' order (event logs first,
    so ``outcome.processes`` is filled for the others), and also when the program could not be
@@ -125,6 +129,8 @@ if TYPE_CHECKING:   # the interface every recorder implements (type checkers onl
 
         def on_output(self, stream: str, chunk: bytes) -> None: ...
 
+        def main_exited(self, ctx: RunContext) -> None: ...
+
         def program_ended(self, ctx: RunContext) -> None: ...
 
         def finish(self, outcome: Outcome) -> None: ...
@@ -149,6 +155,9 @@ class BaseRecorder:
         pass
 
     def on_output(self, stream: str, chunk: bytes) -> None:
+        pass
+
+    def main_exited(self, ctx: RunContext) -> None:
         pass
 
     def program_ended(self, ctx: RunContext) -> None:

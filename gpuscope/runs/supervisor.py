@@ -369,6 +369,7 @@ class Run(InRunFolder):
         from gpuscope.runs import procscan  # noqa: F401 - the end reads /proc: loaded while the program runs
         returncode = self._proc.wait()
         ended_ns = time.time_ns()
+        self._each("main_exited", self._ctx)   # while the rest of the tree ends (the resource tracker)
         if self._stop_thread is not None:
             self._stop_thread.join()
         self._join_pumps()

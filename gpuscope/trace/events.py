@@ -407,15 +407,60 @@ def read_log(path: str | os.PathLike[str]) -> ProcessEvents | None:
     return pe
 
 
-def read_run_events(run_dir: str | os.PathLike[str]) -> list[ProcessEvents]:
-    """Every process log of a run, ordered by start time."""
+def read_run_events(run_dir: str | os.PathLike[str], ahead: LogsReadAhead | None = None) -> list[ProcessEvents]:
+    """Every process log of a run, ordered by start time. ``ahead``: logs read earlier
+    (:func:`read_logs_ahead`), taken as they were read where their files have not changed since."""
     logs = []
     for entry in event_logs(run_dir):
-        pe = read_log(entry)
+        pe = ahead.take(entry) if ahead is not None else None
+        if pe is None:
+            pe = read_log(entry)
         if pe is not None:
             logs.append(pe)
     logs.sort(key=lambda p: (p.start_ns, p.pid))
     return roles_from_parents(merge_execs(logs))
+
+
+class LogsReadAhead:
+    """A run's logs as they were read before its end, each with the sizes of its two files then.
+    Both files are only ever appended to, so a log whose sizes are the same when the run's end reads
+    it again is taken from here (a process that ended, or that wrote nothing since); one that grew
+    is read again. Each is taken once: :func:`read_run_events` merges and completes what it returns."""
+
+    def __init__(self) -> None:
+        self._logs: dict[str, tuple[tuple[int, int], ProcessEvents]] = {}
+
+    def take(self, path: str) -> ProcessEvents | None:
+        kept = self._logs.pop(path, None)
+        if kept is None or kept[0] != _sizes(path):
+            return None
+        return kept[1]
+
+    def __len__(self) -> int:
+        return len(self._logs)
+
+
+def read_logs_ahead(run_dir: str | os.PathLike[str]) -> LogsReadAhead:
+    """The run's logs, read now: ``gpuscope run`` reads them when the main process has ended, while
+    multiprocessing's resource tracker (the usual last process) is still ending."""
+    ahead = LogsReadAhead()
+    for path in event_logs(run_dir):
+        sizes = _sizes(path)   # before the read: a log that grows meanwhile is read again at the end
+        pe = read_log(path)
+        if pe is not None:
+            ahead._logs[path] = (sizes, pe)
+    return ahead
+
+
+def _sizes(log: str) -> tuple[int, int]:
+    """The sizes of a ``.log`` and its ``.ranges`` file (-1: missing)."""
+    out = []
+    for path in (log, os.path.splitext(log)[0] + ".ranges"):
+        try:
+            out.append(os.stat(path).st_size)
+        except OSError:
+            out.append(-1)
+    return out[0], out[1]
 
 
 # What a multiprocessing child is until it reads its Process object (hook.detect_role).

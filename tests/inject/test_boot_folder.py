@@ -23,3 +23,19 @@ def test_a_python_started_with_the_boot_folder_loads_the_hook(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["True", "True"], out.stderr[-2000:]
     assert not (tmp_path / "inject-errors.log").exists(), (tmp_path / "inject-errors.log").read_text()
+
+
+def test_the_files_a_process_writes_in_the_run_folder_are_private_from_the_start(tmp_path):
+    """Under the usual umask (022) the event log, the stacks file and their folders are
+    0600 / 0700 as the process makes them, not only after the run's end walks the folder."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o700)
+    env = dict(os.environ, PYTHONPATH=rundir.pythonpath_with_boot(None), GPUSCOPE_RUN_DIR=str(run_dir),
+               GPUSCOPE_RUN_ID="test", GPUSCOPE_SCRIPT="/nonexistent/script.py", GPUSCOPE_START_METHOD="default")
+    code = "import nvtx\nwith nvtx.annotate('step'):\n    pass\n"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                         preexec_fn=lambda: os.umask(0o022))
+    assert out.returncode == 0, out.stderr[-2000:]
+    made = {(p.suffix or p.name): oct(p.stat().st_mode & 0o777) for p in run_dir.rglob("*")}
+    assert {"events", "stacks", ".log", ".dump"} <= set(made), made   # (.ranges when ranges were packed)
+    assert all(mode == ("0o700" if kind in ("events", "stacks") else "0o600") for kind, mode in made.items()), made

@@ -193,3 +193,32 @@ def test_a_real_pool_run_reads_the_same_both_ways(run_env, tmp_path, monkeypatch
     # what the run stored is what both paths give
     stored = {p["pid"]: p["ranges"] for p in summary(proc)["processes"]}
     assert {pe.pid: stored[pe.pid] for pe in small} == {pe.pid: pe.range_count for pe in small}
+
+
+def _same(a: list[ev.ProcessEvents], b: list[ev.ProcessEvents]) -> None:
+    assert [(pe.pid, pe.role, pe.start_ns, pe.range_count, pe.exit, pe.info) for pe in a] == \
+           [(pe.pid, pe.role, pe.start_ns, pe.range_count, pe.exit, pe.info) for pe in b]
+
+
+def test_logs_read_ahead_are_taken_at_the_end_unless_they_changed(run_dir):
+    """``read_logs_ahead`` (when the main process ended, while the resource tracker ends) reads every
+    log; the end's ``read_run_events`` takes those whose two files kept their sizes, reads the
+    rest again, and gives what a fresh read gives."""
+    events = run_dir / "events"
+    ahead = ev.read_logs_ahead(run_dir)
+    kept = {Path(path).name: pe for path, (_, pe) in ahead._logs.items()}
+    assert sorted(kept) == sorted(p.name for p in events.glob("*.log"))
+    with open(events / "101-2000.log", "ab") as fh:       # written after it was read: read again
+        fh.write(b'I\t9\t{"late": 1}\n')
+    with open(events / "202-1001.log", "ab") as fh:       # a process still ending: its X line
+        fh.write(b'X\t1900000000\t{"exit_code": 0}\n')
+    with open(events / "100-1000.ranges", "ab") as fh:    # its ranges file grew: read again
+        fh.write(pack_ranges([(6_000, 7_000, 0, 0, "P")]))
+    taken = ev.read_run_events(run_dir, ahead)
+    _same(taken, ev.read_run_events(run_dir))
+    by_pid = {pe.pid: pe for pe in taken}
+    assert by_pid[102] is kept["102-2001.log"] and by_pid[201] is kept["201-1000.log"]
+    assert by_pid[101] is not kept["101-2000.log"] and by_pid[101].info["late"] == 1
+    assert by_pid[202].exit == {"exit_code": 0} and kept["202-1001.log"].exit is None
+    assert by_pid[100] is not kept["100-1000.log"] and by_pid[100].range_count == kept["100-1000.log"].range_count + 1
+    assert len(ahead) == 0   # each taken (or dropped) once

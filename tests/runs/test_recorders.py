@@ -44,6 +44,9 @@ class Tracer(BaseRecorder):
         if stream == "stdout":
             self.output += chunk
 
+    def main_exited(self, ctx: RunContext) -> None:
+        self.calls.append("main_exited")
+
     def program_ended(self, ctx: RunContext) -> None:
         self.calls.append("program_ended")
 
@@ -62,7 +65,7 @@ def test_a_callers_recorder_sees_the_whole_lifecycle(tmp_path):
     assert "tracer was here" in run.notes
     result = run.wait()
     assert result.status is RunStatus.EXITED
-    assert tracer.calls == ["prepare", "started", "program_ended", "finish"]
+    assert tracer.calls == ["prepare", "started", "main_exited", "program_ended", "finish"]
     assert tracer.output == b"tag from-a-recorder\n"
     assert tracer.batches >= 2
     assert tracer.rows == ["main"]
@@ -113,3 +116,62 @@ def test_a_recorder_that_refuses_ends_the_run_before_it_starts(tmp_path):
     with db.connect() as conn:
         row = store_runs.get_run(conn, run.run_id)
     assert row.status == "error" and "cannot record here" in row.error
+
+
+# The main process ends at once; its child (which holds the output pipes) 1 s later, as
+# multiprocessing's resource tracker does a few ms after a pool program.
+OUTLIVED = ("import subprocess, sys\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1.0); print(\"late\")'])\n"
+            "print('child', child.pid, flush=True)\n")
+
+
+class TreeWatcher(BaseRecorder):
+    """Whether the main process's child was still alive at each step."""
+
+    name = "tree watcher"
+
+    def __init__(self) -> None:
+        self.child_alive: dict[str, bool] = {}
+        self.child = 0
+        self.rows: list[str] = []
+        self.output = b""
+        self.output_at: dict[str, bytes] = {}
+
+    def on_output(self, stream: str, chunk: bytes) -> None:
+        self.output += chunk
+        words = chunk.split()
+        if stream == "stdout" and words[:1] == [b"child"] and len(words) > 1 and not self.child:
+            self.child = int(words[1])
+
+    def _alive(self) -> bool:
+        from gpuscope.runs.procscan import read_stat
+
+        info = read_stat(self.child)
+        return info is not None and not info.is_zombie
+
+    def main_exited(self, ctx: RunContext) -> None:
+        self.child_alive["main_exited"] = self._alive()
+        self.output_at["main_exited"] = self.output
+
+    def program_ended(self, ctx: RunContext) -> None:
+        self.output_at["program_ended"] = self.output
+
+    def finish(self, outcome: Outcome) -> None:
+        self.rows = sorted(p["role"] for p in outcome.processes)
+
+
+def test_main_exited_comes_while_the_rest_of_the_tree_still_ends(tmp_path):
+    """``main_exited`` as soon as the first process ended (its child still runs); ``program_ended``
+    once the output has ended (the child printed its last line and closed it); the child's row is
+    read after it ended (its log, read ahead at ``main_exited``, is read again: it grew)."""
+    path = tmp_path / "prog.py"
+    path.write_text(OUTLIVED)
+    watcher = TreeWatcher()
+    result = Run(RunSpec(script=str(path), sample_interval_s=0.05), recorders=[watcher]).start().wait()
+    assert result.status is RunStatus.EXITED
+    assert watcher.child, "the program printed its child's pid"
+    assert watcher.child_alive == {"main_exited": True}
+    assert b"late" not in watcher.output_at["main_exited"] and b"late" in watcher.output_at["program_ended"]
+    assert watcher.rows == ["main", "subprocess"]
+    child = next(p for p in result.processes if p["role"] == "subprocess")
+    assert child["exit_code"] == 0, child

@@ -33,9 +33,15 @@ class TelemetryRecorder(BaseRecorder):
             self.sampler.add_listener(self.batch_sink)
         self.sampler.start()
 
-    def program_ended(self, ctx: RunContext) -> None:
+    def main_exited(self, ctx: RunContext) -> None:
+        """The last sample and the store's last flush, while the run's other processes end. A
+        process that outlives the main one is not sampled after it: its row keeps what was sampled."""
         if self.sampler is not None:
             self.sampler.stop()
+
+    def program_ended(self, ctx: RunContext) -> None:
+        if self.sampler is not None:
+            self.sampler.stop()   # idempotent: stopped when the main process ended
             gpu = self.sampler.gpu   # known once the sampler ran: the note comes with the run's end
             if not gpu.available and gpu.reason:
                 ctx.notes.append(f"GPU telemetry off: {gpu.reason}")
