@@ -119,18 +119,20 @@ def test_a_recorder_that_refuses_ends_the_run_before_it_starts(tmp_path):
 
 
 # The main process ends at once; its child (which holds the output pipes) 1 s later, as
-# multiprocessing's resource tracker does a few ms after a pool program.
+# multiprocessing's resource tracker does a few ms after a pool program. The child's pid goes to the
+# file given as the argument (read once the main process has ended: no race with the output's reader).
 OUTLIVED = ("import subprocess, sys\n"
             "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1.0); print(\"late\")'])\n"
-            "print('child', child.pid, flush=True)\n")
+            "open(sys.argv[1], 'w').write(str(child.pid))\n")
 
 
 class TreeWatcher(BaseRecorder):
-    """Whether the main process's child was still alive at each step."""
+    """Whether the main process's child was still alive at each step, and the output seen by then."""
 
     name = "tree watcher"
 
-    def __init__(self) -> None:
+    def __init__(self, pid_file) -> None:  # type: ignore[no-untyped-def]
+        self.pid_file = pid_file
         self.child_alive: dict[str, bool] = {}
         self.child = 0
         self.rows: list[str] = []
@@ -139,9 +141,6 @@ class TreeWatcher(BaseRecorder):
 
     def on_output(self, stream: str, chunk: bytes) -> None:
         self.output += chunk
-        words = chunk.split()
-        if stream == "stdout" and words[:1] == [b"child"] and len(words) > 1 and not self.child:
-            self.child = int(words[1])
 
     def _alive(self) -> bool:
         from gpuscope.runs.procscan import read_stat
@@ -150,6 +149,7 @@ class TreeWatcher(BaseRecorder):
         return info is not None and not info.is_zombie
 
     def main_exited(self, ctx: RunContext) -> None:
+        self.child = int(self.pid_file.read_text())
         self.child_alive["main_exited"] = self._alive()
         self.output_at["main_exited"] = self.output
 
@@ -164,12 +164,12 @@ def test_main_exited_comes_while_the_rest_of_the_tree_still_ends(tmp_path):
     """``main_exited`` as soon as the first process ended (its child still runs); ``program_ended``
     once the output has ended (the child printed its last line and closed it); the child's row is
     read after it ended (its log, read ahead at ``main_exited``, is read again: it grew)."""
-    path = tmp_path / "prog.py"
+    path, pid_file = tmp_path / "prog.py", tmp_path / "child.pid"
     path.write_text(OUTLIVED)
-    watcher = TreeWatcher()
-    result = Run(RunSpec(script=str(path), sample_interval_s=0.05), recorders=[watcher]).start().wait()
-    assert result.status is RunStatus.EXITED
-    assert watcher.child, "the program printed its child's pid"
+    watcher = TreeWatcher(pid_file)
+    result = Run(RunSpec(script=str(path), args=(str(pid_file),), sample_interval_s=0.05),
+                 recorders=[watcher]).start().wait()
+    assert result.status is RunStatus.EXITED, result.to_json()
     assert watcher.child_alive == {"main_exited": True}
     assert b"late" not in watcher.output_at["main_exited"] and b"late" in watcher.output_at["program_ended"]
     assert watcher.rows == ["main", "subprocess"]
