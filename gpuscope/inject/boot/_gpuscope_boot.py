@@ -44,6 +44,7 @@ class _Finder:
     def __init__(self, pkg_dir):
         self.pkg_dir = pkg_dir
         self.cache = _os.path.join(_cache_dir(), _key(pkg_dir))
+        self._pyc = "." + _sys.implementation.cache_tag + ".pyc"
 
     def find_spec(self, name, path=None, target=None):
         if name != _PKG and not name.startswith(_PKG + "."):
@@ -53,12 +54,12 @@ class _Finder:
             return None
         return self._spec(name, stem)
 
-    def _source(self, stem):
-        return _os.path.join(self.pkg_dir, stem + ".py")
+    def _source(self, stem):   # (joined by hand: os.path.join is ~2 us a call, two a module at start)
+        return self.pkg_dir + _os.sep + stem + ".py"
 
     def _spec(self, name, stem, code=None):
         source = self._source(stem)
-        cache = _os.path.join(self.cache, "%s.%s.pyc" % (stem, _sys.implementation.cache_tag))
+        cache = self.cache + _os.sep + stem + self._pyc
         spec = _sys.modules["_frozen_importlib"].ModuleSpec(
             name, _Loader(source, cache, code), origin=source, is_package=stem == "__init__")
         spec.has_location = True
