@@ -145,7 +145,7 @@ class State:
     def _open_ranges(self):
         """Create the .ranges file (no lock: a thread that flushes at the same moment may open it
         too, and the later one closes its own descriptor again)."""
-        fd = os.open(self.ranges_path, _APPEND, 0o600)
+        fd = open_append(self.ranges_path)
         if self.rfd < 0:
             self.rfd = fd
         else:

@@ -94,17 +94,17 @@ def _vm_hwm_kib():
     try:
         fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
         try:
-            data = b""
-            while True:   # until the VmHWM line is whole (one read, in practice)
-                at = data.find(b"\nVmHWM:")
-                if at >= 0 and data.find(b"\n", at + 1) >= 0:
-                    break
+            chunks = []
+            while True:   # to the end (one read of ~1.5 KB, in practice)
                 chunk = os.read(fd, 4096)
                 if not chunk:
-                    return None
-                data += chunk
+                    break
+                chunks.append(chunk)
         finally:
             os.close(fd)
-        return int(data[at + 1:data.find(b"\n", at + 1)].split()[1])
+        for line in b"".join(chunks).split(b"\n"):
+            if line.startswith(b"VmHWM:"):
+                return int(line.split()[1])
     except (OSError, ValueError, IndexError):
-        return None
+        pass
+    return None

@@ -427,8 +427,8 @@ class LogsReadAhead:
     it again is taken from here (a process that ended, or that wrote nothing since); one that grew
     is read again. Each is taken once: :func:`read_run_events` merges and completes what it returns."""
 
-    def __init__(self) -> None:
-        self._logs: dict[str, tuple[tuple[int, int], ProcessEvents]] = {}
+    def __init__(self, logs: dict[str, tuple[tuple[int, int], ProcessEvents]]) -> None:
+        self._logs = logs   # path -> (the sizes before it was read, what was read)
 
     def take(self, path: str) -> ProcessEvents | None:
         kept = self._logs.pop(path, None)
@@ -436,20 +436,17 @@ class LogsReadAhead:
             return None
         return kept[1]
 
-    def __len__(self) -> int:
-        return len(self._logs)
-
 
 def read_logs_ahead(run_dir: str | os.PathLike[str]) -> LogsReadAhead:
     """The run's logs, read now: ``gpuscope run`` reads them when the main process has ended, while
     multiprocessing's resource tracker (the usual last process) is still ending."""
-    ahead = LogsReadAhead()
+    logs = {}
     for path in event_logs(run_dir):
         sizes = _sizes(path)   # before the read: a log that grows meanwhile is read again at the end
         pe = read_log(path)
         if pe is not None:
-            ahead._logs[path] = (sizes, pe)
-    return ahead
+            logs[path] = (sizes, pe)
+    return LogsReadAhead(logs)
 
 
 def _sizes(log: str) -> tuple[int, int]:

@@ -221,4 +221,4 @@ def test_logs_read_ahead_are_taken_at_the_end_unless_they_changed(run_dir):
     assert by_pid[101] is not kept["101-2000.log"] and by_pid[101].info["late"] == 1
     assert by_pid[202].exit == {"exit_code": 0} and kept["202-1001.log"].exit is None
     assert by_pid[100] is not kept["100-1000.log"] and by_pid[100].range_count == kept["100-1000.log"].range_count + 1
-    assert len(ahead) == 0   # each taken (or dropped) once
+    assert not ahead._logs   # each taken (or dropped) once

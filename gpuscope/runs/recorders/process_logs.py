@@ -6,7 +6,7 @@ from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from gpuscope.trace.events import LogsReadAhead
 
 
 class EventLogRecorder(BaseRecorder):
@@ -19,7 +19,7 @@ class EventLogRecorder(BaseRecorder):
         self._root_role = "main"
         self._run_dir: str | None = None
         self._annotate: tuple[str, ...] = ()
-        self._ahead: Any = None    # trace.events.LogsReadAhead: read when the main process ended
+        self._ahead: LogsReadAhead | None = None    # read when the main process ended
 
     def prepare(self, launch: Launch) -> None:
         self._root_role = "torchrun agent" if launch.spec.launcher == "torchrun" else "main"
