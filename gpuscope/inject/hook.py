@@ -155,8 +155,9 @@ def activate(boot_ns=None, load=None):
         try:                                     # command imports multiprocessing next, and with it
             load("frames")                       # the wrappers (post-import callbacks); loaded before
             load("mpwrap")                       # the log's anchor, so the start-up figures leave
-        except Exception:                        # them out as gpuscope's share (docs/COMPARE.md)
-            pass                                 # (imported as usual then, and an error logged there)
+            load("pickwatch")                    # them out as gpuscope's share (docs/COMPARE.md)
+        except Exception:                        # (imported as usual then, and an error logged there)
+            pass
     STATE.open(_header(role, method, False))
     try:
         _install(role)
@@ -210,11 +211,11 @@ def _install(role):
 def _later(name, func="patch"):
     """A post-import callback that imports ``gpuscope.inject.<name>`` only when it fires."""
     def call(module):
-        wrapper = sys.modules.get(__package__ + "." + name)   # loaded at start for its role (activate)
-        if wrapper is None:
-            import importlib
-
-            wrapper = importlib.import_module("." + name, __package__)
+        full = __package__ + "." + name
+        wrapper = sys.modules.get(full)   # loaded at start for its role (activate)
+        if wrapper is None:   # the builtin __import__: importlib (and the warnings it imports)
+            __import__(full)  # cost ~2 ms in a program that would not have imported them
+            wrapper = sys.modules[full]
         getattr(wrapper, func)(module)
     return call
 

@@ -305,8 +305,12 @@ class ProcessEvents:
     def exact_usage(self) -> tuple[float | None, int | None]:
         """(CPU seconds, peak RSS bytes) the process measured at exit (its X line), or None each."""
         x = self.exit or {}
+        cpu = x.get("cpu_s")   # exact; logs before it had only the two parts (getrusage's)
         user, system = x.get("cpu_user_s"), x.get("cpu_system_s")
-        cpu = float(user) + float(system) if user is not None and system is not None else None
+        if cpu is not None:
+            cpu = float(cpu)
+        elif user is not None and system is not None:
+            cpu = float(user) + float(system)
         kib = x.get("hwm_kib")   # VmHWM: its own address space (ru_maxrss carries a pre-exec peak)
         return cpu, int(kib) * 1024 if kib else None
 

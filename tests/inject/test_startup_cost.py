@@ -59,10 +59,40 @@ def test_an_injected_start_loads_no_standard_library_module_a_plain_one_does_not
         assert not ours & {"_gpuscope_inject.mpwrap", "_gpuscope_inject.nvtxwrap", "_gpuscope_inject.torchmem"}
 
 
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory) -> str:
+    """A virtualenv of this Python with nothing in its site (this one's editable install imports
+    importlib, functools and more at every start, and the machine's own CPython may have .pth
+    files that do too): it sees this virtualenv's packages through a path line only."""
+    folder = tmp_path_factory.mktemp("bare")
+    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(folder)],
+                   check=True, timeout=120)
+    site = next(p for p in sys.path if p.endswith("site-packages"))
+    pure = glob.glob(str(folder / "lib" / "python*" / "site-packages"))[0]
+    Path(pure, "00-packages.pth").write_text(site + "\n")
+    return str(folder / "bin" / "python")
+
+
+@pytest.mark.parametrize("code", ["pass", "import multiprocessing.reduction", "import multiprocessing.spawn",
+                                  "import multiprocessing.pool, concurrent.futures.process", "import nvtx"])
+def test_the_wrappers_load_no_standard_library_module_the_program_did_not(tmp_path, bare_python, code):
+    # what the program imports fires the wrappers (post-import callbacks, a spawn child's start):
+    # they bring nothing of their own (importlib and the warnings it imports cost ~2 ms, functools ~4 ms)
+    plain = _modules({k: v for k, v in os.environ.items() if not k.startswith("GPUSCOPE_")}, f"{code}; {MODULES}",
+                     python=bare_python)
+    injected = _modules(_env(tmp_path), f"{code}; {MODULES}", python=bare_python)
+    _no_errors(tmp_path)
+    ours = {m for m in injected if m.startswith("_gpuscope_inject")}
+    assert "_gpuscope_inject.hook" in ours
+    extra = injected - plain - ours
+    assert "sitecustomize" in extra and extra <= {"sitecustomize", "atexit", "faulthandler"}, extra
+
+
 def test_what_a_process_needs_at_start_comes_without_the_import_systems_search(tmp_path):
     # -X importtime lists every module the import system loads: the hook's own modules (and the
     # multiprocessing wrappers of a spawn child, whose command imports multiprocessing.spawn) come
-    # straight from gpuscope's code cache instead (the boot's _Finder.load)
+    # straight from gpuscope's code cache instead (the boot's _Finder.load); the wrappers loaded
+    # later, by what the program imports, come through the import system (its lock)
     for code, spawn_role in (("pass", False), ("import multiprocessing.spawn", True)):
         out = subprocess.run([sys.executable, "-X", "importtime", "-c", f"{code}; {MODULES}"], env=_env(tmp_path),
                              capture_output=True, text=True, timeout=120)
@@ -71,6 +101,7 @@ def test_what_a_process_needs_at_start_comes_without_the_import_systems_search(t
         ours = {m for m in out.stdout.split() if m.startswith("_gpuscope_inject")}
         assert {"_gpuscope_inject.hook", "_gpuscope_inject.stacks"} <= ours
         assert ("_gpuscope_inject.mpwrap" in ours) is spawn_role
+        assert ("_gpuscope_inject.pickwatch" in ours) is spawn_role   # multiprocessing.reduction's
         assert "_gpuscope_inject.annotate_patterns" not in ours    # only with --annotate
         searched = [line for line in out.stderr.splitlines() if "_gpuscope_inject" in line]
         assert searched == [], searched
