@@ -20,17 +20,9 @@ import pytest
 
 from gpuscope import rundir
 from gpuscope.inject.eventlog import _dumps
+from tests.inject.conftest import injected_env as _env
 
 MODULES = "import sys; print(' '.join(sorted(sys.modules)))"
-
-
-def _env(run_dir: Path, boot: str | None = None, **extra: str) -> dict[str, str]:
-    """The variables a run's processes get (gpuscope.runs.launcher), without a run."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUSCOPE_")}
-    env.update(PYTHONPATH=boot or rundir.boot_dir(), GPUSCOPE_RUN_DIR=str(run_dir), GPUSCOPE_RUN_ID="test",
-               GPUSCOPE_SCRIPT="/nonexistent/script.py", GPUSCOPE_START_METHOD="default",
-               GPUSCOPE_TORCHMEM_INTERVAL="0.1", **extra)
-    return env
 
 
 def _modules(env: dict[str, str], code: str = MODULES, python: str = sys.executable) -> set[str]:
@@ -57,20 +49,6 @@ def test_an_injected_start_loads_no_standard_library_module_a_plain_one_does_not
         assert injected - plain - ours == {"sitecustomize", "atexit", "faulthandler"}, (python, injected - plain - ours)
         # the wrappers of what this process never imports stay unloaded
         assert not ours & {"_gpuscope_inject.mpwrap", "_gpuscope_inject.nvtxwrap", "_gpuscope_inject.torchmem"}
-
-
-@pytest.fixture(scope="module")
-def bare_python(tmp_path_factory) -> str:
-    """A virtualenv of this Python with nothing in its site (this one's editable install imports
-    importlib, functools and more at every start, and the machine's own CPython may have .pth
-    files that do too): it sees this virtualenv's packages through a path line only."""
-    folder = tmp_path_factory.mktemp("bare")
-    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(folder)],
-                   check=True, timeout=120)
-    site = next(p for p in sys.path if p.endswith("site-packages"))
-    pure = glob.glob(str(folder / "lib" / "python*" / "site-packages"))[0]
-    Path(pure, "00-packages.pth").write_text(site + "\n")
-    return str(folder / "bin" / "python")
 
 
 @pytest.mark.parametrize("code", ["pass", "import multiprocessing.reduction", "import multiprocessing.spawn",

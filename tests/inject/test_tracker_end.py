@@ -1,0 +1,122 @@
+"""multiprocessing's resource tracker under gpuscope ends right after its exit handlers
+(gpuscope.inject.hook.ends_early): it still warns about and unlinks what the program leaked, and
+exits with the status it would have, on every interpreter at hand; an exit handler registered
+before gpuscope's (a .pth file's, e.g. coverage's) still runs, and a tracker that ran a user's
+sitecustomize tears its interpreter down as usual."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuscope.inject import hook
+from tests.inject.conftest import injected_env, make_bare_python, site_packages
+
+LEAK = str(Path(__file__).resolve().parents[1] / "findings" / "scripts" / "shm_leak.py")
+
+
+def _pythons() -> list[str]:
+    found = [sys.executable]
+    for version in ("3.10.13", "3.12.1", "3.13.0"):
+        path = os.path.expanduser(f"~/.pyenv/versions/{version}/bin/python")
+        if os.path.exists(path):
+            found.append(path)
+    return found
+
+
+def _tracker_exit(run_dir: Path, timeout_s: float = 30.0) -> dict:
+    """The resource tracker's exit record (it ends after the program: waited for here)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for log in (run_dir / "events").glob("*.log"):
+            lines = log.read_text().splitlines()
+            header = json.loads(lines[0].split("\t", 1)[1])
+            exits = [json.loads(line.split("\t")[2]) for line in lines if line.startswith("X\t")]
+            if header["role"] == "resource tracker" and exits:
+                return exits[0]
+        time.sleep(0.05)
+    raise AssertionError(f"no exit record of a resource tracker in {run_dir}")
+
+
+def _run_leak(python: str, run_dir: Path) -> tuple[str, dict]:
+    out = subprocess.run([python, LEAK], env=injected_env(run_dir, GPUSCOPE_SCRIPT=LEAK), capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    # the tracker holds the program's stderr: its warning is in what was read to the pipe's end
+    assert "leaked shared_memory objects" in out.stderr, out.stderr[-2000:]
+    name = out.stdout.split("created ", 1)[1].split()[0]
+    return name, _tracker_exit(run_dir)
+
+
+@pytest.mark.parametrize("python", _pythons())
+def test_the_tracker_still_warns_unlinks_and_exits_as_it_would(tmp_path, python):
+    version = tuple(int(p) for p in subprocess.run([python, "-c", "import sys; print(*sys.version_info[:2])"],
+                                                   capture_output=True, text=True).stdout.split())
+    name, record = _run_leak(python, tmp_path)
+    # 3.13 ends its tracker with sys.exit(1) after a leak; older ones return (0)
+    assert (record["exit_code"], record["how"]) == ((1, "sys.exit") if version >= (3, 13) else (0, "end")), record
+    deadline = time.monotonic() + 10
+    while os.path.exists("/dev/shm/" + name.lstrip("/")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists("/dev/shm/" + name.lstrip("/")), "the tracker did not unlink the leaked segment"
+    assert not (tmp_path / "inject-errors.log").exists()
+
+
+def test_only_a_plain_tracker_ends_early(monkeypatch):
+    for var in ("GPUSCOPE_UNDER_NSYS", "PYTHONMALLOCSTATS", "PYTHONDUMPREFS"):
+        monkeypatch.delenv(var, raising=False)
+    assert hook.ends_early("resource tracker", 0)
+    assert not hook.ends_early("resource tracker", 1)          # a .pth file's exit handler runs after ours
+    for role in ("main", "spawn child", "forkserver", "subprocess", "pool worker"):
+        assert not hook.ends_early(role, 0)                    # their teardown may run the program's code
+    monkeypatch.setenv("GPUSCOPE_UNDER_NSYS", "1")
+    assert not hook.ends_early("resource tracker", 0)          # nsys flushes in C exit handlers
+
+
+def test_an_exit_handler_registered_before_gpuscopes_still_runs(tmp_path):
+    venv = tmp_path / "venv"
+    python = make_bare_python(venv)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    # a .pth file's code runs before any sitecustomize: its exit handler is registered before ours
+    Path(site_packages(venv), "zz-exit-handler.pth").write_text(
+        "import atexit, os; atexit.register(lambda: open(os.path.join(%r, str(os.getpid())), 'w').write('ran'))\n"
+        % str(marks))
+    run_dir = tmp_path / "run"
+    _run_leak(python, run_dir)
+    tracker = next(json.loads(log.read_text().splitlines()[0].split("\t", 1)[1])["pid"]
+                   for log in (run_dir / "events").glob("*.log")
+                   if json.loads(log.read_text().splitlines()[0].split("\t", 1)[1])["role"] == "resource tracker")
+    deadline = time.monotonic() + 10
+    while not (marks / str(tracker)).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (marks / str(tracker)).read_text() == "ran"
+
+
+def test_a_tracker_that_ran_a_users_sitecustomize_is_torn_down_as_usual(tmp_path):
+    venv = tmp_path / "venv"
+    python = make_bare_python(venv)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    # the user's sitecustomize (chained by gpuscope's) leaves an object whose __del__ runs at teardown
+    Path(site_packages(venv), "sitecustomize.py").write_text(
+        "import os\n"
+        "class _Mark:\n"
+        "    def __del__(self, path=os.path.join(%r, str(os.getpid())), open=open):\n"
+        "        open(path, 'w').write('torn down')\n"
+        "_mark = _Mark()\n" % str(marks))
+    run_dir = tmp_path / "run"
+    _run_leak(python, run_dir)
+    tracker = next(json.loads(log.read_text().splitlines()[0].split("\t", 1)[1])["pid"]
+                   for log in (run_dir / "events").glob("*.log")
+                   if json.loads(log.read_text().splitlines()[0].split("\t", 1)[1])["role"] == "resource tracker")
+    deadline = time.monotonic() + 10
+    while not (marks / str(tracker)).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (marks / str(tracker)).read_text() == "torn down"
