@@ -7,7 +7,7 @@ pool job, against plain python.
 Every side is a whole command started the same way (subprocess, output discarded; gpuscope through
 the `gpuscope` command pip installs for that tree: its packaging/bin/gpuscope, or for an older tree
 without one the launcher pip writes for a [project.scripts] entry point; gpuscope finds its data
-folder from XDG_DATA_HOME as for a user), alternated
+folder from XDG_DATA_HOME as for a user, a fresh one for each side), alternated
 round by round (the order rotates), so gpuscope's own start-up, telemetry, log reading and store
 writes count. Reported: the median of the rounds and the spread (min-max) of each side, the fixed
 cost (empty script, gpuscope minus python) split into what comes before the program's first line
@@ -135,14 +135,15 @@ def main() -> int:
     ap.add_argument("--skip-pool", action="store_true", help="no pool job")
     ap.add_argument("--no-compile", action="store_true", help="do not compile the trees' byte code ahead")
     args = ap.parse_args()
-    # gpuscope finds its data folder as for a user (XDG_DATA_HOME, not GPUSCOPE_HOME), in a fresh folder
+    # gpuscope finds its data folder as for a user (XDG_DATA_HOME, not GPUSCOPE_HOME), in a fresh
+    # folder for each side: the store (its WAL) and the runs of one do not weigh on the other
     base = {k: v for k, v in os.environ.items() if k != "GPUSCOPE_HOME"}
-    base["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="gs-bench-")
     root = Path(args.root).resolve() if args.root else HERE.parent
     trees = {"gpuscope run": root}
     if args.compare:
         trees = {"gpuscope run (this)": root, "gpuscope run (OLD)": Path(args.compare).resolve()}
-    envs = {name: dict(base, PYTHONPATH=str(tree)) for name, tree in trees.items()}
+    envs = {name: dict(base, PYTHONPATH=str(tree), XDG_DATA_HOME=tempfile.mkdtemp(prefix="gs-bench-"))
+            for name, tree in trees.items()}
     if not args.no_compile:
         for tree in trees.values():
             compileall.compile_dir(str(tree / "gpuscope"), quiet=1)
@@ -195,7 +196,7 @@ def main() -> int:
                   f"({min(paired):.3f}-{max(paired):.3f}) (goal <= 1.05x); CPU {ms([x[3] for x in rows])}, "
                   f"added per round {ms(added)}")
             # the end: gpuscope waits for every process of the run (multiprocessing's resource
-            # tracker ends 10-25 ms after the main process; plain python returns without it)
+            # tracker ends right after the main process; plain python returns without it)
             print(f"  launch -> program's first line: {ms([x[1] for x in rows])}; program's exit handler "
                   f"-> command returned: {ms([x[2] for x in rows])}")
     print(f"load average at the end: {os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)")
