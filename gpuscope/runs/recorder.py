@@ -13,9 +13,9 @@ calls, for every recorder of a run:
 3. ``on_batch(batch)``: one telemetry batch per sampler tick, on the sampler's thread (keep it cheap).
 4. ``on_output(stream, chunk)``: the program's output as it arrives, on the output thread.
 5. ``main_exited(ctx)``: the run's first process has ended; others may still be ending
-   (multiprocessing's resource tracker ends 10-25 ms after the main process, when it reads the
-   end of its pipe): begin what does not need them gone, while ``Run`` waits for them (the last
-   telemetry sample, the event logs read ahead).
+   (multiprocessing's resource tracker reads the end of its pipe as the main process exits, and
+   ends a few ms later; a program's own children may take longer): begin what does not need them
+   gone, while ``Run`` waits for them (the last telemetry sample, the event logs read ahead).
 6. ``program_ended(ctx)``: the program's processes are gone (or stopped); heavy work may follow.
 7. ``finish(outcome)``: add to the run's result (notes, processes, findings, files); may take long
    (nsys import and export) and must honour ``outcome.cancelled`` when set (a Stop while finishing:

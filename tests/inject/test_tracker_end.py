@@ -54,6 +54,18 @@ def _run_leak(python: str, run_dir: Path) -> tuple[str, dict]:
     return name, _tracker_exit(run_dir)
 
 
+def _tracker_mark(python: str, run_dir: Path, marks: Path) -> str | None:
+    """Run the leaking program; what the resource tracker wrote in ``marks`` (a file named after
+    its pid) by the time it ended, or None."""
+    _run_leak(python, run_dir)
+    headers = [json.loads(log.read_text().splitlines()[0].split("\t", 1)[1]) for log in (run_dir / "events").glob("*.log")]
+    tracker = next(h["pid"] for h in headers if h["role"] == "resource tracker")
+    deadline = time.monotonic() + 10
+    while not (marks / str(tracker)).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return (marks / str(tracker)).read_text() if (marks / str(tracker)).exists() else None
+
+
 @pytest.mark.parametrize("python", _pythons())
 def test_the_tracker_still_warns_unlinks_and_exits_as_it_would(tmp_path, python):
     version = tuple(int(p) for p in subprocess.run([python, "-c", "import sys; print(*sys.version_info[:2])"],
@@ -79,44 +91,30 @@ def test_only_a_plain_tracker_ends_early(monkeypatch):
     assert not hook.ends_early("resource tracker", 0)          # nsys flushes in C exit handlers
 
 
-def test_an_exit_handler_registered_before_gpuscopes_still_runs(tmp_path):
-    venv = tmp_path / "venv"
-    python = make_bare_python(venv)
-    marks = tmp_path / "marks"
-    marks.mkdir()
+# what a site file leaves in every process of an interpreter, and what the tracker then writes
+SITE_FILES = {
     # a .pth file's code runs before any sitecustomize: its exit handler is registered before ours
-    Path(site_packages(venv), "zz-exit-handler.pth").write_text(
-        "import atexit, os; atexit.register(lambda: open(os.path.join(%r, str(os.getpid())), 'w').write('ran'))\n"
-        % str(marks))
-    run_dir = tmp_path / "run"
-    _run_leak(python, run_dir)
-    tracker = next(json.loads(log.read_text().splitlines()[0].split("\t", 1)[1])["pid"]
-                   for log in (run_dir / "events").glob("*.log")
-                   if json.loads(log.read_text().splitlines()[0].split("\t", 1)[1])["role"] == "resource tracker")
-    deadline = time.monotonic() + 10
-    while not (marks / str(tracker)).exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert (marks / str(tracker)).read_text() == "ran"
+    "exit handler": ("zz-exit-handler.pth", "ran",
+                     "import atexit, os; atexit.register(lambda: open(os.path.join({marks!r}, str(os.getpid())), "
+                     "'w').write('ran'))\n"),
+    # the user's sitecustomize (chained by gpuscope's) leaves an object whose __del__ runs at teardown
+    "user sitecustomize": ("sitecustomize.py", "torn down",
+                           "import os\n"
+                           "class _Mark:\n"
+                           "    def __del__(self, path=os.path.join({marks!r}, str(os.getpid())), open=open):\n"
+                           "        open(path, 'w').write('torn down')\n"
+                           "_mark = _Mark()\n"),
+}
 
 
-def test_a_tracker_that_ran_a_users_sitecustomize_is_torn_down_as_usual(tmp_path):
+@pytest.mark.parametrize("case", sorted(SITE_FILES))
+def test_a_tracker_that_ran_more_than_the_standard_library_ends_as_usual(tmp_path, case):
+    """A .pth file's exit handler (registered before gpuscope's, so run after it) and a user
+    sitecustomize's objects (torn down with the interpreter) still get their turn."""
+    name, expected, text = SITE_FILES[case]
     venv = tmp_path / "venv"
     python = make_bare_python(venv)
     marks = tmp_path / "marks"
     marks.mkdir()
-    # the user's sitecustomize (chained by gpuscope's) leaves an object whose __del__ runs at teardown
-    Path(site_packages(venv), "sitecustomize.py").write_text(
-        "import os\n"
-        "class _Mark:\n"
-        "    def __del__(self, path=os.path.join(%r, str(os.getpid())), open=open):\n"
-        "        open(path, 'w').write('torn down')\n"
-        "_mark = _Mark()\n" % str(marks))
-    run_dir = tmp_path / "run"
-    _run_leak(python, run_dir)
-    tracker = next(json.loads(log.read_text().splitlines()[0].split("\t", 1)[1])["pid"]
-                   for log in (run_dir / "events").glob("*.log")
-                   if json.loads(log.read_text().splitlines()[0].split("\t", 1)[1])["role"] == "resource tracker")
-    deadline = time.monotonic() + 10
-    while not (marks / str(tracker)).exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert (marks / str(tracker)).read_text() == "torn down"
+    Path(site_packages(venv), name).write_text(text.format(marks=str(marks)))
+    assert _tracker_mark(python, tmp_path / "run", marks) == expected

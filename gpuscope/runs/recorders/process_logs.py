@@ -32,8 +32,8 @@ class EventLogRecorder(BaseRecorder):
         from gpuscope.trace import events, process_rows  # noqa: F401
 
     def main_exited(self, ctx: RunContext) -> None:
-        """Read the logs now, while the run's other processes end (the resource tracker's 10-25 ms):
-        :meth:`finish` reads again only the ones that changed since."""
+        """Read the logs now, while the run's other processes end (the resource tracker, a few ms
+        after the main process): :meth:`finish` reads again only the ones that changed since."""
         if self._run_dir is None:
             return
         from gpuscope.trace.events import read_logs_ahead
