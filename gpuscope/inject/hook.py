@@ -166,7 +166,8 @@ def ends_early(role=None, handlers_before=0):
     e.g. coverage's; ``handlers_before``), no ``sitecustomize`` of the user's or their
     ``usercustomize``, not under nsys (whose injection flushes in C exit handlers), no teardown
     report asked of the interpreter (``-X dev``'s warnings, ``PYTHONMALLOCSTATS``,
-    ``PYTHONDUMPREFS``). Called with no arguments at exit: what may have changed since the start."""
+    ``PYTHONDUMPREFS``). Called with no arguments at exit: what may have changed since the start.
+    Objects a .pth file's import made are not looked for (docs/INJECTION.md)."""
     if role is not None:
         return (role == "resource tracker" and handlers_before == 0 and not sys.flags.dev_mode
                 and not any(os.environ.get(v) for v in ("GPUSCOPE_UNDER_NSYS", "PYTHONMALLOCSTATS", "PYTHONDUMPREFS")))

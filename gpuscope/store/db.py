@@ -47,7 +47,8 @@ def hold_until_exit() -> None:
     ~1.6 ms on the 2-core runner, at the end of every ``gpuscope run``, after the program (issue
     14.4). Left open at ``os._exit``, the transactions committed stay in the WAL, where every later
     connection reads them (SQLite's own crash recovery; the WAL's frames carry checksums), and the
-    next run's :func:`checkpoint` (or any later one) moves them into the file. A crash of gpuscope loses nothing committed either way; what waits is
+    next run's :func:`checkpoint` (or any later one) moves them into the file. A crash of gpuscope
+    loses nothing committed either way; what waits is
     only the sync to disk, as for the run folder's own files, from which the store can be rebuilt
     (store/rebuild.py). A process that ends otherwise (a non-daemon thread kept it from
     ``os._exit``) closes them at its teardown as usual."""

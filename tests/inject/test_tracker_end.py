@@ -45,6 +45,7 @@ def _tracker_exit(run_dir: Path, timeout_s: float = 30.0) -> dict:
 
 
 def _run_leak(python: str, run_dir: Path) -> tuple[str, dict]:
+    run_dir.mkdir(exist_ok=True)   # as gpuscope makes it before the program (main.claim goes there)
     out = subprocess.run([python, LEAK], env=injected_env(run_dir, GPUSCOPE_SCRIPT=LEAK), capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -54,16 +55,18 @@ def _run_leak(python: str, run_dir: Path) -> tuple[str, dict]:
     return name, _tracker_exit(run_dir)
 
 
-def _tracker_mark(python: str, run_dir: Path, marks: Path) -> str | None:
-    """Run the leaking program; what the resource tracker wrote in ``marks`` (a file named after
-    its pid) by the time it ended, or None."""
+def _marks(python: str, run_dir: Path, marks: Path) -> dict[str, str | None]:
+    """Run the leaking program; what its main process and its resource tracker wrote in ``marks``
+    (a file named after each one's pid) by the time they ended, or None."""
     _run_leak(python, run_dir)
     headers = [json.loads(log.read_text().splitlines()[0].split("\t", 1)[1]) for log in (run_dir / "events").glob("*.log")]
-    tracker = next(h["pid"] for h in headers if h["role"] == "resource tracker")
-    deadline = time.monotonic() + 10
-    while not (marks / str(tracker)).exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return (marks / str(tracker)).read_text() if (marks / str(tracker)).exists() else None
+    pids = {h["role"]: h["pid"] for h in headers if h["role"] in ("main", "resource tracker")}
+    assert set(pids) == {"main", "resource tracker"}, headers
+    deadline = time.monotonic() + 30
+    while any(os.path.exists(f"/proc/{p}") for p in pids.values()) and time.monotonic() < deadline:
+        time.sleep(0.02)   # ended (the tracker is reaped by init)
+    assert not any(os.path.exists(f"/proc/{p}") for p in pids.values()), "the program did not end"
+    return {role: (marks / str(p)).read_text() if (marks / str(p)).exists() else None for role, p in pids.items()}
 
 
 @pytest.mark.parametrize("python", _pythons())
@@ -91,30 +94,38 @@ def test_only_a_plain_tracker_ends_early(monkeypatch):
     assert not hook.ends_early("resource tracker", 0)          # nsys flushes in C exit handlers
 
 
-# what a site file leaves in every process of an interpreter, and what the tracker then writes
+# files put in an interpreter's site-packages, what they make every process of it write at its
+# end, and whether the resource tracker still writes it
+MARK_MODULE = ("import os\n"
+               "class _Mark:\n"
+               "    def __del__(self, path=os.path.join({marks!r}, str(os.getpid())), open=open):\n"
+               "        open(path, 'w').write('torn down')\n"
+               "_mark = _Mark()\n")
 SITE_FILES = {
     # a .pth file's code runs before any sitecustomize: its exit handler is registered before ours
-    "exit handler": ("zz-exit-handler.pth", "ran",
-                     "import atexit, os; atexit.register(lambda: open(os.path.join({marks!r}, str(os.getpid())), "
-                     "'w').write('ran'))\n"),
+    "exit handler of a .pth file": ({"zz-exit-handler.pth": "import atexit, os; atexit.register(lambda: open("
+                                     "os.path.join({marks!r}, str(os.getpid())), 'w').write('ran'))\n"}, "ran", True),
     # the user's sitecustomize (chained by gpuscope's) leaves an object whose __del__ runs at teardown
-    "user sitecustomize": ("sitecustomize.py", "torn down",
-                           "import os\n"
-                           "class _Mark:\n"
-                           "    def __del__(self, path=os.path.join({marks!r}, str(os.getpid())), open=open):\n"
-                           "        open(path, 'w').write('torn down')\n"
-                           "_mark = _Mark()\n"),
+    "user sitecustomize": ({"sitecustomize.py": MARK_MODULE}, "torn down", True),
+    # the same object made by a module a .pth line imports: the tracker skips its teardown all the
+    # same (documented: only exit handlers and the user's own site modules are looked for)
+    "object of a .pth file's module": ({"gs_test_mark.py": MARK_MODULE, "zz-object.pth": "import gs_test_mark\n"},
+                                       "torn down", False),
 }
 
 
 @pytest.mark.parametrize("case", sorted(SITE_FILES))
-def test_a_tracker_that_ran_more_than_the_standard_library_ends_as_usual(tmp_path, case):
+def test_what_runs_at_the_trackers_end_with_site_files(tmp_path, case):
     """A .pth file's exit handler (registered before gpuscope's, so run after it) and a user
-    sitecustomize's objects (torn down with the interpreter) still get their turn."""
-    name, expected, text = SITE_FILES[case]
+    sitecustomize's objects (torn down with the interpreter) still get their turn in the tracker;
+    an object made by a .pth file's import does not: the tracker ended right after its exit
+    handlers. The main process, torn down as usual, writes each mark."""
+    files, mark, in_tracker = SITE_FILES[case]
     venv = tmp_path / "venv"
     python = make_bare_python(venv)
     marks = tmp_path / "marks"
     marks.mkdir()
-    Path(site_packages(venv), name).write_text(text.format(marks=str(marks)))
-    assert _tracker_mark(python, tmp_path / "run", marks) == expected
+    for name, text in files.items():
+        Path(site_packages(venv), name).write_text(text.format(marks=str(marks)))
+    got = _marks(python, tmp_path / "run", marks)
+    assert got == {"main": mark, "resource tracker": mark if in_tracker else None}, got
