@@ -1,6 +1,7 @@
 """The one exception type the CLI and the app turn into a one-line message."""
 
-from __future__ import annotations
+# Loaded before `gpuscope run` starts its program: no `from __future__ import annotations`, which
+# imports __future__ (~0.5 ms there); annotations naming what only type checkers import are strings.
 
 
 class UserError(Exception):

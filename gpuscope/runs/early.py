@@ -17,7 +17,8 @@ here (new session, signals Python ignores set back to default, inherited descrip
 closed: :func:`_spawn`); :class:`Child` is what ``Run`` uses of a ``Popen``.
 """
 
-from __future__ import annotations
+# Loaded before `gpuscope run` starts its program: no `from __future__ import annotations`, which
+# imports __future__ (~0.5 ms there); annotations naming what only type checkers import are strings.
 
 import _signal   # the C module behind `signal` (which imports enum): loaded by every interpreter
 import _thread
@@ -91,13 +92,13 @@ class EarlyStart:
     """A program started by :func:`start`, until ``Run`` adopts it (or :meth:`abandon` ends it).
     ``run_dir`` is a string (``Run`` makes it a ``Path``)."""
 
-    def __init__(self, fields: _Fields, run_id: str, run_dir: str, command: Command,
-                 proc: Child, read_out: int, started_ns: int, existing: Existing) -> None:
+    def __init__(self, fields: "_Fields", run_id: str, run_dir: str, command: "Command",
+                 proc: "Child", read_out: int, started_ns: int, existing: "Existing") -> None:
         self.fields, self.run_id, self.run_dir, self.command = fields, run_id, run_dir, command
         self.proc, self.read_out, self.started_ns = proc, read_out, started_ns
         self.existing = existing
 
-    def spec(self, spec: RunSpec) -> RunSpec:
+    def spec(self, spec: "RunSpec") -> "RunSpec":
         """``spec`` (the command line's) as ``spec.validated()`` gives it: the checks were done here."""
         from gpuscope.record import replace
 
@@ -119,7 +120,7 @@ class EarlyStart:
                 pass
 
 
-def eligible(args: Any) -> bool:
+def eligible(args: "Any") -> bool:
     """``gpuscope run``'s arguments ask for a script run by this python with RunSpec's defaults
     (what :func:`start` can check and start by itself)."""
     return (bool(args.script) and args.module is None and args.launcher == "python" and args.python is None
@@ -129,7 +130,7 @@ def eligible(args: Any) -> bool:
             and args.job_dir is None)
 
 
-def start(script: str, args: list[str], start_method: str, *, live: bool, stdin: Any = None) -> EarlyStart | None:
+def start(script: str, args: list[str], start_method: str, *, live: bool, stdin: "Any" = None) -> "EarlyStart | None":
     """Check, reserve the run folder and start the program; None (nothing left behind) when any
     step does not go as usual."""
     try:   # RunSpec.validated's checks for this run, in its order
@@ -159,7 +160,7 @@ def start(script: str, args: list[str], start_method: str, *, live: bool, stdin:
     return EarlyStart(fields, run_id, run_dir, command, proc, read_out, time.time_ns(), existing)
 
 
-def _spawn(command: Command, live: bool, stdin: Any) -> tuple[Child, int, Existing] | None:
+def _spawn(command: "Command", live: bool, stdin: "Any") -> "tuple[Child, int, Existing] | None":
     """As ``Run._spawn``'s ``Popen(argv, env=..., cwd=..., start_new_session=True, stdin=None,
     stdout=<pty or pipe>, stderr=PIPE)`` with Popen's defaults (``close_fds``, ``restore_signals``),
     done as Popen does it: fork (``gpuscope run`` has no other thread yet; between fork and exec the

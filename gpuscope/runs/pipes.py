@@ -6,7 +6,8 @@ Only ``os`` (``fcntl`` and ``termios`` for a pseudo-terminal or a wider pipe, im
 anything heavy is imported.
 """
 
-from __future__ import annotations
+# Loaded before `gpuscope run` starts its program: no `from __future__ import annotations`, which
+# imports __future__ (~0.5 ms there); annotations naming what only type checkers import are strings.
 
 import os
 import sys
