@@ -229,8 +229,6 @@ class Run(InRunFolder):
                 store_runs.mark_started(conn, self.run_id, self.started_ns)
         except BaseException as exc:  # noqa: BLE001 - raised again by wait(), on the caller's thread
             self._record_error = exc
-            return
-        db.checkpoint(self._conn)   # while the program runs: the WAL the runs before left behind
 
     def _write_spec(self, launch: Launch) -> None:
         from gpuscope import jsontext

@@ -47,31 +47,14 @@ def hold_until_exit() -> None:
     ~1.6 ms on the 2-core runner, at the end of every ``gpuscope run``, after the program (issue
     14.4). Left open at ``os._exit``, the transactions committed stay in the WAL, where every later
     connection reads them (SQLite's own crash recovery; the WAL's frames carry checksums), and the
-    next run's :func:`checkpoint` (or any later one) moves them into the file. A crash of gpuscope
-    loses nothing committed either way; what waits is
+    next checkpoint (any writer's, once the WAL holds 1000 pages, or the next last close) moves
+    them into the file. A crash of gpuscope loses nothing committed either way; what waits is
     only the sync to disk, as for the run folder's own files, from which the store can be rebuilt
     (store/rebuild.py). A process that ends otherwise (a non-daemon thread kept it from
     ``os._exit``) closes them at its teardown as usual."""
     global _held
     if _held is None:
         _held = []
-
-
-def checkpoint(conn: Any) -> None:
-    """Move the WAL's committed pages into the store's file (``PRAGMA wal_checkpoint(PASSIVE)``:
-    it waits for no reader or writer, and does what they let it), so that the next write starts
-    the WAL again from its beginning. ``gpuscope run`` calls it at its start, on its recording
-    thread while the program runs: the runs before it ended by ``os._exit`` (:func:`hold_until_exit`)
-    and left their pages in the WAL, ~15 pages an empty script's run. Unmoved, they made every
-    run's first query read the whole WAL (SQLite's recovery of its index: 2.5 ms at 600 pages on
-    the 2-core runner), and every ~65th run pay SQLite's own checkpoint of 1000 pages (~20 ms) in
-    whichever commit crossed that mark, its last one at the end included. Moved each run, they
-    cost it ~1 ms off the program's path. A failure is left for the next run (the store is
-    unchanged by it)."""
-    try:
-        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-    except sqlite3.Error:
-        pass
 
 
 def release(conn: Any) -> None:

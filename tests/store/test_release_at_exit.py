@@ -75,39 +75,3 @@ def test_gpuscope_run_as_a_program_holds_and_in_process_closes(tmp_path, gpuscop
 
     assert cli._main(["run", "--quiet", str(script)], []) == 0
     assert db._held is None
-
-
-def _wal_frames(wal) -> int:
-    """Frames of the WAL's current generation (read from the file, the store untouched): those after
-    its header whose salts match the header's, as SQLite's recovery counts them."""
-    import struct
-
-    data = wal.read_bytes() if wal.exists() else b""
-    if len(data) < 32:
-        return 0
-    page_size = struct.unpack(">I", data[8:12])[0]
-    salts = data[16:24]
-    frames, offset = 0, 32
-    while offset + 24 + page_size <= len(data) and data[offset + 8:offset + 16] == salts:
-        frames += 1
-        offset += 24 + page_size
-    return frames
-
-
-def test_each_run_moves_what_the_runs_before_left_in_the_wal(tmp_path):
-    """Runs that end by os._exit leave their pages in the WAL; each ``gpuscope run`` moves them into
-    the file while its program runs (db.checkpoint), so the WAL holds about one run's pages, not
-    every run's since SQLite's last own checkpoint (whose recovery each run's first query paid)."""
-    script = tmp_path / "hello.py"
-    script.write_text("print('hi')\n")
-    env = {**os.environ, "GPUSCOPE_HOME": str(tmp_path / "home")}
-    frames = []
-    for _ in range(5):
-        out = subprocess.run([sys.executable, "-m", "gpuscope", "run", "--quiet", str(script)], capture_output=True,
-                             text=True, timeout=120, env=env, cwd=str(REPO))
-        assert out.returncode == 0, out.stderr
-        store = next((tmp_path / "home").rglob("*.sqlite"))
-        frames.append(_wal_frames(store.with_name(store.name + "-wal")))
-    # the first run made the tables too; later ones add ~15 pages each where nothing moves them
-    assert 0 < frames[-1] < frames[0] and max(frames[1:]) < frames[0], frames
-    assert sorted(s for _, s in _status(store, "runs")) == ["exited"] * 5
