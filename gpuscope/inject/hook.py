@@ -144,7 +144,7 @@ def _at_exit():
         STATE.exit(code, how)
     except Exception:
         return
-    if _END["after_exit_handlers"] and how in ("end", "sys.exit") and type(code) is int and ends_early():
+    if _END["after_exit_handlers"] and how in ("end", "sys.exit") and type(code) is int and not _user_site_ran():
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -159,20 +159,23 @@ def _at_exit():
 _END = {"after_exit_handlers": False}
 
 
-def ends_early(role=None, handlers_before=0):
-    """Whether this process may skip its interpreter's teardown once its exit handlers have run:
-    multiprocessing's resource tracker (``role``, from ``activate``) that ran nothing but the
-    standard library and gpuscope: no exit handler registered before gpuscope's (a .pth file's,
-    e.g. coverage's; ``handlers_before``), no ``sitecustomize`` of the user's or their
-    ``usercustomize``, not under nsys (whose injection flushes in C exit handlers), no teardown
-    report asked of the interpreter (``-X dev``'s warnings, ``PYTHONMALLOCSTATS``,
-    ``PYTHONDUMPREFS``). Called with no arguments at exit: what may have changed since the start.
-    Objects a .pth file's import made are not looked for (docs/INJECTION.md)."""
-    if role is not None:
-        return (role == "resource tracker" and handlers_before == 0 and not sys.flags.dev_mode
-                and not any(os.environ.get(v) for v in ("GPUSCOPE_UNDER_NSYS", "PYTHONMALLOCSTATS", "PYTHONDUMPREFS")))
+def ends_early(role, handlers_before):
+    """Whether this process may skip its interpreter's teardown once its exit handlers have run, as
+    far as its start tells: multiprocessing's resource tracker (``role``), no exit handler
+    registered before gpuscope's (``handlers_before``: a .pth file's, e.g. coverage's, would run
+    after ours), not under nsys (whose injection flushes in C exit handlers), no teardown report
+    asked of the interpreter (``-X dev``'s warnings, ``PYTHONMALLOCSTATS``, ``PYTHONDUMPREFS``).
+    At exit :func:`_user_site_ran` is asked too. Objects a .pth file's import made are not looked
+    for (docs/INJECTION.md)."""
+    return (role == "resource tracker" and handlers_before == 0 and not sys.flags.dev_mode
+            and not any(os.environ.get(v) for v in ("GPUSCOPE_UNDER_NSYS", "PYTHONMALLOCSTATS", "PYTHONDUMPREFS")))
+
+
+def _user_site_ran():
+    """A ``sitecustomize`` of the user's (the boot chains it after ours, so only known at exit) or a
+    ``usercustomize`` ran here: their objects' ``__del__`` belong to the interpreter's teardown."""
     site = sys.modules.get("sitecustomize")
-    return "usercustomize" not in sys.modules and (site is None or hasattr(site, "_gpuscope_chain"))
+    return "usercustomize" in sys.modules or (site is not None and not hasattr(site, "_gpuscope_chain"))
 
 
 def activate(boot_ns=None, load=None):

@@ -306,11 +306,9 @@ class ProcessEvents:
         """(CPU seconds, peak RSS bytes) the process measured at exit (its X line), or None each."""
         x = self.exit or {}
         cpu = x.get("cpu_s")   # exact; logs before it had only the two parts (getrusage's)
-        user, system = x.get("cpu_user_s"), x.get("cpu_system_s")
-        if cpu is not None:
-            cpu = float(cpu)
-        elif user is not None and system is not None:
-            cpu = float(user) + float(system)
+        if cpu is None and x.get("cpu_user_s") is not None and x.get("cpu_system_s") is not None:
+            cpu = x["cpu_user_s"] + x["cpu_system_s"]
+        cpu = None if cpu is None else float(cpu)
         kib = x.get("hwm_kib")   # VmHWM: its own address space (ru_maxrss carries a pre-exec peak)
         return cpu, int(kib) * 1024 if kib else None
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 from gpuscope import rundir
+from tests.inject.conftest import injected_env
 
 
 def test_boot_folder_holds_the_hook():
@@ -30,8 +31,7 @@ def test_the_files_a_process_writes_in_the_run_folder_are_private_from_the_start
     0600 / 0700 as the process makes them, not only after the run's end walks the folder."""
     run_dir = tmp_path / "run"
     run_dir.mkdir(mode=0o700)
-    env = dict(os.environ, PYTHONPATH=rundir.pythonpath_with_boot(None), GPUSCOPE_RUN_DIR=str(run_dir),
-               GPUSCOPE_RUN_ID="test", GPUSCOPE_SCRIPT="/nonexistent/script.py", GPUSCOPE_START_METHOD="default")
+    env = injected_env(run_dir)
     code = "import nvtx\nwith nvtx.annotate('step'):\n    pass\n"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
                          preexec_fn=lambda: os.umask(0o022))
@@ -58,8 +58,7 @@ print(len(names), differ)
 def test_the_modules_the_hook_loads_itself_are_what_an_import_makes_of_their_specs(tmp_path):
     """The start modules skip ``module_from_spec`` (~0.3 ms a process): their attributes are still
     the ones it gives, ``__cached__`` naming gpuscope's code cache."""
-    env = dict(os.environ, PYTHONPATH=rundir.pythonpath_with_boot(None), GPUSCOPE_RUN_DIR=str(tmp_path),
-               GPUSCOPE_RUN_ID="test", GPUSCOPE_SCRIPT="/nonexistent/script.py", GPUSCOPE_START_METHOD="default")
+    env = injected_env(tmp_path)
     out = subprocess.run([sys.executable, "-c", MODULE_ATTRS], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     count, differ = out.stdout.split(" ", 1)

@@ -6,7 +6,6 @@ sitecustomize tears its interpreter down as usual."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpuscope.inject import hook
+from gpuscope.trace.events import read_run_events
 from tests.inject.conftest import injected_env, make_bare_python, site_packages
 
 LEAK = str(Path(__file__).resolve().parents[1] / "findings" / "scripts" / "shm_leak.py")
@@ -30,16 +30,18 @@ def _pythons() -> list[str]:
     return found
 
 
+def _by_role(run_dir: Path) -> dict[str, object]:
+    """The run's main process and resource tracker, as gpuscope reads their logs."""
+    return {pe.role: pe for pe in read_run_events(run_dir) if pe.role in ("main", "resource tracker")}
+
+
 def _tracker_exit(run_dir: Path, timeout_s: float = 30.0) -> dict:
     """The resource tracker's exit record (it ends after the program: waited for here)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        for log in (run_dir / "events").glob("*.log"):
-            lines = log.read_text().splitlines()
-            header = json.loads(lines[0].split("\t", 1)[1])
-            exits = [json.loads(line.split("\t")[2]) for line in lines if line.startswith("X\t")]
-            if header["role"] == "resource tracker" and exits:
-                return exits[0]
+        tracker = _by_role(run_dir).get("resource tracker")
+        if tracker is not None and tracker.exit is not None:
+            return tracker.exit
         time.sleep(0.05)
     raise AssertionError(f"no exit record of a resource tracker in {run_dir}")
 
@@ -59,9 +61,8 @@ def _marks(python: str, run_dir: Path, marks: Path) -> dict[str, str | None]:
     """Run the leaking program; what its main process and its resource tracker wrote in ``marks``
     (a file named after each one's pid) by the time they ended, or None."""
     _run_leak(python, run_dir)
-    headers = [json.loads(log.read_text().splitlines()[0].split("\t", 1)[1]) for log in (run_dir / "events").glob("*.log")]
-    pids = {h["role"]: h["pid"] for h in headers if h["role"] in ("main", "resource tracker")}
-    assert set(pids) == {"main", "resource tracker"}, headers
+    pids = {role: pe.pid for role, pe in _by_role(run_dir).items()}
+    assert set(pids) == {"main", "resource tracker"}, pids
     deadline = time.monotonic() + 30
     while any(os.path.exists(f"/proc/{p}") for p in pids.values()) and time.monotonic() < deadline:
         time.sleep(0.02)   # ended (the tracker is reaped by init)
