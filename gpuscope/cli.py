@@ -134,7 +134,7 @@ def _quick(argv: list[str]) -> "Any":
     """The arguments of a common command line read without argparse (~7 ms of imports before the
     program starts), or None: argparse reads it (and words any error, --help, ...)."""
     if argv and argv[0] in QUICK:
-        return getattr(_load(argv[0]), "quick_args")(argv[1:])
+        return _load(argv[0]).quick_args(argv[1:])
     return None
 
 

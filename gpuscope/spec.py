@@ -10,9 +10,8 @@ import os
 
 from gpuscope.errors import UserError
 from gpuscope.record import asdict, field, fields, record, replace
-from gpuscope.spec_checks import (LAUNCHERS, NSYS_TIMEOUT_S, NSYS_TRACE, START_METHOD_HELP, START_METHODS,
-                                  checked_python as _checked_python, checked_script as _checked_script,
-                                  default_python)
+from gpuscope.spec_checks import (LAUNCHERS, NSYS_TIMEOUT_S, NSYS_TRACE, START_METHODS,
+                                  checked_python as _checked_python, checked_script as _checked_script)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

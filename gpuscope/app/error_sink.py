@@ -47,7 +47,7 @@ def describe_exception(exc: BaseException, what: str = "gpuscope") -> str:
 def install_hooks(show: Callable[[str], None]) -> None:
     """Send uncaught exceptions (GUI thread and plain threads) to ``show(line)``."""
 
-    def hook(etype, value, tb) -> None:  # noqa: ANN001 - the sys.excepthook signature
+    def hook(etype, value, tb) -> None:
         if issubclass(etype, KeyboardInterrupt):
             sys.__excepthook__(etype, value, tb)
             return

@@ -28,7 +28,7 @@ def icon_path() -> Path:
     return Path(__file__).resolve().parent / "resources" / "gpuscope.svg"
 
 
-def make_app():  # noqa: ANN201 - returns the QApplication
+def make_app():
     from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication
 

@@ -102,13 +102,13 @@ class SuspectsModel(QAbstractTableModel):
     def selected(self) -> list[m.Suspect]:
         return [s for s in self.suspects if s.key in self.checked]
 
-    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802 - Qt API
+    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(self.suspects)
 
-    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802 - Qt API
+    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(COLUMNS)
 
-    def headerData(self, section: int, orientation, role: int = Qt.DisplayRole):  # noqa: N802
+    def headerData(self, section: int, orientation, role: int = Qt.DisplayRole):
         if orientation == Qt.Horizontal and role == Qt.DisplayRole:
             return COLUMNS[section][0]
         return None
@@ -139,7 +139,7 @@ class SuspectsModel(QAbstractTableModel):
             return QColor(120, 120, 120)
         return None
 
-    def setData(self, index: QModelIndex, value, role: int = Qt.EditRole) -> bool:  # noqa: N802
+    def setData(self, index: QModelIndex, value, role: int = Qt.EditRole) -> bool:
         if role != Qt.CheckStateRole or index.column() != 0:
             return False
         s = self.suspects[index.row()]
@@ -304,12 +304,12 @@ class QtCleanup(QWidget):
             self.state.setText("Looking for leftovers…")
         self._submit(lambda task: self._ensure().scan(), self._listed, "cleanup scan")
 
-    def showEvent(self, event) -> None:  # noqa: N802 - Qt API
+    def showEvent(self, event) -> None:
         super().showEvent(event)
         if self.auto_refresh_ms > 0:
             self._auto_timer.start(self.auto_refresh_ms)
 
-    def hideEvent(self, event) -> None:  # noqa: N802 - Qt API
+    def hideEvent(self, event) -> None:
         self._auto_timer.stop()
         super().hideEvent(event)
 
@@ -460,7 +460,7 @@ class QtCleanup(QWidget):
         self.sigCleaned.emit(results)
         self.refresh()
 
-    def closeEvent(self, event) -> None:  # noqa: N802 - Qt API
+    def closeEvent(self, event) -> None:
         self._observe_timer.stop()
         self._auto_timer.stop()
         super().closeEvent(event)

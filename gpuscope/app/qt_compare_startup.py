@@ -69,7 +69,7 @@ class QtStartupBars(QWidget):
         self.updateGeometry()
         self.update()
 
-    def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt API
+    def resizeEvent(self, event: Any) -> None:
         super().resizeEvent(event)
         self._relayout()
 
@@ -89,7 +89,7 @@ class QtStartupBars(QWidget):
     def _x(self, ms: float) -> float:
         return LEFT + ms / self._max_ms * max(10, self.width() - LEFT - 12)
 
-    def paintEvent(self, event: Any) -> None:  # noqa: N802 - Qt API
+    def paintEvent(self, event: Any) -> None:
         p = QPainter(self)
         try:
             p.fillRect(self.rect(), QColor(250, 250, 250))
@@ -150,7 +150,7 @@ class QtStartupBars(QWidget):
                 return w, name, t, t_next
         return None
 
-    def mouseMoveEvent(self, event: Any) -> None:  # noqa: N802 - Qt API
+    def mouseMoveEvent(self, event: Any) -> None:
         pos = event.position()
         hit = self.phase_at(pos.x(), pos.y())
         if hit is None:

@@ -121,7 +121,7 @@ class QtStackedTimelines(QWidget):
         for lane in self.lanes.values():
             lane.fit_height(room)
 
-    def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt API
+    def resizeEvent(self, event: Any) -> None:
         super().resizeEvent(event)
         self._fit_lanes()
 

@@ -392,7 +392,7 @@ class QtConsole(QWidget):
         self.status.setText("" if found else "not found")
         return found
 
-    def keyPressEvent(self, event) -> None:  # noqa: N802, ANN001 - Qt override: Shift+Enter = previous
+    def keyPressEvent(self, event) -> None:
         from PySide6.QtCore import Qt
 
         if self.find.hasFocus() and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and \

@@ -21,10 +21,10 @@ class ElidedLabel(QLabel):
         self.setToolTip(text)
         self._elide()
 
-    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+    def minimumSizeHint(self) -> QSize:
         return QSize(0, self.fontMetrics().height())
 
-    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+    def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self._elide()
 

@@ -222,7 +222,7 @@ class FindingsList(QWidget):
         self.stacks_button.setVisible(f is not None and f.code == STACKS_CODE)
         self.copy_button.setVisible(f is not None)
 
-    def _emit(self, signal) -> None:  # noqa: ANN001 - a bound Signal
+    def _emit(self, signal) -> None:
         f = self.current()
         if f is not None and f.action is not None:
             signal.emit(f.action)

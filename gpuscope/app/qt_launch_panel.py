@@ -209,11 +209,11 @@ class QtLaunchPanel(QWidget):
         text = self.script.currentText().strip()
         return str(Path(text).parent) if text else str(Path.cwd())
 
-    def dragEnterEvent(self, event) -> None:  # noqa: N802, ANN001 - Qt override
+    def dragEnterEvent(self, event) -> None:
         if event.mimeData().hasUrls():
             event.acceptProposedAction()
 
-    def dropEvent(self, event) -> None:  # noqa: N802, ANN001 - Qt override
+    def dropEvent(self, event) -> None:
         for url in event.mimeData().urls():
             if url.isLocalFile():
                 self.set_script(url.toLocalFile())

@@ -69,7 +69,7 @@ class ElidedLabel(QLabel):
         super().__init__(text, parent)
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
 
-    def setText(self, text: str) -> None:  # noqa: N802 - Qt API
+    def setText(self, text: str) -> None:
         super().setText(text)
         self.setToolTip(text)
 
@@ -77,7 +77,7 @@ class ElidedLabel(QLabel):
         room = self.contentsRect().width()
         return self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideRight, max(room, 0))
 
-    def paintEvent(self, event) -> None:  # noqa: N802, ANN001 - Qt API
+    def paintEvent(self, event) -> None:
         painter = QPainter(self)
         painter.setPen(self.palette().color(self.foregroundRole()))
         painter.drawText(self.contentsRect(), int(self.alignment() | Qt.AlignmentFlag.AlignVCenter), self.elided())
@@ -145,7 +145,7 @@ class Legend(QListWidget):
         item = self.entries.pop(ident)
         self.takeItem(self.row(item))
 
-    def clear(self) -> None:  # noqa: D102 - QListWidget.clear, and the entries
+    def clear(self) -> None:
         super().clear()
         self.entries.clear()
 
@@ -339,7 +339,7 @@ class QtLiveView(QWidget):
     def gpu_shown(self) -> bool:
         return not self.model.gpu_reason
 
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self.plot_area and event.type() == QEvent.Type.Resize:
             self._arrange()
         return False

@@ -55,7 +55,7 @@ class SteadyTabs(QTabWidget):
         super().__init__(parent)
         self._hints: tuple | None = None
 
-    def event(self, event: QEvent) -> bool:  # noqa: D102 - Qt override
+    def event(self, event: QEvent) -> bool:
         if event.type() == QEvent.Type.LayoutRequest:
             stack, bar = self.findChild(QStackedWidget), self.tabBar()
             hints = (bar.sizeHint(), bar.minimumSizeHint(), bar.isVisibleTo(self),
@@ -588,7 +588,7 @@ class MainWindow(QMainWindow):
         self.tabs.setCurrentIndex(0)
 
     # -- closing --------------------------------------------------------------------------------
-    def closeEvent(self, event) -> None:  # noqa: N802, ANN001 - Qt override
+    def closeEvent(self, event) -> None:
         self.panel.save(self.settings)
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.sync()

@@ -301,10 +301,10 @@ class QtProcessTree(QTreeWidget):
             self._sort()
         return True
 
-    def sortColumn(self) -> int:  # noqa: N802 - the QTreeView name, answered by the header
+    def sortColumn(self) -> int:
         return self.header().sortIndicatorSection()
 
-    def sortByColumn(self, column: int, order: Qt.SortOrder) -> None:  # noqa: N802 - the QTreeView name
+    def sortByColumn(self, column: int, order: Qt.SortOrder) -> None:
         """Sort by ``column`` (the header's indicator follows): every level, children under parents."""
         header = self.header()
         if (header.sortIndicatorSection(), header.sortIndicatorOrder()) == (column, order):
@@ -378,7 +378,7 @@ class QtProcessTree(QTreeWidget):
         return item
 
     # -- tree lines -----------------------------------------------------------------------------
-    def drawBranches(self, painter: QPainter, rect: QRect, index: QModelIndex) -> None:  # noqa: N802 - Qt override
+    def drawBranches(self, painter: QPainter, rect: QRect, index: QModelIndex) -> None:
         """Tree lines: a row's children hang from a line under its [+]/[−] box (├─ to each, └─ to
         the last); │ where an ancestor's later siblings continue below this row."""
         chain = []
@@ -424,7 +424,7 @@ class QtProcessTree(QTreeWidget):
         item = self.currentItem()
         return None if item is None else item.data(0, PID_ROLE)
 
-    def contextMenuEvent(self, event) -> None:  # noqa: N802, ANN001 - Qt override
+    def contextMenuEvent(self, event) -> None:
         item = self.itemAt(event.pos()) if event.reason() != event.Reason.Keyboard else self.currentItem()
         if item is not None:
             self.setCurrentItem(item)
@@ -461,7 +461,7 @@ class QtProcessTree(QTreeWidget):
         menu.addAction("Expand all", self.expandAll)
         return menu
 
-    def keyPressEvent(self, event) -> None:  # noqa: N802, ANN001 - Qt override
+    def keyPressEvent(self, event) -> None:
         pid = self.selected_pid()
         if event.key() == Qt.Key.Key_Delete and pid is not None:
             self.stop(pid, kill=bool(event.modifiers() & Qt.KeyboardModifier.ShiftModifier))

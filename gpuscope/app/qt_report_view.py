@@ -192,7 +192,7 @@ class _Split(QSplitter):
         super().__init__(orientation, parent)
         self._on_resize = on_resize
 
-    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+    def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self._on_resize()
 

@@ -142,13 +142,13 @@ class RowsModel(QAbstractTableModel):
         self.rows = list(rows)
         self.endResetModel()
 
-    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802 - Qt API
+    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(self.rows)
 
-    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802 - Qt API
+    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(self.columns)
 
-    def headerData(self, section: int, orientation, role: int = Qt.DisplayRole):  # noqa: N802
+    def headerData(self, section: int, orientation, role: int = Qt.DisplayRole):
         if orientation == Qt.Horizontal and role == Qt.DisplayRole:
             return self.columns[section].title
         return None
@@ -175,7 +175,7 @@ class RowsModel(QAbstractTableModel):
 class RawSortProxy(QSortFilterProxyModel):
     """Sorts on the raw value (``RAW_ROLE``: numbers as numbers); filters on any text column."""
 
-    def lessThan(self, left: QModelIndex, right: QModelIndex) -> bool:  # noqa: N802 - Qt API
+    def lessThan(self, left: QModelIndex, right: QModelIndex) -> bool:
         a, b = left.data(RAW_ROLE), right.data(RAW_ROLE)
         try:
             return a < b

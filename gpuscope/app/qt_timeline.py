@@ -473,7 +473,7 @@ class QtTimeline(QWidget):
 
     # ----------------------------------------------------------------- painting
 
-    def paintEvent(self, event) -> None:  # noqa: N802 - Qt API
+    def paintEvent(self, event) -> None:
         started = time.perf_counter()
         p = QPainter(self)
         try:
@@ -543,18 +543,18 @@ class QtTimeline(QWidget):
 
     # ----------------------------------------------------------------- input
 
-    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt API
+    def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         if self._auto_fit:
             self.fit()    # e.g. laid out while its tab was hidden
         else:
             self._clamp()
 
-    def focusInEvent(self, event) -> None:  # noqa: N802 - Qt API
+    def focusInEvent(self, event) -> None:
         super().focusInEvent(event)
         self.update()     # the focus outline
 
-    def focusOutEvent(self, event) -> None:  # noqa: N802 - Qt API
+    def focusOutEvent(self, event) -> None:
         super().focusOutEvent(event)
         self.update()
 
@@ -565,7 +565,7 @@ class QtTimeline(QWidget):
             return float(pos.x())
         return None
 
-    def wheelEvent(self, event) -> None:  # noqa: N802 - Qt API
+    def wheelEvent(self, event) -> None:
         delta = event.angleDelta().y() or event.angleDelta().x()
         if event.modifiers() & Qt.ShiftModifier:
             self.pan_px(0, delta / 2)
@@ -573,7 +573,7 @@ class QtTimeline(QWidget):
             self.zoom(ZOOM_STEP ** (delta / 120.0), event.position().x())
         event.accept()
 
-    def keyPressEvent(self, event) -> None:  # noqa: N802 - Qt API
+    def keyPressEvent(self, event) -> None:
         key, step = event.key(), self.plot_width() * 0.15
         actions = {
             Qt.Key_Plus: lambda: self.zoom(ZOOM_STEP), Qt.Key_Equal: lambda: self.zoom(ZOOM_STEP),
@@ -603,7 +603,7 @@ class QtTimeline(QWidget):
             self._selected = None
             self.update()
 
-    def mousePressEvent(self, event) -> None:  # noqa: N802 - Qt API
+    def mousePressEvent(self, event) -> None:
         if event.button() == Qt.LeftButton:
             self._press = event.position().toPoint()
             self._press_x = event.position().x()
@@ -614,7 +614,7 @@ class QtTimeline(QWidget):
                 bool(event.modifiers() & Qt.ShiftModifier) or self._press.y() < AXIS_H)
         self.setFocus()
 
-    def mouseMoveEvent(self, event) -> None:  # noqa: N802 - Qt API
+    def mouseMoveEvent(self, event) -> None:
         pos = event.position().toPoint()
         if self._press is not None and event.buttons() & Qt.LeftButton:
             d = pos - self._press
@@ -648,7 +648,7 @@ class QtTimeline(QWidget):
         else:
             QToolTip.showText(event.globalPosition().toPoint(), TT.tooltip_html(self.details(item)), self)
 
-    def mouseReleaseEvent(self, event) -> None:  # noqa: N802 - Qt API
+    def mouseReleaseEvent(self, event) -> None:
         if event.button() == Qt.LeftButton and self._press is not None:
             if self._measuring and self._dragged:
                 x = max(GUTTER, event.position().x())
@@ -660,7 +660,7 @@ class QtTimeline(QWidget):
             self._press = None
             self._measuring = False
 
-    def mouseDoubleClickEvent(self, event) -> None:  # noqa: N802 - Qt API
+    def mouseDoubleClickEvent(self, event) -> None:
         item = self.item_at(event.position())
         if item is not None:
             d = self.details(item)

@@ -68,7 +68,7 @@ class Task(QRunnable):
         """Hand an early result to ``on_partial`` on the GUI thread (the task goes on)."""
         self._finish(self.on_partial, value)
 
-    def run(self) -> None:  # noqa: D102 - QRunnable entry point, on a pool thread
+    def run(self) -> None:
         try:
             result = self.fn(self)
         except UserError as exc:

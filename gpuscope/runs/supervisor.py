@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import _signal   # the C module behind `signal`, whose enums cost 10-40 ms (names: status.signal_name)
 import os
-import sys
 import time
 
 from gpuscope import threads
