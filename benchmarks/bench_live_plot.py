@@ -1,6 +1,6 @@
 """Live plot refresh cost with 8 series of one hour at 10 Hz (goal: < 10 ms per refresh).
 
-Fills a :class:`gpuscope.app.live_model.LiveModel` with 36,000 ticks of 8 processes (CPU and
+Fills a :class:`gpuscope.views.live_model.LiveModel` with 36,000 ticks of 8 processes (CPU and
 RSS curves: 16 curves over two plots, 8 in each) and then measures, over many refreshes that each
 follow one new tick:
 
@@ -25,8 +25,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import gpuscope.app  # noqa: E402,F401 - (the PySide6 6.12 refcount guard)
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from gpuscope.app.live_model import LiveModel  # noqa: E402
-from gpuscope.app.qt_live_view import QtLiveView  # noqa: E402
+from gpuscope.views.live_model import LiveModel  # noqa: E402
+from gpuscope.app.run.qt_live_view import QtLiveView  # noqa: E402
 from gpuscope.telemetry.batch import ProcSample, SampleBatch  # noqa: E402
 
 

@@ -45,7 +45,7 @@ from nsysrec import SCRIPT, find_installs, kill_tagged  # noqa: E402
 
 
 def one_round(inst, ranges: int, work: Path) -> dict:
-    from gpuscope.app import timeline_lod as L
+    from gpuscope.views import timeline_lod as L
     from gpuscope.nsys.report import load_report
     from gpuscope.trace import events
 

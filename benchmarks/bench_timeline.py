@@ -59,8 +59,8 @@ def main() -> int:
 
     from PySide6.QtWidgets import QApplication
 
-    from gpuscope.app import timeline_lod as L
-    from gpuscope.app.qt_timeline import QtTimeline
+    from gpuscope.views import timeline_lod as L
+    from gpuscope.app.timeline.qt_timeline import QtTimeline
     from tests.app.timeline_support import synthetic_timeline
 
     app = QApplication.instance() or QApplication([])

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
-    from gpuscope.app.past_run import PastRun
-    from gpuscope.app.qt_cleanup import QtCleanup
-    from gpuscope.app.qt_report_view import QtReportView
+    from gpuscope.views.past_run import PastRun
+    from gpuscope.app.cleanup.qt_cleanup import QtCleanup
+    from gpuscope.app.report.qt_report_view import QtReportView
     from gpuscope.finding import Fix
     from gpuscope.nsys.report import Report
     from gpuscope.runs.supervisor import Run, RunResult
@@ -23,20 +23,21 @@ from PySide6.QtWidgets import (QFileDialog, QMainWindow, QMessageBox, QSizePolic
 
 from gpuscope.app import bridge, workers
 from gpuscope.app.bridge import RunBridge
-from gpuscope.app.left_running import LeftRunning
-from gpuscope.app.live_model import LiveModel
-from gpuscope.app.procroles import RoleReader
-from gpuscope.app.qt_compare_session import CompareSession
+from gpuscope.views.left_running import LeftRunning
+from gpuscope.views.live_model import LiveModel
+from gpuscope.views.procroles import RoleReader
+from gpuscope.app.compare.qt_compare_session import CompareSession
 from gpuscope.telemetry.ray_store import StoreTail
-from gpuscope.app.qt_console import QtConsole
-from gpuscope.app.qt_history import QtHistory
-from gpuscope.app.qt_launch_panel import QtLaunchPanel
-from gpuscope.app.qt_live_view import QtLiveView
-from gpuscope.app.qt_process_tree import QtProcessTree
-from gpuscope.app.qt_stacks import QtStacks
-from gpuscope.app.qt_status import QtStatus
-from gpuscope.app.run_controller import IDLE, RunController, describe_result, probe_gpu
-from gpuscope.app.run_findings import RunFindings
+from gpuscope.app.run.qt_console import QtConsole
+from gpuscope.app.history.qt_history import QtHistory
+from gpuscope.app.run.qt_launch_panel import QtLaunchPanel
+from gpuscope.app.run.qt_live_view import QtLiveView
+from gpuscope.app.run.qt_process_tree import QtProcessTree
+from gpuscope.app.run.qt_stacks import QtStacks
+from gpuscope.app.widgets.qt_status import QtStatus
+from gpuscope.app.run.run_controller import IDLE, RunController, probe_gpu
+from gpuscope.views.run_status import describe_result
+from gpuscope.app.run.run_findings import RunFindings
 from gpuscope.app.settings import open_settings
 
 TICK_MS = 100
@@ -238,7 +239,7 @@ class MainWindow(QMainWindow):
         """The Report tab, built on first use (its imports cost ~0.2 s of start-up)."""
         if "Report" in self._lazy:
             return self._lazy["Report"]  # type: ignore[return-value]
-        from gpuscope.app.qt_report_view import QtReportView
+        from gpuscope.app.report.qt_report_view import QtReportView
 
         view = self._tab_widget("Report", QtReportView)
         # a long report path in its title must not set the window's minimum width (it goes down to
@@ -254,7 +255,7 @@ class MainWindow(QMainWindow):
         """The Cleanup tab, built on first use."""
         if "Cleanup" in self._lazy:
             return self._lazy["Cleanup"]  # type: ignore[return-value]
-        from gpuscope.app.qt_cleanup import QtCleanup
+        from gpuscope.app.cleanup.qt_cleanup import QtCleanup
 
         view = self._tab_widget("Cleanup", QtCleanup)
         view.sigCleaned.connect(lambda _r: self._left_running_changed(cleaned=True))
@@ -550,7 +551,7 @@ class MainWindow(QMainWindow):
         if self.controller.busy or self.compare.busy:
             self.show_error("a run is in progress: open past runs when it has ended")
             return
-        from gpuscope.app.past_run import load_past_run
+        from gpuscope.views.past_run import load_past_run
 
         self.run_task(lambda task: load_past_run(row.id, row.run_dir, row.started_ns), self._show_past_run,
                       f"opening run {row.id}")

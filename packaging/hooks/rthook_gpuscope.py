@@ -1,6 +1,6 @@
 # PyInstaller runtime hook (runs before gpuscope in the frozen app).
 # The runs' processes are the user's own Python, never this executable: tell gpuscope so
-# (gpuscope.app.launch_checks.default_python reads it) and keep Qt's plugin lookup inside the bundle.
+# (gpuscope.views.launch_checks.default_python reads it) and keep Qt's plugin lookup inside the bundle.
 import os
 import sys
 

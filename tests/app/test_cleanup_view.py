@@ -15,7 +15,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 
 from gpuscope.app import workers
-from gpuscope.app.qt_cleanup import QtCleanup
+from gpuscope.app.cleanup.qt_cleanup import QtCleanup
 from gpuscope.cleanup.shm import SHM_MIN_AGE_S
 from tests.app.timeline_support import Subreaper, leave_sleeper, save_shot, state_of
 from tests.cleanup.util import held_semaphore

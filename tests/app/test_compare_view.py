@@ -12,7 +12,7 @@ from PySide6.QtCore import QPoint, QPointF, Qt
 from timeline_support import synthetic_timeline
 
 from gpuscope.analysis.comparison import Comparison, Metric, RangeRow, Spread, WorkerStartup
-from gpuscope.app import timeline_lod as L
+from gpuscope.views import timeline_lod as L
 
 pytestmark = pytest.mark.gui
 
@@ -51,7 +51,7 @@ def _comparison(tmp_path, left_out: dict[str, str] | None = None) -> Comparison:
 
 
 def _view(qtbot):
-    from gpuscope.app.qt_compare import QtCompareView
+    from gpuscope.app.compare.qt_compare import QtCompareView
 
     view = QtCompareView()
     qtbot.addWidget(view)
@@ -99,7 +99,7 @@ def test_tables_show_the_comparison(qtbot, tmp_path):
     # start-up bars: workers in label order, one row each, a phase under the mouse
     bars = view.startup
     assert [(label, pid) for label, pid, _ in bars.rows()] == [("fork", 11), ("spawn", 21), ("spawn", 22)]
-    from gpuscope.app.qt_compare_startup import AXIS_H, ROW_H
+    from gpuscope.app.compare.qt_compare_startup import AXIS_H, ROW_H
     y = bars.top + AXIS_H + 1 * ROW_H + ROW_H / 2
     hit = bars.phase_at(bars._x(40.0), y)
     assert hit is not None and hit[0].pid == 21 and hit[1] == "created" and hit[2:] == (0.0, 80.0)
@@ -126,7 +126,7 @@ def test_exports(qtbot, tmp_path):
 
 
 def test_stacked_timelines_share_one_axis(qtbot):
-    from gpuscope.app.qt_compare_timelines import QtStackedTimelines
+    from gpuscope.app.compare.qt_compare_timelines import QtStackedTimelines
 
     short, long = L.build_layout(synthetic_timeline(4_000, n_procs=2)), L.build_layout(synthetic_timeline(
         40_000, n_procs=2))
@@ -214,7 +214,7 @@ def test_gui_compare_options_refused():
 
 
 def test_run_id_labels_are_shortened_in_narrow_places():
-    from gpuscope.app.qt_compare_tables import ratio_title, short_label
+    from gpuscope.app.compare.qt_compare_tables import ratio_title, short_label
 
     assert short_label("20261201-042530-bca58ab9") == "042530-bca58ab9"
     assert short_label("fork") == "fork" and short_label("fork 2") == "fork 2"

@@ -16,8 +16,8 @@ import pytest
 from apphelpers import fill, make_window, wait_report
 from PySide6.QtCore import Qt, QTimer
 
-from gpuscope.app.qt_console import QtConsole
-from gpuscope.app.qt_live_view import format_elapsed
+from gpuscope.app.run.qt_console import QtConsole
+from gpuscope.app.run.qt_live_view import format_elapsed
 
 pytestmark = pytest.mark.gui
 
@@ -184,7 +184,7 @@ def test_ticking_follow_jumps_to_the_end(qtbot):
 
 
 def test_a_progress_bar_updates_its_line_and_a_huge_line_is_cut(qtbot):
-    from gpuscope.app.qt_console import MAX_LINE_CHARS
+    from gpuscope.app.run.qt_console import MAX_LINE_CHARS
 
     console = QtConsole()
     qtbot.addWidget(console)

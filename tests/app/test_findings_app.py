@@ -60,7 +60,7 @@ def _open_past(w, qtbot, run_id: str) -> None:
 
 def test_findings_list_shows_evidence_fix_and_the_action_buttons(qtbot):
     """The reusable widget (compare view, report view): rows, details, and which button each action gets."""
-    from gpuscope.app.qt_findings import FindingsList, FindingsStrip
+    from gpuscope.app.widgets.qt_findings import FindingsList, FindingsStrip
 
     guard = Finding("missing-main-guard", "child processes failed to start 3 time(s)", "add the guard",
                     Severity.ERROR, (), evidence({"failed starts": 3}, ["RuntimeError: An attempt"]), StopRun(), 1)
@@ -232,7 +232,7 @@ def test_stacks_view_says_how_a_process_the_hook_did_not_reach_was_read(qtbot, m
     as read_from_outside found it (py-spy's error when installed, "neither … installed" when not)."""
     import subprocess
 
-    from gpuscope.app.qt_stacks import QtStacks
+    from gpuscope.app.run.qt_stacks import QtStacks
     from gpuscope.findings import stacks
 
     view = QtStacks()

@@ -28,7 +28,7 @@ import pytest
 from apphelpers import fill, make_window, wait_report
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 
-from gpuscope.app import procroles
+from gpuscope.views import procroles
 
 pytestmark = pytest.mark.gui
 

@@ -103,8 +103,8 @@ def test_every_key_a_view_handles_itself_is_in_its_key_help(qtbot):
     from PySide6.QtCore import QEvent, Qt
     from PySide6.QtGui import QKeyEvent
 
-    from gpuscope.app.qt_console import QtConsole
-    from gpuscope.app.qt_timeline import QtTimeline
+    from gpuscope.app.run.qt_console import QtConsole
+    from gpuscope.app.timeline.qt_timeline import QtTimeline
 
     names = {Qt.Key.Key_Plus: "+", Qt.Key.Key_Equal: "+", Qt.Key.Key_Minus: "−", Qt.Key.Key_Home: "Home",
              Qt.Key.Key_End: "End", Qt.Key.Key_Left: "←", Qt.Key.Key_Right: "→", Qt.Key.Key_Up: "↑",

@@ -107,7 +107,7 @@ def _stored_spec(run_id: str) -> RunSpec:
 
 
 def _col(name: str) -> int:
-    from gpuscope.app.qt_history import COLUMNS
+    from gpuscope.app.history.qt_history import COLUMNS
 
     return COLUMNS.index(name)
 

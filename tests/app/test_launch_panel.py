@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from apphelpers import make_window, script, wait_report
 
-from gpuscope.app.launch_checks import fork_warning, gpu_features
+from gpuscope.views.launch_checks import fork_warning, gpu_features
 from gpuscope.app.settings import open_settings
 from gpuscope.errors import UserError
 from gpuscope.finding import SetStartMethod

@@ -10,10 +10,10 @@ import pytest
 from apphelpers import fill, make_window, run_processes, start_nsys_run, wait_report
 from PySide6.QtGui import QColor
 
-from gpuscope.app.live_model import LiveModel
-from gpuscope.app.procroles import NSYS_GROUP, Identity
-from gpuscope.app.qt_live_view import QtLiveView
-from gpuscope.app.qt_process_tree import COL, QtProcessTree
+from gpuscope.views.live_model import LiveModel
+from gpuscope.views.procroles import NSYS_GROUP, Identity
+from gpuscope.app.run.qt_live_view import QtLiveView
+from gpuscope.app.run.qt_process_tree import COL, QtProcessTree
 from gpuscope.telemetry.batch import ProcSample, SampleBatch
 
 pytestmark = pytest.mark.gui

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuscope.app.live_model import LiveModel
+from gpuscope.views.live_model import LiveModel
 from gpuscope.telemetry.ray_store import StoreTail, read_ray_store
 from tests import requires
 from tests.runs.helpers import gpuscope, script, summary
@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.gui, pytest.mark.ray]
 
 
 def test_object_store_curves_in_the_memory_plot(qtbot, run_env, gpuscope_home, tmp_path):
-    from gpuscope.app.qt_live_view import QtLiveView
+    from gpuscope.app.run.qt_live_view import QtLiveView
     from gpuscope.store import db
     from gpuscope.telemetry.series import load_series
 
@@ -41,7 +41,7 @@ def test_object_store_curves_in_the_memory_plot(qtbot, run_env, gpuscope_home, t
     qtbot.addWidget(view)
     view.resize(1100, 700)
     assert series is not None
-    from gpuscope.app.procroles import RoleReader
+    from gpuscope.views.procroles import RoleReader
 
     model.load_series(series, RoleReader(run_dir).lookup())   # as the app reopens a past run
     model.add_ray_store(samples)

@@ -9,9 +9,9 @@ import pytest
 from apphelpers import fill, make_window, wait_report
 from PySide6.QtCore import QTimer
 
-from gpuscope.app.live_model import LiveModel
-from gpuscope.app.qt_console import QtConsole
-from gpuscope.app.qt_live_view import QtLiveView
+from gpuscope.views.live_model import LiveModel
+from gpuscope.app.run.qt_console import QtConsole
+from gpuscope.app.run.qt_live_view import QtLiveView
 from gpuscope.telemetry.batch import DeviceSample, ProcSample, SampleBatch
 
 pytestmark = pytest.mark.gui
@@ -98,7 +98,7 @@ def test_console_flood_stays_responsive_bounded_and_searchable(qtbot):
 
 
 def test_console_streams_and_partial_utf8(qtbot):
-    from gpuscope.app.qt_console import QtConsole
+    from gpuscope.app.run.qt_console import QtConsole
 
     c = QtConsole(max_lines=5)
     qtbot.addWidget(c)
@@ -116,7 +116,7 @@ def test_console_streams_and_partial_utf8(qtbot):
 
 
 def test_envelope_keeps_peaks_and_gaps():
-    from gpuscope.app.plot_buffers import envelope
+    from gpuscope.views.plot_buffers import envelope
 
     x = np.arange(10_000, dtype=float)
     y = np.zeros(10_000)
@@ -132,7 +132,7 @@ def test_envelope_keeps_peaks_and_gaps():
 
 
 def test_nice_top_steps():
-    from gpuscope.app.qt_live_view import nice_top
+    from gpuscope.app.run.qt_live_view import nice_top
 
     assert [nice_top(v) for v in (0, 0.7, 1.0, 1.01, 3, 7, 31.5, 2e9)] == [1, 1, 1, 2, 5, 10, 50, 2e9]
 
@@ -197,7 +197,7 @@ def test_no_gpu_is_one_line_and_cpu_rss_get_the_plot_area(qtbot, size):
 
 def test_legend_names_a_rank_once_with_swatches_beside(qtbot):
     """Legend entries read "PID rank 0", never "rank 0 0"; each swatch sits beside its label."""
-    from gpuscope.app.procroles import Identity
+    from gpuscope.views.procroles import Identity
     from gpuscope.trace.process_row import display_name
 
     assert display_name("rank 0", None, 0, "python") == "rank 0"

@@ -24,8 +24,8 @@ from apphelpers import fill, make_window, run_processes, start_torchrun, wait_re
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QColor
 
-from gpuscope.app.live_model import LiveModel
-from gpuscope.app.qt_process_tree import COL, ENDED_GREY, PID_ROLE, QtProcessTree
+from gpuscope.views.live_model import LiveModel
+from gpuscope.app.run.qt_process_tree import COL, ENDED_GREY, PID_ROLE, QtProcessTree
 from gpuscope.runs.table import format_table
 from gpuscope.telemetry.batch import ProcSample, SampleBatch, StartedProc
 from gpuscope.trace.process_row import ProcessRow, display_name
@@ -283,7 +283,7 @@ def test_tool_group_stays_last_in_every_sort(qtbot):
     last, whatever column and order the table is sorted by; the user's rows sort around it."""
     from test_live_nsys_group import batch
 
-    from gpuscope.app.procroles import NSYS_GROUP, Identity
+    from gpuscope.views.procroles import NSYS_GROUP, Identity
 
     model = LiveModel()
     tree = QtProcessTree(model)

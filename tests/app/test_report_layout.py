@@ -20,8 +20,8 @@ import pytest
 from PySide6.QtCore import QSettings, Qt
 
 from gpuscope.app import workers
-from gpuscope.app.qt_report_view import TABLES_KEY, QtReportView
-from gpuscope.app.qt_summary import RECORD_TINT
+from gpuscope.app.report.qt_report_view import TABLES_KEY, QtReportView
+from gpuscope.app.report.qt_summary import RECORD_TINT
 from gpuscope.nsys import locate
 from gpuscope.trace import timeline as T
 from gpuscope.trace.summary import RECORD_MARK

@@ -11,7 +11,7 @@ import pytest
 from PySide6.QtCore import QTimer
 
 from gpuscope.app import workers
-from gpuscope.app.qt_report_view import QtReportView
+from gpuscope.app.report.qt_report_view import QtReportView
 
 pytestmark = pytest.mark.gui
 RANGES_PER_THREAD = 75_000   # 300 k ranges: long enough to load (0.5 s and more) that a block would show

@@ -11,7 +11,7 @@ import pytest
 from PySide6.QtGui import QColor
 
 from gpuscope.app import workers
-from gpuscope.app.qt_report_view import QtReportView
+from gpuscope.app.report.qt_report_view import QtReportView
 from gpuscope.nsys.report import load_report
 from gpuscope.trace.events import read_run_events
 from gpuscope.trace.flows import run_flows

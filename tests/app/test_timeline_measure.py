@@ -11,11 +11,11 @@ from PySide6.QtCore import QEvent, QPointF, Qt
 from PySide6.QtGui import QColor, QMouseEvent
 from PySide6.QtWidgets import QApplication, QLineEdit, QVBoxLayout, QWidget
 
-from gpuscope.app import timeline_lod as L
+from gpuscope.views import timeline_lod as L
 from gpuscope.app import workers
-from gpuscope.app.qt_report_view import QtReportView
-from gpuscope.app.qt_timeline import AXIS_H, GUTTER, ZOOM_STEP, QtTimeline
-from gpuscope.app.timeline_text import fmt_ns
+from gpuscope.app.report.qt_report_view import QtReportView
+from gpuscope.app.timeline.qt_timeline import AXIS_H, GUTTER, ZOOM_STEP, QtTimeline
+from gpuscope.views.timeline_text import fmt_ns
 from gpuscope.nsys.report import load_report
 from tests.app.timeline_support import EPOCHS, STEPS, TASKS, gpuscope_run, save_shot, shown_timeline, write_workload
 

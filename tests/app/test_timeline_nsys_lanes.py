@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from gpuscope.app import timeline_lod as L
-from gpuscope.app.qt_timeline import QtTimeline
+from gpuscope.views import timeline_lod as L
+from gpuscope.app.timeline.qt_timeline import QtTimeline
 from gpuscope.nsys.report import load_events, load_report
 from tests.app.timeline_support import EPOCHS, TASKS, nsys_available, nsys_run, save_shot, write_workload
 

@@ -8,8 +8,8 @@ import pytest
 from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
 from PySide6.QtGui import QColor, QMouseEvent, QWheelEvent
 
-from gpuscope.app import timeline_lod as L
-from gpuscope.app.qt_timeline import AXIS_H, GUTTER, ZOOM_STEP, QtTimeline
+from gpuscope.views import timeline_lod as L
+from gpuscope.app.timeline.qt_timeline import AXIS_H, GUTTER, ZOOM_STEP, QtTimeline
 from gpuscope.nsys.report import load_report
 from gpuscope.trace import timeline as T
 from tests.app.timeline_support import gpuscope_run, save_shot, shown_timeline, synthetic_timeline, write_workload
@@ -74,7 +74,7 @@ def test_click_selects_and_hover_describes_a_range(view, qtbot, tmp_path):
     assert d["pid"] == int(tl.ranges.pid[i]) and d["duration_ns"] == int(tl.ranges.end_ns[i] - tl.ranges.start_ns[i])
     assert d["source"] == "gpuscope" and d["color"] == "#0000ff"
     assert view.selected == d
-    from gpuscope.app.timeline_text import tooltip_html
+    from gpuscope.views.timeline_text import tooltip_html
     item = view.item_at(pt)
     assert item is not None and "epoch" in tooltip_html(view.details(item))
     assert view.item_at(QPoint(GUTTER - 5, pt.y())) is None

@@ -418,7 +418,7 @@ def _insert(conn, table: str, row: dict) -> None:
 
 def shown_timeline(qtbot, run_dir: Path, size: tuple[int, int] = (1200, 480)):
     """A QtTimeline showing a run folder's report, exposed at ``size`` (the timeline tests' view)."""
-    from gpuscope.app.qt_timeline import QtTimeline
+    from gpuscope.app.timeline.qt_timeline import QtTimeline
     from gpuscope.nsys.report import load_report
 
     w = QtTimeline()

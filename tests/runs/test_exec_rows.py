@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from gpuscope.app.procroles import RoleReader
+from gpuscope.views.procroles import RoleReader
 from tests.runs.helpers import gpuscope, script, summary
 
 

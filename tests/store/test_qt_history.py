@@ -23,7 +23,7 @@ SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 @pytest.fixture
 def history(qtbot, two_runs):
     from gpuscope.app import workers
-    from gpuscope.app.qt_history import QtHistory
+    from gpuscope.app.history.qt_history import QtHistory
 
     w = QtHistory()
     qtbot.addWidget(w)
@@ -53,7 +53,7 @@ def _click(box, role) -> None:
 
 
 def test_disk_column_and_footer(qtbot, history, two_runs):
-    from gpuscope.app.qt_history import COLUMNS
+    from gpuscope.app.history.qt_history import COLUMNS
 
     _load(qtbot, history)
     assert history.table.rowCount() == 2

@@ -18,11 +18,11 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QInputDialog, QWidget
 
-from gpuscope.app.compare_controller import CompareController, progress_text
-from gpuscope.app.procroles import RoleReader
+from gpuscope.app.compare.compare_controller import CompareController, progress_text
+from gpuscope.views.procroles import RoleReader
 
 if TYPE_CHECKING:
-    from gpuscope.app.qt_compare import QtCompareView
+    from gpuscope.app.compare.qt_compare import QtCompareView
     from gpuscope.spec import RunSpec
 
 TITLE = "Compare"
@@ -61,7 +61,7 @@ class CompareSession(QObject):
     @property
     def view(self) -> "QtCompareView":
         """The Compare tab, built on first use."""
-        from gpuscope.app.qt_compare import QtCompareView
+        from gpuscope.app.compare.qt_compare import QtCompareView
 
         if TITLE not in self.w._lazy:
             view = self.w._tab_widget(TITLE, QtCompareView)

@@ -22,10 +22,10 @@ from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QLabel, QLineEd
                                QSplitter, QVBoxLayout, QWidget)
 
 from gpuscope.app import bridge, workers
-from gpuscope.app.qt_compare_startup import QtStartupBars
-from gpuscope.app.qt_compare_tables import MetricsTable, RangesTable
-from gpuscope.app.qt_compare_timelines import QtStackedTimelines, load_layouts
-from gpuscope.app.qt_findings import FindingsList
+from gpuscope.app.compare.qt_compare_startup import QtStartupBars
+from gpuscope.app.compare.qt_compare_tables import MetricsTable, RangesTable
+from gpuscope.app.compare.qt_compare_timelines import QtStackedTimelines, load_layouts
+from gpuscope.app.widgets.qt_findings import FindingsList
 from gpuscope.finding import Finding
 from gpuscope.record import replace
 from gpuscope.findings.engine import read_saved

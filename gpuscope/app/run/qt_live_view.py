@@ -4,7 +4,7 @@ The refresh timer of the main window redraws the plots about ten times a second,
 of the event loop (:meth:`QtLiveView.refresh_plot`; :meth:`QtLiveView.refresh` draws them all).
 A refresh makes one ``setData`` per curve, and only when the model changed.
 Long series are reduced to a min/max envelope of about two points per pixel before ``setData``
-(:func:`gpuscope.app.plot_buffers.envelope`, the same idea as pyqtgraph's ``peak`` downsampling but
+(:func:`gpuscope.views.plot_buffers.envelope`, the same idea as pyqtgraph's ``peak`` downsampling but
 done once per refresh instead of once per paint), the y range is set from the data drawn, and
 pens are one pixel wide (wider pens make Qt's raster engine several times slower), so a one-hour
 10 Hz run redraws about as fast as a short one. Rolling window (30 s, 1 min, 5 min) or the
@@ -22,10 +22,10 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFrame, QGridLayout, QHBoxL
 
 import numpy as np
 
-from gpuscope.app.live_model import LiveModel
-from gpuscope.app.plot_buffers import envelope
-from gpuscope.app.qt_findings import FindingsStrip
-from gpuscope.app.qt_notes_banner import NotesBanner
+from gpuscope.views.live_model import LiveModel
+from gpuscope.views.plot_buffers import envelope
+from gpuscope.app.widgets.qt_findings import FindingsStrip
+from gpuscope.app.widgets.qt_notes_banner import NotesBanner
 from gpuscope.telemetry import metrics
 
 WINDOWS = (("last 30 s", 30.0), ("last 1 min", 60.0), ("last 5 min", 300.0), ("whole run", None))

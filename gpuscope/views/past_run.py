@@ -42,7 +42,7 @@ def _tail(path: Path, limit: int) -> tuple[bytes, int]:
 def load_past_run(run_id: str, run_dir: str | os.PathLike[str], started_ns: int | None = None) -> PastRun:
     """Stored samples, process identities, the tail of each output log, the findings (the same list
     as ``gpuscope findings RUN``) and the last stacks taken of one run."""
-    from gpuscope.app.procroles import RoleReader
+    from gpuscope.views.procroles import RoleReader
     from gpuscope.findings.engine import analyse_run
     from gpuscope.findings.stacks import load_latest
     from gpuscope.store import db

@@ -18,7 +18,6 @@ from PySide6.QtCore import QObject, Signal
 from gpuscope.app import bridge, workers
 from gpuscope.app.bridge import RunBridge
 from gpuscope.runs.recorder import BaseRecorder
-from gpuscope.status import ExitStatus
 from gpuscope.spec import RunSpec
 
 if TYPE_CHECKING:
@@ -174,14 +173,3 @@ def probe_gpu() -> str | None:
     finally:
         backend.close()
 
-
-def describe_result(result: "RunResult") -> str:
-    """One status line for a finished run."""
-    exit_status: ExitStatus = result.exit
-    secs = (result.ended_ns - result.started_ns) / 1e9
-    line = f"run {result.run_id} {result.status} ({exit_status.describe()}) after {secs:.1f} s"
-    if result.error:
-        line += f"; {result.error}"
-    if result.left_running:
-        line += f"; {len(result.left_running)} process(es) still running (see Cleanup)"
-    return line

@@ -24,7 +24,7 @@ from PySide6.QtGui import QBrush, QColor, QIcon, QPainter, QPixmap, QTextOption
 from PySide6.QtWidgets import (QApplication, QFrame, QHBoxLayout, QLabel, QListWidget, QListWidgetItem,
                                QPushButton, QTextBrowser, QToolButton, QVBoxLayout, QWidget)
 
-from gpuscope.app.qt_notes_banner import INFO, WARN
+from gpuscope.app.widgets.qt_notes_banner import INFO, WARN
 from gpuscope.finding import CleanupPids, CleanupShm, Finding, StopRun
 from gpuscope.findings.fixes import describe, launch_changes
 

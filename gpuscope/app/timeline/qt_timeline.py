@@ -2,7 +2,7 @@
 
 One lane per process thread (NVTX ranges, a row per nesting depth, then its CUDA API and OS
 runtime calls) and per GPU stream (kernels, memory operations). Level of detail comes from
-:mod:`gpuscope.app.timeline_lod`: items narrower than a pixel are merged into blocks, so a frame
+:mod:`gpuscope.views.timeline_lod`: items narrower than a pixel are merged into blocks, so a frame
 costs about the same for a thousand ranges as for a million. Wheel / Ctrl+wheel / ``+`` ``-`` /
 W S zoom, drag, arrow keys and A D pan, Home resets, hover shows a tooltip, a click selects a range
 and emits :attr:`QtTimeline.sigRangeSelected`. Shift+drag (or a drag on the time axis) measures a
@@ -21,10 +21,10 @@ from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QCursor, QPainter, QPen
 from PySide6.QtWidgets import QScrollBar, QSizePolicy, QToolTip, QWidget
 
-from gpuscope.app import timeline_lod as L
-from gpuscope.app import timeline_query as Q
-from gpuscope.app import timeline_text as TT
-from gpuscope.app.qt_timeline_paint import (AXIS_H, GUTTER, RowPainter, paint_axis, paint_focus, paint_gutter,
+from gpuscope.views import timeline_lod as L
+from gpuscope.views import timeline_query as Q
+from gpuscope.views import timeline_text as TT
+from gpuscope.app.timeline.qt_timeline_paint import (AXIS_H, GUTTER, RowPainter, paint_axis, paint_focus, paint_gutter,
                                             paint_flows, paint_highlight, paint_measure)
 from gpuscope.trace import timeline as T
 

@@ -37,8 +37,8 @@ from PySide6.QtWidgets import (QAbstractItemView, QApplication, QMenu, QMessageB
                                QWidget)
 
 from gpuscope.app import workers
-from gpuscope.app.live_model import LiveModel, ProcRow
-from gpuscope.app.qt_findings import badge_icon, finding_pids
+from gpuscope.views.live_model import LiveModel, ProcRow
+from gpuscope.app.widgets.qt_findings import badge_icon, finding_pids
 from gpuscope.runs.table import _cpu, _exit, _rss   # the CLI table's cells: the same text, one home
 from gpuscope.status import signal_name
 

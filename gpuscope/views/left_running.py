@@ -12,6 +12,7 @@ from typing import Any
 
 from gpuscope import processes
 from gpuscope.record import replace
+from gpuscope.views.run_status import describe_result
 
 
 @dataclass
@@ -44,8 +45,6 @@ class LeftRunning:
 
     def update(self) -> str | None:
         """The run's status line again when the count changed since the last check, else None."""
-        from gpuscope.app.run_controller import describe_result
-
         alive = self.still_running()
         if alive == self.alive:
             return None

@@ -16,7 +16,7 @@ from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QTableWidget, QTableWidgetItem
 
 from gpuscope.analysis.verdict import fmt_spread
-from gpuscope.app import timeline_text as TT
+from gpuscope.views import timeline_text as TT
 
 HIGHLIGHT = QColor(255, 236, 179)      # a difference beyond noise
 LEFT_OUT = QColor(130, 130, 130)

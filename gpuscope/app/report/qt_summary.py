@@ -15,7 +15,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QLineEdit, QTableView, QTabWidget,
                                QVBoxLayout, QWidget)
 
-from gpuscope.app.qt_elided_label import ElidedLabel
+from gpuscope.app.widgets.qt_elided_label import ElidedLabel
 
 from gpuscope.trace.summary import RECORD_MARK, source_text
 

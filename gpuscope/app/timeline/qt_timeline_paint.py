@@ -16,8 +16,8 @@ import numpy as np
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QImage, QPainter, QPainterPath, QPen, QPolygonF
 
-from gpuscope.app import timeline_lod as L
-from gpuscope.app import timeline_text as TT
+from gpuscope.views import timeline_lod as L
+from gpuscope.views import timeline_text as TT
 from gpuscope.trace import timeline as T
 
 GUTTER = 200       # px of lane labels on the left

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QHeaderView, QLabel, QMes
                                QSplitter, QTableView, QTextBrowser, QVBoxLayout, QWidget)
 
 from gpuscope.app import bridge, workers
-from gpuscope.app.qt_summary import RAW_ROLE, RawSortProxy
+from gpuscope.app.report.qt_summary import RAW_ROLE, RawSortProxy
 from gpuscope.cleanup import model as m
 from gpuscope.cleanup.evidence import human_bytes, human_s
 from gpuscope.cleanup.shm import SHM_MIN_AGE_S

@@ -2,7 +2,7 @@
 
 Each run's timeline starts at its own ``t = 0`` (the first process start for gpuscope's event logs,
 the session start for an nsys export), so the runs line up from their start and spawn's start-up
-gap shows at a glance. Every :class:`~gpuscope.app.qt_timeline.QtTimeline` gets the same extent
+gap shows at a glance. Every :class:`~gpuscope.app.timeline.qt_timeline.QtTimeline` gets the same extent
 (the longest run's span); zoom and pan in one move all of them to the same first instant and the
 same nanoseconds per pixel, so a time is at the same x in every lane even when one of them shows
 a vertical scroll bar.
@@ -15,14 +15,14 @@ from typing import Any
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from gpuscope.app.qt_timeline import QtTimeline
+from gpuscope.app.timeline.qt_timeline import QtTimeline
 
 MIN_LANE_H = 90      # px: below this a lane stops shrinking and the stack scrolls
 
 
 def load_layouts(run_dirs: dict[str, str], cancel: Any = None) -> dict[str, Any]:
     """label -> TimelineLayout, or the one-line reason it has none (a pool thread calls this)."""
-    from gpuscope.app import timeline_lod as L
+    from gpuscope.views import timeline_lod as L
     from gpuscope.errors import UserError
     from gpuscope.nsys.report import load_report
 

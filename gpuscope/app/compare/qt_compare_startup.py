@@ -15,8 +15,8 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFontMetrics, QPainter
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from gpuscope.app import timeline_text as TT
-from gpuscope.app.qt_compare_tables import short_label
+from gpuscope.views import timeline_text as TT
+from gpuscope.app.compare.qt_compare_tables import short_label
 
 ROW_H = 18
 LEGEND_H = 18     # per legend line (the legend wraps to the widget's width)

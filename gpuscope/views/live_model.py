@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from gpuscope.app.plot_buffers import SeriesBuffer
-from gpuscope.app.procroles import tool_group
+from gpuscope.views.plot_buffers import SeriesBuffer
+from gpuscope.views.procroles import tool_group
 from gpuscope.trace.process_row import PROGRAM_ROLES, ProcessRow, display_name
 
 # plot key -> (metric kind, metric key): the curves of each plot, per device, per process, or the
@@ -169,8 +169,8 @@ class LiveModel:
         return len(rows), sum(r.cpu or 0.0 for r in rows), sum(r.rss or 0 for r in rows)
 
     def set_identities(self, ids: dict[int, Any], exits: dict[int, int] | None = None) -> bool:
-        """Roles and ranks from the event logs (:class:`gpuscope.app.procroles.Identity`), and the
-        exit statuses known so far (:attr:`gpuscope.app.procroles.RoleReader.exits`)."""
+        """Roles and ranks from the event logs (:class:`gpuscope.views.procroles.Identity`), and the
+        exit statuses known so far (:attr:`gpuscope.views.procroles.RoleReader.exits`)."""
         changed = False
         for pid, ident in ids.items():
             row = self.procs.get(pid)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtGui import QAction, QKeySequence
 
 from gpuscope.app import workers
-from gpuscope.app.qt_findings import STACKS_CODE
+from gpuscope.app.widgets.qt_findings import STACKS_CODE
 
 if TYPE_CHECKING:
     from gpuscope.app.qt_main_window import MainWindow
@@ -94,7 +94,7 @@ class RunFindings:
         self.run_id, self.run_dir, self.started_ns = past.run_id, str(past.run_dir), past.started_ns
         self.w.live.findings.view.set_live(False)
         self._show(past.findings)
-        from gpuscope.app.live_model import read_process_rows
+        from gpuscope.views.live_model import read_process_rows
 
         rows, left = read_process_rows(past.run_dir)
         if rows:
@@ -142,7 +142,7 @@ class RunFindings:
         self._load_stacks(why="", switch=True, take=True)
 
     def _load_stacks(self, why: str, switch: bool, take: bool = False) -> None:
-        from gpuscope.app.qt_stacks import take_stacks
+        from gpuscope.app.run.qt_stacks import take_stacks
 
         run_id, run_dir = self.run_id, self.run_dir
         if run_id is None or run_dir is None:

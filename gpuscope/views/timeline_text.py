@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuscope.app import timeline_lod as L
+from gpuscope.views import timeline_lod as L
 from gpuscope.trace import timeline as T
 
 

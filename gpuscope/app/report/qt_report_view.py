@@ -22,11 +22,11 @@ from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QLabel, QProgre
                                QSizePolicy, QSplitter, QTextBrowser, QToolButton, QVBoxLayout, QWidget)
 
 from gpuscope.app import bridge, workers
-from gpuscope.app import timeline_lod as L
-from gpuscope.app import timeline_text as TT
-from gpuscope.app.qt_summary import QtSummaryTables
-from gpuscope.app.qt_timeline import QtTimeline
-from gpuscope.app.qt_findings import FindingsList
+from gpuscope.views import timeline_lod as L
+from gpuscope.views import timeline_text as TT
+from gpuscope.app.report.qt_summary import QtSummaryTables
+from gpuscope.app.timeline.qt_timeline import QtTimeline
+from gpuscope.app.widgets.qt_findings import FindingsList
 from gpuscope.finding import Finding, Severity, evidence
 from gpuscope.findings.fixes import describe, fix_for_text, launch_changes
 from gpuscope.trace.summary import RECORD_MARK
@@ -93,7 +93,7 @@ class CoverageBanner(QFrame):
     """A compact yellow strip: one or two lines saying which processes nsys missed and why (and how
     many Nsight Systems diagnostics the report has), "Apply to next run" for the first structured fix,
     and "Details" unfolding the findings in the app's one findings list
-    (:class:`~gpuscope.app.qt_findings.FindingsList`: each one's evidence and fix)."""
+    (:class:`~gpuscope.app.widgets.qt_findings.FindingsList`: each one's evidence and fix)."""
 
     sigFixRequested = Signal(object)   # a gpuscope.finding.Fix (PySide6 signals take no dataclass types)
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuscope.app import timeline_query as Q
+from gpuscope.views import timeline_query as Q
 from gpuscope.trace import timeline as T
 
 BASE_NS = 256          # g_0: level 1 merges items shorter than 1 µs (4 × 256 ns)

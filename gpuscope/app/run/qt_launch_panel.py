@@ -11,11 +11,12 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, Q
                                QHBoxLayout, QLabel, QLineEdit, QPushButton, QScrollArea, QSpinBox, QVBoxLayout,
                                QWidget)
 
-from gpuscope.app.launch_checks import default_python, fork_warning
+from gpuscope.views.launch_checks import default_python, fork_warning
 from gpuscope.app.settings import get_json, push_recent, set_json
 from gpuscope.errors import UserError
 from gpuscope.findings.fixes import describe, launch_changes
-from gpuscope.spec import LAUNCHERS, START_METHOD_HELP, START_METHODS, NsysOptions, RunSpec
+from gpuscope.spec import LAUNCHERS, START_METHODS, NsysOptions, RunSpec
+from gpuscope.spec_checks import START_METHOD_HELP
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -1,0 +1,1 @@
+"""The Cleanup tab: leftovers of runs and what to do about them."""

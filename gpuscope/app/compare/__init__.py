@@ -1,0 +1,1 @@
+"""The Compare tab: start-method series, verdict, start-up chart, tables and stacked timelines."""

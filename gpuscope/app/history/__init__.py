@@ -1,0 +1,1 @@
+"""The History tab: past runs from the store."""

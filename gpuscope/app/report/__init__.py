@@ -1,0 +1,1 @@
+"""The Report tab: the nsys timeline and summary tables of one report."""

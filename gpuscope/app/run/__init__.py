@@ -1,0 +1,1 @@
+"""The Run tab: launch panel, live plots, process tree, console, stacks, and the run controller."""

@@ -1,0 +1,1 @@
+"""Small widgets shared by several views (findings list, notes banner, status bar, labels)."""
