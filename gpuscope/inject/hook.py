@@ -143,39 +143,7 @@ def _at_exit():
         code, how = exitstatus.status_at_exit()
         STATE.exit(code, how)
     except Exception:
-        return
-    if _END["after_exit_handlers"] and how in ("end", "sys.exit") and type(code) is int and not _user_site_ran():
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:   # multiprocessing's own tracker closes its stdout (3.13)
-                pass
-        _os_exit(code)
-
-
-# multiprocessing's resource tracker ends right after its exit handlers (the last of which is ours)
-# instead of tearing its interpreter down: ~10-15 ms here during which gpuscope, waiting for the
-# run's processes to end, held the command (plain ``python`` does not wait for the tracker).
-_END = {"after_exit_handlers": False}
-
-
-def ends_early(role, handlers_before):
-    """Whether this process may skip its interpreter's teardown once its exit handlers have run, as
-    far as its start tells: multiprocessing's resource tracker (``role``), no exit handler
-    registered before gpuscope's (``handlers_before``: a .pth file's, e.g. coverage's, would run
-    after ours), not under nsys (whose injection flushes in C exit handlers), no teardown report
-    asked of the interpreter (``-X dev``'s warnings, ``PYTHONMALLOCSTATS``, ``PYTHONDUMPREFS``).
-    At exit :func:`_user_site_ran` is asked too. Objects a .pth file's import made are not looked
-    for (docs/INJECTION.md)."""
-    return (role == "resource tracker" and handlers_before == 0 and not sys.flags.dev_mode
-            and not any(os.environ.get(v) for v in ("GPUSCOPE_UNDER_NSYS", "PYTHONMALLOCSTATS", "PYTHONDUMPREFS")))
-
-
-def _user_site_ran():
-    """A ``sitecustomize`` of the user's (the boot chains it after ours, so only known at exit) or a
-    ``usercustomize`` ran here: their objects' ``__del__`` belong to the interpreter's teardown."""
-    site = sys.modules.get("sitecustomize")
-    return "usercustomize" in sys.modules or (site is not None and not hasattr(site, "_gpuscope_chain"))
+        pass
 
 
 def activate(boot_ns=None, load=None):
@@ -212,7 +180,6 @@ def _note_own_share(boot_ns):
 def _install(role):
     import atexit
 
-    _END["after_exit_handlers"] = ends_early(role, atexit._ncallbacks())
     atexit.register(_at_exit)
     exitstatus.install()
     _exit_now.__doc__ = _os_exit.__doc__

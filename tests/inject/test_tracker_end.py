@@ -1,8 +1,7 @@
-"""multiprocessing's resource tracker under gpuscope ends right after its exit handlers
-(gpuscope.inject.hook.ends_early): it still warns about and unlinks what the program leaked, and
-exits with the status it would have, on every interpreter at hand; an exit handler registered
-before gpuscope's (a .pth file's, e.g. coverage's) still runs, and a tracker that ran a user's
-sitecustomize tears its interpreter down as usual."""
+"""multiprocessing's resource tracker under gpuscope ends as it would without it: it warns about
+and unlinks what the program leaked and exits with its own status, on every interpreter at hand;
+its exit handlers run (a .pth file's, e.g. coverage's) and its interpreter is torn down as usual
+(objects of a user's sitecustomize or of a .pth file's module get their ``__del__``)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from gpuscope.inject import hook
 from gpuscope.trace.events import read_run_events
 from tests.inject.conftest import injected_env, make_bare_python, site_packages
 
@@ -84,19 +82,7 @@ def test_the_tracker_still_warns_unlinks_and_exits_as_it_would(tmp_path, python)
     assert not (tmp_path / "inject-errors.log").exists()
 
 
-def test_only_a_plain_tracker_ends_early(monkeypatch):
-    for var in ("GPUSCOPE_UNDER_NSYS", "PYTHONMALLOCSTATS", "PYTHONDUMPREFS"):
-        monkeypatch.delenv(var, raising=False)
-    assert hook.ends_early("resource tracker", 0)
-    assert not hook.ends_early("resource tracker", 1)          # a .pth file's exit handler runs after ours
-    for role in ("main", "spawn child", "forkserver", "subprocess", "pool worker"):
-        assert not hook.ends_early(role, 0)                    # their teardown may run the program's code
-    monkeypatch.setenv("GPUSCOPE_UNDER_NSYS", "1")
-    assert not hook.ends_early("resource tracker", 0)          # nsys flushes in C exit handlers
-
-
-# files put in an interpreter's site-packages, what they make every process of it write at its
-# end, and whether the resource tracker still writes it
+# files put in an interpreter's site-packages and what they make every process of it write at its end
 MARK_MODULE = ("import os\n"
                "class _Mark:\n"
                "    def __del__(self, path=os.path.join({marks!r}, str(os.getpid())), open=open):\n"
@@ -105,23 +91,21 @@ MARK_MODULE = ("import os\n"
 SITE_FILES = {
     # a .pth file's code runs before any sitecustomize: its exit handler is registered before ours
     "exit handler of a .pth file": ({"zz-exit-handler.pth": "import atexit, os; atexit.register(lambda: open("
-                                     "os.path.join({marks!r}, str(os.getpid())), 'w').write('ran'))\n"}, "ran", True),
+                                     "os.path.join({marks!r}, str(os.getpid())), 'w').write('ran'))\n"}, "ran"),
     # the user's sitecustomize (chained by gpuscope's) leaves an object whose __del__ runs at teardown
-    "user sitecustomize": ({"sitecustomize.py": MARK_MODULE}, "torn down", True),
-    # the same object made by a module a .pth line imports: the tracker skips its teardown all the
-    # same (documented: only exit handlers and the user's own site modules are looked for)
+    "user sitecustomize": ({"sitecustomize.py": MARK_MODULE}, "torn down"),
+    # the same object made by a module a .pth line imports
     "object of a .pth file's module": ({"gs_test_mark.py": MARK_MODULE, "zz-object.pth": "import gs_test_mark\n"},
-                                       "torn down", False),
+                                       "torn down"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(SITE_FILES))
 def test_what_runs_at_the_trackers_end_with_site_files(tmp_path, case):
-    """A .pth file's exit handler (registered before gpuscope's, so run after it) and a user
-    sitecustomize's objects (torn down with the interpreter) still get their turn in the tracker;
-    an object made by a .pth file's import does not: the tracker ended right after its exit
-    handlers. The main process, torn down as usual, writes each mark."""
-    files, mark, in_tracker = SITE_FILES[case]
+    """A .pth file's exit handler (registered before gpuscope's, so run after it), a user
+    sitecustomize's objects and a .pth file's module's objects (torn down with the interpreter) get
+    their turn in the tracker as in the main process: gpuscope does not cut the tracker's end short."""
+    files, mark = SITE_FILES[case]
     venv = tmp_path / "venv"
     python = make_bare_python(venv)
     marks = tmp_path / "marks"
@@ -129,4 +113,4 @@ def test_what_runs_at_the_trackers_end_with_site_files(tmp_path, case):
     for name, text in files.items():
         Path(site_packages(venv), name).write_text(text.format(marks=str(marks)))
     got = _marks(python, tmp_path / "run", marks)
-    assert got == {"main": mark, "resource tracker": mark if in_tracker else None}, got
+    assert got == {"main": mark, "resource tracker": mark}, got
