@@ -108,46 +108,46 @@ class SuspectsModel(QAbstractTableModel):
     def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(COLUMNS)
 
-    def headerData(self, section: int, orientation, role: int = Qt.DisplayRole):
-        if orientation == Qt.Horizontal and role == Qt.DisplayRole:
+    def headerData(self, section: int, orientation, role: int = Qt.ItemDataRole.DisplayRole):
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
             return COLUMNS[section][0]
         return None
 
     def flags(self, index: QModelIndex):
-        f = Qt.ItemIsEnabled | Qt.ItemIsSelectable
+        f = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
         if index.column() == 0 and actionable(self.suspects[index.row()]):
-            f |= Qt.ItemIsUserCheckable
+            f |= Qt.ItemFlag.ItemIsUserCheckable
         return f
 
-    def data(self, index: QModelIndex, role: int = Qt.DisplayRole):
+    def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
         if not index.isValid():
             return None
         s = self.suspects[index.row()]
         title, raw, text = COLUMNS[index.column()]
-        if role == Qt.CheckStateRole and index.column() == 0:
+        if role == Qt.ItemDataRole.CheckStateRole and index.column() == 0:
             if not actionable(s):
                 return None
-            return Qt.Checked if s.key in self.checked else Qt.Unchecked
+            return Qt.CheckState.Checked if s.key in self.checked else Qt.CheckState.Unchecked
         if role == RAW_ROLE:
             v = raw(s)
             return -1 if v is None else v
-        if role == Qt.DisplayRole:
+        if role == Qt.ItemDataRole.DisplayRole:
             return text(raw(s))
-        if role == Qt.ToolTipRole:
+        if role == Qt.ItemDataRole.ToolTipRole:
             return "\n".join(r.text for r in s.reasons) + (f"\nBlocked: {s.blocked}" if s.blocked else "")
-        if role == Qt.ForegroundRole and s.blocked:
+        if role == Qt.ItemDataRole.ForegroundRole and s.blocked:
             return QColor(120, 120, 120)
         return None
 
-    def setData(self, index: QModelIndex, value, role: int = Qt.EditRole) -> bool:
-        if role != Qt.CheckStateRole or index.column() != 0:
+    def setData(self, index: QModelIndex, value, role: int = Qt.ItemDataRole.EditRole) -> bool:
+        if role != Qt.ItemDataRole.CheckStateRole or index.column() != 0:
             return False
         s = self.suspects[index.row()]
         if not actionable(s):
             return False
-        on = value in (Qt.Checked, Qt.Checked.value, 2, True)
+        on = value in (Qt.CheckState.Checked, Qt.CheckState.Checked.value, 2, True)
         (self.checked.add if on else self.checked.discard)(s.key)
-        self.dataChanged.emit(index, index, [Qt.CheckStateRole])
+        self.dataChanged.emit(index, index, [Qt.ItemDataRole.CheckStateRole])
         return True
 
 
@@ -243,11 +243,11 @@ class QtCleanup(QWidget):
         self.view = QTableView(self)
         self.view.setModel(self.proxy)
         self.view.setSortingEnabled(True)
-        self.view.sortByColumn(-1, Qt.AscendingOrder)   # the core's order until the user sorts
-        self.view.setSelectionBehavior(QTableView.SelectRows)
+        self.view.sortByColumn(-1, Qt.SortOrder.AscendingOrder)   # the core's order until the user sorts
+        self.view.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
         self.view.setAlternatingRowColors(True)
         self.view.verticalHeader().setVisible(False)
-        self.view.horizontalHeader().setSectionResizeMode(QHeaderView.Interactive)
+        self.view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.view.horizontalHeader().setStretchLastSection(True)
         self.notes = QLabel(self)
         self.notes.setWordWrap(True)
@@ -255,10 +255,10 @@ class QtCleanup(QWidget):
         self.details.setPlaceholderText("Select a row to see its evidence.")
         self.results = QTextBrowser(self)
         self.results.setPlaceholderText("Results of clean-ups appear here.")
-        below = QSplitter(Qt.Horizontal, self)
+        below = QSplitter(Qt.Orientation.Horizontal, self)
         below.addWidget(self.details)
         below.addWidget(self.results)
-        split = QSplitter(Qt.Vertical, self)
+        split = QSplitter(Qt.Orientation.Vertical, self)
         split.addWidget(self.view)
         split.addWidget(below)
         split.setStretchFactor(0, 3)
@@ -397,8 +397,8 @@ class QtCleanup(QWidget):
         """Check a row by suspect key (``pid:123``, ``shm:name``); False if it cannot be checked."""
         for row, s in enumerate(self.model.suspects):
             if s.key == key:
-                return self.model.setData(self.model.index(row, 0), Qt.Checked if on else Qt.Unchecked,
-                                          Qt.CheckStateRole)
+                return self.model.setData(self.model.index(row, 0), Qt.CheckState.Checked if on else Qt.CheckState.Unchecked,
+                                          Qt.ItemDataRole.CheckStateRole)
         return False
 
     def plan(self) -> list[str]:
@@ -409,14 +409,14 @@ class QtCleanup(QWidget):
         lines = self.plan()
         if not lines or self.busy:
             return
-        box = QMessageBox(QMessageBox.Warning, "Clean up",
-                          f"gpuscope will do {len(lines)} action(s):", QMessageBox.NoButton, self)
+        box = QMessageBox(QMessageBox.Icon.Warning, "Clean up",
+                          f"gpuscope will do {len(lines)} action(s):", QMessageBox.StandardButton.NoButton, self)
         box.setInformativeText("<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>"
                                "Each target is re-checked (pid and start time, or file identity) "
                                "right before it is touched.")
-        box.addButton("Clean up", QMessageBox.AcceptRole)
-        box.addButton(QMessageBox.Cancel)
-        box.setDefaultButton(QMessageBox.Cancel)
+        box.addButton("Clean up", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
         box.finished.connect(lambda _: self._confirmed(box))
         self.confirm_box = box
         box.open()
@@ -424,7 +424,7 @@ class QtCleanup(QWidget):
     def _confirmed(self, box: QMessageBox) -> None:
         self.confirm_box = None
         clicked = box.clickedButton()
-        if clicked is None or box.buttonRole(clicked) != QMessageBox.AcceptRole:
+        if clicked is None or box.buttonRole(clicked) != QMessageBox.ButtonRole.AcceptRole:
             self.state.setText("Clean-up cancelled: nothing was changed.")
             return
         self.clean_selected()

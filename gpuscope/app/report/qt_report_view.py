@@ -102,9 +102,9 @@ class CoverageBanner(QFrame):
         self.setObjectName("coverageBanner")
         self.setStyleSheet("#coverageBanner { background: #fff4cc; border: 1px solid #e0c060; }")
         self.head = QLabel(self)
-        self.head.setTextFormat(Qt.RichText)
+        self.head.setTextFormat(Qt.TextFormat.RichText)
         self.head.setWordWrap(True)
-        self.head.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.head.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.apply_button = QPushButton("Apply to next run", self)
         self.apply_button.clicked.connect(self._apply)
         self.fold_button = QToolButton(self)
@@ -117,8 +117,8 @@ class CoverageBanner(QFrame):
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
         top.addWidget(self.head, 1)
-        top.addWidget(self.apply_button, 0, Qt.AlignTop)
-        top.addWidget(self.fold_button, 0, Qt.AlignTop)
+        top.addWidget(self.apply_button, 0, Qt.AlignmentFlag.AlignTop)
+        top.addWidget(self.fold_button, 0, Qt.AlignmentFlag.AlignTop)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(8, 3, 8, 3)
         lay.setSpacing(3)
@@ -216,9 +216,9 @@ class QtReportView(QWidget):
         self._settings = settings
         self._own_settings: QSettings | None = None
         self.title = QLabel("No report loaded. File → Open report…", self)
-        self.title.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         # a long path must not set the view's minimum width (the window goes down to 800 px)
-        self.title.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.busy_label = QLabel(self)
         self.progress = QProgressBar(self)
         self.progress.setRange(0, 0)          # load_report gives no fraction: a busy bar
@@ -240,20 +240,20 @@ class QtReportView(QWidget):
         self.details.setPlaceholderText("Click a range in the timeline to see its details.")
         self.status = QLabel(self)
         self.status.setWordWrap(True)
-        self.status.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self._build_layout()
         self.timeline.sigRangeSelected.connect(self._range_selected)
         self.timeline.sigMeasured.connect(self._measured)
         self.banner.sigFixRequested.connect(self.sigFixRequested)
 
     def _build_layout(self) -> None:
-        below = QSplitter(Qt.Horizontal, self)
+        below = QSplitter(Qt.Orientation.Horizontal, self)
         below.addWidget(self.summary)
         below.addWidget(self.details)
         below.setStretchFactor(0, 3)
         below.setStretchFactor(1, 1)
         self.tables_panel = below
-        split = _Split(Qt.Vertical, self._place_tables, self)
+        split = _Split(Qt.Orientation.Vertical, self._place_tables, self)
         split.addWidget(self.timeline)
         split.addWidget(below)
         split.setStretchFactor(0, 1)        # a taller window grows the timeline; the tables keep their height

@@ -19,7 +19,7 @@ from gpuscope.app.widgets.qt_elided_label import ElidedLabel
 
 from gpuscope.trace.summary import RECORD_MARK, source_text
 
-RAW_ROLE = Qt.UserRole
+RAW_ROLE = Qt.ItemDataRole.UserRole
 
 
 @dataclass(frozen=True)
@@ -148,26 +148,26 @@ class RowsModel(QAbstractTableModel):
     def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(self.columns)
 
-    def headerData(self, section: int, orientation, role: int = Qt.DisplayRole):
-        if orientation == Qt.Horizontal and role == Qt.DisplayRole:
+    def headerData(self, section: int, orientation, role: int = Qt.ItemDataRole.DisplayRole):
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
             return self.columns[section].title
         return None
 
-    def data(self, index: QModelIndex, role: int = Qt.DisplayRole):
+    def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
         if not index.isValid():
             return None
         col, row = self.columns[index.column()], self.rows[index.row()]
         if role == RAW_ROLE:
             v = col.raw(row)
             return v if v is not None else (float("-inf") if col.numeric else "")
-        if role in (Qt.DisplayRole, Qt.ToolTipRole):
+        if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole):
             v = col.raw(row)
             if v is None:
                 return ""
             return col.text(v) if col.text else str(v)
-        if role == Qt.TextAlignmentRole:
-            return int((Qt.AlignRight if col.numeric else Qt.AlignLeft) | Qt.AlignVCenter)
-        if role == Qt.BackgroundRole and getattr(row, "source", None):
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            return int((Qt.AlignmentFlag.AlignRight if col.numeric else Qt.AlignmentFlag.AlignLeft) | Qt.AlignmentFlag.AlignVCenter)
+        if role == Qt.ItemDataRole.BackgroundRole and getattr(row, "source", None):
             return RECORD_TINT
         return None
 
@@ -191,7 +191,7 @@ class SummaryTable(QWidget):
         self.model = RowsModel(columns, parent=self)
         self.proxy = RawSortProxy(self)
         self.proxy.setSourceModel(self.model)
-        self.proxy.setFilterCaseSensitivity(Qt.CaseInsensitive)
+        self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
         self.proxy.setFilterKeyColumn(-1)
         self.filter = QLineEdit(self)
         self.filter.setPlaceholderText("Filter…")
@@ -201,11 +201,11 @@ class SummaryTable(QWidget):
         self.view.setModel(self.proxy)
         self.view.setSortingEnabled(True)
         self.view.setAlternatingRowColors(True)
-        self.view.setSelectionBehavior(QTableView.SelectRows)
+        self.view.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
         self.view.verticalHeader().setVisible(False)
         self.view.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
         self.view.horizontalHeader().setStretchLastSection(True)
-        self.view.horizontalHeader().setSectionResizeMode(QHeaderView.Interactive)
+        self.view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.note = ElidedLabel(self)   # what the rows hold beyond the obvious (records_note); one line
         self.note.setStyleSheet("color: #6b5400;")
         self.note.hide()
@@ -230,13 +230,13 @@ class SummaryTable(QWidget):
             self.model.columns = columns
             self.model.endResetModel()
         self.model.set_rows(rows)
-        self.view.sortByColumn(-1, Qt.AscendingOrder)   # the core's order until the user sorts
+        self.view.sortByColumn(-1, Qt.SortOrder.AscendingOrder)   # the core's order until the user sorts
         self.proxy.sort(-1)
         self.view.resizeColumnsToContents()
         if self.model.columns and self.model.columns[0] is NAME_COLUMN:
             self.view.setColumnWidth(0, min(self.view.columnWidth(0), NAME_WIDTH))
 
-    def column_values(self, title: str, role: int = Qt.DisplayRole) -> list:
+    def column_values(self, title: str, role: int = Qt.ItemDataRole.DisplayRole) -> list:
         """The values of a column in display order (tests and the app's copy actions)."""
         c = [col.title for col in self.model.columns].index(title)
         return [self.proxy.index(r, c).data(role) for r in range(self.proxy.rowCount())]
@@ -249,7 +249,7 @@ class QtSummaryTables(QTabWidget):
         super().__init__(parent)
         self.tables: dict[str, SummaryTable] = {}
         self._empty = QLabel("No report loaded.", self)
-        self._empty.setAlignment(Qt.AlignCenter)
+        self._empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.addTab(self._empty, "Summary")
 
     def show_report(self, report) -> None:

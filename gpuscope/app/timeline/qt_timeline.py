@@ -66,9 +66,9 @@ class QtTimeline(QWidget):
 
     def __init__(self, timeline: T.Timeline | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setFocusPolicy(Qt.StrongFocus)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.setMouseTracking(True)
-        self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Expanding)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setAutoFillBackground(False)
         self._layout: L.TimelineLayout | None = None
         self._slots: list[_Slot] = []
@@ -90,7 +90,7 @@ class QtTimeline(QWidget):
         self._hl_rows: dict[int, np.ndarray] = {}      # id(row) -> level-0 positions highlighted
         self.last_paint_ms = 0.0
         self.painter = RowPainter(self.font())
-        self.vbar = QScrollBar(Qt.Vertical, self)
+        self.vbar = QScrollBar(Qt.Orientation.Vertical, self)
         self.vbar.valueChanged.connect(self._on_vbar)
         self.vbar.hide()
         if timeline is not None:
@@ -480,7 +480,7 @@ class QtTimeline(QWidget):
             p.fillRect(self.rect(), QColor(250, 250, 250))
             if self._layout is None:
                 p.setPen(QColor(110, 110, 110))
-                p.drawText(self.rect(), Qt.AlignCenter, "No timeline: open a report or run with nsys")
+                p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "No timeline: open a report or run with nsys")
                 return
             self._paint_rows(p)
             paint_gutter(self, p, self._visible_slots())
@@ -527,7 +527,7 @@ class QtTimeline(QWidget):
             pt = self._mark_position(int(lane.mark_ref[i]))
             if pt is not None:
                 p.setPen(QPen(QColor(0, 0, 0), 2))
-                p.setBrush(Qt.NoBrush)
+                p.setBrush(Qt.BrushStyle.NoBrush)
                 p.drawEllipse(pt, MARK_H, MARK_H)
             return
         for s in self._slots:
@@ -537,7 +537,7 @@ class QtTimeline(QWidget):
                 x1 = GUTTER + (lv.end[i] - self._t0) / self._nspp
                 y = AXIS_H + s.y - self._scroll_y
                 p.setPen(QPen(QColor(0, 0, 0), 2))
-                p.setBrush(Qt.NoBrush)
+                p.setBrush(Qt.BrushStyle.NoBrush)
                 p.drawRect(QRectF(x0 - 1, y, max(x1 - x0, 1) + 2, s.h))
                 return
 
@@ -567,7 +567,7 @@ class QtTimeline(QWidget):
 
     def wheelEvent(self, event) -> None:
         delta = event.angleDelta().y() or event.angleDelta().x()
-        if event.modifiers() & Qt.ShiftModifier:
+        if event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
             self.pan_px(0, delta / 2)
         else:
             self.zoom(ZOOM_STEP ** (delta / 120.0), event.position().x())
@@ -576,18 +576,18 @@ class QtTimeline(QWidget):
     def keyPressEvent(self, event) -> None:
         key, step = event.key(), self.plot_width() * 0.15
         actions = {
-            Qt.Key_Plus: lambda: self.zoom(ZOOM_STEP), Qt.Key_Equal: lambda: self.zoom(ZOOM_STEP),
-            Qt.Key_Minus: lambda: self.zoom(1 / ZOOM_STEP), Qt.Key_Home: self.reset_view,
-            Qt.Key_W: lambda: self.zoom(ZOOM_STEP, self._cursor_x()),
-            Qt.Key_S: lambda: self.zoom(1 / ZOOM_STEP, self._cursor_x()),
-            Qt.Key_A: lambda: self.pan_px(step), Qt.Key_D: lambda: self.pan_px(-step),
-            Qt.Key_Escape: self._escape,
-            Qt.Key_Left: lambda: self.pan_px(step), Qt.Key_Right: lambda: self.pan_px(-step),
-            Qt.Key_Up: lambda: self.pan_px(0, 3 * ROW_H), Qt.Key_Down: lambda: self.pan_px(0, -3 * ROW_H),
-            Qt.Key_PageUp: lambda: self.pan_px(0, self.height() * 0.8),
-            Qt.Key_PageDown: lambda: self.pan_px(0, -self.height() * 0.8),
+            Qt.Key.Key_Plus: lambda: self.zoom(ZOOM_STEP), Qt.Key.Key_Equal: lambda: self.zoom(ZOOM_STEP),
+            Qt.Key.Key_Minus: lambda: self.zoom(1 / ZOOM_STEP), Qt.Key.Key_Home: self.reset_view,
+            Qt.Key.Key_W: lambda: self.zoom(ZOOM_STEP, self._cursor_x()),
+            Qt.Key.Key_S: lambda: self.zoom(1 / ZOOM_STEP, self._cursor_x()),
+            Qt.Key.Key_A: lambda: self.pan_px(step), Qt.Key.Key_D: lambda: self.pan_px(-step),
+            Qt.Key.Key_Escape: self._escape,
+            Qt.Key.Key_Left: lambda: self.pan_px(step), Qt.Key.Key_Right: lambda: self.pan_px(-step),
+            Qt.Key.Key_Up: lambda: self.pan_px(0, 3 * ROW_H), Qt.Key.Key_Down: lambda: self.pan_px(0, -3 * ROW_H),
+            Qt.Key.Key_PageUp: lambda: self.pan_px(0, self.height() * 0.8),
+            Qt.Key.Key_PageDown: lambda: self.pan_px(0, -self.height() * 0.8),
         }
-        if key in actions and not event.modifiers() & (Qt.ControlModifier | Qt.AltModifier):
+        if key in actions and not event.modifiers() & (Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier):
             actions[key]()
             event.accept()
         else:
@@ -604,19 +604,19 @@ class QtTimeline(QWidget):
             self.update()
 
     def mousePressEvent(self, event) -> None:
-        if event.button() == Qt.LeftButton:
+        if event.button() == Qt.MouseButton.LeftButton:
             self._press = event.position().toPoint()
             self._press_x = event.position().x()
             self._press_view = (self._t0, self._scroll_y)
             self._dragged = False
             # shift+drag on the rows, or a drag on the time axis: measure
             self._measuring = self._press.x() >= GUTTER and (
-                bool(event.modifiers() & Qt.ShiftModifier) or self._press.y() < AXIS_H)
+                bool(event.modifiers() & Qt.KeyboardModifier.ShiftModifier) or self._press.y() < AXIS_H)
         self.setFocus()
 
     def mouseMoveEvent(self, event) -> None:
         pos = event.position().toPoint()
-        if self._press is not None and event.buttons() & Qt.LeftButton:
+        if self._press is not None and event.buttons() & Qt.MouseButton.LeftButton:
             d = pos - self._press
             if self._measuring:
                 if self._dragged or abs(d.x()) > 2:
@@ -649,7 +649,7 @@ class QtTimeline(QWidget):
             QToolTip.showText(event.globalPosition().toPoint(), TT.tooltip_html(self.details(item)), self)
 
     def mouseReleaseEvent(self, event) -> None:
-        if event.button() == Qt.LeftButton and self._press is not None:
+        if event.button() == Qt.MouseButton.LeftButton and self._press is not None:
             if self._measuring and self._dragged:
                 x = max(GUTTER, event.position().x())
                 self.measure_span(self.time_at(self._press_x), self.time_at(x))

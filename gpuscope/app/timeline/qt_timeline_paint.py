@@ -22,7 +22,7 @@ from gpuscope.trace import timeline as T
 
 GUTTER = 200       # px of lane labels on the left
 AXIS_H = 24        # px of the time axis on top
-_LEFT_MIDDLE = Qt.AlignVCenter | Qt.AlignLeft
+_LEFT_MIDDLE = Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft
 LABEL_MIN_PX = 36      # label a bar when it is at least this wide
 DENSE_ALPHA = 170      # merged runs are drawn a little lighter than single items
 BACKGROUND = 250       # grey level of the rows' background (QtTimeline paints it)
@@ -36,7 +36,7 @@ class RowPainter:
         self.fm = QFontMetrics(font)
         self._colors: dict[int, QColor] = {}
         self._dense: dict[int, QColor] = {}
-        self._hatch = QBrush(QColor(255, 255, 255, 150), Qt.BDiagPattern)
+        self._hatch = QBrush(QColor(255, 255, 255, 150), Qt.BrushStyle.BDiagPattern)
         self.rects_drawn = 0
 
     def color(self, argb: int) -> QColor:
@@ -77,7 +77,7 @@ class RowPainter:
         part = ~whole
         self._fill_runs(line, x0[part], x1[part], lv.cmin[i0:i1][part], lv.cmax[i0:i1][part])
         self._fill_bars(line, row, x0[whole], x1[whole], first[whole])
-        img = QImage(line.data, len(line), 1, len(line) * 4, QImage.Format_ARGB32_Premultiplied)
+        img = QImage(line.data, len(line), 1, len(line) * 4, QImage.Format.Format_ARGB32_Premultiplied)
         p.drawImage(QRectF(x_off, y, len(line), h), img)
         self._decorate(p, row, tl, x0[whole], x1[whole], first[whole], x_off, y, h, hatched)
 
@@ -144,7 +144,7 @@ class RowPainter:
             label = row.label(pos, strings)
             p.setPen(self.text_color(int(row.color[pos])))
             p.drawText(QRectF(left, r.top(), room, r.height()), _LEFT_MIDDLE,
-                       self.fm.elidedText(label, Qt.ElideRight, int(room)))
+                       self.fm.elidedText(label, Qt.TextElideMode.ElideRight, int(room)))
 
 
 def _dense(argb: np.ndarray) -> np.ndarray:
@@ -187,7 +187,7 @@ def paint_gutter(view, p: QPainter, slots: list) -> None:  # view: QtTimeline
         if s.row is None:
             p.setFont(bold)
             p.setPen(QColor(30, 40, 60))
-            text = fm_bold.elidedText(s.block.label, Qt.ElideRight, GUTTER - 8)
+            text = fm_bold.elidedText(s.block.label, Qt.TextElideMode.ElideRight, GUTTER - 8)
             p.drawText(QRectF(4, y, GUTTER - 8, s.h), _LEFT_MIDDLE, text)
             # the whole name in the process's band (the gutter may have cut it)
             band = f"{s.block.full_name or s.block.label} (pid {s.block.pid})"
@@ -198,7 +198,7 @@ def paint_gutter(view, p: QPainter, slots: list) -> None:  # view: QtTimeline
             p.setFont(view.font())
             p.setPen(QColor(110, 115, 125))
             p.drawText(QRectF(GUTTER + 6, y, view.plot_width() - 12, s.h), _LEFT_MIDDLE,
-                       fm.elidedText(band, Qt.ElideRight, view.plot_width() - 12))
+                       fm.elidedText(band, Qt.TextElideMode.ElideRight, view.plot_width() - 12))
             continue
         if s.depth != 0 or s.lane is None:
             continue
@@ -208,18 +208,18 @@ def paint_gutter(view, p: QPainter, slots: list) -> None:  # view: QtTimeline
         room = GUTTER - 16 - (62 if badge else 0)
         p.setPen(QColor(60, 60, 70))
         p.drawText(QRectF(12, y, room, s.h), _LEFT_MIDDLE,
-                   fm.elidedText(label, Qt.ElideRight, room))
+                   fm.elidedText(label, Qt.TextElideMode.ElideRight, room))
         if badge:
             _badge(p, GUTTER - 66, y + 2, s.h - 4, "gpuscope")
 
 
 def _badge(p: QPainter, x: float, y: float, h: float, text: str) -> None:
     r = QRectF(x, y, 60, h)
-    p.setPen(Qt.NoPen)
+    p.setPen(Qt.PenStyle.NoPen)
     p.setBrush(QColor(255, 214, 102))
     p.drawRoundedRect(r, 3, 3)
     p.setPen(QColor(90, 60, 0))
-    p.drawText(r, Qt.AlignCenter, text)
+    p.drawText(r, Qt.AlignmentFlag.AlignCenter, text)
 
 
 def paint_axis(view, p: QPainter) -> None:  # view: QtTimeline
@@ -254,7 +254,7 @@ MEASURE_ROWS = 6                          # names listed in the box on the timel
 def paint_focus(view, p: QPainter) -> None:  # view: QtTimeline
     """A 2 px outline around the widget while it has keyboard focus (Tab reaches it)."""
     p.setPen(QPen(FOCUS_COLOR, 2))
-    p.setBrush(Qt.NoBrush)
+    p.setBrush(Qt.BrushStyle.NoBrush)
     p.drawRect(QRectF(1, 1, view.width() - 2, view.height() - 2))
 
 
@@ -301,7 +301,7 @@ def paint_highlight(view, p: QPainter, slots: list, hl_rows: dict, t0: float) ->
                 if room >= 12:
                     p.setPen(RowPainter.text_color(c))
                     p.drawText(QRectF(left_x, r.top(), room, r.height()), _LEFT_MIDDLE,
-                               p.fontMetrics().elidedText(s.row.label(at, strings), Qt.ElideRight, int(room)))
+                               p.fontMetrics().elidedText(s.row.label(at, strings), Qt.TextElideMode.ElideRight, int(room)))
 
 
 def paint_measure(view, p: QPainter, m) -> None:  # m: timeline_query.Measure
@@ -325,11 +325,11 @@ def paint_measure(view, p: QPainter, m) -> None:  # m: timeline_query.Measure
     tw = fm.horizontalAdvance(label) + 12
     mid = (ca + cb) / 2
     box = QRectF(min(max(mid - tw / 2, GUTTER + 2), right_edge - tw - 2), 2, tw, AXIS_H - 4)
-    p.setPen(Qt.NoPen)
+    p.setPen(Qt.PenStyle.NoPen)
     p.setBrush(MEASURE_EDGE)
     p.drawRoundedRect(box, 3, 3)
     p.setPen(QColor(255, 255, 255))
-    p.drawText(box, Qt.AlignCenter, label)
+    p.drawText(box, Qt.AlignmentFlag.AlignCenter, label)
     p.restore()
     _measure_box(view, p, m, ca, cb, right_edge)
 
@@ -367,11 +367,11 @@ def _measure_box(view, p: QPainter, m, ca: float, cb: float, right_edge: float) 
         if k == 0:
             p.setFont(bold)
         p.drawText(QRectF(box.left() + 8, y, name_w if b else bw - 16, lh), _LEFT_MIDDLE,
-                   fm.elidedText(a, Qt.ElideRight, int(name_w if b else bw - 16)))
+                   fm.elidedText(a, Qt.TextElideMode.ElideRight, int(name_w if b else bw - 16)))
         if k == 0:
             p.setFont(view.font())
-        p.drawText(QRectF(box.left() + 16 + name_w, y, cnt_w, lh), Qt.AlignVCenter | Qt.AlignRight, b)
-        p.drawText(QRectF(box.left() + 24 + name_w + cnt_w, y, dur_w, lh), Qt.AlignVCenter | Qt.AlignRight, c)
+        p.drawText(QRectF(box.left() + 16 + name_w, y, cnt_w, lh), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight, b)
+        p.drawText(QRectF(box.left() + 24 + name_w + cnt_w, y, dur_w, lh), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight, c)
 
 
 FLOW_COLOR = QColor(70, 70, 90, 190)
@@ -386,7 +386,7 @@ def paint_flows(view, p: QPainter, index: np.ndarray) -> None:
     t0, _ = view.view_range()
     nspp = view.ns_per_px
     p.save()
-    p.setRenderHint(QPainter.Antialiasing, True)
+    p.setRenderHint(QPainter.RenderHint.Antialiasing, True)
     pen = QPen(FLOW_COLOR, 1.2)
     p.setPen(pen)
     for k in index.tolist():
@@ -399,7 +399,7 @@ def paint_flows(view, p: QPainter, index: np.ndarray) -> None:
         path = QPainterPath(QPointF(xa, ya))
         bend = max(20.0, min(120.0, abs(xb - xa) / 2))
         path.cubicTo(QPointF(xa + bend, ya), QPointF(xb - bend, yb), QPointF(xb, yb))
-        p.setBrush(Qt.NoBrush)
+        p.setBrush(Qt.BrushStyle.NoBrush)
         p.drawPath(path)
         p.setBrush(FLOW_COLOR)
         p.drawPolygon(QPolygonF([QPointF(xb, yb), QPointF(xb - 7, yb - 4), QPointF(xb - 7, yb + 4)]))
