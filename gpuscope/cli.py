@@ -1,28 +1,27 @@
 """The ``gpuscope`` command: a thin dispatcher to ``gpuscope.commands.<name>`` modules.
 
 Each command module defines ``add_arguments(parser)`` and ``run(args) -> int`` (and may define
-``DESCRIPTION`` for its ``--help``); its one-line help is in :data:`COMMANDS` here. Modules are imported only when their command runs, so ``gpuscope run``
-never pays for Qt and ``gpuscope report`` never pays for psutil.
+``DESCRIPTION`` for its ``--help``); its one-line help is in :data:`COMMANDS` here. Modules are
+imported only when their command runs, so ``gpuscope run`` never pays for Qt and ``gpuscope
+report`` never pays for psutil.
 
 Errors never reach the user as a traceback: :class:`gpuscope.errors.UserError` prints one line;
 anything unexpected prints one line that names a log file holding the traceback.
 """
 
-# Loaded before `gpuscope run` starts its program: no `from __future__ import annotations`, which
-# imports __future__ (~0.5 ms there); annotations naming what only type checkers import are strings.
+from __future__ import annotations
 
+import argparse
+import atexit
 import os
 import sys
+import threading
+import time
+import traceback
+from typing import Any
 
-from gpuscope import __version__
+from gpuscope import __version__, paths
 from gpuscope.errors import UserError
-
-# Before `gpuscope run` starts its program only what a bare interpreter has loaded is imported here
-# (no typing, importlib, argparse: gpuscope.runs.early).
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
-    from typing import Any
 
 # name -> one-line help. The module is gpuscope.commands.<name>.
 COMMANDS = {
@@ -39,26 +38,20 @@ COMMANDS = {
 }
 
 
-def _load(name: str) -> "Any":
+def _load(name: str) -> Any:
     module = f"gpuscope.commands.{name}"
     __import__(module)
     return sys.modules[module]
 
 
-def _parser_class() -> "type[argparse.ArgumentParser]":
-    """argparse, but a usage error is one line (the usage is one `--help` away). argparse is imported
-    here, not at start-up: `gpuscope run SCRIPT` is read without it (commands/run.quick_args)."""
-    import argparse
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (the usage is one `--help` away)."""
 
-    class _Parser(argparse.ArgumentParser):
-        def error(self, message: str) -> None:  # type: ignore[override]
-            self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-    return _Parser
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser(argv: list[str]) -> "argparse.ArgumentParser":
-    _Parser = _parser_class()
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="gpuscope",
         description="Profile multi-process, multi-GPU Python programs.",
@@ -78,11 +71,6 @@ def build_parser(argv: list[str]) -> "argparse.ArgumentParser":
 
 
 def _internal_error(exc: BaseException) -> int:
-    import time
-    import traceback
-
-    from gpuscope import paths
-
     try:
         log = paths.data_dir() / "gpuscope-errors.log"
         with open(log, "a", encoding="utf-8") as fh:
@@ -111,16 +99,11 @@ def main(argv: list[str] | None = None) -> int:
 def _exit_at_once(code: int) -> None:
     """End the process now that the command's work is done and recorded: exit handlers run and
     the standard streams are flushed as at a normal exit, but the interpreter's teardown of every
-    module (numpy, sqlite3, psutil, ...: 0.05-0.15 s after a `gpuscope run`) is skipped. Not while
-    another non-daemon thread runs (a normal exit waits for it): then it returns. gpuscope's own
-    threads are daemon threads (gpuscope/threads.py); only ``threading`` can have started another."""
-    import atexit
-
-    threading = sys.modules.get("threading")   # not imported for this: ~8 ms (issue 14.4)
-    if threading is not None:
-        main_thread = threading.main_thread()
-        if any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()):
-            return
+    module (numpy, sqlite3, psutil, ...) is skipped. Not while another non-daemon thread runs (a
+    normal exit waits for it): then it returns. gpuscope's own threads are daemon threads."""
+    main_thread = threading.main_thread()
+    if any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        return
     atexit._run_exitfuncs()   # prints a handler's error as the interpreter would, goes on
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -130,18 +113,6 @@ def _exit_at_once(code: int) -> None:
     os._exit(code & 0xFF)   # as the interpreter truncates sys.exit(code)
 
 
-def _quick(argv: list[str]) -> "Any":
-    """The arguments of a common command line read without argparse (~7 ms of imports before the
-    program starts), or None: argparse reads it (and words any error, --help, ...)."""
-    if argv and argv[0] in QUICK:
-        return _load(argv[0]).quick_args(argv[1:])
-    return None
-
-
-# Commands whose module reads their common command lines itself (``quick_args``).
-QUICK = ("run",)
-
-
 def _main(argv: list[str], command: list[str], ends_process: bool = False) -> int:
     """Run the command line ``argv`` (its command's name goes into ``command``). ``ends_process``:
     this is the ``gpuscope`` program, so a FAST_EXIT command's process ends by ``_exit_at_once``
@@ -149,12 +120,10 @@ def _main(argv: list[str], command: list[str], ends_process: bool = False) -> in
     if not argv or argv[0] not in COMMANDS and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
         argv = ["gui", *argv]
     try:
-        args = _quick(argv)
-        if args is None:
-            parser = build_parser(argv)
-            args = parser.parse_args(argv)
-            if args.command is None:
-                args = parser.parse_args(["gui"])
+        parser = build_parser(argv)
+        args = parser.parse_args(argv)
+        if args.command is None:
+            args = parser.parse_args(["gui"])
         command.append(args.command)
         args.ends_process = ends_process and args.command in FAST_EXIT
         return int(_load(args.command).run(args) or 0)

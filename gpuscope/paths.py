@@ -7,20 +7,16 @@ older versions or with a loose umask are closed too; each run's own folder is ti
 the run is recorded (``gpuscope.store.runs``). The walk reads every file of every run, so it is not
 repeated by every command: the file ``.private`` records that it was done (docs/STORE.md).
 
-Nothing here imports ``pathlib`` (nor ``platformdirs`` on Linux) before a ``Path`` is asked for:
-``gpuscope run`` reserves its run folder before it starts the program (issue 14.4).
+On Linux the data folder is found without ``platformdirs`` (the XDG rule, a few lines):
+``gpuscope run`` reserves its run folder before it starts the program (docs/RUN-ENGINE.md).
 """
 
-# Loaded before `gpuscope run` starts its program: no `from __future__ import annotations`, which
-# imports __future__ (~0.5 ms there); annotations naming what only type checkers import are strings.
+from __future__ import annotations
 
 import os
 import stat
 import sys
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from pathlib import Path
+from pathlib import Path
 
 _tightened: set[str] = set()
 # Written in the data folder once the whole folder was made private (the number: what that walk
@@ -29,11 +25,8 @@ PRIVATE_MARK = ".private"
 PRIVATE_VERSION = "1"
 
 
-def as_path(text: str | os.PathLike[str]) -> "Path":
-    """``Path(text)``, importing ``pathlib`` only now (with ``urllib.parse``, ``ipaddress``,
-    ``fnmatch`` and ``re``: ~10 ms on a 2-core runner, which ``gpuscope run`` does without)."""
-    from pathlib import Path
-
+def as_path(text: str | os.PathLike[str]) -> Path:
+    """``Path(text)``."""
     return Path(text)
 
 
@@ -41,7 +34,7 @@ def default_data_root(environ: dict[str, str] | os._Environ[str] | None = None) 
     """The platform's data folder for gpuscope: on Linux ``$XDG_DATA_HOME/gpuscope``, or
     ``~/.local/share/gpuscope`` when that is unset or not absolute (the XDG Base Directory rule),
     as ``platformdirs.user_data_dir("gpuscope", appauthor=False)`` says (tests/runs/test_paths.py
-    compares them); importing platformdirs costs 10-40 ms. Elsewhere platformdirs answers."""
+    compares them), without importing it before the program starts. Elsewhere platformdirs answers."""
     env = os.environ if environ is None else environ
     if sys.platform.startswith("linux") and not hasattr(sys, "getandroidapilevel"):
         base = env.get("XDG_DATA_HOME", "")
@@ -59,7 +52,7 @@ def default_data_root(environ: dict[str, str] | os._Environ[str] | None = None) 
 
 
 def data_root(tighten: bool = True) -> str:
-    """:func:`data_dir` as a string, without importing ``pathlib``."""
+    """:func:`data_dir` as a string."""
     home = os.environ.get("GPUSCOPE_HOME")
     path = os.path.expanduser(home) if home else default_data_root()
     os.makedirs(path, mode=0o700, exist_ok=True)
@@ -75,7 +68,7 @@ def data_root(tighten: bool = True) -> str:
     return path
 
 
-def data_dir(tighten: bool = True) -> "Path":
+def data_dir(tighten: bool = True) -> Path:
     """The root of gpuscope's data: the run store and one folder per run. ``tighten=False``: only
     the directory itself is made private now (``gpuscope run`` tightens the rest once its program
     runs)."""
@@ -99,7 +92,7 @@ def _mark_private(root: str) -> None:
         pass   # walked again next time
 
 
-def _private_dir(path: "Path") -> None:
+def _private_dir(path: str | os.PathLike[str]) -> None:
     try:
         st = os.lstat(path)
         if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
@@ -146,29 +139,27 @@ def make_private(top: str | os.PathLike[str]) -> int:
 
 
 def runs_root(tighten: bool = True) -> str:
-    """:func:`runs_dir` as a string, without importing ``pathlib``."""
+    """:func:`runs_dir` as a string."""
     path = os.path.join(data_root(tighten), "runs")
     os.makedirs(path, mode=0o700, exist_ok=True)
     return path
 
 
-def runs_dir(tighten: bool = True) -> "Path":
+def runs_dir(tighten: bool = True) -> Path:
     return as_path(runs_root(tighten))
 
 
 def store_file() -> str:
-    """:func:`store_path` as a string, without importing ``pathlib``."""
+    """:func:`store_path` as a string."""
     return os.path.join(data_root(), "gpuscope.sqlite")
 
 
-def store_path() -> "Path":
+def store_path() -> Path:
     return as_path(store_file())
 
 
-def cache_dir() -> "Path":
+def cache_dir() -> Path:
     """Downloaded tools (Nsight Systems) live here; ``GPUSCOPE_CACHE`` overrides it."""
-    from pathlib import Path
-
     env = os.environ.get("GPUSCOPE_CACHE")
     if env:
         path = Path(env).expanduser()

@@ -7,19 +7,17 @@ Everything that launches a run (the CLI, the app, tests) builds a :class:`RunSpe
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
 
 from gpuscope.errors import UserError
-from gpuscope.record import asdict, field, fields, record, replace
 from gpuscope.spec_checks import (LAUNCHERS, NSYS_TIMEOUT_S, NSYS_TRACE, START_METHODS,
                                   checked_python as _checked_python, checked_script as _checked_script)
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from pathlib import Path
-    from typing import Any
 
-
-@record(frozen=True)
+@dataclass(frozen=True)
 class NsysOptions:
     """How to record a run under Nsight Systems."""
 
@@ -36,7 +34,7 @@ class NsysOptions:
         return start_method in ("fork", "default")
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class RunSpec:
     """A script (or a module, run as ``python -m MODULE``) and the way gpuscope should launch it.
 
@@ -80,7 +78,7 @@ class RunSpec:
         return ["-m", str(self.module)] if self.module else [self.script]
 
     # -- validation -------------------------------------------------------------------------
-    def validated(self) -> "RunSpec":
+    def validated(self) -> RunSpec:
         """Resolve paths and check every field; raises UserError with a one-line message."""
         if self.start_method not in START_METHODS:
             raise UserError(f"unknown start method {self.start_method!r}; choose one of {', '.join(START_METHODS)}")
@@ -90,8 +88,6 @@ class RunSpec:
             raise UserError(f"--nproc must be between 1 and 512, not {self.nproc}")
         if not (0.02 <= self.sample_interval_s <= 1.0):
             raise UserError("the sampling interval must be between 0.02 s and 1 s (1-50 Hz)")
-        from pathlib import Path   # here: a plain `gpuscope run` is checked by runs/early.py, without it
-
         cwd = Path(self.cwd).expanduser() if self.cwd else Path.cwd()
         if not cwd.is_dir():
             raise UserError(f"working directory not found: {cwd}")
@@ -114,7 +110,7 @@ class RunSpec:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RunSpec":
+    def from_dict(cls, d: dict[str, Any]) -> RunSpec:
         d = dict(d)
         nsys = d.pop("nsys", None) or {}
         nsys_opts = NsysOptions(
@@ -137,15 +133,13 @@ _ENDPOINT = r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.:-]+?):(?P<port>[0-9]{1,5}
 
 def split_endpoint(endpoint: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[v6]:PORT`` too) as (host, port); UserError if it is not one."""
-    import re   # here, as the other patterns: the run path does without re
-
     m = re.fullmatch(_ENDPOINT, endpoint.strip())
     if not m or not (1 <= int(m["port"]) <= 65535):
         raise UserError(f"--rdzv-endpoint takes HOST:PORT (the c10d rendezvous), not {endpoint!r}")
     return m["host"].strip("[]"), int(m["port"])
 
 
-def _checked_nodes(spec: "RunSpec", cwd: Path) -> dict[str, Any]:
+def _checked_nodes(spec: RunSpec, cwd: Path) -> dict[str, Any]:
     """The multi-node fields, checked (all defaults for a one-machine run)."""
     nnodes, node_rank = int(spec.nnodes), int(spec.node_rank)
     if not (1 <= nnodes <= 4096):
@@ -167,9 +161,6 @@ def _checked_nodes(spec: "RunSpec", cwd: Path) -> dict[str, Any]:
         endpoint = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     if not spec.job_dir:
         raise UserError("a run across nodes needs --job-dir DIR (a folder every node can write: a shared file system)")
-    import re
-    from pathlib import Path
-
     job_dir = Path(spec.job_dir).expanduser()
     job_dir = (job_dir if job_dir.is_absolute() else cwd / job_dir)
     try:
@@ -193,8 +184,6 @@ _MODULE_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
 
 def _checked_module(module: str) -> str:
     """A dotted module name (whether it exists is the interpreter's to say, in the run)."""
-    import re
-
     name = module.strip()
     if not re.fullmatch(_MODULE_NAME, name):
         raise UserError(f"-m takes a module name such as package.module, not {module!r}")

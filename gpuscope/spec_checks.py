@@ -1,15 +1,10 @@
-"""RunSpec's choices and the checks of its interpreter and script, without the RunSpec dataclass.
+"""RunSpec's choices and the checks of its interpreter and script (used by
+:meth:`gpuscope.spec.RunSpec.validated`)."""
 
-``gpuscope run SCRIPT`` starts the program before it imports the rest of gpuscope
-(:mod:`gpuscope.runs.early`); it checks the script and the interpreter here, with the same words as
-:meth:`gpuscope.spec.RunSpec.validated`, which uses these. Paths are strings (``os.path``): nothing
-here imports ``pathlib`` (with ``re``, ~5-20 ms before the program could start).
-"""
-
-# Loaded before `gpuscope run` starts its program: no `from __future__ import annotations`, which
-# imports __future__ (~0.5 ms there); annotations naming what only type checkers import are strings.
+from __future__ import annotations
 
 import os
+import shutil
 import sys
 
 from gpuscope.errors import UserError
@@ -30,8 +25,6 @@ NSYS_TIMEOUT_S = 600.0
 def default_python() -> str:
     """This interpreter; in a frozen (PyInstaller) app, whose executable is the app, python3 on PATH."""
     if getattr(sys, "frozen", False):
-        import shutil
-
         return shutil.which("python3") or "python3"
     return sys.executable
 
@@ -41,8 +34,6 @@ def checked_python(python: str | None) -> str:
     if os.sep in python:
         resolved: str | None = python
     else:
-        import shutil   # only for a bare name (shutil imports bz2, lzma, ...)
-
         resolved = shutil.which(python)
     if not resolved or not os.path.isfile(resolved) or not os.access(resolved, os.X_OK):
         raise UserError(f"Python interpreter not found or not executable: {python}")

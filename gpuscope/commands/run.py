@@ -1,22 +1,18 @@
 """``gpuscope run``: run a script in a managed, annotated process tree."""
 
-# Loaded before `gpuscope run` starts its program: no `from __future__ import annotations`, which
-# imports __future__ (~0.5 ms there); annotations naming what only type checkers import are strings.
+from __future__ import annotations
 
-import _signal   # the C module behind `signal` (which imports enum): the program starts first
+import argparse
+import json
 import os
+import signal
 import sys
+from typing import Any, Callable
 
 from gpuscope.errors import UserError
+from gpuscope.runs import early as early_start
+from gpuscope.spec import NsysOptions, RunSpec
 from gpuscope.spec_checks import LAUNCHERS, NSYS_TIMEOUT_S, NSYS_TRACE, START_METHODS
-
-# Nothing heavy before the program starts (gpuscope.runs.early): no typing, signal, contextlib, types.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
-    from typing import Any, Callable
-
-    from gpuscope.spec import RunSpec
 
 DESCRIPTION = (
     "Run SCRIPT under gpuscope: its own session, the chosen multiprocessing start method, NVTX "
@@ -25,7 +21,7 @@ DESCRIPTION = (
 )
 
 
-def add_nsys_options(g: "Any", what: str, after: str) -> None:
+def add_nsys_options(g: Any, what: str, after: str) -> None:
     """The --nsys options of ``gpuscope run`` and ``gpuscope compare --start-methods`` (one set)."""
     g.add_argument("--nsys", action="store_true", help=f"record {what} under nsys profile")
     g.add_argument("--nsys-trace", default=",".join(NSYS_TRACE), help="nsys --trace list")
@@ -37,9 +33,7 @@ def add_nsys_options(g: "Any", what: str, after: str) -> None:
                         "importing and exporting it together")
 
 
-def add_arguments(p: "argparse.ArgumentParser") -> None:
-    import argparse
-
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--start-method", default="default", choices=START_METHODS,
                    help="multiprocessing start method for every Pool/Process/Executor the script creates "
                         "without choosing one itself (default: leave it alone)")
@@ -73,46 +67,7 @@ def add_arguments(p: "argparse.ArgumentParser") -> None:
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script or module")
 
 
-# What `gpuscope run` reads without argparse: these flags, then SCRIPT (not starting with "-") and
-# its arguments (no "--"). Anything else (another option, -m, --help, an error) goes to argparse, which
-# gives the same namespace for these (tests/runs/test_quick_args.py compares the two).
-QUICK_FLAGS = {"--quiet": "quiet", "-q": "quiet", "--json": "json"}
-
-
-class QuickArgs:
-    """The namespace :func:`quick_args` gives: attributes only, as ``argparse.Namespace`` (and
-    ``types.SimpleNamespace``, whose module the program's start need not wait for)."""
-
-    def __init__(self, **fields: "Any") -> None:
-        self.__dict__.update(fields)
-
-
-def quick_args(argv: list[str]) -> "QuickArgs | None":
-    """``run``'s arguments as argparse would read them, for ``[--quiet|-q] [--json]
-    [--start-method M] SCRIPT [ARGS...]``; None for any other command line."""
-    flags: dict[str, Any] = {"quiet": False, "json": False, "start_method": "default"}
-    i = 0
-    while i < len(argv) and argv[i].startswith("-"):
-        word = argv[i]
-        if word in QUICK_FLAGS:
-            flags[QUICK_FLAGS[word]] = True
-        elif word == "--start-method" and i + 1 < len(argv) and argv[i + 1] in START_METHODS:
-            i += 1
-            flags["start_method"] = argv[i]
-        else:
-            return None
-        i += 1
-    if i >= len(argv) or "--" in argv:   # argparse drops some "--" (which, by Python version)
-        return None
-    return QuickArgs(
-        command="run", launcher="python", nproc=1, python=None, cwd=None, annotate=[], interval=0.1,
-        output_cap_mb=None, nsys=False, nsys_trace=",".join(NSYS_TRACE), nsys_arg=[],
-        nsys_fork="auto", nsys_timeout=NSYS_TIMEOUT_S, nnodes=None, node_rank=None,
-        rdzv_endpoint=None, rdzv_id=None, rdzv_timeout=None, job_dir=None, module=None,
-        script=argv[i], args=list(argv[i + 1:]), **flags)
-
-
-def output_cap(args: "argparse.Namespace") -> int | None:
+def output_cap(args: argparse.Namespace) -> int | None:
     """``--output-cap-mb`` in bytes (None: the default cap)."""
     return None if args.output_cap_mb is None else int(max(args.output_cap_mb, 0) * 1024 * 1024)
 
@@ -123,29 +78,29 @@ class stop_on_signals:   # noqa: N801 - used as a function: `with stop_on_signal
     back after. ``held``: the presses held while the program started early are handled first, as if
     pressed now."""
 
-    def __init__(self, stop: "Callable[[], None]", say: "Callable[[str], None]", message: str,
-                 held: "_HeldSignals | None" = None) -> None:
+    def __init__(self, stop: Callable[[], None], say: Callable[[str], None], message: str,
+                 held: _HeldSignals | None = None) -> None:
         self._stop, self._say, self._message, self._held = stop, say, message, held
         self._presses = 0
         self._old: tuple[Any, Any] = (None, None)
 
-    def _on_signal(self, _signum: int, _frame: "Any") -> None:
+    def _on_signal(self, _signum: int, _frame: Any) -> None:
         self._presses += 1
         if self._presses == 1:
             self._say(self._message)
         self._stop()
 
     def __enter__(self) -> None:
-        self._old = (_signal.signal(_signal.SIGINT, self._on_signal),
-                     _signal.signal(_signal.SIGTERM, self._on_signal))
+        self._old = (signal.signal(signal.SIGINT, self._on_signal),
+                     signal.signal(signal.SIGTERM, self._on_signal))
         if self._held is not None:   # its handlers were the ones just replaced: what comes back is what it replaced
             self._old = self._held.originals()
             for _ in range(self._held.count):
-                self._on_signal(_signal.SIGINT, None)
+                self._on_signal(signal.SIGINT, None)
 
     def __exit__(self, *exc: object) -> None:
-        _signal.signal(_signal.SIGINT, self._old[0])
-        _signal.signal(_signal.SIGTERM, self._old[1])
+        signal.signal(signal.SIGINT, self._old[0])
+        signal.signal(signal.SIGTERM, self._old[1])
 
 
 class _HeldSignals:
@@ -155,13 +110,13 @@ class _HeldSignals:
 
     def __init__(self) -> None:
         self.count = 0
-        self._old: tuple[Any, Any] | None = (_signal.signal(_signal.SIGINT, self._press),
-                                             _signal.signal(_signal.SIGTERM, self._press))
+        self._old: tuple[Any, Any] | None = (signal.signal(signal.SIGINT, self._press),
+                                             signal.signal(signal.SIGTERM, self._press))
 
-    def _press(self, _signum: int, _frame: "Any") -> None:
+    def _press(self, _signum: int, _frame: Any) -> None:
         self.count += 1
 
-    def originals(self) -> "tuple[Any, Any]":
+    def originals(self) -> tuple[Any, Any]:
         """The handlers this replaced (it is no longer in charge of putting them back)."""
         assert self._old is not None
         old, self._old = self._old, None
@@ -171,14 +126,12 @@ class _HeldSignals:
         """The previous handlers back (if still in charge); how many presses came."""
         if self._old is not None:
             old_int, old_term = self.originals()
-            _signal.signal(_signal.SIGINT, old_int)
-            _signal.signal(_signal.SIGTERM, old_term)
+            signal.signal(signal.SIGINT, old_int)
+            signal.signal(signal.SIGTERM, old_term)
         return self.count
 
 
-def spec_from_args(args: "argparse.Namespace") -> "RunSpec":
-    from gpuscope.spec import NsysOptions, RunSpec
-
+def spec_from_args(args: argparse.Namespace) -> RunSpec:
     fork = {"auto": None, "on": True, "off": False}[args.nsys_fork]
     nsys = NsysOptions(enabled=args.nsys, trace=tuple(t for t in args.nsys_trace.split(",") if t),
                        extra_args=tuple(args.nsys_arg), trace_fork=fork, timeout_s=args.nsys_timeout)
@@ -193,7 +146,7 @@ def spec_from_args(args: "argparse.Namespace") -> "RunSpec":
                    **_node_options(args))
 
 
-def _node_options(args: "argparse.Namespace") -> "dict[str, Any]":
+def _node_options(args: argparse.Namespace) -> dict[str, Any]:
     """The multi-node flags given, the absent ones from SLURM_* when --job-dir asks for a job across nodes."""
     given = {"nnodes": getattr(args, "nnodes", None), "node_rank": getattr(args, "node_rank", None),
              "rdzv_endpoint": getattr(args, "rdzv_endpoint", None), "rdzv_id": getattr(args, "rdzv_id", None),
@@ -227,20 +180,20 @@ class _Relay:
             pass
 
 
-def run(args: "argparse.Namespace") -> int:
+def run(args: argparse.Namespace) -> int:
     def progress(message: str) -> None:
         if not args.quiet:
             print(f"gpuscope: {message}", file=sys.stderr, flush=True)
 
     early, held = None, None
-    from gpuscope.runs import early as early_start
-
-    if early_start.eligible(args):   # the program starts now; gpuscope's imports follow while it runs
+    spec = spec_from_args(args)
+    if early_start.eligible(spec):   # the program starts now; gpuscope's imports follow while it runs
         held = _HeldSignals()
-        early = early_start.start(args.script, list(args.args), args.start_method, live=_is_terminal(1), stdin=None)
+        early = early_start.start(spec, live=_is_terminal(1))
         if early is None and held.release():
             raise KeyboardInterrupt   # pressed before anything started: as without the early start
     try:
+        # imported once the program runs (the early start): their loading overlaps its start
         from gpuscope.findings.recorder import FindingsRecorder
         from gpuscope.runs.pipes import widen_pipe
         from gpuscope.runs.supervisor import Run
@@ -248,7 +201,7 @@ def run(args: "argparse.Namespace") -> int:
         findings = FindingsRecorder(on_finding=lambda f: progress(f"finding: {f.line()}"))
         widen_pipe(1)   # our stdout, when it is a pipe: 1 MiB, so each chunk relayed goes on in one write
         relay = _Relay()
-        run_ = Run(spec_from_args(args), output=[relay], progress=progress, stdin=None,
+        run_ = Run(spec, output=[relay], progress=progress, stdin=None,
                    live_output=_is_terminal(1), output_cap_bytes=output_cap(args), recorders=[findings],
                    early=early)
     except BaseException:
@@ -277,17 +230,13 @@ def run(args: "argparse.Namespace") -> int:
         for finding in result.findings:
             print(f"gpuscope: {finding.line()}\n    fix: {finding.fix}", file=sys.stderr, flush=True)
     if args.json:
-        from gpuscope import jsontext
-
-        sys.stdout.write(("\n" if relay.stdout_mid_line else "") + jsontext.dumps(result.to_json()) + "\n")
+        sys.stdout.write(("\n" if relay.stdout_mid_line else "") + json.dumps(result.to_json()) + "\n")
         sys.stdout.flush()
     from gpuscope.status import RunStatus
 
     if result.status is RunStatus.STOPPED:
         return 130
     if result.exit.signal:
-        import signal
-
         return 128 + signal.Signals[result.exit.signal].value
     return result.exit.code or (1 if result.error else 0)
 

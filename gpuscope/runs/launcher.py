@@ -1,35 +1,31 @@
-"""Turn a validated RunSpec into the argv and environment of the run's first process.
+"""Turn a validated RunSpec into the argv and environment of the run's first process."""
 
-Imports nothing heavy (no ``subprocess``, ``pathlib``, ``typing``): ``gpuscope run`` builds the
-command before it starts the program (:mod:`gpuscope.runs.early`).
-"""
-
-# Loaded before `gpuscope run` starts its program: no `from __future__ import annotations`, which
-# imports __future__ (~0.5 ms there); annotations naming what only type checkers import are strings.
+from __future__ import annotations
 
 import os
+import subprocess
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gpuscope import rundir as layout
 from gpuscope.errors import UserError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 
     from gpuscope.spec import RunSpec
 
 
+@dataclass
 class Command:
-    """The first process of a run: argv, environment and working directory. (A plain class: the
-    CLI builds it before importing dataclasses, gpuscope.runs.early.)"""
+    """The first process of a run: argv, environment and working directory."""
 
-    __slots__ = ("argv", "env", "cwd")
-
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: str) -> None:
-        self.argv, self.env, self.cwd = argv, env, cwd
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
 
 
-def build_command(spec: "RunSpec", run_id: str, run_dir: "str | Path", base_env: dict[str, str] | None = None) -> "Command":
+def build_command(spec: RunSpec, run_id: str, run_dir: str | Path, base_env: dict[str, str] | None = None) -> Command:
     """argv and env for ``python script|-m module`` or ``python -m torch.distributed.run``."""
     env = dict(os.environ if base_env is None else base_env)
     env.update(dict(spec.env))
@@ -60,7 +56,7 @@ def build_command(spec: "RunSpec", run_id: str, run_dir: "str | Path", base_env:
     return Command(argv=argv, env=env, cwd=spec.cwd or os.getcwd())
 
 
-def _rendezvous_args(spec: "RunSpec") -> list[str]:
+def _rendezvous_args(spec: RunSpec) -> list[str]:
     """``--standalone`` on one machine; a c10d rendezvous shared by the nodes of a job across nodes.
 
     torchrun's c10d rendezvous gives each node its group rank (and so its ranks) in the order nodes
@@ -77,8 +73,6 @@ def _rendezvous_args(spec: "RunSpec") -> list[str]:
 
 def check_torch(python: str, env: dict[str, str]) -> None:
     """torchrun needs torch in the chosen interpreter: say so in one line if it is missing."""
-    import subprocess
-
     probe = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 3)"
     clean = {k: v for k, v in env.items() if not k.startswith("GPUSCOPE_")}
     try:

@@ -1,24 +1,18 @@
 """The program's stdout descriptor: a raw-output pseudo-terminal when someone watches it live, else
-a pipe with a 1 MiB buffer (docs in :mod:`gpuscope.runs.output`, which reads them).
+a pipe with a 1 MiB buffer (docs in :mod:`gpuscope.runs.output`, which reads them)."""
 
-Only ``os`` (``fcntl`` and ``termios`` for a pseudo-terminal or a wider pipe, imported when used):
-``gpuscope run`` opens them before it starts the program (:mod:`gpuscope.runs.early`), before
-anything heavy is imported.
-"""
+from __future__ import annotations
 
-# Loaded before `gpuscope run` starts its program: no `from __future__ import annotations`, which
-# imports __future__ (~0.5 ms there); annotations naming what only type checkers import are strings.
-
+import fcntl
 import os
 import sys
+import termios
 
 PIPE_SIZE = 1 << 20
 
 
-def open_output(live: bool, widen: bool = True) -> tuple[int, int]:
-    """(fd for the child, fd to read) for the program's stdout: a raw-output pty when ``live``.
-    ``widen=False``: the pipe keeps its size; the caller widens it later (:func:`widen_pipe` on
-    either end; ``fcntl``'s import, ~0.3 ms, then comes after the program started)."""
+def open_output(live: bool) -> tuple[int, int]:
+    """(fd for the child, fd to read) for the program's stdout: a raw-output pty when ``live``."""
     if live:
         try:
             master, slave = os.openpty()
@@ -28,16 +22,13 @@ def open_output(live: bool, widen: bool = True) -> tuple[int, int]:
             _raw_output(slave)
             return slave, master
     read, write = os.pipe()
-    if widen:
-        widen_pipe(write)  # fewer wake-ups for programs that print a lot
+    widen_pipe(write)  # fewer wake-ups for programs that print a lot
     return write, read
 
 
 def widen_pipe(fd: int) -> None:
     """Ask for a ``PIPE_SIZE`` pipe buffer (Linux; capped by /proc/sys/fs/pipe-max-size). Anything
     but a pipe (a terminal, a file) refuses, and is left as it is."""
-    import fcntl
-
     try:
         fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_SIZE)
     except OSError:
@@ -46,9 +37,6 @@ def widen_pipe(fd: int) -> None:
 
 def _raw_output(fd: int) -> None:
     """No output processing (``\\n`` stays ``\\n``), no echo; the terminal's size when we have one."""
-    import fcntl
-    import termios
-
     attrs = termios.tcgetattr(fd)
     attrs[1] &= ~termios.OPOST
     attrs[3] &= ~(termios.ECHO | termios.ICANON | termios.ISIG | termios.IEXTEN)

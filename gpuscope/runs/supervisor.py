@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import _signal   # the C module behind `signal`, whose enums cost 10-40 ms (names: status.signal_name)
 import os
+import threading
 import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from gpuscope import threads
 from gpuscope.errors import UserError
 from gpuscope import rundir as layout
-from gpuscope.proclist import Existing
-from gpuscope.record import field, record
+from gpuscope.procs.existing import Existing
 from gpuscope.runs.launcher import build_command
 from gpuscope.runs.output import OutputPump
 from gpuscope.runs.pipes import open_output
@@ -28,24 +29,23 @@ from gpuscope.status import ExitStatus, RunStatus, signal_name
 from gpuscope.spec import RunSpec
 from gpuscope.store import sqlite   # noqa: F401 - _sqlite3 and array loaded before the run starts a thread (cimport.py)
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Sequence
 
-    from gpuscope.runs import procscan
+    from gpuscope.procs.read import ProcInfo
     from gpuscope.runs.output import OutputListener
     import subprocess
 
-    from gpuscope.runs.early import Child, EarlyStart
+    from gpuscope.runs.early import EarlyStart
 
     Progress = Callable[[str], None]
 
-# json, procscan (/proc) and the store are imported where used: after the program started.
+# json, gpuscope.procs (/proc) and the store are imported where used: after the program started.
 STOP_GRACE_S = 2.5
 EMPTY_GRACE_S = 0.5   # output still open this long after the run's last process ended: held by one that escaped
 
 
-@record
+@dataclass
 class RunResult(InRunFolder):
     """What a finished run was: status, exit, processes, notes and findings (``to_json``: summary.json)."""
 
@@ -114,14 +114,14 @@ class Run(InRunFolder):
         self._cap = output_cap_bytes
         self._stdin = stdin
         self._store_path = store_path
-        self._proc: subprocess.Popen[bytes] | Child | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._pumps: list[OutputPump] = []
-        self._stop_requested = threads.Event()
-        self._stop_lock = threads.Lock()
-        self._stop_thread: threads.ThreadLike | None = None
+        self._stop_requested = threading.Event()
+        self._stop_lock = threading.Lock()
+        self._stop_thread: threading.Thread | None = None
         self._escaped_on_stop: list[int] = []
         self._outcome: Outcome | None = None
-        self._recording: threads.ThreadLike | None = None
+        self._recording: threading.Thread | None = None
         self._record_error: BaseException | None = None
         self._conn: Any = None   # the store connection _record_start opened, released by _record
         self._ctx: RunContext | None = None
@@ -166,7 +166,7 @@ class Run(InRunFolder):
             self.started_ns = time.time_ns()
         # From here on the program runs: gpuscope's own imports and store work overlap with it. The
         # spec file and the store's row are written on a thread (runs/versions.py: `uname -p` at the first run).
-        self._recording = threads.Thread(target=self._record_start, args=(launch,), name="gpuscope-record-start",
+        self._recording = threading.Thread(target=self._record_start, args=(launch,), name="gpuscope-record-start",
                                          daemon=True)
         self._recording.start()
         self._ctx = RunContext(self.spec, self.run_id, self.run_folder, self._proc.pid, self.started_ns,
@@ -175,7 +175,7 @@ class Run(InRunFolder):
         self._connect_batches()
         self._each("started", self._ctx)
         if self._stop_requested.is_set() and self._stop_thread is None:  # Stop came while it started
-            self._stop_thread = threads.Thread(target=self._escalate, args=(STOP_GRACE_S,),
+            self._stop_thread = threading.Thread(target=self._escalate, args=(STOP_GRACE_S,),
                                                name="gpuscope-stop", daemon=True)
             self._stop_thread.start()
         return self
@@ -200,7 +200,7 @@ class Run(InRunFolder):
         self._pump(proc, read_out)
         return proc
 
-    def _pump(self, proc: subprocess.Popen[bytes] | Child, read_out: int) -> None:
+    def _pump(self, proc: subprocess.Popen[bytes], read_out: int) -> None:
         """Pumps that read the program's stdout (``read_out``) and stderr to the listeners and the run folder."""
         listeners = [*self.output_listeners, *(r.on_output for r in self.recorders if overrides(r, "on_output"))]
         assert proc.stderr is not None
@@ -230,7 +230,7 @@ class Run(InRunFolder):
             self._record_error = exc
 
     def _write_spec(self, launch: Launch) -> None:
-        from gpuscope import jsontext
+        import json
 
         nsys = self.spec.nsys
         jsontext.write(os.path.join(self.run_folder, layout.SPEC), {
@@ -302,7 +302,7 @@ class Run(InRunFolder):
         if self._proc is None:
             return  # still starting (waiting for the nsys lock): start() gives up
         if first:
-            self._stop_thread = threads.Thread(target=self._escalate, args=(grace_s,),
+            self._stop_thread = threading.Thread(target=self._escalate, args=(grace_s,),
                                                name="gpuscope-stop", daemon=True)
             self._stop_thread.start()
             return
@@ -310,13 +310,13 @@ class Run(InRunFolder):
         self._signal_all(_signal.SIGKILL)
         self._each("abandon")
 
-    def _tree(self) -> dict[int, procscan.ProcInfo]:
-        from gpuscope.runs import procscan
+    def _tree(self) -> dict[int, ProcInfo]:
+        from gpuscope.procs.membership import run_processes
 
         assert self._proc is not None
-        return procscan.run_processes(self._proc.pid, self.run_id, existing=self._existing)
+        return run_processes(self._proc.pid, self.run_id, existing=self._existing)
 
-    def _own(self, tree: dict[int, procscan.ProcInfo]) -> set[int]:
+    def _own(self, tree: dict[int, ProcInfo]) -> set[int]:
         """The recorders' own processes in ``tree`` (nsys): a first Stop leaves them to finish."""
         own: set[int] = set()
         for recorder in self.recorders:
@@ -326,7 +326,7 @@ class Run(InRunFolder):
                 self._note_failure(recorder, "own_processes", exc)
         return own
 
-    def _program(self) -> dict[int, procscan.ProcInfo]:
+    def _program(self) -> dict[int, ProcInfo]:
         tree = self._tree()
         own = self._own(tree)
         return {p: info for p, info in tree.items() if p not in own}
@@ -365,7 +365,7 @@ class Run(InRunFolder):
     def wait(self) -> RunResult:
         """Block until the run has ended and been recorded."""
         assert self._proc is not None and self._ctx is not None, "start() first"
-        from gpuscope.runs import procscan  # noqa: F401 - the end reads /proc: loaded while the program runs
+        from gpuscope.procs import membership  # noqa: F401 - the end reads /proc: loaded while the program runs
         returncode = self._proc.wait()
         ended_ns = time.time_ns()
         self._each("main_exited", self._ctx)   # while the rest of the tree ends (the resource tracker)
@@ -384,7 +384,7 @@ class Run(InRunFolder):
         self._each("finish", outcome)
         outcome.extra.pop("events", None)   # read once for the recorders; not kept with the run
         status = _status(outcome, exit_status, self._stop_requested.is_set())
-        from gpuscope.runs.procscan import read_stat
+        from gpuscope.procs.read import read as read_stat
 
         escaped = sorted(set(self._escaped_on_stop) | {p for p in left if (i := read_stat(p)) and
                                                        i.sid != self._proc.pid})
@@ -425,7 +425,7 @@ class Run(InRunFolder):
         seen are watched one by one (one /proc stat each: 2 ms after the scan, then less and less
         often, up to 50 ms apart; multiprocessing's resource tracker ends a few ms after the
         program), and once they are gone the run is scanned again for any they started."""
-        from gpuscope.runs.procscan import read_stat
+        from gpuscope.procs.read import read as read_stat
 
         deadline = time.monotonic() + timeout_s
         tree = self._tree()
@@ -446,7 +446,7 @@ class Run(InRunFolder):
         try:
             if self._record_error is not None:
                 raise self._record_error
-            from gpuscope import jsontext
+            import json
 
             summary = result.to_json()
             jsontext.write(os.path.join(self.run_folder, layout.SUMMARY), summary, indent=2)

@@ -4,21 +4,20 @@ the host and gpuscope's command line.
 ``platform.platform()`` runs ``uname -p`` and the ``platform`` module takes ~3 ms to import, at
 every run. Its answers (with the Python version and host name) are kept in the data folder, keyed
 by everything they are computed from: the interpreter (path and ``sys.version``), ``os.uname()``
-and the C library's version; when any of them changes they are computed again (issue 14.4).
+and the C library's version; when any of them changes they are computed again.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import sys
+from typing import TYPE_CHECKING, Any
 
-from gpuscope import jsontext
-from gpuscope import __version__
+from gpuscope import __version__, paths
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from gpuscope.spec import RunSpec
 
 CACHE = "platform-cache.json"
@@ -39,24 +38,21 @@ def versions(spec: RunSpec) -> dict[str, Any]:
 def platform_facts() -> dict[str, str]:
     """``platform``'s python_version(), platform() and node(), from the data folder's copy when it
     was made for this interpreter, kernel and C library."""
-    from gpuscope import paths
-
     key = _key()
     path = os.path.join(paths.data_root(tighten=False), CACHE)
     try:
-        saved = jsontext.read(path)
+        with open(path, encoding="utf-8") as fh:
+            saved = json.load(fh)
         if saved.get("key") == key:
             return {k: str(saved[k]) for k in ("python", "platform", "host")}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
-    import platform
-
     facts = {"python": platform.python_version(), "platform": platform.platform(), "host": platform.node()}
     try:
         tmp = f"{path}.{os.getpid()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
-            fh.write(jsontext.dumps({"key": key, **facts}))
+            fh.write(json.dumps({"key": key, **facts}))
         os.replace(tmp, path)
     except OSError:
         pass

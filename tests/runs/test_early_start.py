@@ -1,6 +1,6 @@
-"""A plain `gpuscope run SCRIPT` starts its program before gpuscope's own imports (runs/early.py,
-issue 14.4): the same checks, run folder, argv, environment and session as the usual path, the
-same errors when a check fails, and never a program left behind."""
+"""A plain `gpuscope run SCRIPT` starts its program before gpuscope's own imports (runs/early.py):
+the same checks, run folder, argv, environment and session as the usual path, the same errors
+when a check fails, and never a program left behind."""
 
 from __future__ import annotations
 
@@ -13,29 +13,51 @@ from pathlib import Path
 
 import pytest
 
+from gpuscope import cli
 from gpuscope.commands import run as run_cmd
 from gpuscope.runs import early as early_start
-from gpuscope.runs.launcher import build_command
+from gpuscope.runs.launcher import Command, build_command
+from gpuscope.spec import RunSpec
 from tests.fresh_python import bare_env
 
 SLEEPER = "import time\ntime.sleep(60)\n"
 
 
-def _args(argv):
-    args = run_cmd.quick_args(argv)
-    assert args is not None and early_start.eligible(args)
-    return args
+def _spec(argv: list[str]) -> RunSpec:
+    """The RunSpec of ``gpuscope run ARGV``, as the command reads it."""
+    return run_cmd.spec_from_args(cli.build_parser(["run", *argv]).parse_args(["run", *argv]))
+
+
+@pytest.mark.parametrize("argv", [["s.py"], ["--start-method", "spawn", "-q", "s.py", "a", "--b"],
+                                  ["--json", "s.py", "--interval", "5"]], ids=repr)
+def test_a_plain_script_run_is_eligible(argv):
+    assert early_start.eligible(_spec(argv))
+
+
+@pytest.mark.parametrize("argv", [["-m", "mod"], ["--interval", "0.5", "s.py"], ["--nsys", "s.py"],
+                                  ["--annotate", "m:f", "s.py"], ["--cwd", "/", "s.py"], ["--python", "py", "s.py"],
+                                  ["--launcher", "torchrun", "s.py"], ["--nproc", "2", "s.py"],
+                                  ["--job-dir", "j", "s.py"]], ids=repr)
+def test_a_run_with_other_options_takes_the_usual_path(argv):
+    assert not early_start.eligible(_spec(argv))
+
+
+def test_a_usage_error_is_argparses_one_line(run_env, tmp_path):
+    out = subprocess.run([sys.executable, "-m", "gpuscope", "run", "--start-method", "nope", "x.py"],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path, env=run_env)
+    assert out.returncode == 2
+    assert out.stderr.startswith("gpuscope run: error: argument --start-method: invalid choice: 'nope'")
+    assert out.stderr.count("\n") == 1
 
 
 @pytest.mark.parametrize("argv", [["s.py"], ["--start-method", "spawn", "-q", "s.py", "a", "--b"]], ids=repr)
 def test_the_early_start_is_what_the_usual_path_would_start(argv, gpuscope_home, tmp_path, monkeypatch):
     (tmp_path / "s.py").write_text("print('x')\n")
     monkeypatch.chdir(tmp_path)
-    args = _args(argv)
-    early = early_start.start(args.script, list(args.args), args.start_method, live=False)
+    spec = _spec(argv)
+    early = early_start.start(spec, live=False)
     assert early is not None
     try:
-        spec = run_cmd.spec_from_args(args)
         validated = spec.validated()
         assert early.spec(spec) == validated
         usual = build_command(validated, early.run_id, early.run_dir)
@@ -48,7 +70,7 @@ def test_the_early_start_is_what_the_usual_path_would_start(argv, gpuscope_home,
 
 
 def test_a_failed_check_starts_nothing_and_the_usual_error_follows(run_env, gpuscope_home, tmp_path):
-    assert early_start.start("missing.py", [], "default", live=False) is None
+    assert early_start.start(RunSpec("missing.py"), live=False) is None
     out = subprocess.run([sys.executable, "-m", "gpuscope", "run", "--quiet", "missing.py"], capture_output=True,
                          text=True, timeout=300, cwd=tmp_path, env=run_env)
     assert out.returncode == 2
@@ -60,7 +82,7 @@ def test_a_failed_check_starts_nothing_and_the_usual_error_follows(run_env, gpus
 def test_abandon_ends_the_program_started_early(gpuscope_home, tmp_path, monkeypatch):
     (tmp_path / "s.py").write_text(SLEEPER)
     monkeypatch.chdir(tmp_path)
-    early = early_start.start("s.py", [], "default", live=False)
+    early = early_start.start(RunSpec("s.py"), live=False)
     assert early is not None and early.proc.poll() is None
     early.abandon()
     assert early.proc.returncode == -signal.SIGKILL
@@ -71,7 +93,7 @@ import runpy, sys
 bare = set(sys.modules)     # what this interpreter loaded before gpuscope
 seen = {}
 def hook(event, args):
-    if event in ("os.fork", "subprocess.Popen") and "first" not in seen:
+    if event == "subprocess.Popen" and "first" not in seen:
         seen["first"] = (event, sorted(set(sys.modules) - bare))
 sys.addaudithook(hook)
 import atexit
@@ -85,22 +107,17 @@ else:
     runpy.run_module("gpuscope", run_name="__main__")
 """
 COMMAND = Path(__file__).resolve().parents[2] / "packaging" / "bin" / "gpuscope"
-# Each 5-45 ms on a 2-core runner, or what they pull in: none may load before the program starts.
-HEAVY = ("typing", "pathlib", "subprocess", "re", "signal", "threading", "enum", "collections", "functools",
-         "contextlib", "argparse", "importlib.util", "platformdirs", "dataclasses", "inspect", "json", "sqlite3",
-         "gpuscope.spec", "gpuscope.runs.supervisor", "gpuscope.runs.output",
-         # ~0.5 ms: the first module of the standard library's folder to load lists that folder (the
-         # modules a bare interpreter has are frozen); `from __future__ import annotations` imports it
-         "__future__")
+# gpuscope's recording machinery and what it pulls in load while the program starts, not before
+HEAVY = ("gpuscope.runs.supervisor", "gpuscope.runs.output", "gpuscope.runs.recorders", "gpuscope.store.db",
+         "gpuscope.telemetry.sampler", "gpuscope.findings.recorder", "sqlite3", "platformdirs", "psutil", "numpy")
 
 
 @pytest.mark.parametrize("home,start", [("GPUSCOPE_HOME", "-m"), ("XDG_DATA_HOME", "-m"),
                                         ("XDG_DATA_HOME", "command")])
 def test_the_program_starts_before_anything_heavy_is_imported(home, start, run_env, tmp_path):
-    """Only os-level modules before the spawn, with gpuscope's folder from GPUSCOPE_HOME or from the
-    platform's default (XDG_DATA_HOME: platformdirs, ~40 ms, is not imported for it on Linux), and
-    started as ``python -m gpuscope`` or by the ``gpuscope`` command pip installs (whose own lines
-    import only sys: pip's template for an entry point imported ``re`` first)."""
+    """None of gpuscope's recording machinery before the program starts, with gpuscope's folder
+    from GPUSCOPE_HOME or from the platform's default (XDG_DATA_HOME: platformdirs is not imported
+    for it on Linux), started as ``python -m gpuscope`` or by the ``gpuscope`` command pip installs."""
     script = tmp_path / "s.py"
     script.write_text("print('program')\n")
     env = dict(run_env)
@@ -112,10 +129,10 @@ def test_the_program_starts_before_anything_heavy_is_imported(home, start, run_e
                          timeout=300, cwd=tmp_path, env=bare_env(env))
     assert out.returncode == 0, out.stderr[-2000:]
     program, before = out.stdout.splitlines()
-    assert program == "program" and before.startswith("before the program: os.fork "), before
+    assert program == "program" and before.startswith("before the program: subprocess.Popen "), before
     loaded = before.split(" ", 4)[4]
+    assert "'gpuscope.runs.early'" in loaded, loaded
     assert not [m for m in HEAVY if repr(m) in loaded], loaded
-    assert "'fcntl'" not in loaded, loaded   # ~0.3 ms: the pipe is widened while the program execs
     if home == "XDG_DATA_HOME":
         assert (tmp_path / "xdg" / "gpuscope" / "runs").is_dir()
 
@@ -132,87 +149,24 @@ def test_the_installed_command_is_the_packaged_one():
     assert out.returncode == 0 and out.stdout.startswith("gpuscope "), (out.stdout, out.stderr)
 
 
-REPORT = "grep -E '^Sig(Ign|Blk)' /proc/self/status; ls /proc/self/fd | sort -n | tr '\\n' ' '; echo; cat /proc/self/stat"
-
-
-def test_the_spawn_starts_the_program_as_popen_does(tmp_path):
-    """The fork and exec as Run's Popen: ignored signals back to default, inherited descriptors closed,
-    stdout and stderr on the pipes, its own session (a shell reports what it got)."""
-    from gpuscope.runs.launcher import Command
-    from gpuscope.runs.pipes import open_output
-
-    leak = os.open(os.devnull, os.O_RDONLY)
-    os.set_inheritable(leak, True)      # as from whoever started gpuscope
-    try:
-        command = Command(["/bin/sh", "-c", REPORT], dict(os.environ), os.getcwd())
-        spawned = early_start._spawn(command, False, None)
-        assert spawned is not None
-        child, read_out, _ = spawned
-        ours = _read_all(read_out), child.stderr.read(), child.wait()
-        child.stderr.close()
-        child_out, read_out = open_output(False)
-        proc = subprocess.Popen(command.argv, env=command.env, cwd=command.cwd, start_new_session=True,
-                                stdout=child_out, stderr=subprocess.PIPE)
-        os.close(child_out)
-        theirs = _read_all(read_out), proc.stderr.read(), proc.wait()
-        proc.stderr.close()
-    finally:
-        os.close(leak)
-    lines, popen_lines = ours[0].splitlines(), theirs[0].splitlines()
-    assert lines[:3] == popen_lines[:3] and ours[1:] == theirs[1:] == (b"", 0)
-    assert str(leak).encode() not in lines[2].split() or leak <= 2
-    stat = lines[3].rsplit(b")", 1)[1].split()
-    assert stat[3] == stat[2] == stat[1]      # cat's session and group: the shell's own (its parent)
-
-
-def _read_all(fd: int) -> bytes:
-    chunks = []
-    while chunk := os.read(fd, 1 << 16):
-        chunks.append(chunk)
-    os.close(fd)
-    return b"".join(chunks)
-
-
-def test_child_poll_and_wait_report_the_exit_as_popen(tmp_path):
-    from gpuscope.runs.launcher import Command
-
-    command = Command([sys.executable, "-c", "import sys, time; time.sleep(0.3); sys.exit(3)"], dict(os.environ),
-                      os.getcwd())
-    child, read_out, existing = early_start._spawn(command, False, None)
-    # the processes before the program, listed while it exec'd: gpuscope's own, never the program
-    assert str(os.getpid()) in existing.pids and str(child.pid) not in existing.pids
-    assert existing.skippable() == existing.pids
-    assert child.poll() is None and child.returncode is None
-    assert child.wait() == 3 == child.poll() == child.returncode
+def test_the_spawn_lists_the_processes_before_the_program(tmp_path):
+    command = Command([sys.executable, "-c", "import sys; sys.exit(3)"], dict(os.environ), os.getcwd())
+    spawned = early_start._spawn(command, False)
+    assert spawned is not None
+    proc, read_out, existing = spawned
+    assert str(os.getpid()) in existing.pids and str(proc.pid) not in existing.pids
+    assert proc.wait() == 3
     os.close(read_out)
-    child.stderr.close()
-    command.argv = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"]
-    child, read_out, _ = early_start._spawn(command, False, None)
-    assert child.wait() == -signal.SIGTERM
-    os.close(read_out)
-    child.stderr.close()
+    proc.stderr.close()
 
 
-def test_the_usual_path_starts_what_the_spawn_cannot(tmp_path):
-    """A stdin to give, a program that cannot start, a folder that is gone: no spawn here, nothing
-    left running (Run's Popen starts it and words the error)."""
-    from gpuscope.runs.launcher import Command
-
-    assert early_start._spawn(Command(["/bin/true"], {}, os.getcwd()), False, subprocess.DEVNULL) is None
-    assert early_start._spawn(Command([str(tmp_path / "missing")], {}, os.getcwd()), False, None) is None
-    assert early_start._spawn(Command(["/bin/true"], {}, str(tmp_path / "gone")), False, None) is None
-
-
-def test_the_program_runs_in_the_commands_folder(tmp_path):
-    """Popen's cwd: the program starts in the command's folder (the resolved one when gpuscope's own
-    is reached through a symbolic link)."""
-    from gpuscope.runs.launcher import Command
-
-    real = tmp_path / "real"
-    real.mkdir()
-    child, read_out, _ = early_start._spawn(Command(["/bin/pwd"], dict(os.environ), str(real)), False, None)
-    assert _read_all(read_out).decode().strip() == str(real) and child.wait() == 0
-    child.stderr.close()
+def test_a_program_that_cannot_start_leaves_nothing_open(tmp_path):
+    """A program that is not there, a folder that is gone: None, no descriptor left open (Run's
+    Popen starts it again and words the error)."""
+    before = sorted(os.listdir("/proc/self/fd"))
+    assert early_start._spawn(Command([str(tmp_path / "missing")], {}, os.getcwd()), False) is None
+    assert early_start._spawn(Command(["/bin/true"], {}, str(tmp_path / "gone")), False) is None
+    assert sorted(os.listdir("/proc/self/fd")) == before
 
 
 def test_presses_held_during_the_early_start_stop_the_run_once_it_is_set_up():
@@ -239,8 +193,7 @@ def test_no_recorder_of_an_early_started_run_changes_its_command(gpuscope_home, 
 
     (tmp_path / "s.py").write_text("print('x')\n")
     monkeypatch.chdir(tmp_path)
-    args = _args(["--start-method", "fork", "s.py", "a"])
-    spec = run_cmd.spec_from_args(args).validated()
+    spec = _spec(["--start-method", "fork", "s.py", "a"]).validated()
     run_dir = tmp_path / "run"
     command = build_command(spec, "r1", run_dir)
     launch = Launch(spec, "r1", run_dir, list(command.argv), dict(command.env), command.cwd)
@@ -269,10 +222,10 @@ def test_the_programs_output_pipes_are_closed_once_read_to_their_end(escaped, gp
     (tmp_path / "s.py").write_text(ESCAPED_HOLDER if escaped else "print('x')\n")
     pid_file = tmp_path / "daemon.pid"
     monkeypatch.chdir(tmp_path)
-    args = _args(["s.py", str(pid_file)])
-    early = early_start.start(args.script, list(args.args), args.start_method, live=False)
+    spec = _spec(["s.py", str(pid_file)])
+    early = early_start.start(spec, live=False)
     assert early is not None
-    result = Run(run_cmd.spec_from_args(args), early=early).start().wait()
+    result = Run(spec, early=early).start().wait()
     assert result.status == "exited"
     assert bool([n for n in result.notes if "outlived the run" in n]) == escaped, result.notes
     stderr = early.proc.stderr
