@@ -5,29 +5,28 @@ A :class:`Finding` round-trips through JSON (``Finding.from_dict(f.to_dict()) ==
 folder's ``findings.json`` keep one format. The structured :class:`Fix` is what "Apply fix" uses:
 rewording ``fix`` text never changes what the button does.
 
-Records (:mod:`gpuscope.record`) and :class:`gpuscope.choices.Choices`, not dataclasses, typing and
-enum: the first finding of a ``gpuscope run`` imports this module, which then costs ~1 ms instead
-of ~20 (issue 14.4).
 """
 
 from __future__ import annotations
 
+import enum
 import time
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Iterable, Union
 
-from gpuscope.choices import Choices
-from gpuscope.record import field, fields, record, replace
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any, Iterable, Union
+__all__ = ["CleanupPids", "CleanupShm", "Evidence", "FIX_TYPES", "Finding", "Fix", "SetNsysForkTracing",
+           "SetStartMethod", "Severity", "StopRun", "evidence", "merge", "now_ns", "replace"]
 
 
-class Severity(Choices):
+class Severity(str, enum.Enum):
     """How bad it is; a str so ``severity == "error"`` reads naturally."""
 
     INFO = "info"
     WARNING = "warning"
     ERROR = "error"
+
+    def __str__(self) -> str:   # f-strings give the text on every Python version
+        return self.value
 
     @property
     def rank(self) -> int:
@@ -36,7 +35,7 @@ class Severity(Choices):
 
 # -- structured fixes --------------------------------------------------------------------------------
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class SetStartMethod:
     """Run again with this multiprocessing start method."""
 
@@ -44,7 +43,7 @@ class SetStartMethod:
     kind: str = field(default="set-start-method", init=False)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class SetNsysForkTracing:
     """Record under nsys with ``--trace-fork-before-exec`` on (or off)."""
 
@@ -52,7 +51,7 @@ class SetNsysForkTracing:
     kind: str = field(default="nsys-fork-tracing", init=False)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class CleanupPids:
     """Stop these leftover processes (the Cleanup tab / ``gpuscope cleanup``)."""
 
@@ -60,7 +59,7 @@ class CleanupPids:
     kind: str = field(default="cleanup-pids", init=False)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class CleanupShm:
     """Unlink these leftover /dev/shm segments."""
 
@@ -68,7 +67,7 @@ class CleanupShm:
     kind: str = field(default="cleanup-shm", init=False)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class StopRun:
     """Stop the run now (it will not finish by itself)."""
 
@@ -76,9 +75,8 @@ class StopRun:
 
 
 FIX_TYPES = (SetStartMethod, SetNsysForkTracing, CleanupPids, CleanupShm, StopRun)
-if TYPE_CHECKING:
-    Fix = Union[SetStartMethod, SetNsysForkTracing, CleanupPids, CleanupShm, StopRun]
-FIX_KINDS: dict[str, type] = {c.kind: c for c in FIX_TYPES}  # type: ignore[attr-defined]
+Fix = Union[SetStartMethod, SetNsysForkTracing, CleanupPids, CleanupShm, StopRun]
+FIX_KINDS: dict[str, type[Fix]] = {str(c.__dataclass_fields__["kind"].default): c for c in FIX_TYPES}
 
 
 def fix_to_dict(fix: Fix) -> dict[str, Any]:
@@ -97,13 +95,13 @@ def fix_from_dict(data: dict[str, Any] | None) -> Fix | None:
     cls = FIX_KINDS.get(str(data.get("kind")))
     if cls is None:
         return None
-    args = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k != "kind"}
+    args: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k != "kind"}
     return cls(**args)
 
 
 # -- evidence ----------------------------------------------------------------------------------------
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Evidence:
     """Why a finding was made: measured numbers, the processes involved, excerpts of output."""
 
@@ -135,7 +133,7 @@ def evidence(numbers: dict[str, float] | None = None, excerpts: Iterable[str] = 
 
 # -- the finding -------------------------------------------------------------------------------------
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Finding:
     """One problem: a stable ``code``, what happened (``title``), evidence, and what to do (``fix``)."""
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gpuscope.finding import Finding, Fix, SetNsysForkTracing, SetStartMethod, Severity, evidence
 from gpuscope.trace import timeline as T
 from gpuscope.trace.process_row import display_name
 
@@ -38,6 +39,7 @@ class ProcessCoverage:
     lost: int = 0               # ranges gpuscope recorded that nsys does not have
     reason: str | None = None
     fix: str | None = None
+    action: Fix | None = None   # what "Apply fix" changes for the next run (None: a change to the code or setup)
 
 
 @dataclass
@@ -93,7 +95,10 @@ def _offset(pe, tl: T.Timeline, wall_mono: int | None = None) -> int:
 
 def add_process_events(tl: T.Timeline, logs: list, pids: set[int] | None = None) -> int:
     """Append ranges, marks, threads and processes of ``logs`` (all, or those of ``pids``) as source=gpuscope."""
-    ranges, marks, threads, domains = [], [], {}, {}
+    ranges: list[T.Ranges] = []
+    marks: list[tuple[int, ...]] = []
+    threads: dict[tuple[int, int], int] = {}
+    domains: dict[tuple[int, str], int] = {}
     wall_mono = wall_minus_mono(logs)
     for pe in logs:
         if pids is not None and pe.pid not in pids:
@@ -218,28 +223,38 @@ def _forked(pe) -> bool:
     return bool(pe.header.get("forked") or pe.info.get("forked"))
 
 
+# nsys diagnostics (nsys/diagnostics.py) that mean nsys rejected the program's nvtx package
+NVTX_REJECTED = ("nvtx-incompatible", "nvtx-domain-only")
+
+
 def _nvtx_incompatible(findings: list) -> str | None:
+    """The title of nsys's diagnostic that it rejected this nvtx (findings or their dicts), by code."""
     for f in findings:
-        text = f"{getattr(f, 'code', '')} {getattr(f, 'message', '')}".lower()
-        if "incompat" in text or "compatibility id" in text:
-            return getattr(f, "message", None) or "nvtx and nsys are incompatible"
+        code = f.get("code") if isinstance(f, dict) else getattr(f, "code", None)
+        if code in NVTX_REJECTED:
+            title = (f.get("title") or f.get("message")) if isinstance(f, dict) else getattr(f, "title", None)
+            return str(title or "nvtx and nsys are incompatible")
     return None
 
 
-def _why_missing(pe, fork_flag: bool | None, findings: list) -> tuple[str, str]:
+def _why_missing(pe, fork_flag: bool | None, findings: list) -> tuple[str, str, Fix | None]:
+    """(reason, fix text, structured fix) for a process whose ranges nsys lacks."""
     incompatible = _nvtx_incompatible(findings)
     if incompatible:
-        return f"nsys rejected this nvtx: {incompatible}", FIX_NVTX
+        return f"nsys rejected this nvtx: {incompatible}", FIX_NVTX, None
     if _forked(pe):
         if fork_flag:
             return ("forked without exec; nsys traced it (--trace-fork-before-exec=true) but discarded "
-                    "ranges whose NVTX strings were registered before the fork"), FIX_FORK_HANDLES
+                    "ranges whose NVTX strings were registered before the fork"), FIX_FORK_HANDLES, \
+                SetStartMethod("spawn")
         flag = "off" if fork_flag is False else "not known to be on"
+        # fork tracing keeps the start method: the least invasive change
         return (f"forked without exec (start method {pe.start_method or 'fork'}); nsys does not trace fork "
-                f"children unless --trace-fork-before-exec=true (it was {flag})"), FIX_FORK
+                f"children unless --trace-fork-before-exec=true (it was {flag})"), FIX_FORK, SetNsysForkTracing(True)
     if pe.exit is None:
-        return "exited without a normal shutdown (no exit record), so nsys could not flush its buffers", FIX_FLUSH
-    return "nsys kept no ranges of this process; cause unknown (see the report's diagnostics)", FIX_FLUSH
+        return ("exited without a normal shutdown (no exit record), so nsys could not flush its buffers",
+                FIX_FLUSH, None)
+    return "nsys kept no ranges of this process; cause unknown (see the report's diagnostics)", FIX_FLUSH, None
 
 
 def compute_coverage(tl: T.Timeline | None, logs: list, findings: list | None = None,
@@ -251,7 +266,7 @@ def compute_coverage(tl: T.Timeline | None, logs: list, findings: list | None = 
     """
     findings = findings or []
     if nsys_counts is None:
-        nsys_counts = tl.range_counts(T.SOURCE_NSYS)
+        nsys_counts = tl.range_counts(T.SOURCE_NSYS) if tl is not None else {}
     cov = Coverage(fork_flag=fork_flag)
     for pe in logs:
         g, n = len(pe.ranges) + len(pe.marks), nsys_counts.get(pe.pid, 0)
@@ -262,10 +277,10 @@ def compute_coverage(tl: T.Timeline | None, logs: list, findings: list | None = 
             pc.status, pc.reason = "no-ranges", "made no NVTX calls"
         elif n == 0 and g_ranges > 0:
             pc.status, pc.lost = "missing", g_ranges
-            pc.reason, pc.fix = _why_missing(pe, fork_flag, findings)
+            pc.reason, pc.fix, pc.action = _why_missing(pe, fork_flag, findings)
         elif n < g_ranges:
             pc.status, pc.lost = "partial", g_ranges - n
-            pc.reason, pc.fix = _why_missing(pe, fork_flag, findings)
+            pc.reason, pc.fix, pc.action = _why_missing(pe, fork_flag, findings)
             pc.reason = f"nsys has {n} of {g_ranges} ranges; likely: {pc.reason}"
         cov.processes.append(pc)
     logged = {pe.pid for pe in logs}
@@ -275,6 +290,33 @@ def compute_coverage(tl: T.Timeline | None, logs: list, findings: list | None = 
                                                  gpuscope_ranges=0, nsys_ranges=n, status="nsys-only",
                                                  reason="no gpuscope event log (not reached by the startup hook)"))
     return cov
+
+
+MISSED = "nsys-missed-ranges"     # the finding of processes whose ranges nsys did not keep
+
+
+def coverage_findings(cov: Coverage | None, nsys_findings: list | None = None) -> list[Finding]:
+    """Coverage and nsys's diagnostics as findings: one per group of processes nsys missed for the same
+    reason (those with a known cause first: their fix is the one "Apply" offers), then the diagnostics
+    (findings or their dicts)."""
+    out: list[Finding] = []
+    groups: dict[tuple, list[ProcessCoverage]] = {}
+    for p in sorted(cov.missing if cov is not None else [], key=lambda p: not p.forked):
+        groups.setdefault((p.status, p.role, p.start_method, p.reason, p.fix, p.action), []).append(p)
+    for (status, role, method, reason, fix, action), procs in groups.items():
+        pids = ", ".join(f"pid {p.pid}" for p in procs)
+        kept = ", ".join(f"{p.nsys_ranges} of {p.gpuscope_ranges}" for p in procs)
+        shown = ["their ranges are drawn from gpuscope's own records (hatched, marked gpuscope)"] \
+            if status == "missing" else []
+        out.append(Finding(
+            MISSED, f"{pids} ({role}, {method or '?'}): nsys has {kept} ranges — {reason or ''}",
+            fix or "", Severity.WARNING, tuple(p.pid for p in procs),
+            evidence({"processes": len(procs), "ranges in nsys": sum(p.nsys_ranges for p in procs),
+                      "ranges gpuscope recorded": sum(p.gpuscope_ranges for p in procs)}, shown,
+                     [p.pid for p in procs]), action, None, "nsys"))
+    out += [f if isinstance(f, Finding) else Finding.from_dict({**f, "source": "nsys"})
+            for f in nsys_findings or []]
+    return out
 
 
 def fork_flag_of_run(run_dir: Path) -> bool | None:

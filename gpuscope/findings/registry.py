@@ -1,0 +1,220 @@
+"""The findings rules in one table: each rule's id, the inputs it reads, its phase, its check.
+
+A rule module (``gpuscope/findings/*_rules.py``, found by name) declares its rules when it is
+imported::
+
+    @rule("load-imbalance", inputs={Input.EVENTS}, phase=Phase.AFTER, on_stop=OnStop.SAY,
+          title="pool workers unevenly loaded", applies=lambda run: run.has_role("pool worker"))
+    def load_imbalance(run: RunInputs) -> list[Finding]: ...
+
+Rules that a live watcher decides (the recorder's watchdog, the telemetry watch, the stderr
+scanner) are declared with :func:`declare`, without a check: the table still names them, their
+inputs and phase for the CLI (``gpuscope findings --rules``), the app and docs/FINDINGS.md.
+The engine runs every ``AFTER`` rule's check through :func:`run_after`.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import os
+import pkgutil
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from gpuscope.finding import Finding, Severity, evidence, replace
+
+if TYPE_CHECKING:
+    from gpuscope.findings.output_rules import OutputScanner
+    from gpuscope.findings.process_rules import ProcessFacts
+    from gpuscope.trace.events import ProcessEvents
+
+
+class Phase(enum.Enum):
+    """When a rule can decide: before the program starts, while it runs, or on the finished run."""
+
+    BEFORE = "before"
+    LIVE = "live"
+    AFTER = "after"
+
+
+class Input(enum.Enum):
+    """What a rule reads."""
+
+    SPEC = "spec"              # the run's settings (RunSpec)
+    EVENTS = "events"          # the injected hook's event logs (docs/EVENTS.md)
+    OUTPUT = "output"          # the program's stderr
+    TELEMETRY = "telemetry"    # sampled CPU, memory, GPU per process
+    SUMMARY = "summary"        # the run's summary (exit status, processes left running)
+    NSYS = "nsys"              # an nsys export and its diagnostics
+    STACKS = "stacks"          # Python stacks taken while it runs
+    PROCS = "procs"            # the live processes (/proc, /dev/shm)
+
+
+class OnStop(enum.Enum):
+    """What a rule does on a run that was stopped (or whose main process crashed)."""
+
+    KEEP = "keep"        # its evidence is whole up to the stop
+    SAY = "say"          # a stop can distort it: the finding says the run was stopped
+    SILENT = "silent"    # a stop makes it meaningless: no finding
+
+
+@dataclass
+class RunInputs:
+    """Everything an after-run check may read, gathered once by the engine."""
+
+    run_dir: str
+    events: list[ProcessEvents] = field(default_factory=list)
+    output: list[Finding] = field(default_factory=list)      # the stderr rules' findings
+    summary: dict[str, Any] = field(default_factory=dict)
+    facts: ProcessFacts | None = None
+    scanner: OutputScanner | None = None
+    stopped: bool = False        # stopped by the user (Ctrl-C, Stop), or its main process was killed
+    oom_killed: int = 0
+
+    @property
+    def roles(self) -> dict[int, str]:
+        return {pe.pid: pe.role for pe in self.events}
+
+    def has_role(self, role: str) -> bool:
+        return any(pe.role == role for pe in self.events)
+
+    @property
+    def export(self) -> str | None:
+        """The run folder's nsys export (``.sqlite`` first), or None."""
+        from pathlib import Path
+
+        from gpuscope.trace.coverage import find_export
+
+        found = find_export(Path(self.run_dir))
+        return str(found) if found is not None else None
+
+
+Check = Callable[[RunInputs], "list[Finding]"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule: ``id`` (the finding's code), what it reads, when it decides, and its check."""
+
+    id: str
+    inputs: frozenset[Input]
+    phases: frozenset[Phase]
+    title: str
+    codes: tuple[str, ...] = ()              # other codes the same check emits
+    on_stop: OnStop = OnStop.KEEP
+    check: Check | None = None
+    applies: Callable[[RunInputs], bool] | None = None   # a cheap test before the check
+    module: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "codes": [self.id, *self.codes], "title": self.title,
+                "inputs": sorted(i.value for i in self.inputs),
+                "phases": [p.value for p in Phase if p in self.phases], "on_stop": self.on_stop.value,
+                "module": self.module}
+
+
+_RULES: dict[str, Rule] = {}
+_loaded = False
+
+
+def _as_set(value: Any, kind: type[enum.Enum]) -> frozenset[Any]:
+    items = [value] if isinstance(value, kind) else list(value)
+    return frozenset(kind(v) for v in items)
+
+
+def declare(rule_id: str, *, inputs: Iterable[Input] | Input, phase: Iterable[Phase] | Phase, title: str,
+            codes: Iterable[str] = (), on_stop: OnStop = OnStop.KEEP, check: Check | None = None,
+            applies: Callable[[RunInputs], bool] | None = None, module: str = "") -> Rule:
+    """Add a rule to the table (a second declaration of an id replaces the first: a reload)."""
+    made = Rule(rule_id, _as_set(inputs, Input), _as_set(phase, Phase), title, tuple(codes), on_stop, check,
+                applies, module or (getattr(check, "__module__", "") if check is not None else ""))
+    if check is not None and Phase.AFTER not in made.phases:
+        raise ValueError(f"rule {rule_id}: a check runs after the run; declare Phase.AFTER")
+    _RULES[rule_id] = made
+    return made
+
+
+def rule(rule_id: str, *, inputs: Iterable[Input] | Input, phase: Iterable[Phase] | Phase = Phase.AFTER,
+         title: str, codes: Iterable[str] = (), on_stop: OnStop = OnStop.KEEP,
+         applies: Callable[[RunInputs], bool] | None = None) -> Callable[[Check], Check]:
+    """Decorator: declare ``check`` as the after-run check of ``rule_id``."""
+    def add(check: Check) -> Check:
+        declare(rule_id, inputs=inputs, phase=phase, title=title, codes=codes, on_stop=on_stop, check=check,
+                applies=applies)
+        return check
+    return add
+
+
+def rule_modules() -> list[str]:
+    """Every ``gpuscope.findings.*_rules`` module, by name (other parts add theirs as new files)."""
+    here = os.path.dirname(__file__)
+    return sorted(f"{__package__}.{m.name}" for m in pkgutil.iter_modules([here]) if m.name.endswith("_rules"))
+
+
+def load() -> None:
+    """Import every rule module once (each declares its rules); a broken one is skipped and reported
+    as an ``E`` finding by :func:`run_after`, never as the loss of every other rule."""
+    global _loaded
+    if _loaded:
+        return
+    for name in rule_modules():
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - one broken rule module must not hide the others
+            _broken[name] = f"{type(exc).__name__}: {exc}"
+    _loaded = True
+
+
+_broken: dict[str, str] = {}
+
+
+def rules(phase: Phase | None = None) -> list[Rule]:
+    """The declared rules (of ``phase``), by id."""
+    load()
+    return sorted((r for r in _RULES.values() if phase is None or phase in r.phases), key=lambda r: r.id)
+
+
+def get(code: str) -> Rule | None:
+    """The rule that emits ``code`` (its id or one of its other codes)."""
+    load()
+    found = _RULES.get(code)
+    return found if found is not None else next((r for r in _RULES.values() if code in r.codes), None)
+
+
+STOPPED_NOTE = "the run was stopped before it ended: ranges cut by the stop count up to it"
+
+
+def on_stopped(rule_: Rule, found: list[Finding]) -> list[Finding]:
+    """What a stop does to a rule's findings (its ``on_stop``)."""
+    if rule_.on_stop is OnStop.SILENT:
+        return []
+    if rule_.on_stop is OnStop.SAY:
+        return [replace(f, title=f"{f.title} ({STOPPED_NOTE})",
+                        evidence=replace(f.evidence, excerpts=(*f.evidence.excerpts, STOPPED_NOTE)))
+                for f in found]
+    return found
+
+
+def run_after(run: RunInputs) -> list[Finding]:
+    """Every after-run check whose ``applies`` holds; a check that fails becomes one info finding."""
+    out: list[Finding] = []
+    for r in rules(Phase.AFTER):
+        if r.check is None:
+            continue
+        try:
+            if r.applies is not None and not r.applies(run):
+                continue
+            found = r.check(run)
+        except Exception as exc:  # noqa: BLE001 - one failing rule must not cost the others
+            out.append(_failed(r.id, f"{type(exc).__name__}: {exc}"))
+            continue
+        out += on_stopped(r, found) if run.stopped else found
+    out += [_failed(name, why) for name, why in sorted(_broken.items())]
+    return out
+
+
+def _failed(what: str, why: str) -> Finding:
+    return Finding("rule-failed", f"gpuscope's rule {what} could not run: {why}",
+                   "report it to gpuscope's maintainers with the run folder", Severity.INFO,
+                   evidence=evidence({}, [why]))
