@@ -39,8 +39,8 @@ _FUNCTION = type(parse)   # types.FunctionType, without importing types into eve
 PATTERNS = parse(os.environ.get("GPUSCOPE_ANNOTATE", ""))
 _SCRIPT_MODULE = (os.environ.get("GPUSCOPE_MODULE")
                   or os.path.splitext(os.path.basename(os.environ.get("GPUSCOPE_SCRIPT", "")))[0])
-_matched = {}        # "module:qualname" -> set of labels wrapped in this process
-_seen_modules = {}   # "module:qualname" -> names of modules the module part matched
+_matched: dict = {}        # "module:qualname" -> set of labels wrapped in this process
+_seen_modules: dict = {}   # "module:qualname" -> names of modules the module part matched
 
 
 if PATTERNS:  # only with --annotate (fnmatch pulls in re); before the import hook can ask

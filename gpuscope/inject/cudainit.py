@@ -12,7 +12,7 @@ import sys
 
 from .disguise import disguise
 
-_S = {"callbacks": [], "cuda": None}
+_S: dict = {"callbacks": [], "cuda": None}
 
 
 def when_initialised(cuda, callback):

@@ -21,8 +21,15 @@ now = time.perf_counter_ns  # CLOCK_MONOTONIC on Linux: one clock for all proces
 FLUSH_NS = 100_000_000
 FORMAT_VERSION = 1
 RANGES_MAGIC = b"GSR1"
+# The format's names (docs/EVENTS.md); the one reader is gpuscope.trace.events.
+EVENTS_DIR = "events"           # in the run folder: <pid>-<anchor_mono_ns>.log / .ranges
+LOG_SUFFIX = ".log"
+RANGES_SUFFIX = ".ranges"
+RANGE_COLUMNS = (("t0", "q", 8), ("t1", "q", 8), ("tid", "i", 4), ("nid", "i", 4), ("style", "c", 1))
+# The line kinds: header, name, range (text form), mark, info, child, job, task, exit, error.
+HEADER, NAME, RANGE, MARK, INFO, CHILD, JOB, TASK, EXIT, ERROR = "HSRMICJTXE"
 
-_tids = {}
+_tids: dict = {}
 
 
 def native_tid():
@@ -43,14 +50,29 @@ _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 
 def open_append(path):
     """A descriptor appending to the run-folder file ``path``. Only the run's first process finds
-    its folder missing and makes it: the others skip a ``mkdir`` (~50 us each, even for a folder
-    that is there). Private from the start (0600, folders 0700), as the run's end makes every file
+    its folder missing and makes it: the others skip a ``mkdir`` (a system call each, even for a
+    folder that is there). Private from the start (0600, folders 0700), as the run's end makes every file
     of the run folder: that walk then has nothing to change for them (a ``chmod`` each)."""
     try:
         return os.open(path, _APPEND, 0o600)
     except FileNotFoundError:
         os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
         return os.open(path, _APPEND, 0o600)
+
+
+def start_ticks():
+    """This process's start in clock ticks after boot (field 22 of its stat): with the pid, the
+    identity others see it by (gpuscope.procs.ProcKey); None where it cannot be read."""
+    try:
+        fd = os.open("/proc/self/stat", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            data = os.read(fd, 1024)
+        finally:
+            os.close(fd)
+        # the name (field 2) may hold spaces and parentheses: count from its closing one
+        return int(data[data.rindex(b")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _clean(text):
@@ -88,12 +110,12 @@ class State:
         mono, wall = now(), time.time_ns()   # side by side: the two clocks' anchors agree closely
         header = dict(header)
         header.update(v=FORMAT_VERSION, pid=self.pid, ppid=os.getppid(),
-                      anchor_mono_ns=mono, anchor_wall_ns=wall)
+                      anchor_mono_ns=mono, anchor_wall_ns=wall, start_ticks=start_ticks())
         self.info = dict(header)
-        stem = os.path.join(self.run_dir, "events", "%d-%d" % (self.pid, mono))
-        self.fd = open_append(stem + ".log")
+        stem = os.path.join(self.run_dir, EVENTS_DIR, "%d-%d" % (self.pid, mono))
+        self.fd = open_append(stem + LOG_SUFFIX)
         self.rfd = -1
-        self.ranges_path = stem + ".ranges"   # most processes write no range: no file for them
+        self.ranges_path = stem + RANGES_SUFFIX   # most processes write no range: no file for them
         self._write("H\t%s\n" % _dumps(header, default=str))
         self.next_flush = mono + FLUSH_NS
 
@@ -308,9 +330,9 @@ def _json_key(key):
 
 
 def _dumps(value, default=str):
-    """``json.dumps(value, default=default)`` without importing json (~2 ms of every process's
-    start). It is also not the ``json.dumps`` that ``--annotate json.dumps`` wraps, so gpuscope's own
-    log lines never count as the program's calls of it."""
+    """``json.dumps(value, default=default)`` without importing json in every process's start
+    (the hook stays lean: docs/INJECTION.md). It is also not the ``json.dumps`` that ``--annotate
+    json.dumps`` wraps, so gpuscope's own log lines never count as the program's calls of it."""
     if value is None:
         return "null"
     if value is True:

@@ -2,7 +2,7 @@
 
 The exit record (``X`` line, docs/EVENTS.md) carries what the kernel counted for this process:
 ``cpu_s`` (``CLOCK_PROCESS_CPUTIME_ID``: every thread, no children, exact), its split
-``cpu_user_s`` and ``cpu_system_s`` (``os.times``: at the 10 ms clock tick) and ``hwm_kib``
+``cpu_user_s`` and ``cpu_system_s`` (``os.times``: at the kernel's clock tick) and ``hwm_kib``
 (``VmHWM`` of ``/proc/self/status``). Peak RSS is ``VmHWM``, not ``ru_maxrss``: after ``exec``
 Linux carries the old address space's peak into ``ru_maxrss``, so a spawn child or a subprocess
 of a 300 MiB parent would report 300 MiB there, while ``VmHWM`` belongs to its own address space
@@ -18,6 +18,8 @@ Standard library only; never raises.
 import os
 import sys
 import time
+
+from .procself import status_kib
 
 
 _EXIT = {"code": None, "how": None}
@@ -76,9 +78,9 @@ def forget():
 def usage():
     """This process's CPU seconds (all, then user and system) and peak memory, as the kernel counted
     them. ``cpu_s`` is exact (``CLOCK_PROCESS_CPUTIME_ID``, every thread); its split into user and
-    system time comes at the clock tick of ``os.times`` (10 ms). ``getrusage`` gives the split in
-    microseconds, but the kernel derives it from its own tick samples too, and importing
-    ``resource`` for it cost ~0.4 ms of every exit here."""
+    system time comes at the clock tick of ``os.times``. ``getrusage`` gives the split in
+    microseconds, but the kernel derives it from its own tick samples too, and ``resource`` would
+    be one more import at every exit."""
     t = os.times()
     out = {"cpu_s": round(time.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID), 6),
            "cpu_user_s": round(t.user, 6), "cpu_system_s": round(t.system, 6)}
@@ -89,22 +91,5 @@ def usage():
 
 
 def _vm_hwm_kib():
-    """``VmHWM`` of ``/proc/self/status``, read with ``os.read`` (a buffered file object and its
-    lines took ~0.15 ms at exit here, ~0.04 ms this way)."""
-    try:
-        fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            chunks = []
-            while True:   # to the end (one read of ~1.5 KB, in practice)
-                chunk = os.read(fd, 4096)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-        finally:
-            os.close(fd)
-        for line in b"".join(chunks).split(b"\n"):
-            if line.startswith(b"VmHWM:"):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    """``VmHWM`` of ``/proc/self/status`` (read by :mod:`procself`, the hook's one /proc reader)."""
+    return status_kib(b"VmHWM")

@@ -53,8 +53,8 @@ def _is_script(argv):
 
 def _file_id(path):
     """The file ``path`` names, as (device, inode): the same file however it is reached (symbolic
-    links, another working folder). One ``stat``; ``os.path.realpath`` took one per folder of the
-    path, ~0.1 ms of every process's start. None when there is no such file."""
+    links, another working folder). One ``stat``; ``os.path.realpath`` takes one per folder of the
+    path, in every process's start. None when there is no such file."""
     try:
         st = os.stat(path)
     except (OSError, ValueError):
@@ -215,7 +215,7 @@ def _later(name, func="patch"):
         full = __package__ + "." + name
         wrapper = sys.modules.get(full)   # loaded at start for its role (activate)
         if wrapper is None:   # the builtin __import__: importlib (and the warnings it imports)
-            __import__(full)  # cost ~2 ms in a program that would not have imported them
+            __import__(full)  # lean: not in a program that would not have imported them
             wrapper = sys.modules[full]
         getattr(wrapper, func)(module)
     return call

@@ -9,13 +9,13 @@ import sys
 
 from .eventlog import STATE
 
-_callbacks = {}      # module name -> [callback(module)]
-_predicates = []     # [(predicate(name) -> bool, callback)]
-_busy = set()
+_callbacks: dict = {}      # module name -> [callback(module)]
+_predicates: list = []     # [(predicate(name) -> bool, callback)]
+_busy: set = set()
 
 
 class _Finder:
-    """A meta path finder (a plain class: ``importlib.abc`` costs ~10 ms of start-up)."""
+    """A meta path finder (a plain class: ``importlib.abc`` is a heavy import for every process)."""
 
     def find_spec(self, name, path=None, target=None):
         if name in _busy or (name not in _callbacks and not _predicates):

@@ -17,7 +17,7 @@
 
 import os
 import sys
-from _functools import partial as _partial   # built in; functools itself costs ~4 ms of a start
+from _functools import partial as _partial   # built in: functools would import collections at start
 
 from .disguise import disguise as _disguise
 from .eventlog import FLUSH_NS, STATE, native_tid, now, safe
@@ -177,7 +177,7 @@ def _run_task(func, name):
     return task
 
 
-_TAKEN = []                 # (t, tid, job, i) of tasks taken, not yet in the log
+_TAKEN: list = []                 # (t, tid, job, i) of tasks taken, not yet in the log
 _TAKEN_FLUSH = [0]          # when they next go into STATE.buf (every FLUSH_NS, and at exit)
 
 
@@ -258,7 +258,7 @@ def _patch_job_submit(cls):
     if getattr(original, "__wrapped__", None) is not None:
         return
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, **kwargs):  # noqa: N807 - named as the method it stands for
         t = now()
         try:
             original(self, *args, **kwargs)
@@ -279,7 +279,7 @@ def _patch_pool_creation(pool_module):
     """The script's functions exist by the time it creates a pool: apply --annotate to __main__."""
     original = pool_module.Pool.__init__
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, **kwargs):  # noqa: N807 - named as the method it stands for
         _apply_to_main()
         try:
             return original(self, *args, **kwargs)
@@ -406,7 +406,7 @@ def _wait_for_sigterm(fd, signum):
         STATE.error("ending a pool worker on SIGTERM", exc)
 
 
-_LIBC = {}
+_LIBC: dict = {}
 
 
 def _libc_exit():
@@ -480,7 +480,7 @@ def patch_executor(cf_module):
     executor = cf_module.ProcessPoolExecutor
     init = executor.__init__
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, **kwargs):  # noqa: N807 - named as the method it stands for
         _apply_to_main()
         try:
             return init(self, *args, **kwargs)

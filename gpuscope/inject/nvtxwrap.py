@@ -18,7 +18,7 @@ import sys
 from .eventlog import STATE, native_tid, now, safe
 from .frames import hide_frames
 
-_orig = {}
+_orig: dict = {}
 
 
 class _Registered:
@@ -94,7 +94,7 @@ def _noop3(*_):
     return False
 
 
-class annotate:
+class annotate:  # noqa: N801 - named as nvtx.annotate, which it stands in for
     """Drop-in for ``nvtx.annotate`` (context manager and decorator) that also records."""
 
     __slots__ = ("_args", "_reg", "__weakref__")
@@ -281,7 +281,7 @@ def install(nvtx_pkg):
 def _dist_version(nvtx_pkg):
     """The version in the name of the ``nvtx-<version>.dist-info`` folder beside the package, which
     is what ``importlib.metadata.version("nvtx")`` reads; that import (email, zipfile, pathlib,
-    csv: 30-40 ms) only when the folder is elsewhere (an unusual install)."""
+    csv: costly in every process) only when the folder is elsewhere (an unusual install)."""
     try:
         site = os.path.dirname(os.path.dirname(nvtx_pkg.__file__))
         for name in os.listdir(site):
@@ -325,7 +325,7 @@ def _tool_attached():
 
 def _load_injected():
     """nvtx's own push/pop for the ranges gpuscope adds: the program's, when it imported nvtx;
-    otherwise gpuscope imports nvtx only for a tool that receives the ranges (10-40 ms a process:
+    otherwise gpuscope imports nvtx only for a tool that receives the ranges (its import is costly:
     every pool worker would pay it for ranges nobody reads; gpuscope's event log has them anyway)."""
     _injected["checked"] = True
     try:

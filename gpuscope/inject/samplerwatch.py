@@ -18,7 +18,7 @@ import sys
 from .disguise import disguise
 
 _MAX_SAMPLERS = 64
-_S = {"iters": 0, "shuffled": 0, "repeats": 0, "site": None, "epochs": {}, "last": []}
+_S: dict = {"iters": 0, "shuffled": 0, "repeats": 0, "site": None, "epochs": {}, "last": []}
 
 
 def _state():
@@ -56,7 +56,7 @@ def patch(module):
     if original is None or getattr(original, "__gpuscope__", False):
         return
 
-    def __iter__(self):
+    def __iter__(self):  # noqa: N807 - named as the method it stands for
         result = original(self)
         try:
             _note(self)

@@ -17,8 +17,8 @@ action is read from outside instead).
 One file per process, ``<run dir>/stacks/<pid>.dump``: faulthandler's text, appended per request,
 and a line ``# thread <ident> <native_id> <name>`` (each on a line of its own, after a newline)
 for every started thread: faulthandler prints only thread idents. The main thread's line is
-written once the signal is registered. (A second file per process for the names cost a file
-creation, ~0.2 ms here, in every process's start.)
+written once the signal is registered. (A second file per process for the names would cost a file
+creation in every process's start.)
 Standard library only (and the event log's ``open_append``); never raises into the program.
 """
 
@@ -32,7 +32,7 @@ _STATE = {"fd": -1, "dir": "", "signum": 0}   # fd: the dump file faulthandler w
 
 def signal_number():
     """The signal gpuscope asks for stacks with (``SIGRTMAX - 2`` unless overridden)."""
-    import _signal  # built in: ``signal`` (its enums) costs ~1 ms of every process's start
+    import _signal  # built in: ``signal`` would import enum in every process
 
     value = os.environ.get("GPUSCOPE_STACKS_SIGNAL", "")
     if value.isdigit():

@@ -1,10 +1,10 @@
 """The versions recorded with a run (``spec.json`` and the store): gpuscope, Python, the platform,
 the host and gpuscope's command line.
 
-``platform.platform()`` runs ``uname -p`` and the ``platform`` module takes ~3 ms to import, at
-every run. Its answers (with the Python version and host name) are kept in the data folder, keyed
-by everything they are computed from: the interpreter (path and ``sys.version``), ``os.uname()``
-and the C library's version; when any of them changes they are computed again.
+``platform.platform()`` runs ``uname -p`` (a process) at every run. Its answers (with the Python
+version and host name) are kept in the data folder, keyed by everything they are computed from:
+the interpreter (path and ``sys.version``), ``os.uname()`` and the C library's version; when any
+of them changes they are computed again.
 """
 
 from __future__ import annotations
