@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--step", metavar="NAME", help="a job: the range whose durations compare the ranks "
                         "(stragglers; default: the longest range every rank repeats)")
     parser.add_argument("--redact", metavar="OUT.sqlite", help="write a shareable copy of the .sqlite export "
-                        "without the program's environment (see docs/STORE.md) and exit")
+                        "without the program's environment and arguments (see docs/STORE.md) and exit")
 
 
 def _run_dir(run_id: str) -> Path:
@@ -62,13 +62,14 @@ def resolve(args: argparse.Namespace) -> tuple[Path, Path | None]:
 
 
 def _redact(args: argparse.Namespace) -> int:
-    """``--redact OUT``: the export without the environment (gpuscope.nsys.redact)."""
+    """``--redact OUT``: the export without the environment and arguments (gpuscope.nsys.redact)."""
     from gpuscope.nsys import redact
 
     target, _ = resolve(args)
     src = redact.export_for(target)
     removed = redact.redact_export(src, Path(args.redact))
-    print(f"wrote {args.redact}: {src} without the program's environment ({removed} row(s) removed)")
+    print(f"wrote {args.redact}: {src} without the program's environment and arguments "
+          f"({removed} row(s) removed or rewritten)")
     return 0
 
 

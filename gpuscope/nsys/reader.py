@@ -1,8 +1,9 @@
 """Read an Nsight Systems SQLite export (2022.4 … 2025.x) into a :class:`Timeline`.
 
 Tables are optional (nsys creates them lazily): a missing table is "no data of that kind".
-Columns are selected by name. Bulk columns are fetched as one ``group_concat`` string per column
-and parsed by numpy, which is several times faster than building a Python tuple per row.
+Columns are selected by name. The NVTX table comes through :func:`gpuscope.nsys.columns.read` (the
+file's pages, else ``sqlite3``); the other tables through ``sqlite3``
+(:func:`gpuscope.nsys.columns.dense`).
 
 The CLI and the app open reports through :func:`gpuscope.nsys.report.load_report`; this module
 reads tables; :mod:`gpuscope.nsys.rep_export` turns a ``.nsys-rep`` into SQLite.
@@ -10,7 +11,6 @@ reads tables; :mod:`gpuscope.nsys.rep_export` turns a ``.nsys-rep`` into SQLite.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from gpuscope.errors import UserError
+from gpuscope.nsys import columns
+from gpuscope.nsys.columns import dense
 from gpuscope.trace import timeline as T
 from gpuscope.trace.summary import unique_counts
 
@@ -26,9 +28,6 @@ NVTX_MARK, NVTX_DOMAIN_CREATE, NVTX_CATEGORY = 34, 75, 33
 OSRT_EVENT_CLASS = 27
 KNOWN_SCHEMA = (3, 28)            # newest EXPORT_SCHEMA_VERSION major.minor this reader was written for
 LAST_PLAIN_NAMING = (2024, 2, 3)  # nvtx_sum leaves default-domain ranges unprefixed up to this version
-CHUNK_ROWS = 4_000_000            # rows per group_concat string (SQLite caps a string at ~1 GB)
-PARALLEL_READERS = max(1, min(4, os.cpu_count() or 1))
-PARALLEL_MIN_ROWS = 100_000
 _NSYS_THREADS = ("[NSys]", "[NSys Comms]")
 
 
@@ -140,57 +139,6 @@ def check_layout(conn: sqlite3.Connection, info: ExportInfo, path: str | Path) -
                                 "an export layout this gpuscope cannot read")
 
 
-# --------------------------------------------------------------------------- bulk columns
-
-def dense(conn: sqlite3.Connection, table: str, exprs: list[str], where: str = "") -> list[np.ndarray]:
-    """Columns of ``table`` (SQL expressions that never yield NULL) as int64 arrays, in rowid order.
-
-    Large tables are read by up to ``PARALLEL_READERS`` threads, each with its own read-only
-    connection and a share of the expressions (SQLite runs without the GIL).
-    """
-    from gpuscope.nsys import pages
-
-    lo, hi = pages.rowid_range(conn, table)
-    if lo is None:
-        return [np.zeros(0, dtype=np.int64) for _ in exprs]
-    workers = min(len(exprs), PARALLEL_READERS)
-    path = conn.execute("PRAGMA database_list").fetchone()[2]
-    if workers < 2 or hi - lo < PARALLEL_MIN_ROWS or not path:
-        out = _dense_part(conn, table, exprs, where, lo, hi)
-    else:
-        from concurrent.futures import ThreadPoolExecutor
-
-        shares = [exprs[i::workers] for i in range(workers)]
-
-        def run(share: list[str]) -> list[np.ndarray]:
-            own = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-            try:
-                return _dense_part(own, table, share, where, lo, hi)
-            finally:
-                own.close()
-
-        with ThreadPoolExecutor(workers) as pool:
-            results = list(pool.map(run, shares))
-        out = [None] * len(exprs)
-        for i, cols in enumerate(results):
-            out[i::workers] = cols
-    if len({len(c) for c in out}) > 1:
-        raise UserError(f"{table}: columns of unequal length; is the export corrupt?")
-    return out
-
-
-def _dense_part(conn: sqlite3.Connection, table: str, exprs: list[str], where: str, lo: int, hi: int):
-    select = ", ".join(f"group_concat({e})" for e in exprs)
-    cond = f"({where}) AND " if where else ""
-    parts: list[list[np.ndarray]] = [[] for _ in exprs]
-    for a in range(lo, hi + 1, CHUNK_ROWS):
-        sql = f"SELECT {select} FROM {table} WHERE {cond}rowid >= ? AND rowid < ?"
-        row = conn.execute(sql, (a, a + CHUNK_ROWS)).fetchone()
-        for i, text in enumerate(row):
-            parts[i].append(np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, np.int64))
-    return [np.concatenate(p) for p in parts]
-
-
 def _expr(cols: list[str], name: str, default: str = "-1") -> str:
     """``coalesce(name, default)`` if the column exists, else the default (schema tolerance)."""
     return f"coalesce({name}, {default})" if name in cols else default
@@ -229,53 +177,12 @@ def _tid(gtid: np.ndarray) -> np.ndarray:
 
 # --------------------------------------------------------------------------- NVTX
 
-def _nvtx_text(conn: sqlite3.Connection, strings: _Strings, n: int, lo: int,
-               rowids: np.ndarray | None) -> np.ndarray:
-    """Per NVTX row (rowid order): the Timeline id of its ``text`` column, -1 if NULL.
-
-    ``rowids`` is None when they run lo, lo+1, … without holes (nsys writes them so), else the
-    sorted rowid of every row.
-    """
-    out = np.full(n, -1, dtype=np.int32)
-    sql = "SELECT text, group_concat(rowid) FROM NVTX_EVENTS WHERE text IS NOT NULL GROUP BY text"
-    for text, ids in conn.execute(sql):
-        ids = np.fromstring(ids, dtype=np.int64, sep=",")
-        out[ids - lo if rowids is None else np.searchsorted(rowids, ids)] = strings.out.intern(str(text))
-    return out
-
-
-def _nvtx_exprs(cols: list[str], packed_text: bool, holes: bool) -> list[str]:
-    """start, end, globalTid (VM bits dropped), type|domain|category[|textId], color|endTid[, textId][, rowid].
-
-    Small columns are packed into one int64 per row: every extra column costs a text round trip.
-    """
-    # min() clips large ids, & 65535 keeps a negative one from spilling into the bits above it
-    small = (f"eventType | ((min({_expr(cols, 'domainId', '0')}, 65535) & 65535) << 8)"
-             f" | ((min({_expr(cols, 'category', '0')}, 65535) & 65535) << 24)")
-    if packed_text:
-        small += f" | (({_expr(cols, 'textId')} + 1) << 40)"
-    exprs = ["start", _expr(cols, "end"), f"{_expr(cols, 'globalTid', '0')} & 281474976710655", small,
-             # SQLite gives &, | and << one precedence (left to right): parenthesise the shift.
-             f"({_expr(cols, 'color', '0')} & 4294967295) | (({_expr(cols, 'endGlobalTid', '0')} & 16777215) << 32)"]
-    if not packed_text:
-        exprs.append(_expr(cols, "textId"))
-    if holes:
-        exprs.append("rowid")
-    return exprs
-
-
 def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings, tl: T.Timeline) -> None:
     """Fill ranges, marks and domains from ``NVTX_EVENTS``."""
     if "NVTX_EVENTS" not in info.tables:
         return
-    cols = table_columns(conn, "NVTX_EVENTS")
-    got = _nvtx_from_pages(conn, cols, strings)
-    if got is None:
-        lo, hi, n = conn.execute("SELECT min(rowid), max(rowid), count(*) FROM NVTX_EVENTS").fetchone()
-        if not n:
-            return
-        got = _nvtx_from_sql(conn, info, cols, strings, n, lo, hi)
-    elif not len(got[0]):
+    got = _nvtx_columns(conn, strings)
+    if not len(got[0]):
         return
     start, end, gtid, etype, domain, category, text_id, text, color, end_tid = got
     registered = strings.map(text_id)
@@ -295,43 +202,21 @@ def read_nvtx(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings, tl:
     _fill_domains(tl, _pid(gtid[d]), domain[d], dname.astype(np.int32), _tid(gtid[d]))
 
 
-def _nvtx_from_sql(conn: sqlite3.Connection, info: ExportInfo, cols: list[str], strings: _Strings, n: int,
-                   lo: int, hi: int) -> tuple:
-    """The NVTX columns through ``sqlite3`` (packed ``group_concat`` columns, in parallel)."""
-    holes = hi - lo + 1 != n   # e.g. an eventId primary key with gaps: read the rowids too
-    max_sid = conn.execute("SELECT max(id) FROM StringIds").fetchone()[0] if "StringIds" in info.tables else 0
-    packed_text = (max_sid or 0) < (1 << 22)
-    got = dense(conn, "NVTX_EVENTS", _nvtx_exprs(cols, packed_text, holes))
-    start, end, gtid, small_v, color_v = got[:5]
-    etype = small_v & 0xFF
-    domain = ((small_v >> 8) & 0xFFFF).astype(np.int32)
-    category = ((small_v >> 24) & 0xFFFF).astype(np.int32)
-    text_id = (small_v >> 40) - 1 if packed_text else got[5]   # rowid (if any) comes last
-    text = _nvtx_text(conn, strings, n, lo, got[-1] if holes else None) if "text" in cols else np.full(n, -1, np.int32)
-    color = (color_v & 0xFFFFFFFF).astype(np.uint32)
-    end_tid = (color_v >> 32).astype(np.int32)
-    return start, end, gtid, etype, domain, category, text_id, text, color, end_tid
+_NVTX_COLUMNS = ["start", "end", "eventType", "category", "color", "globalTid", "endGlobalTid", "textId", "domainId"]
 
 
-_PAGE_COLUMNS = ["start", "end", "eventType", "category", "color", "globalTid", "endGlobalTid", "textId", "domainId"]
-
-
-def _nvtx_from_pages(conn: sqlite3.Connection, cols: list[str], strings: _Strings) -> tuple | None:
-    """The NVTX columns decoded from the file's pages (:mod:`gpuscope.nsys.pages`), or None."""
-    from gpuscope.nsys import pages
-
-    got = pages.read_columns(conn, "NVTX_EVENTS", _PAGE_COLUMNS, ("text",))
-    if got is None or not pages.rowids_agree(conn, "NVTX_EVENTS", got.rowid):
-        return None
+def _nvtx_columns(conn: sqlite3.Connection, strings: _Strings) -> tuple:
+    """The NVTX columns (:func:`columns.read`: the file's pages, else ``sqlite3``), defaults filled."""
+    got = columns.read(conn, "NVTX_EVENTS", _NVTX_COLUMNS, ("text",))
     n = len(got.rowid)
 
     def col(name: str, default: int) -> np.ndarray:
         return got.get(name, default) if name in got.values else np.full(n, default, np.int64)
 
-    start = got.values["start"]
+    start = col("start", 0)
     end = col("end", -1)
     gtid = col("globalTid", 0) & 0xFFFFFFFFFFFF
-    etype = got.values["eventType"] & 0xFF
+    etype = col("eventType", 0) & 0xFF
     domain = (np.minimum(col("domainId", 0), 0xFFFF) & 0xFFFF).astype(np.int32)
     category = (np.minimum(col("category", 0), 0xFFFF) & 0xFFFF).astype(np.int32)
     text = np.full(n, -1, np.int32)

@@ -1,17 +1,22 @@
-"""A shareable copy of an nsys SQLite export, without the program's environment.
+"""A shareable copy of an nsys SQLite export, without the program's environment and arguments.
 
 nsys keeps the whole environment of the profiled program (tokens and keys included) in two
 tables of its export: ``TARGET_INFO_SYSTEM_ENV`` (row ``DeviceEnvironment``: ``NAME=value;...``)
 and ``META_DATA_CAPTURE`` (rows ``PROCESS_n:ENVIRONMENT_VARIABLE``, one per variable); copies of
-it also reach the string table ``StringIds`` (NUL-separated ``NAME=value`` blocks). The copy drops
+it also reach the string table ``StringIds`` (NUL-separated ``NAME=value`` blocks). The program's
+command-line arguments are rows ``PROCESS_n:ARGUMENT_n`` of ``META_DATA_CAPTURE``. The copy drops
 those rows, replaces every ``StringIds`` string that holds one of the environment's ``NAME=value``
-pairs by ``[environment redacted]``, and VACUUMs the file, so no deleted text is left in free pages. A
-``.nsys-rep`` is a binary format only nsys writes: it cannot be redacted in place; share the
-redacted ``.sqlite`` instead (the viewers of gpuscope and ``nsys stats`` read it).
+pairs by ``[environment redacted]``, replaces the value of every variable whose name looks secret
+(``*TOKEN*``, ``*KEY*``, ``*SECRET*``, ...) wherever it appears in a text column (an NVTX message,
+a thread name), and writes the result with ``VACUUM INTO`` a new file: deleted rows leave no
+bytes behind in free pages. A ``.nsys-rep`` is a binary format only nsys writes: it cannot be
+redacted in place; share the redacted ``.sqlite`` instead (gpuscope and ``nsys stats`` read it).
 """
 
 from __future__ import annotations
 
+import os
+import re
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -23,23 +28,47 @@ ENV_ROWS = (
     ("TARGET_INFO_SYSTEM_ENV", "name = 'DeviceEnvironment'"),
     ("META_DATA_CAPTURE", "name LIKE '%:ENVIRONMENT_VARIABLE' OR name = 'ENVIRONMENT_VARIABLE'"),
 )
+# the program's command line after its executable: arguments carry tokens as often as the environment
+ARGUMENT_ROWS = ("META_DATA_CAPTURE", "name LIKE 'PROCESS%:ARGUMENT%'")
+# variables whose values are replaced in every text column, not only in the environment's own rows
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|PASSPHRASE|KEY|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE", re.I)
+SECRET_MIN_LEN = 6
 
 
 def redact_export(src: Path, out: Path) -> int:
-    """Write ``out``: ``src`` (an nsys .sqlite export) without the environment; returns rows removed."""
+    """Write ``out``: ``src`` (an nsys .sqlite export) without the environment and the program's
+    arguments; returns rows removed or rewritten. No byte of a removed value is left in ``out``."""
     if out.exists() and out.resolve() == src.resolve():
         raise UserError("--redact needs a new file name: the original is kept as it is")
+    work = out.with_name(f".{out.name}.redacting")
     try:
         with closing(sqlite3.connect(f"file:{src}?mode=ro", uri=True)) as conn:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             if "TARGET_INFO_SYSTEM_ENV" not in tables and "META_DATA_CAPTURE" not in tables:
                 raise UserError(f"{src}: not an nsys export (no TARGET_INFO_SYSTEM_ENV or META_DATA_CAPTURE)")
-            out.unlink(missing_ok=True)
-            with closing(sqlite3.connect(str(out))) as dst:
+            work.unlink(missing_ok=True)
+            with closing(sqlite3.connect(str(work))) as dst:
                 conn.backup(dst)
+        work.chmod(0o600)
+        removed = _strip(work, tables)
+        out.unlink(missing_ok=True)
+        _vacuum_into(work, out)
     except sqlite3.DatabaseError as exc:
         raise UserError(f"{src}: cannot read it as an nsys export: {exc}") from None
-    return _strip(out, tables)
+    except OSError as exc:
+        raise UserError(f"cannot write {out}: {exc.strerror}") from None
+    finally:
+        work.unlink(missing_ok=True)
+    return removed
+
+
+def _vacuum_into(work: Path, out: Path) -> None:
+    """``out``: a fresh copy of ``work``'s live rows only (the work copy's free pages and its
+    rollback journal may still hold the deleted text; the work copy is then removed)."""
+    os.close(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))   # empty and private: VACUUM INTO takes it
+    with closing(sqlite3.connect(str(work), isolation_level=None)) as conn:
+        conn.execute("VACUUM INTO ?", (str(out),))
+    out.chmod(0o600)
 
 
 REDACTED = "[environment redacted]"
@@ -69,19 +98,44 @@ def _strip_strings(conn: sqlite3.Connection, pairs: set[str]) -> int:
     return len(hits)
 
 
-def _strip(out: Path, tables: set[str]) -> int:
+def _secrets(pairs: set[str]) -> list[str]:
+    """Values of the variables whose names look secret, longest first (a value inside another)."""
+    found = {value for name, _, value in (p.partition("=") for p in pairs)
+             if SECRET_NAME.search(name) and len(value) >= SECRET_MIN_LEN}
+    return sorted(found, key=len, reverse=True)
+
+
+def _text_columns(conn: sqlite3.Connection, tables: set[str]) -> list[tuple[str, str]]:
+    out = []
+    for table in sorted(tables):
+        for row in conn.execute(f'PRAGMA table_info("{table}")'):
+            if "CHAR" in str(row[2]).upper() or "TEXT" in str(row[2]).upper() or not row[2]:
+                out.append((table, str(row[1])))
+    return out
+
+
+def _scrub_secrets(conn: sqlite3.Connection, tables: set[str], secrets: list[str]) -> int:
+    """Replace each secret value in every text column of the export; returns cells rewritten."""
+    changed = 0
+    for table, col in _text_columns(conn, tables):
+        for secret in secrets:
+            changed += conn.execute(f'UPDATE "{table}" SET "{col}" = replace("{col}", ?, ?) '
+                                    f'WHERE instr("{col}", ?) > 0', (secret, REDACTED, secret)).rowcount
+    return changed
+
+
+def _strip(work: Path, tables: set[str]) -> int:
     removed = 0
-    with closing(sqlite3.connect(str(out), isolation_level=None)) as conn:
+    with closing(sqlite3.connect(str(work), isolation_level=None)) as conn:
         conn.execute("BEGIN")
         pairs = _pairs(conn, tables)
         if "StringIds" in tables and pairs:
             removed += _strip_strings(conn, pairs)
-        for table, where in ENV_ROWS:
+        for table, where in (*ENV_ROWS, ARGUMENT_ROWS):
             if table in tables:
                 removed += conn.execute(f"DELETE FROM {table} WHERE {where}").rowcount
+        removed += _scrub_secrets(conn, tables, _secrets(pairs))
         conn.execute("COMMIT")
-        conn.execute("VACUUM")
-    out.chmod(0o600)
     return removed
 
 

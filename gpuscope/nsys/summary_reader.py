@@ -1,31 +1,29 @@
 """Read only what the summaries need from an nsys export: no Timeline of the NVTX ranges.
 
 ``gpuscope report --json`` and the app's first paint need the ``nsys stats`` summaries, the process
-table and the findings, not the ranges' threads, colours and nesting. The NVTX table gives two
-int64 columns: where the compiled page decoder is built (``pages.compiled()``), computed in numpy
-from six columns decoded from the file's pages (``_scan_pages``, ~0.05 s for 490 k rows); else in
-one SQL scan, split by rowid ranges over up to ``reader.PARALLEL_READERS`` threads (each with its
-own read-only connection; SQLite runs without the GIL):
+table and the findings, not the ranges' threads, colours and nesting. Six NVTX columns come
+through :func:`gpuscope.nsys.columns.read` (the file's pages by the compiled decoder, else
+``sqlite3``: the same two read paths as the Timeline's) and give two int64 columns, computed in
+numpy in place:
 
 - ``dur`` = ``ifnull(end, -1) - start`` (a missing end reads as ``-1 - start``: negative);
 - ``key`` = pid | min(eventType, 127) << 24 | (textId + 1) << 31 [| min(domainId, 65535) << 47]
 
-(the domain travels in its own column when string ids reach 2^16). The same scan counts the ends
-and takes ``min(start)``: an export with negative timestamps or an end before its start (where the
-sign of ``dur`` would be ambiguous) returns None and is read through the Timeline reader. Every
-SQL operator and column costs about 0.1 µs a row in SQLite (docs/NSYS-REPORTS.md, "Benchmark"),
-so the expressions are kept short. The few rows whose name or domain needs the ``text`` column or
-the thread are fetched afterwards by rowid.
+(the domain travels in its own column when string ids reach 2^16). An export with negative
+timestamps or an end before its start (where the sign of ``dur`` would be ambiguous) returns None
+and is read through the Timeline reader. The few rows whose name or domain needs the ``text``
+column or the thread are fetched afterwards by rowid.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from gpuscope.nsys import pages
+from gpuscope.nsys import columns
 from gpuscope.nsys import reader as R
 from gpuscope.trace import summary as S
 from gpuscope.trace import timeline as T
@@ -67,71 +65,16 @@ def read_summary_data(conn: sqlite3.Connection, info: R.ExportInfo) -> SummaryDa
     return SummaryData(summaries=sums, processes=procs, notes=list(tl.notes), nvtx_kinds=nvtx["kinds"])
 
 
-def _exprs(cols: list[str], domain_in_key: bool) -> list[str]:
-    """dur, key[, domain] (SQLite gives &, | and << one precedence: everything parenthesised)."""
-    gtid = "globalTid" if "globalTid" in cols else "0"
-    text_id = "ifnull(textId, -1)" if "textId" in cols else "-1"
-    domain = "(min(ifnull(domainId, 0), 65535) & 65535)" if "domainId" in cols else "0"
-    dur = 'ifnull("end", -1) - start' if "end" in cols else "-1 - start"
-    key = f"(({gtid} >> 24) & 16777215) | (min(eventType, 127) << 24) | (({text_id} + 1) << 31)"
-    if domain_in_key:
-        return [dur, f"{key} | ({domain} << 47)"]
-    return [dur, key, domain]
+_COLUMNS = ("start", "end", "eventType", "globalTid", "textId", "domainId")
 
 
-def _scan_part(path: str, conn: sqlite3.Connection | None, exprs: list[str], has_end: bool,
-               lo: int, hi: int) -> tuple[list[np.ndarray], int, int | None]:
-    """Columns of rowids lo..hi (inclusive), the number of non-NULL ends and min(start)."""
-    own = conn or sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        select = ", ".join(f"group_concat({e})" for e in exprs)
-        ends = 'count("end")' if has_end else "0"
-        parts: list[list[np.ndarray]] = [[] for _ in exprs]
-        n_end, lo_s = 0, None
-        for a in range(lo, hi + 1, R.CHUNK_ROWS):
-            b = min(hi + 1, a + R.CHUNK_ROWS)
-            row = own.execute(f"SELECT {select}, {ends}, min(start) FROM NVTX_EVENTS "
-                              f"WHERE rowid >= ? AND rowid < ?", (a, b)).fetchone()
-            for i, text in enumerate(row[:len(exprs)]):
-                parts[i].append(np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, np.int64))
-            n_end += int(row[len(exprs)] or 0)
-            mn = row[len(exprs) + 1]
-            lo_s = mn if lo_s is None or (mn is not None and mn < lo_s) else lo_s
-        return [np.concatenate(p) for p in parts], n_end, lo_s
-    finally:
-        if conn is None:
-            own.close()
-
-
-def _scan(conn: sqlite3.Connection, exprs: list[str], has_end: bool, lo: int, hi: int, n: int):
-    """(columns, number of non-NULL ends, min(start)) of NVTX_EVENTS, by rowid ranges in parallel."""
-    path = conn.execute("PRAGMA database_list").fetchone()[2]
-    workers = R.PARALLEL_READERS if path and n >= R.PARALLEL_MIN_ROWS else 1
-    if workers < 2:
-        return _scan_part(path, conn, exprs, has_end, lo, hi)
-    from concurrent.futures import ThreadPoolExecutor
-
-    step = (hi - lo + workers) // workers
-    bounds = [(a, min(hi, a + step - 1)) for a in range(lo, hi + 1, step)]
-    with ThreadPoolExecutor(len(bounds)) as pool:
-        got = list(pool.map(lambda ab: _scan_part(path, None, exprs, has_end, *ab), bounds))
-    cols = [np.concatenate([g[0][i] for g in got]) for i in range(len(exprs))]
-    starts = [g[2] for g in got if g[2] is not None]
-    return cols, sum(g[1] for g in got), (min(starts) if starts else None)
-
-
-_PAGE_COLUMNS = ("start", "end", "eventType", "globalTid", "textId", "domainId")
-
-
-def _scan_pages(conn: sqlite3.Connection, cols: list[str], domain_in_key: bool):
-    """What :func:`_scan` gives (dur, key[, domain]; non-NULL ends; min(start)) plus the rowids,
-    from the file's pages by the compiled decoder, with the same expressions in numpy; or None."""
-    got = pages.read_columns(conn, "NVTX_EVENTS", [c for c in _PAGE_COLUMNS if c in cols])
-    if got is None or not pages.rowids_agree(conn, "NVTX_EVENTS", got.rowid) or got.null["start"].any() \
-            or got.null["eventType"].any():
-        return None   # SQL's expressions would be NULL there: the SQL scan says what that means
-    # The same expressions, computed in place in the freshly decoded columns: every 4 MB
-    # temporary of a 490 k-row table costs ~1,000 page faults (~3 ms on a VM) besides its work.
+def _scan(conn: sqlite3.Connection, cols: list[str], domain_in_key: bool) -> tuple | None:
+    """(dur, key[, domain]), the number of non-NULL ends, min(start) and the rowids, from six NVTX
+    columns; None where start or eventType is NULL (the Timeline reader then says what it makes of it)."""
+    got = columns.read(conn, "NVTX_EVENTS", [c for c in _COLUMNS if c in cols])
+    if got.null["start"].any() or got.null["eventType"].any():
+        return None
+    # Computed in place in the freshly read columns: each temporary of a large table costs page faults.
     v, null, n = got.values, got.null, len(got.rowid)
     start = v["start"]
     if "end" in v:
@@ -169,7 +112,7 @@ def _scan_pages(conn: sqlite3.Connection, cols: list[str], domain_in_key: bool):
 
 def _read_nvtx(conn: sqlite3.Connection, info: R.ExportInfo, strings, tl: T.Timeline) -> dict | None:
     """Decoded NVTX columns (pid, etype, name, domain, dur, range mask) and per-process counts."""
-    empty = {k: np.zeros(0, np.int64) for k in ("pid", "etype", "name", "domain", "dur")}
+    empty: dict[str, Any] = {k: np.zeros(0, np.int64) for k in ("pid", "etype", "name", "domain", "dur")}
     empty.update(range=np.zeros(0, bool), range_counts={}, mark_counts={}, kinds={})
     if "NVTX_EVENTS" not in info.tables:
         return empty
@@ -179,22 +122,15 @@ def _read_nvtx(conn: sqlite3.Connection, info: R.ExportInfo, strings, tl: T.Time
     if max_sid >= (1 << 31) - 2:
         return None
     domain_in_key = max_sid <= DOMAIN_IN_KEY_MAX_SID
-    # The pages give the row count too: SQLite's count(*) alone reads the whole table (73 ms of
-    # 490 k rows, as long as decoding them).
-    from_pages = _scan_pages(conn, cols, domain_in_key) if pages.compiled() else None
-    if from_pages is not None:
-        got, n_end, lo_s, rowid = from_pages
-        n = len(rowid)
-        if not n:
-            return empty
-    else:
-        lo, hi, n = conn.execute("SELECT min(rowid), max(rowid), count(*) FROM NVTX_EVENTS").fetchone()
-        if not n:
-            return empty
-        holes = hi - lo + 1 != n
-        exprs = _exprs(cols, domain_in_key) + (["rowid"] if holes else [])
-        got, n_end, lo_s = _scan(conn, exprs, "end" in cols, lo, hi, n)
-        rowid = got[-1] if holes else np.arange(lo, lo + n, dtype=np.int64)
+    if "start" not in cols or "eventType" not in cols:
+        return None
+    scanned = _scan(conn, cols, domain_in_key)
+    if scanned is None:
+        return None
+    got, n_end, lo_s, rowid = scanned
+    n = len(rowid)
+    if not n:
+        return empty
     dur, key = got[0], got[1]
     if len(dur) != n or len(key) != n:
         raise R.UserError("NVTX_EVENTS: columns of unequal length; is the export corrupt?")

@@ -1,7 +1,8 @@
-"""The page reader (gpuscope.nsys.pages) against SQLite itself, and the Timeline it feeds.
+"""The two read paths of an export's columns (gpuscope.nsys.columns): the page decoder
+(gpuscope.nsys.pages) and ``sqlite3``, each against SQLite's own answer, and the Timeline they feed.
 
-Every test builds a real SQLite file and compares what the page reader decodes with what
-``sqlite3`` returns for the same rows; files the page reader must refuse return None (the reader
+Every test builds a real SQLite file and compares what each path reads with what a plain
+``SELECT`` returns for the same rows; files the page decoder must refuse return None (the reader
 then goes through ``sqlite3``, the reference path).
 """
 
@@ -15,24 +16,31 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuscope.nsys import pages, reader
+from gpuscope.nsys import columns, pages, reader
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_units import G, make_export  # noqa: E402
+from test_units import G, make_export
 
 COLS = ["a", "b", "c", "d"]
 
 
-@pytest.fixture(autouse=True, params=["compiled", "numpy"])
-def decoder(request, monkeypatch):
-    """Every test runs on both decoders: the compiled one (``_pagescan.c``) and numpy's."""
-    if request.param == "numpy":
-        monkeypatch.setenv("GPUSCOPE_NO_COMPILED", "1")
-    else:
-        monkeypatch.delenv("GPUSCOPE_NO_COMPILED", raising=False)
-    assert pages.compiled() == (request.param == "compiled"), \
-        "the compiled page decoder is not built: pip install -e . builds it (needs a C compiler)"
+@pytest.fixture(autouse=True)
+def _compiled_built(monkeypatch):
+    monkeypatch.delenv("GPUSCOPE_NO_COMPILED", raising=False)
+    monkeypatch.delenv("GPUSCOPE_NO_PAGE_READER", raising=False)
+    assert pages.compiled(), "the compiled page decoder is not built: pip install -e . builds it (needs a C compiler)"
+
+
+@pytest.fixture(params=["pages", "sqlite3"])
+def path(request):
+    """The read path under test: the page decoder, or sqlite3 (the fallback)."""
     return request.param
+
+
+def _read(conn: sqlite3.Connection, path: str, names, nullness=("t",)):
+    if path == "pages":
+        return pages.read_columns(conn, "T", names, nullness)
+    return columns.sql_columns(conn, "T", names, nullness)
 
 
 def _table(path: Path, rows: list[tuple], *, page_size: int = 4096, schema: str = "a INTEGER, t TEXT, b INTEGER, "
@@ -48,8 +56,8 @@ def _table(path: Path, rows: list[tuple], *, page_size: int = 4096, schema: str 
     return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
 
 
-def _check(conn: sqlite3.Connection, names=COLS) -> pages.Columns:
-    got = pages.read_columns(conn, "T", names, ("t",))
+def _check(conn: sqlite3.Connection, path: str, names=COLS) -> pages.Columns:
+    got = _read(conn, path, names)
     assert got is not None
     ref = conn.execute(f"SELECT rowid, t IS NULL, {', '.join(names)} FROM T ORDER BY rowid").fetchall()
     assert got.rowid.tolist() == [r[0] for r in ref]
@@ -68,28 +76,28 @@ def _value(rng: random.Random):
     return rng.choice([v, v, v, None, 0, 1, -1, (1 << 63) - 1, -(1 << 63)])
 
 
-def test_every_integer_width_null_and_multi_level_btree(tmp_path):
+def test_every_integer_width_null_and_multi_level_btree(tmp_path, path):
     rng = random.Random(7)
     rows = [(_value(rng), rng.choice([None, "x", "y" * 40]), _value(rng), _value(rng), _value(rng))
             for _ in range(30_000)]
     conn = _table(tmp_path / "t.sqlite", rows, page_size=1024)   # small pages: three b-tree levels
-    got = _check(conn)
+    got = _check(conn, path)
     assert len(got.rowid) == 30_000
 
 
 @pytest.mark.parametrize("page_size", [512, 65536])
-def test_page_sizes_holes_and_long_texts(tmp_path, page_size):
+def test_page_sizes_holes_and_long_texts(tmp_path, page_size, path):
     """Deleted rows (rowid holes), texts whose serial type takes two header bytes (58+ characters)
     before the wanted columns (decoded one by one), and the smallest and largest page sizes."""
     rng = random.Random(page_size)
     rows = [(rng.randrange(1 << 40), "z" * rng.choice([0, 57, 58, 200]), i, -i, None) for i in range(5000)]
     conn = _table(tmp_path / "t.sqlite", rows, page_size=page_size,
                   extra_sql="DELETE FROM T WHERE b % 7 = 3;")
-    got = _check(conn)
+    got = _check(conn, path)
     assert len(got.rowid) == 5000 - len([i for i in range(5000) if i % 7 == 3])
 
 
-def test_columns_added_later_read_as_null(tmp_path):
+def test_columns_added_later_read_as_null(tmp_path, path):
     """Records written before ALTER TABLE ADD COLUMN are shorter than the table: NULL there."""
     p = tmp_path / "t.sqlite"
     conn = _table(p, [(1, None, 2, 3, 4), (5, "s", 6, 7, 8)], schema="a INTEGER, t TEXT, b INTEGER, c INTEGER, "
@@ -101,7 +109,7 @@ def test_columns_added_later_read_as_null(tmp_path):
     w.commit()
     w.close()
     conn = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
-    _check(conn, COLS + ["e"])
+    _check(conn, path, COLS + ["e"])
 
 
 @pytest.mark.parametrize("case", ["wal", "without-rowid", "rowid-alias", "overflow", "float", "text", "off"])
@@ -130,6 +138,25 @@ def test_refuses_what_it_cannot_read(tmp_path, case, monkeypatch):
     if case == "off":
         monkeypatch.setenv("GPUSCOPE_NO_PAGE_READER", "1")
     assert pages.read_columns(conn, "T", COLS, ("t",)) is None
+
+
+@pytest.mark.parametrize("bad", ["0.5", "'fifty'", "x'00ff'"])
+def test_sqlite3_path_turns_a_non_integer_into_one_line(tmp_path, bad):
+    """Where the page decoder refuses a float, text or blob in an integer column, the sqlite3 path
+    says in one line which file and table hold it (no ValueError from numpy's parser)."""
+    from gpuscope.errors import UserError
+
+    p = tmp_path / "t.sqlite"
+    conn = _table(p, [(i, None, i, i, i) for i in range(100)])
+    conn.close()
+    w = sqlite3.connect(p)
+    w.execute(f"UPDATE T SET c = {bad} WHERE a = 50")
+    w.commit()
+    w.close()
+    conn = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+    assert pages.read_columns(conn, "T", COLS) is None
+    with pytest.raises(UserError, match=r"t\.sqlite: T holds a (text or a fraction|blob) where"):
+        columns.read(conn, "T", COLS)
 
 
 def _timelines(path: Path, monkeypatch):
@@ -181,7 +208,7 @@ def test_page_reader_is_used_on_an_export(tmp_path, monkeypatch):
     assert G(10, 10) in calls[0].values["globalTid"].tolist()
 
 
-def test_damaged_files_give_none_or_columns_never_a_crash(tmp_path, decoder):
+def test_damaged_files_give_none_or_columns_never_a_crash(tmp_path):
     """Random bytes changed in the b-tree pages (cell pointers, varints, child page numbers, page
     types) and a file cut short: each read returns None or whole columns; it never crashes the
     process or reads outside the file (the compiled decoder checks every offset)."""

@@ -499,14 +499,14 @@ def test_report_cache_real_threshold(tmp_path, monkeypatch):
 @pytest.mark.parametrize("variant", ["2022", "2024", "holes", "domain-twice", "text-only"])
 def test_summary_reader_equals_timeline_summaries(tmp_path, variant, scan, monkeypatch):
     """The summary-only reader (first open) gives what the Timeline's summaries give, whether its
-    NVTX scan runs in SQL or on the pages by the compiled decoder (which then is the one used)."""
-    from gpuscope.nsys import summary_reader
+    NVTX columns come through SQL or from the pages by the compiled decoder (which then is the one used)."""
+    from gpuscope.nsys import columns
     from gpuscope.nsys.summary_reader import read_summary_data
 
     if scan == "sql":
         monkeypatch.setenv("GPUSCOPE_NO_COMPILED", "1")
     else:
-        monkeypatch.setattr(summary_reader, "_scan", lambda *a: pytest.fail("the SQL scan ran"))
+        monkeypatch.setattr(columns, "sql_columns", lambda *a: pytest.fail("the sqlite3 path ran"))
 
     p = make_export(tmp_path / "x.sqlite", layout="2022" if variant == "2022" else "2024", kernels=True)
     conn = sqlite3.connect(p)
