@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import select
 import signal
 import sqlite3
 import time
@@ -21,6 +20,9 @@ from gpuscope.cleanup.evidence import human_bytes, human_s
 from gpuscope.cleanup.safety import Gone, Policy, Refused, check_process, same_process
 from gpuscope.cleanup.shm_actions import unlink_segment
 from gpuscope.cleanup.snapshot import ProcInfo, read_process
+from gpuscope.procs.key import ProcKey
+from gpuscope.procs.read import start_ticks_at
+from gpuscope.procs.signals import ProcGoneError, ProcHandle
 from gpuscope.store import cleanup_log as store_actions
 
 KILL_WAIT_S = 5.0      # how long to wait for SIGKILL to take effect
@@ -42,51 +44,27 @@ def identify(pid: int) -> m.ProcIdentity | None:
     return m.ProcIdentity(pid, proc.create_time) if proc else None
 
 
-class _Handle:
-    """A process verified against its listed identity; signals go through a pidfd if possible."""
+class _Handle(ProcHandle):
+    """A process verified against its listed identity (and the safety rules); signals go
+    through :class:`gpuscope.procs.signals.ProcHandle` (a pidfd where the kernel has them)."""
 
     def __init__(self, ident: m.ProcIdentity, policy: Policy) -> None:
-        self.ident = ident
-        self.fd: int | None = None
+        self.ident, self.policy = ident, policy
         try:
-            self.fd = os.pidfd_open(ident.pid)
-        except ProcessLookupError:
-            raise Gone(f"pid {ident.pid} is gone (it exited since it was listed)") from None
-        except (AttributeError, OSError):
-            self.fd = None
+            super().__init__(ProcKey(ident.pid, start_ticks_at(ident.create_time)))
+        except ProcGoneError as exc:
+            check_process(ident, policy)   # the one-line refusal or Gone, when one applies
+            raise Gone(f"pid {ident.pid} is gone ({exc})") from None
         try:
             self.proc: ProcInfo = check_process(ident, policy)  # after the pidfd is open
         except BaseException:
             self.close()
             raise
-        self.policy = policy
 
     def send(self, sig: int) -> None:
-        if self.fd is not None:
-            signal.pidfd_send_signal(self.fd, sig)
-        else:
+        if self.fd is None:
             check_process(self.ident, self.policy)  # re-check right before signalling
-            os.kill(self.ident.pid, sig)
-
-    def wait_exit(self, timeout: float) -> bool:
-        """Wait until the process has exited (zombie or gone)."""
-        if self.fd is not None:
-            poller = select.poll()
-            poller.register(self.fd, select.POLLIN)
-            return bool(poller.poll(max(0, int(timeout * 1000))))
-        end = time.monotonic() + timeout
-        while True:
-            proc = read_process(self.ident.pid)
-            if not same_process(proc, self.ident) or proc.is_zombie:
-                return True
-            if time.monotonic() >= end:
-                return False
-            time.sleep(0.05)
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+        super().send(sig)
 
 
 def final_state(ident: m.ProcIdentity, wait_s: float = REAP_WAIT_S) -> str:

@@ -1,6 +1,6 @@
 """Recognising processes by command line: multiprocessing and torch workers, inits, shm creators.
 
-(nsys agents and their sessions: :mod:`gpuscope.processes` and :mod:`gpuscope.nsys.agents`.)
+(nsys agents and their sessions: :mod:`gpuscope.procs.membership` and :mod:`gpuscope.nsys.agents`.)
 """
 
 from __future__ import annotations

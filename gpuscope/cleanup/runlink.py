@@ -1,7 +1,7 @@
 """Linking live processes to gpuscope runs in the store.
 
 A live process belongs to a finished run for one of the reasons of
-:class:`gpuscope.processes.Reason`: ``recorded`` (a ``run_processes`` row of that run has its pid
+:class:`gpuscope.procs.membership.Reason`: ``recorded`` (a ``run_processes`` row of that run has its pid
 and create time, ``info_json["create_time"]``; without it, a start time inside the run), ``env``
 (its environment carries ``GPUSCOPE_RUN_ID`` of that run: escaped children the table missed), or
 ``parent`` (its parent is a linked process and it started after it).
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from gpuscope.cleanup.evidence import human_s
 from gpuscope.cleanup.snapshot import ProcInfo, ProcTable
-from gpuscope.processes import RUN_ID_VAR, Reason
+from gpuscope.procs.membership import RUN_ID_VAR, Reason
 from gpuscope.store.runs import FINAL_STATUSES
 
 CREATE_TIME_TOLERANCE_S = 0.01

@@ -9,8 +9,7 @@ import stat
 import gpuscope.cleanup.model as m
 from gpuscope.cleanup.evidence import human_bytes
 from gpuscope.cleanup.safety import Policy, owner_refusal
-from gpuscope.cleanup.shm import scan_usage
-from gpuscope.cleanup.snapshot import read_process
+from gpuscope.procs.shm import unlink_refusal
 
 
 def identify_segment(name: str, shm_dir: str = "/dev/shm") -> m.ShmIdentity | None:
@@ -34,18 +33,11 @@ def _refusal(ident: m.ShmIdentity, path: str, policy: Policy) -> tuple[str | Non
     if why:
         return why, 0
     st = os.lstat(path)
-    if not stat.S_ISREG(st.st_mode):
-        return f"refusing: {path} is not a regular file", 0
-    if (st.st_dev, st.st_ino) != (ident.dev, ident.ino):
-        return f"refusing: {path} was replaced since it was listed (inode changed)", 0
-    why = owner_refusal(st.st_uid, path, policy)
+    # the owner's line names the remedy (root and --allow-other-users); the rest is procs.shm's
+    why = owner_refusal(st.st_uid, path, policy) if stat.S_ISREG(st.st_mode) else None
+    why = why or unlink_refusal(path, (ident.dev, ident.ino), allow_other_users=policy.allow_other_users)
     if why:
         return why, 0
-    users = scan_usage({st.st_dev}).users.get((st.st_dev, st.st_ino), [])
-    if users:
-        proc = read_process(users[0])
-        who = f"pid {users[0]} ({proc.name})" if proc else f"pid {users[0]}"
-        return f"refusing: {path} is in use by {who}", 0
     return None, st.st_blocks * 512
 
 

@@ -12,7 +12,7 @@ from gpuscope.cleanup.patterns import REAPING_INITS, reparented, resource_tracke
 from gpuscope.cleanup.runlink import RunLink
 from gpuscope.cleanup.safety import listing_refusal, owner_refusal
 from gpuscope.cleanup.shm import leaked_segments, segment_evidence
-from gpuscope.cleanup.snapshot import ProcInfo, ProcTable, nvidia_files_open
+from gpuscope.cleanup.snapshot import ProcInfo, ProcTable, nvidia_files_open, user_name
 from gpuscope.nsys.agents import stale_reason
 
 if TYPE_CHECKING:
@@ -130,12 +130,12 @@ def add_shm_suspects(scanner: "Scanner", table: ProcTable, suspects: dict[str, m
         ev = segment_evidence(seg, now)
         if seg.is_semaphore:
             code = m.LEAKED_SEM
-            text = (f"{ev.creator}: owned by {seg.owner}, not mapped or open by any process (nothing "
+            text = (f"{ev.creator}: owned by {user_name(seg.uid)}, not mapped or open by any process (nothing "
                     f"can wait on it or post it now), last modified {human_s(now - seg.mtime)} ago")
         else:
             code = m.LEAKED_SHM
             text = (f"{ev.creator or 'shared memory segment'}: {human_bytes(seg.allocated)} in RAM "
-                    f"(size {human_bytes(seg.size)}), owned by {seg.owner}, not mapped or open by any "
+                    f"(size {human_bytes(seg.size)}), owned by {user_name(seg.uid)}, not mapped or open by any "
                     f"process, last modified {human_s(now - seg.mtime)} ago")
         mine = [p.pid for p in trackers if p.uid == seg.uid]
         if resource_tracked(seg.name) and mine:

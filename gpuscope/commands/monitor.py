@@ -141,7 +141,7 @@ def _follow_store(args: argparse.Namespace, printer: _Printer) -> int:
 
 
 def _root_gone(info: dict[str, Any] | None) -> bool:
-    from gpuscope.processes import read
+    from gpuscope.procs.read import read
 
     return bool(info and info.get("root_pid")) and read(int(info["root_pid"])) is None  # type: ignore[index]
 

@@ -30,12 +30,12 @@ def latest_run() -> tuple[str, Path]:
 
 def run_of_pid(pid: int) -> tuple[str, Path]:
     """The run a live process belongs to (GPUSCOPE_RUN_ID in its environment)."""
+    from gpuscope.procs.membership import run_id_of
+
     try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            entries = fh.read().split(b"\0")
-    except OSError:
+        run_id = run_id_of(pid)
+    except LookupError:
         raise UserError(f"no process {pid} (or its environment is not readable)") from None
-    run_id = next((e[16:].decode(errors="replace") for e in entries if e.startswith(b"GPUSCOPE_RUN_ID=")), None)
     if not run_id:
         raise UserError(f"process {pid} is not part of a gpuscope run")
     return run_by_id(run_id)

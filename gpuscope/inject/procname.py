@@ -2,15 +2,11 @@
 
 import os
 
+from .procself import write_comm
+
 
 def set_process_name(name):
-    name = name[:15]
-    try:
-        with open("/proc/self/comm", "w") as fh:
-            fh.write(name)
-        return True
-    except OSError:
-        return False
+    return write_comm(name)
 
 
 # (module, function) of a multiprocessing child's target -> its role
@@ -138,8 +134,7 @@ def name_python_threads(threading_module):
         try:
             if self._native_id == os.getpid():  # the main thread: its OS name is the process name
                 return
-            with open("/proc/self/task/%d/comm" % self._native_id, "w") as fh:
-                fh.write(str(self.name)[:15])
+            write_comm(str(self.name), self._native_id)
         except (OSError, AttributeError, TypeError):
             pass
 

@@ -3,20 +3,22 @@
 ``nsys profile`` starts a daemonised agent (``nsys --start-agent --session-name=…``) that is
 re-parented to PID 1 at once and lives in its own session, and the profiled program runs in yet
 another session under ``nsys-launcher``. So a kill of nsys's process group reaches neither: this
-module finds all of them through /proc (:mod:`gpuscope.processes`, which also parses the agents'
-session names). Zombies count as gone: PID 1 does not reap on every machine (containers without an
-init), and a zombie holds no resources but its pid.
+module finds all of them through :mod:`gpuscope.procs` (which also parses the agents' session
+names) and stops them through identity-checked handles (:mod:`gpuscope.procs.signals`).
+Zombies count as gone: PID 1 does not reap on every machine (containers without an init), and a
+zombie holds no resources but its pid.
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
-from gpuscope.processes import CLK_TCK, ProcInfo, alive, nsys_agent, read, snapshot
+from gpuscope.procs import signals
+from gpuscope.procs.membership import nsys_agent
+from gpuscope.procs.read import CLK_TCK, ProcInfo, alive, key_of, open_files, read, snapshot
+from gpuscope.procs.shm import refs_of, remove_unused
 
 __all__ = ["Agent", "agent_of", "agents", "alive", "find_stale_agents", "profile_processes",
            "remove_unused_shm", "shm_files", "stale_reason", "still_nsys", "temp_reports",
@@ -35,7 +37,7 @@ class Agent:
 
 def agent_of(cmdline: list[str] | tuple[str, ...]) -> tuple[str, int | None] | None:
     """(session name, profile pid) when ``cmdline`` is an nsys agent's, else None (the parsing
-    is :func:`gpuscope.processes.nsys_agent`)."""
+    is :func:`gpuscope.procs.membership.nsys_agent`)."""
     name = nsys_agent(cmdline) if cmdline else None
     return (name.session, name.profile_pid) if name else None
 
@@ -136,52 +138,24 @@ def _descendants(pids: set[int], procs: Mapping[int, ProcInfo]) -> set[int]:
     return out
 
 
-def terminate(pids: set[int], grace_s: float, watch: "Callable[[], None] | None" = None) -> set[int]:
+def terminate(pids: set[int], grace_s: float, watch: Callable[[], None] | None = None) -> set[int]:
     """SIGTERM, wait up to ``grace_s``, then SIGKILL; returns the pids still alive afterwards.
 
-    ``watch`` is called while waiting. Nothing is reaped here: a caller that holds a ``Popen`` for
-    one of them must keep its exit status.
+    Each pid's identity (pid and start time) is taken now and held by a pidfd, so no signal
+    reaches a process that got one of these pids later. ``watch`` is called while waiting.
+    Nothing is reaped here: a caller that holds a ``Popen`` for one of them must keep its exit
+    status.
     """
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 2.0)):
-        for pid in pids:
-            if alive(pid):
-                try:
-                    os.kill(pid, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and any(alive(p) for p in pids):
-            if watch:
-                watch()
-            time.sleep(0.05)
-        if not any(alive(p) for p in pids):
-            break
-    return {p for p in pids if alive(p)}
+    keys = {k for k in map(key_of, pids) if k is not None}
+    return {k.pid for k in signals.terminate(keys, grace_s, watch=watch)}
 
 
 def temp_reports(pids: set[int]) -> set[str]:
     """The ``/tmp/nsys-report-*.qdstrm`` files that ``pids`` hold open (left behind by a kill)."""
     paths = set()
     for pid in pids:
-        paths.update(f for f in _open_files(pid) if os.path.basename(f).startswith("nsys-report-"))
+        paths.update(f for f in open_files(pid) if os.path.basename(f).startswith("nsys-report-"))
     return paths
-
-
-def _open_files(pid: int) -> list[str]:
-    """Paths of the regular files ``pid`` holds open (empty when not permitted or gone)."""
-    out = []
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return []
-    for fd in fds:
-        try:
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if link.startswith("/") and os.path.isfile(link):
-            out.append(link)
-    return out
 
 
 def shm_files(pids: set[int]) -> set[str]:
@@ -192,44 +166,11 @@ def shm_files(pids: set[int]) -> set[str]:
     """
     found: set[str] = set()
     for pid in pids:
-        found |= _shm_refs(pid)
+        found |= refs_of(pid)
     return found
 
 
-def _shm_refs(pid: int) -> set[str]:
-    refs = set()
-    try:
-        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                i = line.find("/dev/shm/")
-                if i >= 0:
-                    refs.add(line[i:].rstrip("\n").removesuffix(" (deleted)"))
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if link.startswith("/dev/shm/"):
-                refs.add(link.removesuffix(" (deleted)"))
-    except OSError:
-        pass
-    return refs
-
-
 def remove_unused_shm(paths: set[str]) -> list[str]:
-    """Delete those of ``paths`` that no live process maps or holds open; returns what was deleted."""
-    if not paths:
-        return []
-    used: set[str] = set()
-    for p in snapshot().values():
-        if not p.is_zombie:
-            used |= _shm_refs(p.pid) & paths
-    removed = []
-    for path in sorted(paths - used):
-        try:
-            os.unlink(path)
-            removed.append(path)
-        except OSError:
-            continue
-    return removed
-
+    """Delete those of ``paths`` that are ours and that no live process maps or holds open
+    (the rules of :func:`gpuscope.procs.shm.unlink_refusal`); returns what was deleted."""
+    return remove_unused(paths)

@@ -42,7 +42,7 @@ class ProcSample:
 @record(frozen=True, slots=True)
 class StartedProc:
     """A process seen for the first time: what does not change every tick (the process itself,
-    as /proc shows it, is :class:`gpuscope.processes.ProcInfo`)."""
+    as /proc shows it, is :class:`gpuscope.procs.read.ProcInfo`)."""
 
     pid: int
     ppid: int
@@ -50,7 +50,7 @@ class StartedProc:
     cmdline: tuple[str, ...]
     create_time: float               # seconds since the epoch (as psutil)
     first_seen_ns: int               # monotonic ns
-    via: str                         # why it belongs to the run: a gpuscope.processes.Reason value
+    via: str                         # why it belongs to the run: a gpuscope.procs.membership.Reason value
 
 
 @record(frozen=True, slots=True)

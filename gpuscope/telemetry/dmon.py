@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gpuscope import processes
+from gpuscope.procs import read as processes
 from gpuscope.record import asdict
 from gpuscope.telemetry import metrics
 from gpuscope.telemetry.batch import SampleBatch

@@ -2,7 +2,7 @@
 
 CPU percentages are computed from our own previous reading (not ``psutil.cpu_percent``, whose
 state is global to the process and would be shared by two samplers). Both files are read through
-descriptors kept open (``procfs.ProcFile``) and parsed for the few fields used: psutil's
+descriptors kept open (``gpuscope.procs.files.ProcFile``) and parsed for the few fields used: psutil's
 ``cpu_times(percpu=True)`` builds a named tuple per core and ``swap_memory`` also parses
 /proc/vmstat each call (together most of the host cost per tick). psutil is the fallback where a
 file is not as expected (imported only then).
@@ -10,16 +10,15 @@ file is not as expected (imported only then).
 
 from __future__ import annotations
 
-from gpuscope.processes import read_bytes
+from gpuscope.procs.files import ProcFile, host_file, read_bytes
 from gpuscope.telemetry.batch import HostSample
-from gpuscope.telemetry.procfs import ProcFile
 
 _MEMINFO_KEYS = (b"MemTotal:", b"MemAvailable:", b"SwapTotal:", b"SwapFree:")
 
 
 def memory(meminfo: ProcFile | None = None) -> tuple[int, int, int, int]:
     """(mem_used, mem_total, swap_used, swap_total) in bytes; used = total - available."""
-    data = (meminfo.read() if meminfo is not None else read_bytes("/proc/meminfo", 65536)) or b""
+    data = (meminfo.read() if meminfo is not None else read_bytes(host_file("meminfo"), 65536)) or b""
     values = [_meminfo_kib(data, key) for key in _MEMINFO_KEYS]
     if None not in values:
         total, avail, stotal, sfree = (v * 1024 for v in values)  # type: ignore[operator]
@@ -78,8 +77,8 @@ class HostSampler:
 
     def __init__(self) -> None:
         self._prev: list[tuple[float, float]] | None = None
-        self._stat = ProcFile("/proc/stat")
-        self._meminfo = ProcFile("/proc/meminfo")
+        self._stat = ProcFile.host("stat")
+        self._meminfo = ProcFile.host("meminfo")
 
     def close(self) -> None:
         self._stat.close()

@@ -220,7 +220,7 @@ class RunSampler(Sampler):
     finds escaped descendants by the ``GPUSCOPE_RUN_ID=<run_id>`` in their environment.
     ``lazy``: NVML and the store are opened on the sampler's thread at its first tick, not here
     (``gpuscope run`` starts the sampler right after the program and must not delay either).
-    ``existing``: the host's processes before the program (``gpuscope.proclist.Existing``), which
+    ``existing``: the host's processes before the program (``gpuscope.procs.existing.Existing``), which
     the first tick need not read.
     """
 

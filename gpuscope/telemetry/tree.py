@@ -1,6 +1,6 @@
 """The process tree of a run: who belongs to it, and what each member uses, tick by tick.
 
-Membership is the rule of :class:`gpuscope.processes.RunScope` (root, parent, session, process
+Membership is the rule of :class:`gpuscope.procs.membership.RunScope` (root, parent, session, process
 group, the run id in the environment), decided once, when a pid first appears in ``/proc``
 (``list_pids`` is diffed, so only new pids are read; ``/proc`` is listed only while the kernel's
 last handed-out pid changes, see :meth:`ProcessTree._new_pids`). Once a member, a process is
@@ -13,14 +13,16 @@ from __future__ import annotations
 import os
 import time
 
-from gpuscope import processes
-from gpuscope.processes import CLK_TCK, ENDED_STATES, ProcInfo, Reason, RunScope
-from gpuscope.telemetry import procfs
+from gpuscope.procs import files as procfs
+from gpuscope.procs.membership import Reason, RunScope
+from gpuscope.procs.read import CLK_TCK, ENDED_STATES, ProcInfo, parse_stat, uss_bytes
+from gpuscope.procs.read import read as read_proc
 from gpuscope.telemetry.batch import ProcSample, StartedProc
 
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING, Any
+
 if TYPE_CHECKING:
-    from typing import Any
+    from gpuscope.procs.existing import Existing
 
 # A member whose stat text stayed the same for IDLE_AFTER reads (asleep, ~1 s at 10 Hz) is read on
 # one tick in IDLE_EVERY (2 Hz) until it changes: its CPU is still counted exactly (over the longer
@@ -75,10 +77,10 @@ class _Proc:
 
 class ProcessTree:
     """The processes of the run rooted at ``root_pid`` (with ``run_id``: also those carrying
-    ``GPUSCOPE_RUN_ID=<run_id>``); the rules are :class:`gpuscope.processes.RunScope`'s."""
+    ``GPUSCOPE_RUN_ID=<run_id>``); the rules are :class:`gpuscope.procs.membership.RunScope`'s."""
 
     def __init__(self, root_pid: int, *, run_id: str | None = None,
-                 uss_interval_s: float | None = None, existing: Any = None) -> None:
+                 uss_interval_s: float | None = None, existing: Existing | None = None) -> None:
         self._scope = RunScope.of(root_pid, run_id)
         if self._scope.root_start is None:
             raise ProcessLookupError(f"no process {root_pid}")
@@ -87,11 +89,11 @@ class ProcessTree:
         self._me = os.getpid()
         self._alive: dict[int, _Proc] = {}
         self._all: list[_Proc] = []
-        # the host's processes before the program (gpuscope.proclist.Existing): none is the run's,
+        # the host's processes before the program (gpuscope.procs.existing.Existing): none is the run's,
         # so the first tick reads only the pids that came after them
         self._listing: set[str] = set(existing.skippable()) if existing is not None else set()
         self._stat = procfs.StatReader()
-        self._loadavg = procfs.ProcFile("/proc/loadavg", 256)
+        self._loadavg = procfs.ProcFile.host("loadavg", 256)
         self._last_pid: int | None = None
         self._same_pid_ticks = 0
         self._listed_ns = 0
@@ -147,7 +149,7 @@ class ProcessTree:
                 if rec.cpu != 0.0:
                     rec.cpu, rec.sample = 0.0, None
                 continue
-            st = processes.parse_stat(rec.pid, raw) if raw else None
+            st = parse_stat(rec.pid, raw) if raw else None
             if st is None or st.start_ticks != rec.start_ticks:
                 rec.alive = False
                 del self._alive[rec.pid]
@@ -176,7 +178,7 @@ class ProcessTree:
         for name in new:
             pid = int(name)
             if pid != self._me and pid not in self._alive:
-                st = processes.read(pid)
+                st = read_proc(pid)
                 if st is not None:
                     stats[pid] = st
         if not stats:
@@ -195,7 +197,7 @@ class ProcessTree:
     def _read_uss(self, t_ns: int) -> None:
         for rec in self._alive.values():
             if t_ns - rec.uss_ns >= (self._uss_ns or 0):
-                rec.uss, rec.uss_ns, rec.sample = procfs.uss_bytes(rec.pid), t_ns, None
+                rec.uss, rec.uss_ns, rec.sample = uss_bytes(rec.pid), t_ns, None
 
     # -- views -----------------------------------------------------------------------------
 

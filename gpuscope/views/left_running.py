@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpuscope import processes
+from gpuscope.procs import read as processes
 from gpuscope.record import replace
 from gpuscope.views.run_status import describe_result
 

@@ -239,7 +239,7 @@ def test_stop_is_refused_for_a_process_outside_the_run(qtbot, tmp_path):
     differs), and gpuscope's own ancestor: the Cleanup rules refuse, the table says why, nothing
     is signalled."""
     from gpuscope.app import bridge
-    from gpuscope.processes import read
+    from gpuscope.procs.read import read
 
     bridge.install()          # results of the worker reach the GUI thread (the window does this itself)
     outside = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])

@@ -17,10 +17,11 @@ from multiprocessing import shared_memory
 import psutil
 import pytest
 
-from gpuscope import processes
+from gpuscope.procs import read as processes
 from gpuscope.cleanup import Policy, Scanner, act, identify, perform
 from gpuscope.cleanup import model as m
 from gpuscope.store import runs
+from gpuscope.trace.process_row import ProcessRow
 from tests.cleanup.conftest import HELPERS
 from tests.cleanup.util import PREFIX, make_finished_run, state_of, wait_for, wait_quiet
 
@@ -107,7 +108,7 @@ def test_run_leftover_matched_by_run_table(reaper, store):
     pid = reaper("sleeper", env={})["pid"]
     ct = psutil.Process(pid).create_time()
     runs.replace_processes(store, run_id, [
-        {"pid": pid, "ppid": 1, "role": "pool worker", "info": {"create_time": ct}}])
+        ProcessRow(pid=pid, ppid=1, role="pool worker", info={"create_time": ct})])
     s = _scan(store).by_pid(pid)
     assert s is not None and s.codes == [m.RUN_LEFTOVER]
     assert "run table (pid + create time)" in s.reasons[0].text and "role in that run: pool worker" in s.reasons[0].text
@@ -118,7 +119,7 @@ def test_same_pid_with_other_create_time_is_not_a_leftover(reaper, store):
     run_id = make_finished_run(store)
     pid = reaper("sleeper", env={})["pid"]
     ct = psutil.Process(pid).create_time()
-    runs.replace_processes(store, run_id, [{"pid": pid, "info": {"create_time": ct - 30}}])
+    runs.replace_processes(store, run_id, [ProcessRow(pid=pid, info={"create_time": ct - 30})])
     assert _scan(store).by_pid(pid) is None
 
 

@@ -1,4 +1,4 @@
-"""The one membership rule (gpuscope.processes.RunScope) on real processes: why each process
+"""The one membership rule (gpuscope.procs.membership.RunScope) on real processes: why each process
 belongs to a run, as the supervisor, the sampler and cleanup all see it.
 
 The run's root leads its own session and carries GPUSCOPE_RUN_ID; under the test's subreaper
@@ -18,9 +18,8 @@ import uuid
 
 import psutil
 
-from gpuscope import processes
-from gpuscope.processes import Reason, RunScope, run_members
-from gpuscope.runs import procscan
+from gpuscope.procs import read as processes
+from gpuscope.procs.membership import Reason, RunScope, run_members, run_processes
 from gpuscope.telemetry.tree import ProcessTree
 from tests.cleanup.util import state_of, wait_for
 
@@ -87,7 +86,7 @@ def test_each_process_belongs_for_its_reason(reaper, tmp_path):
                    p["escapee"]: Reason.ENV}
     assert other not in why and plain not in why
     # the supervisor's view is the same set
-    assert set(procscan.run_processes(root.pid, run_id)) == set(why)
+    assert set(run_processes(root.pid, run_id)) == set(why)
     # without the run id, the setsid escapee cannot be told from any other process
     assert set(run_members(RunScope.of(root.pid))) == set(why) - {p["escapee"]}
     # the sampler's tree applies the same rule

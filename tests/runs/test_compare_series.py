@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 from gpuscope.analysis.comparison import compare_recorded, compare_runs
-from gpuscope.runs import procscan
+from gpuscope.procs import membership
+from gpuscope.procs import read as procread
 from gpuscope.runs.series import StartMethodSeries
 from gpuscope.spec import RunSpec
 from gpuscope.store import db
@@ -104,7 +105,7 @@ def test_stop_ends_the_series_and_leaves_no_process():
     while time.monotonic() < deadline:
         run = series.current
         if run is not None and run.pid is not None:
-            pids |= set(procscan.run_processes(run.pid, run.run_id))
+            pids |= set(membership.run_processes(run.pid, run.run_id))
             if len(pids) >= 3:        # main, resource tracker, the workers: the pool runs
                 break
         time.sleep(0.05)
@@ -115,7 +116,7 @@ def test_stop_ends_the_series_and_leaves_no_process():
     assert result["groups"] == {"spawn": [series.results[0].run_id], "fork": []}
     assert seen == [(1, 6, "spawn", 1)]
     assert series.results[0].status == "stopped" and series.stopped
-    assert not [p for p in pids if procscan.alive(p)]
+    assert not [p for p in pids if procread.alive(p)]
 
 
 def test_recorded_runs_without_logs_or_of_different_scripts(run_env):
@@ -192,7 +193,7 @@ class _RunTreeOnGpu:
         run = self.series.current
         if run is None or run.pid is None:
             return []
-        return [(pid, 512 << 20) for pid in procscan.run_processes(run.pid, run.run_id)]
+        return [(pid, 512 << 20) for pid in membership.run_processes(run.pid, run.run_id)]
 
 
 def test_gpu_figures_per_process_and_contexts_per_gpu(monkeypatch):
@@ -244,7 +245,7 @@ def test_ctrl_c_stops_the_cli_series(run_env):
         runs = store_runs.list_runs(conn)
         assert [r.status for r in runs] == ["stopped"]
         pids = [p["pid"] for p in store_runs.run_processes(conn, runs[0].id)]
-    assert len(pids) >= 3 and not [p for p in pids if procscan.alive(p)]
+    assert len(pids) >= 3 and not [p for p in pids if procread.alive(p)]
 
 
 def test_uss_shows_what_fork_shares():

@@ -1,5 +1,5 @@
 """The processes that existed before a run's program are not read again by the run's scans
-(gpuscope/proclist.py): the same members are found, by reading only the pids that came after."""
+(gpuscope/procs/existing.py): the same members are found, by reading only the pids that came after."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ import time
 
 import pytest
 
-from gpuscope import processes, proclist
-from gpuscope.runs import procscan
+from gpuscope.procs import existing as proclist_existing
+from gpuscope.procs import files as proclist
+from gpuscope.procs import read as processes
+from gpuscope.procs.membership import run_processes
 from gpuscope.telemetry.tree import ProcessTree
 
 # A root in its own session with a child, and a grandchild that leaves the session (setsid) but
@@ -36,7 +38,7 @@ time.sleep(60)
 @pytest.fixture
 def run_tree(tmp_path):
     run_id = f"existing-{os.getpid()}"
-    existing = proclist.Existing()
+    existing = proclist_existing.Existing()
     root = subprocess.Popen([sys.executable, "-c", TREE, str(tmp_path)], start_new_session=True,
                             env={**os.environ, "GPUSCOPE_RUN_ID": run_id})
     deadline = time.monotonic() + 60
@@ -56,11 +58,11 @@ def run_tree(tmp_path):
 def test_the_run_is_found_the_same_reading_only_the_new_pids(run_tree, monkeypatch):
     root, run_id, existing, pids = run_tree
     assert existing.skippable() == existing.pids and str(root) not in existing.pids
-    full = procscan.run_processes(root, run_id)
+    full = run_processes(root, run_id)
     reads: list[int] = []
     real = processes.read
     monkeypatch.setattr(processes, "read", lambda pid: reads.append(pid) or real(pid))
-    quick = procscan.run_processes(root, run_id, existing=existing)
+    quick = run_processes(root, run_id, existing=existing)
     assert set(quick) == set(full) == pids            # the escaped grandchild too (by the run id)
     new = proclist.list_pids() - existing.pids
     assert len(reads) <= len(new) + 2 and len(existing.pids) > 10   # + the root read twice
@@ -81,7 +83,7 @@ def test_the_sampler_first_tick_finds_the_same_processes(run_tree):
 
 
 def test_nothing_is_skipped_once_a_pid_may_have_been_reused():
-    existing = proclist.Existing()
+    existing = proclist_existing.Existing()
     assert existing.skippable()
     existing._forks -= proclist.pid_max() // 2     # as after half of pid_max processes created since
     assert existing.skippable() == frozenset()

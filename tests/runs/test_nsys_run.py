@@ -117,7 +117,7 @@ def test_program_stuck_after_its_exit_handlers_is_stopped(nsys_env, tmp_path):
     """nsys 2024.2 was seen holding a finished program in its exit handlers: bounded, then stopped."""
     import time
 
-    from gpuscope.runs import procscan
+    from gpuscope.procs import read as procscan
 
     path = tmp_path / "hang.py"
     path.write_text(HANG_AT_EXIT)

@@ -143,7 +143,7 @@ class TreeWatcher(BaseRecorder):
         self.output += chunk
 
     def _alive(self) -> bool:
-        from gpuscope.runs.procscan import read_stat
+        from gpuscope.procs.read import read as read_stat
 
         info = read_stat(self.child)
         return info is not None and not info.is_zombie

@@ -8,7 +8,8 @@ import subprocess
 import sys
 import time
 
-from gpuscope.runs import procscan
+from gpuscope.procs import membership
+from gpuscope.procs import read as procread
 from gpuscope.runs.supervisor import Run
 from gpuscope.spec import RunSpec
 from tests.runs.helpers import script
@@ -24,7 +25,7 @@ def _wait_for(predicate, timeout=30.0):
 
 
 def _tree(run):
-    return procscan.run_processes(run.pid, run.run_id)
+    return membership.run_processes(run.pid, run.run_id)
 
 
 def test_stop_kills_stubborn_pool_within_10s():
@@ -40,7 +41,7 @@ def test_stop_kills_stubborn_pool_within_10s():
     elapsed = time.monotonic() - t0
     assert elapsed < 10, elapsed
     assert result.status == "stopped"
-    assert not [p for p in pids if procscan.alive(p)]
+    assert not [p for p in pids if procread.alive(p)]
     assert not _tree(run)
 
 
@@ -60,7 +61,7 @@ def test_ctrl_c_in_cli_stops_everything(run_env):
     result = json.loads(out.decode().strip().rsplit("\n", 1)[-1])
     assert result["status"] == "stopped"
     for p in result["processes"]:
-        assert not procscan.alive(p["pid"]), p
+        assert not procread.alive(p["pid"]), p
     assert os.path.exists(result["run_dir"])
 
 
@@ -80,7 +81,7 @@ def test_processes_left_running_are_reported_not_killed(tmp_path):
         assert result.status == "exited"
         assert escapee in result.left_running
         assert escapee in result.escaped
-        assert procscan.alive(escapee)
+        assert procread.alive(escapee)
     finally:
         os.kill(escapee, signal.SIGKILL)
 
@@ -104,8 +105,8 @@ def test_a_child_ending_soon_after_is_waited_for_and_what_it_started_is_found(tm
     child, grandchild = (int(x) for x in pids.read_text().split())
     try:
         assert result.status == "exited"
-        assert child not in result.left_running and not procscan.alive(child)
-        assert result.left_running == [grandchild] and procscan.alive(grandchild)
+        assert child not in result.left_running and not procread.alive(child)
+        assert result.left_running == [grandchild] and procread.alive(grandchild)
     finally:
         os.kill(grandchild, signal.SIGKILL)
 
@@ -140,6 +141,6 @@ def test_run_of_a_killed_gpuscope_is_marked_abandoned(run_env, tmp_path):
     try:
         assert sleeper, listing.stdout[:2000]
     finally:
-        for pid in procscan.all_pids():
-            if procscan.has_run_tag(pid, row["id"]):
+        for pid in procread.all_pids():
+            if membership.has_run_tag(pid, row["id"]):
                 os.kill(pid, signal.SIGKILL)

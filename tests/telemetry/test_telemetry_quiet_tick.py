@@ -12,8 +12,9 @@ import time
 
 import psutil
 
-from gpuscope.processes import read_bytes
-from gpuscope.telemetry import host, procfs
+from gpuscope.procs.files import read_bytes
+from gpuscope.procs import files as procfs
+from gpuscope.telemetry import host
 from gpuscope.telemetry.tree import ProcessTree
 
 # The root starts a child when its stdin gets a line; both sleep until killed.
@@ -67,7 +68,7 @@ def test_a_child_started_while_listings_were_skipped_is_found_on_the_next_tick(m
 
 
 def test_last_pid_moves_when_a_process_starts():
-    loadavg = procfs.ProcFile("/proc/loadavg", 256)
+    loadavg = procfs.ProcFile.host("loadavg", 256)
     try:
         before = procfs.last_pid(loadavg)
         pid = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
@@ -86,7 +87,7 @@ def test_host_cpu_and_memory_equal_psutils():
     tck = os.sysconf("SC_CLK_TCK")
     for (busy, idle), (pbusy, pidle) in zip(ours, theirs):
         assert abs(busy / tck - pbusy) < 1.0 and abs(idle / tck - pidle) < 1.0   # read moments apart
-    meminfo = procfs.ProcFile("/proc/meminfo")
+    meminfo = procfs.ProcFile.host("meminfo")
     try:
         used, total, swap_used, swap_total = host.memory(meminfo)
     finally:

@@ -17,7 +17,7 @@ import sys as _sys
 _PKG = "_gpuscope_inject"
 # What every process runs at start, each after the modules it imports (the hook loads more by
 # role: hook.activate). A module missing here is imported as usual, only slower.
-_START = ("__init__", "exitstatus", "eventlog", "importhook", "procname", "hook", "disguise", "forkwatch", "stacks")
+_START = ("__init__", "procself", "exitstatus", "eventlog", "importhook", "procname", "hook", "disguise", "forkwatch", "stacks")
 
 
 class _Loader:
