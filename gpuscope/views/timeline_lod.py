@@ -166,7 +166,6 @@ class TimelineLayout:
 
 def _merge(lv: Level, gap: int, dur0: np.ndarray) -> Level:
     """Merge neighbours of ``lv`` that are both shorter than ``gap`` and less than ``gap`` apart."""
-    n = len(lv)
     small = (lv.count > 1) | (dur0 < gap)
     join = small[1:] & small[:-1] & ((lv.start[1:] - lv.reach[:-1]) < gap)
     if not join.any():

@@ -171,7 +171,8 @@ def measure_html(m) -> str:
     per kind and name the items overlapping it, their time inside it and their whole durations."""
     rows = "".join(
         f"<tr><td>{html.escape(r.name)}</td><td>{html.escape(r.kind)}</td><td align=right>{r.count:,}</td>"
-        f"<td align=right>{html.escape(fmt_ns(r.inside_ns))}</td><td align=right>{html.escape(fmt_ns(r.total_ns))}</td></tr>"
+        f"<td align=right>{html.escape(fmt_ns(r.inside_ns))}</td>"
+        f"<td align=right>{html.escape(fmt_ns(r.total_ns))}</td></tr>"
         for r in m.rows)
     head = "<tr><th align=left>name</th><th align=left>kind</th><th>count</th><th>inside</th><th>whole</th></tr>"
     return (f"<h3>{html.escape(fmt_ns(m.duration_ns))} measured</h3>"

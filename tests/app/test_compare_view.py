@@ -101,8 +101,9 @@ def test_tables_show_the_comparison(qtbot, tmp_path):
     assert [(label, pid) for label, pid, _ in bars.rows()] == [("fork", 11), ("spawn", 21), ("spawn", 22)]
     from gpuscope.app.compare.qt_compare_startup import AXIS_H, ROW_H
     y = bars.top + AXIS_H + 1 * ROW_H + ROW_H / 2
-    hit = bars.phase_at(bars._x(40.0), y)
-    assert hit is not None and hit[0].pid == 21 and hit[1] == "created" and hit[2:] == (0.0, 80.0)
+    hit = bars.segment_at(bars._x(40.0), y)
+    assert hit is not None and hit[0].pid == 21
+    assert (hit[1].until, hit[1].start_ms, hit[1].end_ms) == ("python", 0.0, 80.0)   # named for where it ends
     # no event logs in the run folders: a one-line note, no timeline, no traceback
     assert not any(tl.layout_model for tl in view.timelines.timelines.values())
     assert "No timeline for fork:" in view.timelines.note.text()

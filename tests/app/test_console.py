@@ -120,7 +120,8 @@ def test_skipping_keeps_lines_whole_and_resumes_at_a_line_start(qtbot):
 
 
 def test_bridge_keeps_a_bounded_tail_and_says_what_it_dropped(qtbot):
-    from gpuscope.app.bridge import MAX_PENDING_LINES, RunBridge
+    from gpuscope.app.bridge import RunBridge
+    from gpuscope.views.run_stream import MAX_PENDING_LINES
 
     bridge = RunBridge()
     lines = [b"line %d\n" % i for i in range(100_000)]

@@ -115,22 +115,6 @@ def test_console_streams_and_partial_utf8(qtbot):
     assert c.text.document().blockCount() <= 6
 
 
-def test_envelope_keeps_peaks_and_gaps():
-    from gpuscope.views.plot_buffers import envelope
-
-    x = np.arange(10_000, dtype=float)
-    y = np.zeros(10_000)
-    y[1234] = 99.0
-    y[5120:5376] = np.nan                  # two whole buckets of 128 points: a gap
-    y[7000] = np.nan                       # one NaN inside a bucket: ignored
-    ex, ey = envelope(x, y, 200)
-    assert len(ex) <= 200 + 128 and np.nanmax(ey) == 99.0 and ex[0] == 0 and ex[-1] == 9999
-    assert np.isnan(ey).sum() == 4                       # 2 buckets x (min, max)
-    assert not np.isnan(ey[(ex >= 6900) & (ex <= 7100)]).any()
-    small_x, small_y = envelope(x[:50], y[:50], 200)     # short series are drawn as they are
-    assert np.array_equal(small_x, x[:50]) and np.array_equal(small_y, y[:50])
-
-
 def test_nice_top_steps():
     from gpuscope.app.run.qt_live_view import nice_top
 

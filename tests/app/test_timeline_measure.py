@@ -112,11 +112,6 @@ def test_a_drag_on_the_time_axis_measures_a_plain_drag_pans(view, qtbot):
     assert view.measure is None and view.view_range()[0] > t0               # panned
 
 
-def test_measure_box_reads_in_human_units():
-    assert fmt_ns(2_217_765_207) == "2.218 s"
-    assert fmt_ns(12_345) == "12.3 µs" and fmt_ns(1_500_000) == "1.5 ms" and fmt_ns(950) == "950 ns"
-
-
 def test_focus_by_tab_draws_an_outline_and_wasd_home_move_the_view(qtbot, spawn_run):
     host = QWidget()
     qtbot.addWidget(host)

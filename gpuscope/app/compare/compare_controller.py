@@ -16,34 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
+from gpuscope import api
 from gpuscope.app import bridge, workers
 from gpuscope.app.bridge import RunBridge
-from gpuscope.runs.recorder import BaseRecorder
+from gpuscope.views.series_index import save_series
 
 if TYPE_CHECKING:
-    from gpuscope.runs.recorder import RunContext
     from gpuscope.spec import RunSpec
-    from gpuscope.telemetry.batch import SampleBatch
-
-
-class _SeriesRecorder(BaseRecorder):
-    """The app's recorder on each run of a series: batches to the bridge, each start to the GUI."""
-
-    name = "app"
-
-    def __init__(self, run_bridge: RunBridge, on_started: Any) -> None:
-        self._bridge = run_bridge
-        self._on_started = on_started
-
-    def started(self, ctx: "RunContext") -> None:
-        bridge.to_gui(self._on_started, ctx.run_id, str(ctx.run_dir), ctx.pid)
-
-    def on_batch(self, batch: "SampleBatch") -> None:
-        self._bridge.on_batch(batch)
 
 
 def progress_text(i: int, n: int, method: str, repeat: int) -> str:
-    return f"run {i} of {n}: {method}, repeat {repeat}"
+    return api.series_progress_text(i, n, method, repeat)
 
 
 class CompareController(QObject):
@@ -71,43 +54,34 @@ class CompareController(QObject):
         return self.task is not None
 
     # -- a new series ---------------------------------------------------------------------------
-    def start_series(self, spec: "RunSpec", methods: list[str], repeat: int) -> None:
+    def start_series(self, spec: RunSpec, methods: list[str], repeat: int) -> None:
         if self.busy:
             raise RuntimeError("a comparison is already in progress")
         self.stopped, self.series, self.groups = False, None, None
         self._begin(lambda task: self._run_series(spec, list(methods), repeat), "compare start methods")
 
-    def _run_series(self, spec: "RunSpec", methods: list[str], repeat: int) -> Any:
-        from gpuscope.analysis.comparison import compare_runs
-        from gpuscope.runs.series import StartMethodSeries
-
-        where = {"run": ""}     # "run 3 of 6: spawn, repeat 2", before each run's own progress lines
-
-        def progress(i: int, n: int, method: str, rep: int) -> None:
-            where["run"] = progress_text(i, n, method, rep)
-            bridge.to_gui(self.sigProgress.emit, i, n, method, rep)
-
-        series = StartMethodSeries(
-            spec, methods, repeat, progress=progress,
-            run_kwargs={"output": [self.bridge.on_output],
-                        "progress": lambda line: self.bridge.on_progress(f"{where['run']} · {line}"),
-                        "recorders": lambda: [_SeriesRecorder(self.bridge, self.sigRunStarted.emit)]})
+    def _run_series(self, spec: RunSpec, methods: list[str], repeat: int) -> Any:
+        series, run = api.compare_series(
+            spec, methods, repeat, self.bridge,
+            started=lambda *a: bridge.to_gui(self.sigRunStarted.emit, *a),
+            progress=lambda *a: bridge.to_gui(self.sigProgress.emit, *a))
         with self._lock:
             self.series = series
             if self.stopped:
                 series.stop()
-        groups = series.run()
-        self.groups = groups
-        return compare_runs(groups)
+        try:
+            return run()
+        finally:
+            self.groups = {label: list(ids) for label, ids in series.runs.items()}
+            if sum(map(len, self.groups.values())) >= 2:     # History lists it as one entry
+                save_series(self.groups, spec, methods, repeat)
 
     # -- recorded runs --------------------------------------------------------------------------
     def compare_ids(self, ids: list[str]) -> None:
         if self.busy:
             raise RuntimeError("a comparison is already in progress")
         self.stopped, self.series, self.groups = False, None, None
-        from gpuscope.analysis.comparison import compare_recorded
-
-        self._begin(lambda task: compare_recorded(list(ids)), "compare runs")
+        self._begin(lambda task: api.compare_runs(list(ids)), "compare runs")
 
     # -- common ---------------------------------------------------------------------------------
     def _begin(self, fn: Any, label: str) -> None:

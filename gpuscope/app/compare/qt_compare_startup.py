@@ -1,10 +1,11 @@
 """Start-up breakdown per worker, as horizontal bars on one millisecond axis for all labels.
 
-Each :class:`gpuscope.analysis.comparison.WorkerStartup` holds (phase, ms since its first phase,
-the parent's ``start()`` call) instants in order; the bar of a worker runs from its first instant to its last, one
-coloured segment per phase (phase *i* lasts from its instant to the next one), so fork's short
-bars and spawn's long interpreter start-up sit one above the other. Hover names the phase and
-its milliseconds.
+Each :class:`gpuscope.analysis.comparison.WorkerStartup` holds (instant, ms since its first
+instant, the parent's ``start()`` call) in order; the bar of a worker runs from its first instant
+to its last, one coloured segment per stretch of work between two instants, named for that work
+(:mod:`gpuscope.views.startup_segments`: "re-importing __main__" ends at "__main__ re-imported"),
+so fork's short bars and spawn's long re-import sit one above the other. The legend lists the
+same names; hover names the segment and its milliseconds.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFontMetrics, QPainter
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from gpuscope.views import timeline_text as TT
 from gpuscope.app.compare.qt_compare_tables import short_label
+from gpuscope.views import timeline_text as TT
+from gpuscope.views.startup_segments import Segment, describe, legend, segments
 
 ROW_H = 18
 LEGEND_H = 18     # per legend line (the legend wraps to the widget's width)
@@ -41,12 +43,7 @@ class QtStartupBars(QWidget):
         order = {label: i for i, label in enumerate(labels)}
         self._workers = sorted((w for w in workers if w.phases),
                                key=lambda w: (order.get(w.label, len(order)), w.phases[0][1], w.pid))
-        names: list[str] = []
-        for w in self._workers:
-            for name, _ in w.phases:
-                if name not in names:
-                    names.append(name)
-        self._phases = names
+        self._phases = legend(w.phases for w in self._workers)      # segment names, as drawn
         self._max_ms = max([1.0, *(w.phases[-1][1] for w in self._workers)])
         self._relayout()
 
@@ -74,8 +71,15 @@ class QtStartupBars(QWidget):
         self._relayout()
 
     def rows(self) -> list[tuple[str, int, list[tuple[str, float]]]]:
-        """(label, pid, phases) per drawn bar, top to bottom."""
+        """(label, pid, instants) per drawn bar, top to bottom."""
         return [(w.label, w.pid, list(w.phases)) for w in self._workers]
+
+    def legend_names(self) -> list[str]:
+        """The legend's entries, left to right: the names of the segments drawn."""
+        return list(self._phases)
+
+    def segment_color(self, name: str) -> QColor:
+        return self._color(name)
 
     def _height(self) -> int:
         return self.top + AXIS_H + max(1, len(self._workers)) * ROW_H + 6
@@ -113,11 +117,11 @@ class QtStartupBars(QWidget):
                 text = fm.elidedText(f"{short_label(w.label)} · {w.role} {w.pid}", Qt.TextElideMode.ElideRight,
                                      LEFT - 10)
                 p.drawText(QRectF(6, y, LEFT - 10, ROW_H), Qt.AlignmentFlag.AlignVCenter, text)
-                for (name, t), (_, t_next) in zip(w.phases, w.phases[1:]):
-                    x0, x1 = self._x(t), self._x(t_next)
-                    p.fillRect(QRectF(x0, y + 3, max(1.0, x1 - x0), ROW_H - 6), self._color(name))
-                last, t_last = w.phases[-1]
-                p.fillRect(QRectF(self._x(t_last) - 1, y + 2, 3, ROW_H - 4), self._color(last))
+                for seg in segments(w.phases):
+                    x0, x1 = self._x(seg.start_ms), self._x(seg.end_ms)
+                    p.fillRect(QRectF(x0, y + 3, max(1.0, x1 - x0), ROW_H - 6), self._color(seg.name))
+                t_last = w.phases[-1][1]        # the last instant: a dark tick where the bar ends
+                p.fillRect(QRectF(self._x(t_last) - 1, y + 2, 2, ROW_H - 4), QColor(60, 60, 70))
         finally:
             p.end()
 
@@ -139,24 +143,30 @@ class QtStartupBars(QWidget):
         p.drawText(QRectF(6, self.top, LEFT - 10, AXIS_H - 4), Qt.AlignmentFlag.AlignVCenter,
                    fm.elidedText(f"ms since “{first}”", Qt.TextElideMode.ElideRight, LEFT - 10))
 
-    def phase_at(self, x: float, y: float) -> tuple[Any, str, float, float] | None:
-        """(worker, phase, start ms, end ms) under a widget position, or None."""
+    def segment_at(self, x: float, y: float) -> tuple[Any, Segment] | None:
+        """(worker, segment) under a widget position, or None (the nearest within 2 px)."""
         i = int((y - self.top - AXIS_H) // ROW_H)
         if y < self.top + AXIS_H or not 0 <= i < len(self._workers):
             return None
         w = self._workers[i]
-        for (name, t), (_, t_next) in zip(w.phases, w.phases[1:]):
-            if self._x(t) - 2 <= x <= self._x(t_next) + 2:
-                return w, name, t, t_next
-        return None
+        near = [(0.0 if self._x(s.start_ms) <= x <= self._x(s.end_ms) else
+                 min(abs(x - self._x(s.start_ms)), abs(x - self._x(s.end_ms))), k, s)
+                for k, s in enumerate(segments(w.phases))]
+        best = min(near, default=None)
+        return (w, best[2]) if best is not None and best[0] <= 2 else None
+
+    def tooltip_at(self, x: float, y: float) -> str | None:
+        """What hovering there shows: the worker, the segment's name and milliseconds."""
+        hit = self.segment_at(x, y)
+        if hit is None:
+            return None
+        w, seg = hit
+        return f"{w.label} · {w.role} pid {w.pid} (run {w.run_id})\n{describe(seg, w.phases[0][0])}"
 
     def mouseMoveEvent(self, event: Any) -> None:
         pos = event.position()
-        hit = self.phase_at(pos.x(), pos.y())
-        if hit is None:
+        text = self.tooltip_at(pos.x(), pos.y())
+        if text is None:
             QToolTip.hideText()
             return
-        w, name, t0, t1 = hit
-        QToolTip.showText(event.globalPosition().toPoint(),
-                          f"{w.label} · {w.role} pid {w.pid} (run {w.run_id})\n{name}: {t1 - t0:.1f} ms "
-                          f"(from {t0:.1f} to {t1:.1f} ms after “{w.phases[0][0]}”)", self)
+        QToolTip.showText(event.globalPosition().toPoint(), text, self)

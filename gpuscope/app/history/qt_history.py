@@ -6,9 +6,6 @@ filled with the run's RunSpec), compare runs, or delete them (after a confirmati
 from __future__ import annotations
 
 import html
-import shlex
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,98 +14,14 @@ from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QMenu, QMessageBox, QPushButton, QTableWidget,
                                QTableWidgetItem, QToolButton, QVBoxLayout, QWidget)
 
+from gpuscope import api
 from gpuscope.app import bridge, workers
+from gpuscope.views.history import (COLUMNS, Entry, HistoryData, arguments, cells, entries, human, run_spec,
+                                    series_cells, series_rows)
+from gpuscope.views.series_index import SeriesEntry
 
-COLUMNS = ("Run", "Started", "Script", "Arguments", "Launcher", "Start method", "nsys", "Status", "Duration",
-           "Disk")
-ARGS_SHOWN = 60          # characters of the Arguments cell (the tooltip has them all)
 RERUN_TEXT = "Run again with these settings"
-
-
-@dataclass
-class HistoryData:
-    """What the History tab shows: runs, the disk each takes, the totals, a recovery note."""
-
-    rows: list[Any]
-    sizes: dict[str, int] = field(default_factory=dict)
-    runs_bytes: int = 0
-    store_bytes: int = 0
-    note: str = ""
-
-
-def _store_call(fn: Any) -> Any:
-    """Run ``fn(conn)`` on the store; a store that cannot be read is a one-line UserError."""
-    import sqlite3
-
-    from gpuscope import paths
-    from gpuscope.errors import UserError
-    from gpuscope.store import db
-
-    try:
-        conn = db.connect()
-        try:
-            return fn(conn), conn.recovered
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as exc:
-        raise UserError(f"cannot read the run store {paths.store_path()}: {exc}") from None
-
-
-def query_runs(limit: int = 200) -> HistoryData:
-    """The newest runs and their disk use (a pool thread calls this)."""
-    from gpuscope import paths
-    from gpuscope.store import retention, runs
-
-    rows, recovered = _store_call(lambda conn: runs.list_runs(conn, limit=limit))
-    sizes = {r.id: retention.disk_usage(r.run_dir) for r in rows}
-    note = recovered[-1].note(paths.store_path()) if recovered else ""
-    return HistoryData(rows, sizes, retention.disk_usage(paths.runs_dir()), retention.store_usage(), note)
-
-
-def delete_runs(ids: list[str]) -> tuple[int, int]:
-    """Delete runs by id (a pool thread calls this); returns (runs deleted, bytes freed)."""
-    from gpuscope.store import retention
-
-    done, _ = _store_call(lambda conn: retention.delete(conn, retention.resolve(conn, ids)))
-    return len(done), sum(d.freed for d in done)
-
-
-def describe_status(row: Any) -> str:
-    if row.status in ("exited", "failed") and row.signal:
-        return f"{row.status} ({row.signal})"
-    if row.status in ("exited", "failed") and row.exit_code not in (None, 0):
-        return f"{row.status} (exit {row.exit_code})"
-    return row.status
-
-
-def arguments(row: Any) -> str:
-    """The run's arguments as a shell would take them (what the launch panel's field holds)."""
-    return shlex.join(str(a) for a in row.spec.get("args") or ())
-
-
-def run_spec(row: Any) -> Any:
-    """The RunSpec a stored run was launched with (its spec.json, as the store holds it)."""
-    from gpuscope.spec import RunSpec
-
-    return RunSpec.from_dict(row.spec)
-
-
-def cells(row: Any, size: int | None = None) -> list[str]:
-    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime((row.started_ns or row.created_ns) / 1e9))
-    launcher = row.launcher + (f" ×{row.spec.get('nproc')}" if row.launcher == "torchrun" else "")
-    nsys = "yes" if (row.spec.get("nsys") or {}).get("enabled") else ""
-    duration = "" if row.duration_s is None else f"{row.duration_s:.1f} s"
-    disk = "" if size is None else human(size)
-    args = arguments(row)
-    args = args if len(args) <= ARGS_SHOWN else args[:ARGS_SHOWN - 1] + "…"
-    return [row.id, started, Path(row.script).name, args, launcher, row.start_method, nsys, describe_status(row),
-            duration, disk]
-
-
-def human(n: int) -> str:
-    from gpuscope.store.retention import human as fmt
-
-    return fmt(n)
+SERIES_ROLE = Qt.ItemDataRole.UserRole + 1     # a series line's id (run lines hold their row index)
 
 
 class PastRunBar(QFrame):
@@ -127,7 +40,9 @@ class PastRunBar(QFrame):
         self.load_button.setToolTip("Fill the launch panel with the script, arguments, interpreter, start method, "
                                     "launcher, nsys and annotate settings this run had")
         self.load_button.clicked.connect(lambda: self.run_id and self.sigLoad.emit(self.run_id))
-        close = QToolButton(text="×", autoRaise=True)
+        close = QToolButton()
+        close.setText("×")
+        close.setAutoRaise(True)
         close.setToolTip("Hide this note")
         close.clicked.connect(self.hide)
         top = QHBoxLayout()
@@ -168,6 +83,8 @@ class QtHistory(QWidget):
         bridge.install()
         self.rows: list[Any] = []
         self.data = HistoryData([])
+        self.lines: list[Entry] = []          # what each table row shows (a run, or a series)
+        self.expanded: set[str] = set()       # the series shown with their runs
         self.task: workers.Task | None = None
         self.confirm_box: QMessageBox | None = None
         self._done_note = ""   # said after the refresh that follows a deletion
@@ -183,6 +100,7 @@ class QtHistory(QWidget):
         self.table.setAlternatingRowColors(True)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.doubleClicked.connect(self._open_selected)
+        self.table.cellClicked.connect(self._cell_clicked)
         self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.table.customContextMenuRequested.connect(self._context_menu)
         self.table.itemSelectionChanged.connect(self._selection_changed)
@@ -235,28 +153,18 @@ class QtHistory(QWidget):
             self.task.cancel()
         self.status.setText("loading…")
         if self.runner is not None:
-            self.task = self.runner(lambda task: query_runs(), self._fill, "reading the run history", self._error)
+            self.task = self.runner(lambda task: api.history(), self._fill, "reading the run history", self._error)
         else:
-            self.task = workers.submit(lambda task: query_runs(), on_done=self._fill, on_error=self._error,
+            self.task = workers.submit(lambda task: api.history(), on_done=self._fill, on_error=self._error,
                                        label="history")
 
     def _fill(self, data: HistoryData) -> None:
         self.task = None
         self.data = data
         self.rows = rows = data.rows
-        self.table.setSortingEnabled(False)
-        self.table.clearSelection()
-        self.table.setRowCount(len(rows))
-        for i, row in enumerate(rows):
-            for j, text in enumerate(cells(row, data.sizes.get(row.id))):
-                item = QTableWidgetItem(text)
-                if j == 0:
-                    item.setData(Qt.ItemDataRole.UserRole, i)
-                if COLUMNS[j] == "Arguments":
-                    item.setToolTip(arguments(row))
-                self.table.setItem(i, j, item)
-        self.table.resizeColumnsToContents()
-        self.status.setText(data.note or self._done_note or (f"{len(rows)} run(s)" if rows else
+        self._show_lines()
+        series = f", {len(data.series)} compare series" if data.series else ""
+        self.status.setText(data.note or self._done_note or (f"{len(rows)} run(s){series}" if rows else
                                                              "no runs yet: run a script from the Run tab"))
         self._done_note = ""
         self._selection_changed()
@@ -265,6 +173,62 @@ class QtHistory(QWidget):
         self.footer.setText(f"Disk: {human(data.runs_bytes)} in run folders, {human(data.store_bytes)} in the "
                             f"store ({paths.data_dir()})")
         self.sigLoaded.emit(len(rows))
+
+    def _show_lines(self) -> None:
+        """The table's rows again from ``self.data`` and which series are expanded."""
+        data = self.data
+        self.table.setSortingEnabled(False)
+        self.table.clearSelection()
+        self.lines = entries(data, self.expanded)
+        self.table.setRowCount(len(self.lines))
+        for i, line in enumerate(self.lines):
+            if line.series is not None:
+                texts = series_cells(data, line.series, line.series.id in self.expanded)
+            else:
+                row = self.rows[line.row or 0]
+                texts = cells(row, data.sizes.get(row.id), line.depth)
+            for j, text in enumerate(texts):
+                item = QTableWidgetItem(text)
+                if j == 0:
+                    item.setData(Qt.ItemDataRole.UserRole, line.row if line.series is None else -1)
+                    if line.series is not None:
+                        item.setData(SERIES_ROLE, line.series.id)
+                        item.setToolTip("a start-method series: click ▸ to show its runs, double-click to "
+                                        "reopen its comparison")
+                if line.series is not None:
+                    font = item.font()
+                    font.setBold(True)
+                    item.setFont(font)
+                elif COLUMNS[j] == "Arguments":
+                    item.setToolTip(arguments(self.rows[line.row or 0]))
+                self.table.setItem(i, j, item)
+        self.table.resizeColumnsToContents()
+
+    def _cell_clicked(self, row: int, column: int) -> None:
+        line = self.lines[row] if 0 <= row < len(self.lines) else None
+        if column == 0 and line is not None and line.series is not None:
+            self.toggle_series(line.series.id)
+
+    def toggle_series(self, series_id: str) -> None:
+        """Show (or hide) the runs of a series under its line."""
+        self.expanded ^= {series_id}
+        self._show_lines()
+        at = next((i for i, line in enumerate(self.lines) if line.series is not None and line.series.id == series_id),
+                  None)
+        if at is not None:
+            self.table.selectRow(at)
+
+    def series_at(self, table_row: int) -> SeriesEntry | None:
+        line = self.lines[table_row] if 0 <= table_row < len(self.lines) else None
+        return None if line is None else line.series
+
+    def open_series(self, s: SeriesEntry) -> None:
+        """Reopen a series' comparison (its runs compared again, grouped by start method)."""
+        rows = series_rows(self.data, s)
+        if len(rows) < 2:
+            self.sigError.emit(f"series {s.id}: fewer than two of its runs are still in the history")
+            return
+        self.sigCompare.emit([r.id for r in rows])
 
     def _error(self, message: str) -> None:
         self.task = None
@@ -275,16 +239,22 @@ class QtHistory(QWidget):
         selected = self.table.selectionModel().selectedRows()
         if not selected:
             return
-        index = self.table.item(selected[0].row(), 0).data(Qt.ItemDataRole.UserRole)
-        self.open_row(index)
+        s = self.series_at(selected[0].row())
+        if s is not None:
+            self.open_series(s)
+            return
+        self.open_row(self.lines[selected[0].row()].row or 0)
 
     def open_row(self, index: int) -> None:
         self.sigOpenRun.emit(self.rows[index])
 
     # -- selection and its actions ------------------------------------------------------------------
     def _selection_changed(self) -> None:
-        n = len(self.table.selectionModel().selectedRows())
+        picked = self.table.selectionModel().selectedRows()
+        n = len(picked)
+        one_series = n == 1 and self.series_at(picked[0].row()) is not None
         self.open_button.setEnabled(n == 1)
+        self.open_button.setText("Open comparison" if one_series else "Open run")
         self.rerun_button.setEnabled(n == 1)
         self.compare_button.setEnabled(n >= 2)
         self.delete_button.setEnabled(n >= 1)
@@ -293,16 +263,22 @@ class QtHistory(QWidget):
 
     def _context_menu(self, pos: QPoint) -> None:
         row = self.table.rowAt(pos.y())
-        if row >= 0 and not self.table.item(row, 0).isSelected():
+        first = self.table.item(row, 0) if row >= 0 else None
+        if first is not None and not first.isSelected():
             self.table.selectRow(row)       # a right click outside the selection acts on that row
         self.menu = self.context_menu()
         self.menu.popup(self.table.viewport().mapToGlobal(pos))
 
     def context_menu(self) -> QMenu:
         """The actions on the current selection (the table's right-click menu)."""
-        n = len(self.table.selectionModel().selectedRows())
+        picked = self.table.selectionModel().selectedRows()
+        n = len(picked)
+        s = self.series_at(picked[0].row()) if n == 1 else None
         menu = QMenu(self)
-        for text, slot, enabled in (("Open run", self._open_selected, n == 1),
+        if s is not None:
+            action = menu.addAction("Hide its runs" if s.id in self.expanded else "Show its runs")
+            action.triggered.connect(lambda: self.toggle_series(s.id))
+        for text, slot, enabled in (("Open comparison" if s is not None else "Open run", self._open_selected, n == 1),
                                     (RERUN_TEXT, self.rerun_selected, n == 1),
                                     (f"Compare {n} runs" if n >= 2 else "Compare", self.compare_selected, n >= 2),
                                     (f"Delete {n} run(s)…" if n else "Delete…", self.ask_delete, n >= 1)):
@@ -319,6 +295,8 @@ class QtHistory(QWidget):
 
     def rerun_selected(self) -> None:
         rows = self.selected_rows()
+        if rows and len(self.table.selectionModel().selectedRows()) == 1:
+            rows = rows[:1]           # a series: its settings are its first run's (start method aside)
         if len(rows) != 1:
             self.status.setText("select one run to run again")
             return
@@ -349,8 +327,14 @@ class QtHistory(QWidget):
         self.sigCompare.emit([r.id for r in rows])
 
     def selected_rows(self) -> list[Any]:
+        """The runs selected: a series line stands for its runs."""
         picked = sorted({i.row() for i in self.table.selectionModel().selectedRows()})
-        return [self.rows[self.table.item(r, 0).data(Qt.ItemDataRole.UserRole)] for r in picked]
+        out: list[Any] = []
+        for r in picked:
+            line = self.lines[r]
+            more = series_rows(self.data, line.series) if line.series is not None else [self.rows[line.row or 0]]
+            out.extend(x for x in more if x not in out)
+        return out
 
     def ask_delete(self) -> None:
         """Ask before deleting the selected runs (a running run is refused when deleting)."""
@@ -382,7 +366,7 @@ class QtHistory(QWidget):
     def delete(self, ids: list[str]) -> None:
         """Delete runs by id off the GUI thread, then refresh."""
         self.status.setText(f"deleting {len(ids)} run(s)…")
-        self.task = workers.submit(lambda task: delete_runs(ids), on_done=self._deleted, on_error=self._error,
+        self.task = workers.submit(lambda task: api.delete_runs(ids), on_done=self._deleted, on_error=self._error,
                                    label="deleting runs")
 
     def _deleted(self, result: tuple[int, int]) -> None:

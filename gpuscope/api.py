@@ -1,0 +1,233 @@
+"""The stable calls the front ends (the desktop app, the CLI) use to reach the core.
+
+Plain data in, plain records out; no Qt, no widget callbacks. What a running run streams (output,
+telemetry batches, findings, progress lines) goes into a :class:`RunStream`, a set of bounded
+queues the caller drains at its own pace; the same calls can later travel over a channel to a
+remote agent. Each function imports what it calls when called, so the app's window opens without
+the report reader, the store or cleanup loaded. Other parts may add a function here in a small
+hunk (say so on the board).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpuscope.runs.recorder import BaseRecorder
+from gpuscope.views.run_stream import RunStream
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from gpuscope.analysis.comparison import Comparison
+    from gpuscope.cleanup.model import ActionResult, Suspect
+    from gpuscope.cleanup.scanner import Scanner
+    from gpuscope.finding import Finding
+    from gpuscope.findings.stacks import ProcessStacks
+    from gpuscope.nsys.report import Report
+    from gpuscope.runs.recorder import RunContext
+    from gpuscope.runs.supervisor import Run
+    from gpuscope.spec import RunSpec
+    from gpuscope.telemetry.batch import SampleBatch
+    from gpuscope.views.history import HistoryData
+    from gpuscope.views.past_run import PastRun
+
+__all__ = ["RunStream", "cleanup_apply", "cleanup_scanner", "compare_runs", "compare_series",
+           "delete_runs", "findings", "gpu_unavailable_reason", "history", "latest_stacks",
+           "load_report", "main_exited", "open_past_run", "open_run", "series_progress_text", "start_run",
+           "take_stacks", "watch_program_end"]
+
+
+# -- runs ---------------------------------------------------------------------------------------
+def start_run(spec: RunSpec, stream: RunStream) -> Run:
+    """Start ``spec`` with its output, batches, findings and progress going to ``stream``; returns
+    the started run (``wait()`` blocks until it ends, ``stop()`` escalates)."""
+    from gpuscope.findings.recorder import FindingsRecorder
+    from gpuscope.runs.supervisor import Run
+
+    run = Run(spec, output=[stream.on_output], progress=stream.on_progress,
+              recorders=[_StreamRecorder(stream), FindingsRecorder(on_finding=stream.on_finding)])
+    run.start()
+    return run
+
+
+def gpu_unavailable_reason(run: Run | None = None) -> str | None:
+    """None when NVML sees a GPU (of ``run``'s sampler, or probed now), else why not."""
+    if run is not None:
+        gpu = run.sampler.gpu if run.sampler is not None else None
+        return None if gpu is None or gpu.available else (gpu.reason or "no NVIDIA GPU")
+    from gpuscope.telemetry.gpu import open_backend
+
+    backend = open_backend()
+    try:
+        return None if backend.available else (backend.reason or "no NVIDIA GPU")
+    finally:
+        backend.close()
+
+
+def main_exited(run_dir: str | Path) -> bool:
+    """Whether the run's main process has ended (its event log says so)."""
+    from gpuscope.trace.events import main_exited as ended
+
+    return bool(ended(run_dir))
+
+
+def watch_program_end(run_dir: str | Path, done: threading.Event, every_s: float = 0.2) -> Iterator[None]:
+    """Yields once when the program ends before ``done`` is set (under nsys, the report comes later)."""
+    while not done.wait(every_s):
+        if main_exited(run_dir):
+            yield None
+            return
+
+
+# -- stored runs --------------------------------------------------------------------------------
+def open_run(ref: str | Path) -> Any:
+    """The typed record of one run, by id or folder (the record helper's ``runrecord.open_run``)."""
+    from gpuscope.runrecord import open_run as _open_run   # type: ignore[import-not-found,unused-ignore]
+
+    return _open_run(ref)
+
+
+def open_past_run(run_id: str, run_dir: str | Path, started_ns: int | None = None) -> PastRun:
+    """A stored run as the Run tab shows it: samples, roles, output tails, findings, last stacks."""
+    from gpuscope.views.past_run import load_past_run
+
+    return load_past_run(run_id, run_dir, started_ns)
+
+
+def history(limit: int = 200) -> HistoryData:
+    """The newest runs with their disk use, compare series grouped (History)."""
+    from gpuscope.views.history import query_runs
+
+    return query_runs(limit)
+
+
+def delete_runs(ids: Sequence[str]) -> tuple[int, int]:
+    """Delete runs by id or unique prefix: (runs deleted, bytes freed)."""
+    from gpuscope.views.history import delete_runs as delete
+
+    return delete(list(ids))
+
+
+def load_report(path: str | Path, events_only: bool = False, note: str | None = None) -> Report:
+    """An nsys report, export or run folder as one ``Report`` (``events_only``: the run folder's
+    own event logs alone, while nsys is still writing its report)."""
+    from gpuscope.nsys import report as nsys_report
+
+    if events_only:
+        return nsys_report.load_events(path, note=nsys_report.PENDING_NOTE if note is None else note)
+    return nsys_report.load_report(path)
+
+
+def findings(run_dir: str | Path) -> list[Finding]:
+    """Every finding of a finished run (the list ``gpuscope findings`` prints)."""
+    from gpuscope.findings.engine import analyse_run
+
+    return analyse_run(run_dir)
+
+
+# -- stacks -------------------------------------------------------------------------------------
+def take_stacks(run_id: str, run_dir: str | Path, timeout_s: float = 5.0
+                ) -> tuple[int | None, bool, list[ProcessStacks]]:
+    """(taken_ns, live, processes): the stacks of the run's live processes now (saved as the
+    latest), or, once none is alive, the last ones taken. Blocking."""
+    from gpuscope.findings import stacks
+
+    folder = Path(run_dir)
+    pids = stacks.alive_run_pids(run_id)
+    if pids:
+        procs = stacks.dump_processes(folder, stacks.roles_of(folder, pids), timeout_s=timeout_s)
+        stacks.save_latest(folder, procs)
+        return time.time_ns(), True, procs
+    taken, procs = stacks.load_latest(folder)
+    return taken, False, procs
+
+
+def latest_stacks(run_dir: str | Path) -> tuple[int | None, list[ProcessStacks]]:
+    """The last stacks taken of a run: (taken_ns, processes)."""
+    from gpuscope.findings.stacks import load_latest
+
+    return load_latest(Path(run_dir))
+
+
+# -- compare ------------------------------------------------------------------------------------
+def compare_series(spec: RunSpec, methods: Sequence[str], repeat: int, stream: RunStream,
+                   started: Callable[[str, str, int], None] | None = None,
+                   progress: Callable[[int, int, str, int], None] | None = None) -> tuple[Any, Any]:
+    """A start-method series ready to run: ``(series, run)`` where ``run()`` runs it (blocking)
+    and returns the comparison; ``series.stop()`` ends it. Each run's output and batches go to
+    ``stream``; on a core thread, ``progress(i, n, method, repeat)`` before each run and
+    ``started(run_id, run_dir, pid)`` as it starts."""
+    from gpuscope.analysis.comparison import compare_runs as compare
+    from gpuscope.runs.series import StartMethodSeries
+
+    where = {"run": ""}
+
+    def before_run(i: int, n: int, method: str, rep: int) -> None:
+        where["run"] = series_progress_text(i, n, method, rep)
+        if progress is not None:
+            progress(i, n, method, rep)
+
+    series = StartMethodSeries(
+        spec, list(methods), repeat, progress=before_run,
+        run_kwargs={"output": [stream.on_output],
+                    "progress": lambda line: stream.on_progress(f"{where['run']} · {line}"),
+                    "recorders": lambda: [_StreamRecorder(stream, started)]})
+
+    def run() -> Comparison:
+        return compare(series.run())
+
+    return series, run
+
+
+def compare_runs(ids: Sequence[str]) -> Comparison:
+    """Compare recorded runs by id or unique prefix (grouped by start method)."""
+    from gpuscope.analysis.comparison import compare_recorded
+
+    return compare_recorded(list(ids))
+
+
+# -- cleanup ------------------------------------------------------------------------------------
+def cleanup_scanner(conn: sqlite3.Connection | None = None, **options: Any) -> tuple[Scanner, sqlite3.Connection]:
+    """A scanner of leftovers and the store connection it records into (one per thread)."""
+    from gpuscope.cleanup import Scanner as _Scanner
+    from gpuscope.store.db import connect
+
+    store = conn if conn is not None else connect()
+    return _Scanner(conn=store, **options), store
+
+
+def cleanup_apply(suspects: Sequence[Suspect], force: bool, grace_s: float,
+                  conn: sqlite3.Connection) -> list[ActionResult]:
+    """Act on chosen suspects with cleanup's safety rules (``force``: processes are killed)."""
+    from gpuscope.cleanup import Policy, perform
+    from gpuscope.cleanup import model as m
+
+    policy = Policy(grace_s=grace_s)
+    return [perform(s, m.KILL if force and s.kind == m.KIND_PROCESS else None, policy=policy, conn=conn)
+            for s in suspects]
+
+
+def series_progress_text(i: int, n: int, method: str, repeat: int) -> str:
+    """"run 3 of 6: spawn, repeat 2" (before each run of a series, and in its progress lines)."""
+    return f"run {i} of {n}: {method}, repeat {repeat}"
+
+
+class _StreamRecorder(BaseRecorder):
+    """A recorder that sends each telemetry batch (and each start) to a RunStream."""
+
+    name = "app"
+
+    def __init__(self, stream: RunStream, started: Callable[[str, str, int], None] | None = None) -> None:
+        self._stream = stream
+        self._started = started
+
+    def started(self, ctx: RunContext) -> None:
+        if self._started is not None:
+            self._started(ctx.run_id, str(ctx.run_dir), ctx.pid)
+
+    def on_batch(self, batch: SampleBatch) -> None:
+        self._stream.on_batch(batch)
