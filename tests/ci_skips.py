@@ -21,7 +21,9 @@ ALLOWED: dict[tuple[str, str], str] = {
         "starting a process as uid 65534 needs root; a CI job that is not root cannot make one",
 }
 SKIPPED_IN_CI = "skipped under CI=true and not on the allow-list (tests/ci_skips.py ALLOWED)"
-_allowed_seen: list[tuple[str, str]] = []
+WORKER_KEY = "gpuscope_allowed_skips"   # config.workeroutput key: an xdist worker's allowed skips
+# (node id, reason) of each allowed skip; a dict keeps one entry for a module every xdist worker collects
+_allowed_seen: dict[tuple[str, str], None] = {}
 
 
 def in_ci() -> bool:
@@ -49,7 +51,7 @@ def _enforce(report) -> None:
         return
     reason = skip_reason(report)
     if allowed(report.nodeid, reason) is not None:
-        _allowed_seen.append((report.nodeid, reason))
+        _allowed_seen[(report.nodeid, reason)] = None
         return
     report.outcome = "failed"
     report.longrepr = f"{SKIPPED_IN_CI}: {reason}"
@@ -67,8 +69,21 @@ def pytest_make_collect_report(collector):
     _enforce(outcome.get_result())   # a module-level importorskip / pytest.skip(allow_module_level)
 
 
+def pytest_sessionfinish(session, exitstatus):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:   # an xdist worker: the controller counts and reports
+        workeroutput[WORKER_KEY] = [list(k) for k in _allowed_seen]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """The controller: an xdist worker is done; take the allowed skips it saw."""
+    for nodeid, reason in getattr(node, "workeroutput", {}).get(WORKER_KEY, []):
+        _allowed_seen[(nodeid, reason)] = None
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if in_ci():
+    if in_ci() and not hasattr(config, "workerinput"):
         terminalreporter.write_sep("-", f"CI=true: {len(_allowed_seen)} skip(s) on the allow-list")
         for nodeid, reason in _allowed_seen:
             terminalreporter.write_line(f"{nodeid}: {reason}")
