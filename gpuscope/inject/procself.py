@@ -33,6 +33,21 @@ def status_kib(field):
     return None
 
 
+def start_ticks():
+    """This process's start in clock ticks after boot (field 22 of its stat): with the pid, the
+    identity others see it by (gpuscope.procs.ProcKey); None where it cannot be read."""
+    try:
+        fd = os.open(_SELF + "/stat", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            data = os.read(fd, 1024)
+        finally:
+            os.close(fd)
+        # the name (field 2) may hold spaces and parentheses: count from its closing one
+        return int(data[data.rindex(b")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def write_comm(name, tid=None):
     """Set the kernel's name of this process (``tid`` None) or of one of its threads; True
     when it was written."""
