@@ -7,11 +7,10 @@ with the start time it had when the run ended, so a reused pid never counts as t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuscope.procs import read as processes
-from gpuscope.record import replace
 from gpuscope.views.run_status import describe_result
 
 

@@ -6,12 +6,12 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 from apphelpers import fill, make_window, script, wait_report
 from PySide6.QtCore import Qt
 
-from gpuscope.record import replace
 from gpuscope.spec import NsysOptions, RunSpec
 from tests.app.timeline_support import save_shot
 

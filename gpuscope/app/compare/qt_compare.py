@@ -14,12 +14,23 @@ The view displays; it computes nothing. Timelines load off the GUI thread (``app
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QLabel, QLineEdit, QPushButton, QScrollArea,
-                               QSplitter, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QScrollArea,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
 
 from gpuscope.app import bridge, workers
 from gpuscope.app.compare.qt_compare_startup import QtStartupBars
@@ -27,7 +38,6 @@ from gpuscope.app.compare.qt_compare_tables import MetricsTable, RangesTable
 from gpuscope.app.compare.qt_compare_timelines import QtStackedTimelines, load_layouts
 from gpuscope.app.widgets.qt_findings import FindingsList
 from gpuscope.finding import Finding
-from gpuscope.record import replace
 from gpuscope.findings.engine import read_saved
 
 WARN_STYLE = ("color: #8a4500; background: #fff3cd; border: 1px solid #e0b252; border-radius: 3px; "

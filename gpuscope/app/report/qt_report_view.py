@@ -15,23 +15,34 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QSettings, Qt, Signal
-from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton,
-                               QSizePolicy, QSplitter, QTextBrowser, QToolButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QSizePolicy,
+    QSplitter,
+    QTextBrowser,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from gpuscope.app import bridge, workers
-from gpuscope.views import timeline_lod as L
-from gpuscope.views import timeline_text as TT
 from gpuscope.app.report.qt_summary import QtSummaryTables
 from gpuscope.app.timeline.qt_timeline import QtTimeline
 from gpuscope.app.widgets.qt_findings import FindingsList
 from gpuscope.finding import Finding, Severity, evidence
 from gpuscope.findings.fixes import describe, fix_for_text, launch_changes
 from gpuscope.trace.summary import RECORD_MARK
+from gpuscope.views import timeline_lod as L
+from gpuscope.views import timeline_text as TT
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gpuscope.finding import Fix
 

@@ -5,20 +5,34 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSettings, Qt, Signal
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QFrame, QGridLayout, QGroupBox,
-                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QScrollArea, QSpinBox, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QFormLayout,
+    QFrame,
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
 
-from gpuscope.views.launch_checks import default_python, fork_warning
 from gpuscope.app.settings import get_json, push_recent, set_json
 from gpuscope.errors import UserError
 from gpuscope.findings.fixes import describe, launch_changes
 from gpuscope.spec import LAUNCHERS, START_METHODS, NsysOptions, RunSpec
 from gpuscope.spec_checks import START_METHOD_HELP
+from gpuscope.views.launch_checks import default_python, fork_warning
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gpuscope.finding import Fix
 
