@@ -26,7 +26,7 @@ phases of the pool job (its main process notes them: ``pool_workload.py``'s thir
 Byte code: both trees are compiled ahead (``compileall``), as ``pip install`` does for a user;
 otherwise PYTHONDONTWRITEBYTECODE (set on the development machines) makes every start of a
 checkout compile gpuscope's modules again (~0.05 s). ``--no-compile`` measures that case.
-Goals (issue 14.4): <= 50 ms fixed, <= 1.05x on a ~1 s pool job.
+Goals (docs/BENCHMARKS.md): <= 100 ms fixed, <= 1.05x on a ~1 s pool job.
 """
 from __future__ import annotations
 
@@ -171,7 +171,7 @@ def main() -> int:
         print(f"  program's exit handler -> command returned: python {ms([x[2] for x in plain])}")
         for name, rows in runs.items():
             fixed = median(rows, 0) - median(plain, 0)
-            print(f"{name}: {spread([x[0] for x in rows])}; fixed cost {fixed * 1000:.0f} ms (goal <= 50 ms); "
+            print(f"{name}: {spread([x[0] for x in rows])}; fixed cost {fixed * 1000:.0f} ms (goal <= 100 ms); "
                   f"CPU {ms([x[3] for x in rows])}")
             print(f"  launch -> program's first line: {ms([x[1] for x in rows])}")
             print(f"  program's exit handler -> command returned: {ms([x[2] for x in rows])}")
