@@ -206,7 +206,6 @@ def _install(role):
     importhook.when_imported("ray", _later("raywrap", "install"))                     # Ray tasks, actors
     if os.environ.get("GPUSCOPE_ANNOTATE", "").strip():   # the patterns' module only for --annotate
         _install_annotate(role, atexit)
-    _start_torchmem()
 
 
 def _later(name, func="patch"):
@@ -238,19 +237,3 @@ def _install_annotate(role, atexit):
     if role == "main" or role.startswith("rank "):
         maintrace.start()
     atexit.register(annotate_patterns.report_missed)  # runs before _at_exit (last in, first out)
-
-
-def _start_torchmem():
-    interval = os.environ.get("GPUSCOPE_TORCHMEM_INTERVAL")
-    if not interval:
-        return
-
-    def start(_cuda=None):   # loaded once the program imports torch.cuda (or at once if it has)
-        try:
-            from . import torchmem
-
-            torchmem.start(STATE.emit, float(interval))
-        except Exception as exc:
-            STATE.error("torch memory reporter", exc)
-
-    importhook.when_imported("torch.cuda", start)

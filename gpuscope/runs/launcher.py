@@ -42,7 +42,6 @@ def build_command(spec: RunSpec, run_id: str, run_dir: str | Path, base_env: dic
         env["GPUSCOPE_SCRIPT"] = spec.script
         env.pop("GPUSCOPE_MODULE", None)
     env["GPUSCOPE_START_METHOD"] = spec.start_method
-    env["GPUSCOPE_TORCHMEM_INTERVAL"] = str(max(spec.sample_interval_s, 0.1))
     if spec.annotate:
         env["GPUSCOPE_ANNOTATE"] = "\n".join(spec.annotate)
     else:
