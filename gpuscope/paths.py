@@ -14,6 +14,7 @@ On Linux the data folder is found without ``platformdirs`` (the XDG rule, a few 
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 import sys
 from pathlib import Path
@@ -41,12 +42,10 @@ def default_data_root(environ: dict[str, str] | os._Environ[str] | None = None) 
         if not os.path.isabs(base):
             home = env.get("HOME", "")
             if not os.path.isabs(home):   # unset or relative: the account's home, as platformdirs
-                import pwd
-
                 home = pwd.getpwuid(os.getuid()).pw_dir
             base = os.path.join(home, ".local", "share")
         return os.path.join(base, "gpuscope")
-    import platformdirs
+    import platformdirs   # elsewhere only: not before the program starts on Linux
 
     return platformdirs.user_data_dir("gpuscope", appauthor=False)
 
