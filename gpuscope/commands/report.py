@@ -134,6 +134,9 @@ def to_json(report) -> dict:
     for key, _ in SUMMARY_KEYS:
         if key in report.summaries:
             out[f"{key}_summary"] = [r.to_dict() for r in report.summaries[key]]
+    from gpuscope.gpu import sharing   # who ran when on each GPU (docs/GPU-SHARING.md)
+
+    out["gpu_sharing"] = sharing.report_json(report)
     return out
 
 
@@ -174,6 +177,10 @@ def print_text(report, out) -> None:
         _print_job(report.job, out)
     for key, title in SUMMARY_KEYS:
         _summary_table(title, report.summaries.get(key), out)
+    from gpuscope.gpu import sharing
+
+    for line in sharing.text_lines(sharing.report_json(report)):
+        out.write(line + "\n")
     if report.coverage is not None:
         _print_coverage(report.coverage, out)
     for f in report.findings:

@@ -16,6 +16,7 @@ process's work, and one sweep of the union boundaries per device.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 
@@ -198,7 +199,7 @@ class _Sweep:
     union: np.ndarray      # at a union start: its index among all the unions' intervals, else -1
 
 
-def _sweep(unions: list[_Union]) -> _Sweep:
+def sweep(unions: list[_Union]) -> _Sweep:
     starts = np.concatenate([u.start for u in unions])
     ends = np.concatenate([u.end for u in unions])
     sizes = np.array([len(u.start) for u in unions])
@@ -239,7 +240,7 @@ def _switches(sw: _Sweep, seg: np.ndarray, ready: np.ndarray | None) -> tuple[in
     return int(len(change)), int(np.clip(begin - ready_at, 0, None)[known].sum())
 
 
-def _busy_intervals(sw: _Sweep) -> _Cover:
+def busy_cover(sw: _Sweep) -> _Cover:
     on = sw.count > 0
     edge = np.flatnonzero(on[1:] != on[:-1]) + 1
     first = np.r_[0, edge[on[edge]]] if on[0] else edge[on[edge]]
@@ -269,13 +270,13 @@ def _queued(u: _Union, busy: _Cover) -> tuple[int | None, np.ndarray]:
 def analyse(work: Work) -> list[DeviceSharing]:
     """Per device, ascending: busy, concurrent, switches and each process's share and queued time."""
     out: list[DeviceSharing] = []
-    for device, pids, unions, counts in _per_device(work):
-        sw = _sweep(unions)
+    for device, pids, unions, counts in per_device(work):
+        sw = sweep(unions)
         seg = np.diff(sw.t)
         state = sw.count[:-1]
         busy = int(seg[state >= 1].sum())
         has_launch = any(bool((u.items_launch >= 0).any()) for u in unions)
-        bi = _busy_intervals(sw)
+        bi = busy_cover(sw)
         procs, ready = [], []
         for pid, u, n in zip(pids, unions, counts):
             gpu = int((u.end - u.start).sum())
@@ -289,7 +290,7 @@ def analyse(work: Work) -> list[DeviceSharing]:
     return out
 
 
-def _per_device(work: Work):
+def per_device(work: Work) -> Iterator[tuple[int, np.ndarray, list[_Union], np.ndarray]]:
     """(device, pids, unions, item counts) for each device, in device order."""
     if not len(work):
         return
@@ -303,15 +304,15 @@ def _per_device(work: Work):
         for i in range(g, h):
             idx = order[bounds[i]:bounds[i + 1]]
             unions.append(_union(work.start[idx], work.end[idx], work.launch[idx]))
-        yield g_dev[g], g_pid[g:h], unions, np.diff(bounds[g:h + 1])
+        yield int(g_dev[g]), g_pid[g:h], unions, np.diff(bounds[g:h + 1])
         g = h
 
 
 def lanes(work: Work) -> list[Lane]:
     """Per device: who had work on it at each moment (pid, or -1 for several processes at once)."""
     out = []
-    for device, pids, unions, _ in _per_device(work):
-        sw = _sweep(unions)
+    for device, pids, unions, _ in per_device(work):
+        sw = sweep(unions)
         seg = np.diff(sw.t)
         state = sw.count[:-1]
         keep = (state >= 1) & (seg > 0)
@@ -362,9 +363,32 @@ def to_json(found: list[DeviceSharing], roles: dict[int, str] | None = None) -> 
 
 def report_json(report) -> list[dict]:
     """``gpu_sharing`` of an :class:`gpuscope.nsys.report.Report` (roles from its coverage, if any)."""
+    sums = getattr(report, "summaries", None) or {}
+    if "kernel" in sums and not (sums.get("kernel") or sums.get("memop")):
+        return []     # no GPU work: do not read the timeline for nothing
     tl = report.timeline
     if not len(tl.kernels) and not len(tl.memops):
         return []
     cov = getattr(report, "coverage", None)
     roles = {p.pid: p.role for p in getattr(cov, "processes", [])} if cov is not None else {}
     return to_json(of_timeline(tl), roles)
+
+
+def text_lines(rows: list[dict]) -> list[str]:
+    """``gpu_sharing`` as lines for ``gpuscope report`` (nothing when there was no GPU work)."""
+    if not rows:
+        return []
+
+    def ms(v: float | None) -> str:
+        return "-" if v is None else f"{v * 1e3:,.3f}"
+
+    out = ["", "GPU sharing (who ran when on each GPU; times in ms)"]
+    for d in rows:
+        out.append(f"  GPU {d['device']}: busy {ms(d['busy_s'])}, two or more processes at once "
+                   f"{ms(d['concurrent_s'])}, {d['switches']} switch(es) between processes costing "
+                   f"{ms(d['switch_s'])}")
+        for p in d["processes"]:
+            who = p["role"] or "process"
+            out.append(f"    pid {p['pid']:<8} {who:<16} GPU {ms(p['gpu_s']):>12}  share {p['share'] * 100:5.1f} %"
+                       f"  queued behind others {ms(p['queued_s'])}")
+    return out
