@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from gpuscope.analysis.verdict import fmt, fmt_spread
 
 if TYPE_CHECKING:
-    from gpuscope.analysis.comparison import Comparison
+    from gpuscope.analysis.comparison import Comparison, Metric
 
 FORMAT_VERSION = 1
 
@@ -33,14 +33,8 @@ def to_json(comp: "Comparison") -> dict[str, Any]:
         "verdict": comp.verdict,
         "warnings": list(comp.warnings),
         "notes": list(comp.notes),
-        "metrics": [{
-            "name": m.name, "unit": m.unit, "title": m.title, "help": m.help,
-            "values": {label: (None if s is None else {"median": _r(s.median, 6), "min": _r(s.min, 6),
-                                                         "max": _r(s.max, 6), "n": s.n})
-                       for label, s in m.values.items()},
-            "ratio": _r(m.ratio), "ratios": {k: _r(v) for k, v in m.ratios.items()},
-            "beyond_noise": m.beyond_noise,
-        } for m in comp.metrics],
+        "metrics": [_metric_json(m) for m in comp.metrics],
+        "breakdown": [_metric_json(m) for m in comp.breakdown],
         "ranges": [{
             "name": r.name, "values": {label: dict(v) for label, v in r.values.items()},
             "ratio": _r(r.ratio), "avg_ratio": _r(r.avg_ratio), "beyond_noise": r.beyond_noise,
@@ -49,6 +43,17 @@ def to_json(comp: "Comparison") -> dict[str, Any]:
         "startup": [{"label": w.label, "run_id": w.run_id, "pid": w.pid, "role": w.role,
                      "phases": [[name, round(ms, 3)] for name, ms in w.phases]} for w in comp.startup],
         "run_dirs": dict(comp.run_dirs),
+    }
+
+
+def _metric_json(m: "Metric") -> dict[str, Any]:
+    return {
+        "name": m.name, "unit": m.unit, "title": m.title, "help": m.help,
+        "values": {label: (None if s is None else {"median": _r(s.median, 6), "min": _r(s.min, 6),
+                                                     "max": _r(s.max, 6), "n": s.n})
+                   for label, s in m.values.items()},
+        "ratio": _r(m.ratio), "ratios": {k: _r(v) for k, v in m.ratios.items()},
+        "beyond_noise": m.beyond_noise,
     }
 
 
@@ -83,6 +88,11 @@ def to_markdown(comp: "Comparison", figures: dict[str, str] | None = None, top: 
                       "yes" if m.beyond_noise else "no"] for m in comp.metrics])
     if comp.notes:
         lines += [""] + [f"_{n}_" for n in comp.notes]
+    if comp.breakdown:
+        lines += ["", "## Where the wall time goes (parts in order, ms)", ""]
+        lines += _table(["part", *labels, ratio_head, "beyond noise"],
+                        [[m.title, *(fmt_spread(m.values.get(label), m.unit) for label in labels), _ratio(m.ratio),
+                          "yes" if m.beyond_noise else "no"] for m in comp.breakdown])
     if comp.ranges:
         lines += ["", f"## Ranges{f' (the {top} with the most time)' if len(comp.ranges) > top else ''}", ""]
         head = ["range"] + [f"{label} count / total / avg" for label in labels] + [ratio_head, "beyond noise"]

@@ -9,15 +9,19 @@ those numbers only. Markdown and JSON exports: :mod:`gpuscope.analysis.compare_e
 
 from __future__ import annotations
 
-import sqlite3
 import statistics
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from gpuscope.analysis.run_figures import METRICS, ROLE_METRIC, RunFigures, run_figures
 from gpuscope.analysis.stats import MIN_RUNS, Spread, beyond_noise, ratio, separated, spread
+from gpuscope.analysis.wall_parts import PARTS
 from gpuscope.errors import UserError
+
+if TYPE_CHECKING:
+    # a store connection: sqlite3.Connection or its look-alike gpuscope.store.db.StoreConnection
+    Connection = Any
 
 __all__ = ["Spread", "Metric", "RangeRow", "WorkerStartup", "Comparison", "compare_runs", "compare_recorded",
            "figures_of"]
@@ -84,6 +88,7 @@ class Comparison:
     run_dirs: dict[str, str]
     kind: str = "runs"                      # "start methods" (labels are methods) or "runs" (run ids)
     notes: list[str] = field(default_factory=list)   # facts worth a line (what was sampled, ...)
+    breakdown: list[Metric] = field(default_factory=list)   # the wall time's parts (analysis/wall_parts.py), ms
 
     def metric(self, name: str) -> Metric | None:
         return next((m for m in self.metrics if m.name == name), None)
@@ -104,7 +109,7 @@ class Comparison:
 
 
 # -- loading -----------------------------------------------------------------------------------------
-def _rows(run_ids: list[str], conn: sqlite3.Connection) -> list[Any]:
+def _rows(run_ids: list[str], conn: "Connection") -> list[Any]:
     from gpuscope.store import runs as store_runs
 
     rows, seen = [], set()
@@ -119,7 +124,7 @@ def _rows(run_ids: list[str], conn: sqlite3.Connection) -> list[Any]:
 
 
 @contextmanager
-def _connected(conn: sqlite3.Connection | None) -> Iterator[sqlite3.Connection]:
+def _connected(conn: "Connection | None") -> "Iterator[Connection]":
     if conn is not None:
         yield conn
         return
@@ -129,14 +134,14 @@ def _connected(conn: sqlite3.Connection | None) -> Iterator[sqlite3.Connection]:
         yield own
 
 
-def figures_of(run_ids: list[str], conn: sqlite3.Connection | None = None) -> list[RunFigures]:
+def figures_of(run_ids: list[str], conn: "Connection | None" = None) -> list[RunFigures]:
     """The figures of stored runs (ids or unique prefixes), in the order given."""
     with _connected(conn) as c:
         return [run_figures(row, c) for row in _rows(run_ids, c)]
 
 
 # -- comparing ---------------------------------------------------------------------------------------
-def compare_runs(groups: dict[str, list[str]], conn: sqlite3.Connection | None = None,
+def compare_runs(groups: dict[str, list[str]], conn: "Connection | None" = None,
                  kind: str = "start methods") -> Comparison:
     """Compare runs grouped under labels (label -> run ids, e.g. the repeats of each method)."""
     groups = {label: list(ids) for label, ids in groups.items() if ids}
@@ -147,7 +152,7 @@ def compare_runs(groups: dict[str, list[str]], conn: sqlite3.Connection | None =
     return build(figs, kind)
 
 
-def compare_recorded(run_ids: list[str], conn: sqlite3.Connection | None = None) -> Comparison:
+def compare_recorded(run_ids: list[str], conn: "Connection | None" = None) -> Comparison:
     """Compare recorded runs. Runs that differ only by start method (each method with its runs)
     are grouped by method; otherwise each run is its own label (its id)."""
     if len(set(run_ids)) < 2:
@@ -176,7 +181,7 @@ def build(figs: dict[str, list[RunFigures]], kind: str = "start methods") -> Com
 
     labels = list(figs)
     usable = {label: [f for f in runs if f.usable] for label, runs in figs.items()}
-    left_out = {f.run_id: f.why_left_out for runs in figs.values() for f in runs if not f.usable}
+    left_out = {f.run_id: f.why_left_out for runs in figs.values() for f in runs if f.why_left_out is not None}
     metrics = _metrics(labels, usable)
     ranges = _range_rows(labels, usable)
     representative = {label: _representative(usable[label] or figs[label]) for label in labels}
@@ -188,18 +193,17 @@ def build(figs: dict[str, list[RunFigures]], kind: str = "start methods") -> Com
         left_out=left_out, metrics=metrics, ranges=ranges, verdict="", warnings=_warnings(figs, usable, kind),
         representative=representative, startup=startup,
         run_dirs={f.run_id: f.run_dir for runs in figs.values() for f in runs}, kind=kind,
-        notes=_notes(figs))
+        notes=_notes(figs), breakdown=_breakdown(labels, usable))
     comp.verdict = verdict(comp)
     return comp
 
 
 def _representative(runs: list[RunFigures]) -> str:
     """The run whose wall time is the median of its label's (the one whose timeline is shown)."""
-    timed = [f for f in runs if f.values.get("wall_s") is not None]
+    timed = [(wall, f.run_id) for f in runs if (wall := f.values.get("wall_s")) is not None]
     if not timed:
         return runs[0].run_id
-    mid = statistics.median_low([f.values["wall_s"] for f in timed])
-    return next(f.run_id for f in timed if f.values["wall_s"] == mid)
+    return statistics.median_low(timed)[1]
 
 
 def _metric(name: str, unit: str, title: str, labels: list[str], values: dict[str, list[float | None]],
@@ -227,6 +231,16 @@ def _metrics(labels: list[str], usable: dict[str, list[RunFigures]]) -> list[Met
                 values = {label: [float(f.roles.get(role, 0)) if f.has_events else None for f in usable[label]]
                           for label in labels}
                 out.append(_metric(ROLE_METRIC.format(role), "count", f"processes: {role}", labels, values))
+    return out
+
+
+def _breakdown(labels: list[str], usable: dict[str, list[RunFigures]]) -> list[Metric]:
+    """One metric per part of the wall time, over the runs whose event logs cut it into parts."""
+    out = []
+    for part in PARTS:
+        values = {label: [f.parts.get(part.name) for f in usable[label]] for label in labels}
+        if any(v is not None for vs in values.values() for v in vs):
+            out.append(_metric(part.name, "ms", part.title, labels, values, help=part.phrase))
     return out
 
 

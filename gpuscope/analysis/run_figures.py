@@ -1,7 +1,7 @@
 """One run as numbers that can be set beside another run's (docs/COMPARE.md, "The model").
 
-Everything comes from what the run recorded: the store's row and summary (wall time, per-process
-CPU and peak memory), its event logs (process start-up, ranges per name, tasks), the telemetry
+Everything comes from what the run recorded: its record (``gpuscope.runrecord``: status, wall time,
+per-process CPU and peak memory), its event logs (process start-up, ranges per name, tasks), the telemetry
 samples (GPU memory per process, CUDA contexts per GPU) and, when the run sampled it, each
 process's USS (``uss.json`` in the run folder, written by the USS recorder that
 ``gpuscope.runs.series`` adds).
@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from gpuscope.analysis.wall_parts import CriticalPath, wall_parts
 from gpuscope.runs.recorders.uss_sampling import USS_FILE   # {pid: peak USS bytes}, when sampled
 from gpuscope.trace.events import ProcessEvents, read_run_events
-from gpuscope.trace.process_row import as_row
 
 # Processes that are not the program's workers: their start-up is not a worker's start-up.
 NOT_WORKERS = frozenset({"main", "torchrun agent", "resource tracker", "forkserver", "subprocess",
@@ -43,7 +43,12 @@ METRICS: tuple[MetricDef, ...] = (
               "the run's first process starts → the first pool task starts (no tasks: a worker's first range)"),
     MetricDef("child_startup_ms", "ms", "Child start-up",
               "median over the workers: the parent calls Process.start() → the child's first line of Python, "
-              "gpuscope's own hook before that moment left out"),
+              "gpuscope's own hook before that moment left out; the re-import of __main__ comes after it "
+              "(Re-importing __main__)"),
+    MetricDef("main_reimport_ms", "ms", "Re-importing __main__",
+              "median over the workers: interpreter ready → multiprocessing's bootstrap begins. Under spawn "
+              "and forkserver the worker re-imports the script as __mp_main__ (its top-level imports run "
+              "again) and unpickles its process object; fork re-imports nothing (only the bootstrap)"),
     MetricDef("hook_ms", "ms", "  gpuscope's share",
               "median over the workers that started a fresh interpreter: gpuscope's hook in their start "
               "(stated, not counted in the child start-up)"),
@@ -94,26 +99,13 @@ class RunFigures:
     roles: dict[str, int] = field(default_factory=dict)
     ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (count, total_ns)
     workers: list[WorkerPhases] = field(default_factory=list)
+    parts: dict[str, float] = field(default_factory=dict)   # wall-time part -> ms (analysis/wall_parts.py)
     sampled: list[str] = field(default_factory=list)   # "CPU", "RSS" of some process only sampled
     unmeasured: dict[str, int] = field(default_factory=dict)   # "CPU"/"RSS" -> processes without it
 
     @property
     def usable(self) -> bool:
         return self.why_left_out is None
-
-
-def left_out_reason(status: str, exit_code: int | None, signal: str | None, error: str | None) -> str | None:
-    """Why a run is not in the medians (None: it is): only runs that exited 0 count."""
-    if status == "exited":
-        return None
-    if status == "failed":
-        how = f"signal {signal}" if signal else f"exit code {exit_code}" if exit_code is not None else ""
-        return f"failed ({how})" if how else "failed"
-    if status == "stopped":
-        return "stopped"
-    if status == "running":
-        return "still running"
-    return f"{status}: {error}" if error else status
 
 
 def _median(values: list[float]) -> float | None:
@@ -156,19 +148,39 @@ def _task_ids(pe: ProcessEvents) -> list[int]:
     return [nid for nid, n in pe.names.items() if n.kind == "task"]
 
 
+def _hook_span(pe: ProcessEvents) -> tuple[int | None, int]:
+    """(when gpuscope's hook began in a fresh interpreter, or None; when the interpreter was ready)."""
+    start = pe.start_ns - _hook_before(pe)
+    hook = pe.info.get("hook_ns")
+    if isinstance(hook, int) and hook > 0:   # a fresh interpreter ran gpuscope's hook first: its own segment
+        return start, start + hook
+    return None, start
+
+
+def _bootstrap(pe: ProcessEvents) -> int | None:
+    """When multiprocessing's bootstrap began (after a spawn child re-imported ``__main__``)."""
+    return next((t for t, upd in pe.info_times if "mp_name" in upd), None)
+
+
+def _first_task(pe: ProcessEvents) -> int | None:
+    tasks = _task_ids(pe)
+    if not tasks or not len(pe.ranges):
+        return None
+    sel = pe.ranges["t0"][np.isin(pe.ranges["nid"], tasks)]
+    return int(sel.min()) if len(sel) else None
+
+
 def _phases(pe: ProcessEvents, ref: tuple[int, int | None, str], method: str) -> WorkerPhases:
     t_ref, t_ret, what = ref
     ms = lambda t: (t - t_ref) / 1e6  # noqa: E731
     phases = [Phase(what, 0.0)]
     if t_ret is not None:
         phases.append(Phase("process created", ms(t_ret)))
-    ready = pe.start_ns - _hook_before(pe)
-    hook = pe.info.get("hook_ns")
-    if isinstance(hook, int) and hook > 0:   # a fresh interpreter ran gpuscope's hook first: its own segment
-        phases.append(Phase("gpuscope's hook", ms(ready)))
-        ready += hook
+    hook_start, ready = _hook_span(pe)
+    if hook_start is not None:
+        phases.append(Phase("gpuscope's hook", ms(hook_start)))
     phases.append(Phase("interpreter ready", ms(ready)))
-    boot = next((t for t, upd in pe.info_times if "mp_name" in upd), None)
+    boot = _bootstrap(pe)
     if boot is not None:
         phases.append(Phase("__main__ re-imported" if method in ("spawn", "forkserver") else "process bootstrap",
                             ms(boot)))
@@ -178,9 +190,7 @@ def _phases(pe: ProcessEvents, ref: tuple[int, int | None, str], method: str) ->
         phases.append(Phase("worker loop ready", ms(loop)))
     r = pe.ranges
     if len(r):
-        tasks = _task_ids(pe)
-        sel = r["t0"][np.isin(r["nid"], tasks)] if tasks else r["t0"][:0]
-        first_task = int(sel.min()) if len(sel) else None
+        first_task = _first_task(pe)
         if first_task is not None:
             phases.append(Phase("first task received", ms(first_task)))
         first = int(r["t0"].min())
@@ -216,22 +226,47 @@ def _task_durations(logs: list[ProcessEvents]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
+def _reimport_ms(pe: ProcessEvents) -> float | None:
+    """Interpreter ready -> multiprocessing's bootstrap (spawn: the re-import of ``__main__``), in ms."""
+    boot = _bootstrap(pe)
+    return None if boot is None else max(0, boot - _hook_span(pe)[1]) / 1e6
+
+
+def _critical_path(logs: list[ProcessEvents], root: ProcessEvents,
+                   refs: dict[int, tuple[int, int | None, str]], workers: list[ProcessEvents]) -> CriticalPath:
+    """The boundaries of the path to the first task (through the worker that ran it) and on to the end."""
+    calls = [t_call for pe in logs for t_call, *_ in pe.children]
+    firsts = [(t, pe) for pe in workers if (t := _first_task(pe)) is not None]
+    ends = [int(t1.max()) for pe in workers if len(t1 := _task_ends(pe))]
+    if not firsts:   # no pool tasks: the first and last range a worker ran
+        firsts = [(int(pe.ranges["t0"].min()), pe) for pe in workers if len(pe.ranges)]
+        ends = [int(pe.ranges["t1"].max()) for pe in workers if len(pe.ranges)]
+    if not firsts:
+        return CriticalPath(root, first_start_call=min(calls) if calls else None)
+    first, pe = min(firsts, key=lambda tp: tp[0])
+    hook_start, ready = _hook_span(pe)
+    return CriticalPath(root, first_start_call=min(calls) if calls else None, worker_created=refs[pe.pid][1],
+                        hook_start=hook_start, ready=ready, bootstrap=_bootstrap(pe), first_task=first,
+                        last_task_end=max(ends) if ends else None)
+
+
+def _task_ends(pe: ProcessEvents) -> np.ndarray:
+    tasks = _task_ids(pe)
+    if not tasks or not len(pe.ranges):
+        return np.zeros(0, np.int64)
+    return pe.ranges["t1"][np.isin(pe.ranges["nid"], tasks)]
+
+
 def _first_task_ms(logs: list[ProcessEvents], root: ProcessEvents | None) -> float | None:
     if root is None:
         return None
-    firsts = []
-    for pe in logs:
-        tasks = _task_ids(pe)
-        if tasks and len(pe.ranges):
-            sel = pe.ranges["t0"][np.isin(pe.ranges["nid"], tasks)]
-            if len(sel):
-                firsts.append(int(sel.min()))
+    firsts = [t for pe in logs if (t := _first_task(pe)) is not None]
     if not firsts:  # no pool tasks: the first range a worker opened
         firsts = [int(pe.ranges["t0"].min()) for pe in logs if len(pe.ranges) and pe.role not in NOT_WORKERS]
     return (min(firsts) - root.start_ns) / 1e6 if firsts else None
 
 
-def _samples(conn: sqlite3.Connection | None, run_id: str) -> tuple[dict[int, dict[str, Any]], int | None]:
+def _samples(conn: Any, run_id: str) -> tuple[dict[int, dict[str, Any]], int | None]:
     """(per-process sampled figures, most GPU processes on one device) from the store."""
     if conn is None:
         return {}, None
@@ -280,14 +315,17 @@ def _nsys_coverage(run_dir: Path, logs: list[ProcessEvents]) -> float | None:
     return 100.0 * sum(min(kept.get(pid, 0), n) for pid, n in ours.items()) / sum(ours.values())
 
 
-def run_figures(row: Any, conn: sqlite3.Connection | None = None) -> RunFigures:
-    """The figures of a stored run (``gpuscope.store.runs.RunRow``)."""
+def run_figures(row: Any, conn: Any = None) -> RunFigures:
+    """The figures of a stored run (``gpuscope.store.runs.RunRow``); ``conn`` a store connection or None."""
+    from gpuscope.runrecord import read_folder
+    from gpuscope.status import RunStatus
+
+    rec = read_folder(row.run_dir, row)
     run_dir = Path(row.run_dir)
-    spec = dict(row.spec or {})
-    fig = RunFigures(run_id=row.id, run_dir=str(run_dir), status=row.status,
+    spec = dict(rec.spec or row.spec or {})
+    fig = RunFigures(run_id=row.id, run_dir=str(run_dir), status=rec.status.value,
                      start_method=str(spec.get("start_method") or row.start_method), spec=spec,
-                     why_left_out=left_out_reason(row.status, row.exit_code, row.signal, row.error))
-    summary = row.summary or {}
+                     why_left_out=None if rec.status is RunStatus.EXITED else rec.describe())
     logs = read_run_events(run_dir)
     fig.has_events = bool(logs)
     root = _root(logs)
@@ -298,12 +336,16 @@ def run_figures(row: Any, conn: sqlite3.Connection | None = None) -> RunFigures:
     fig.workers = [_phases(pe, refs[pe.pid], pe.start_method or method) for pe in workers]
     startup = [(pe.start_ns - _hook_before(pe) - refs[pe.pid][0]) / 1e6 for pe in workers]
     hook = [pe.info["hook_ns"] / 1e6 for pe in workers if isinstance(pe.info.get("hook_ns"), int)]
+    reimport = [ms for pe in workers if (ms := _reimport_ms(pe)) is not None]
+    if root is not None:
+        fig.parts = wall_parts(_critical_path(logs, root, refs, workers), rec.started_ns or None,
+                               rec.ended_ns or None)
     for pe in logs:
         fig.roles[pe.role] = fig.roles.get(pe.role, 0) + 1
     fig.ranges = _range_totals(logs)
     durations = _task_durations(logs)
 
-    rows = [as_row(p) for p in summary.get("processes", [])]
+    rows = rec.processes
     for p in rows:   # processes the hook never reached (not injected) count by role too
         if not p.injected:
             fig.roles[p.role] = fig.roles.get(p.role, 0) + 1
@@ -320,11 +362,12 @@ def run_figures(row: Any, conn: sqlite3.Connection | None = None) -> RunFigures:
     uss = _uss(run_dir) or {pid: int(s["uss_bytes"]) for pid, s in sampled.items() if s.get("uss_bytes")}
     gpu = [float(s["peak_gpu_mem_bytes"]) for s in sampled.values() if s.get("peak_gpu_mem_bytes")]
     gpu = gpu or [float(p.peak_gpu_mem_bytes) for p in rows if p.peak_gpu_mem_bytes]
-    wall = summary.get("duration_s", row.duration_s)
+    wall = rec.duration_s
     fig.values = {
         "wall_s": float(wall) if wall is not None else None,
         "first_task_ms": _first_task_ms(logs, root),
         "child_startup_ms": _median(startup),
+        "main_reimport_ms": _median(reimport),
         "hook_ms": _median(hook),
         "task_ms_median": float(np.median(durations)) / 1e6 if len(durations) else None,
         "task_ms_p95": float(np.percentile(durations, 95)) / 1e6 if len(durations) else None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpuscope.analysis.stats import MIN_RUNS, Spread
+from gpuscope.analysis.wall_parts import FORK_REIMPORT_PHRASE
 
 if TYPE_CHECKING:
     from gpuscope.analysis.comparison import Comparison, Metric
@@ -92,41 +93,83 @@ def _capital(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+# A part of the wall-time difference is named when it holds at least this share of it (at most
+# MAX_PARTS named); the rest are summed as "the other parts".
+PART_SHARE = 0.05
+MAX_PARTS = 4
+
+
 def _reasons(comp: "Comparison", fast: str, slow: str) -> list[str]:
-    """What explains a beyond-noise wall-time difference, each with its own noise status."""
-    out = []
-    start = comp.metric("child_startup_ms")
+    """Where a beyond-noise wall-time difference goes: its parts, largest first, each with its share
+    of the difference and its own noise status, and what the parts do not account for."""
     wall = comp.metric("wall_s")
     assert wall is not None
-    if start is not None and start.separated(fast, slow):
-        a, b = start.median(fast), start.median(slow)
-        w = wall.median(slow)
-        if a is not None and b is not None and b > a and w:
-            out.append(f"each worker needs {fmt(b, 'ms')} to start ({fast}: {fmt(a, 'ms')}), which is "
-                       f"{100 * b / (w * 1000):.0f} % of this {fmt(w, 's')} run")
+    w_fast, w_slow = wall.median(fast), wall.median(slow)
+    assert w_fast is not None and w_slow is not None
+    diff = (w_slow - w_fast) * 1000
+    parts = [(m, b - a) for m in comp.breakdown
+             if (a := m.median(fast)) is not None and (b := m.median(slow)) is not None]
+    if not parts or diff <= 0:
+        return _other_differences(comp, fast, slow)
+    parts.sort(key=lambda md: -abs(md[1]))
+    named = [md for md in parts if abs(md[1]) >= PART_SHARE * diff][:MAX_PARTS] or parts[:1]
+    out = [_part_clause(comp, m, d, diff, fast, slow) for m, d in named]
+    rest = sum(d for m, d in parts if all(m is not n for n, _ in named))
+    if round(rest, 1):
+        out.append(f"the other parts {_signed(rest)} ({_share(rest, diff)})")
+    missing = diff - sum(d for _, d in parts)
+    out.append(f"not accounted for {_signed(missing)} ({_share(missing, diff)}; the parts' medians come from "
+               "different repeats)" if round(missing, 1) else "nothing left unaccounted for")
+    return [f"+{fmt(diff, 'ms')} of wall time ({fmt(w_fast, 's')} → {fmt(w_slow, 's')}); largest first: "
+            + out[0], *out[1:]]
+
+
+def _part_clause(comp: "Comparison", m: "Metric", d: float, diff: float, fast: str, slow: str) -> str:
+    a, b = m.median(fast), m.median(slow)
+    phrase = m.help or m.title
+    if m.name == "main_reimport" and _method(comp, slow) == "fork":
+        phrase = FORK_REIMPORT_PHRASE
+    text = (f"{phrase} {_signed(d)} ({_share(d, diff)}: {fmt(b, 'ms')} under {slow}, {fmt(a, 'ms')} "
+            f"under {fast}")
+    if m.name == "tasks":
+        text += _task_detail(comp, fast, slow)
+    elif not m.separated(fast, slow):
+        text += ", within noise"
+    return text + ")"
+
+
+def _task_detail(comp: "Comparison", fast: str, slow: str) -> str:
+    """What the tasks themselves do: per-task time, with its own noise status."""
     tasks = comp.metric("task_ms_median")
-    if tasks is not None and tasks.median(fast) and tasks.median(slow) is not None:
-        r = tasks.median(slow) / tasks.median(fast)   # type: ignore[operator]
-        if tasks.separated(fast, slow):
-            out.append(f"the tasks themselves run {_slower_text(r)} ({fmt(tasks.median(slow), 'ms')} vs "
-                       f"{fmt(tasks.median(fast), 'ms')} per task)")
-        else:
-            out.append(f"the tasks themselves show no difference beyond noise ({r:.2f}×)")
-    if not out:
-        out = _other_differences(comp, fast, slow)
-    return out
+    a = tasks.median(fast) if tasks is not None else None
+    b = tasks.median(slow) if tasks is not None else None
+    if tasks is None or not a or b is None:
+        return ""
+    if tasks.separated(fast, slow):
+        return f"; each task runs {_slower_text(b / a)}, {fmt(b, 'ms')} vs {fmt(a, 'ms')}"
+    return f"; per task no difference beyond noise, {b / a:.2f}×"
+
+
+def _method(comp: "Comparison", label: str) -> str | None:
+    return label.split()[0] if comp.kind == "start methods" else None
+
+
+def _signed(ms: float) -> str:
+    return ("+" if ms >= 0 else "−") + fmt(abs(ms), "ms")
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.0f} %".replace("-", "−")
 
 
 def _other_differences(comp: "Comparison", a: str, b: str, limit: int = 3) -> list[str]:
     """The other metrics whose difference between a and b is beyond noise (a few, named)."""
-    out = []
-    for m in comp.metrics:
-        if m.name == "wall_s" or not m.separated(a, b):
-            continue
-        out.append(f"{_lower(m)} {fmt(m.median(b), m.unit)} under {b} vs {fmt(m.median(a), m.unit)} under {a}")
-        if len(out) == limit:
-            break
-    return out
+    chosen = [m for m in comp.metrics if m.name != "wall_s" and m.separated(a, b)]
+    names = [m.name for m in chosen[:limit]]
+    if "child_startup_ms" in names and "main_reimport_ms" not in names:   # the start-up never alone
+        names += [m.name for m in chosen if m.name == "main_reimport_ms"]
+    return [f"{_lower(m)} {fmt(m.median(b), m.unit)} under {b} vs {fmt(m.median(a), m.unit)} under {a}"
+            for m in chosen if m.name in names]
 
 
 def _lower(m: "Metric") -> str:

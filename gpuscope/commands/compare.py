@@ -120,6 +120,7 @@ def _run_series(args: argparse.Namespace) -> tuple[Any, int]:
                                run_kwargs={"output_cap_bytes": output_cap(args)})
     with stop_on_signals(series.stop, say, "stopping the series (Ctrl-C again to kill the run at once)"):
         groups = series.run()
+    _save_series(groups, series, methods, say)
     for result in series.results:
         if result.status.value != "exited":
             say(f"run {result.run_id} {result.status.value}" + (f": {result.error}" if result.error else "")
@@ -133,6 +134,17 @@ def _run_series(args: argparse.Namespace) -> tuple[Any, int]:
             return None, 130
     comp = compare_runs({label: ids for label, ids in groups.items() if ids})
     return comp, 130 if series.stopped else 0
+
+
+def _save_series(groups: dict[str, list[str]], series: Any, methods: list[str], say: Any) -> None:
+    """Record which runs formed the series, so History shows it as one entry (as the app's series)."""
+    from gpuscope.views.series_index import save_series
+
+    if sum(len(ids) for ids in groups.values()):
+        try:
+            save_series(groups, series.spec, methods, series.repeat)
+        except OSError as exc:   # the comparison still stands; History lists the runs one by one
+            say(f"could not record the series for History: {exc.strerror or exc}")
 
 
 # -- text -------------------------------------------------------------------------------------------
@@ -161,13 +173,20 @@ def format_text(comp: Any, top: int = 15) -> str:
         lines.append(f"{m.title[:33]:<34}{cells}{r:>14}  {_noise(m.beyond_noise, m.values.values())}")
     for note in comp.notes:
         lines.append(f"note: {note}")
+    if comp.breakdown:
+        lines.append("")
+        lines.append(f"{'where the wall time goes (ms)':<34}" + "".join(f"{label:>{width}}" for label in labels))
+        for m in comp.breakdown:
+            cells = "".join(f"{fmt_spread(m.values.get(label), m.unit):>{width}}" for label in labels)
+            r = "-" if m.ratio is None else f"{m.ratio:.2f}×"
+            lines.append(f"{m.title[:33]:<34}{cells}{r:>14}  {_noise(m.beyond_noise, m.values.values())}")
     if comp.ranges:
         lines.append("")
         lines.append(f"{'range (count, total)':<34}" + "".join(f"{label:>{width}}" for label in labels)
                      + f"{'ratio':>14}  noise")
         for r in comp.ranges[:top]:
-            cells = "".join(f"{str(r.values[label]['count']) + ', ' + fmt(r.values[label]['total_ns'] / 1e6, 'ms'):>{width}}"
-                            for label in labels)
+            texts = (f"{r.values[label]['count']}, {fmt(r.values[label]['total_ns'] / 1e6, 'ms')}" for label in labels)
+            cells = "".join(f"{text:>{width}}" for text in texts)
             ratio = "-" if r.ratio is None else f"{r.ratio:.2f}×"
             runs = min(v["n"] for v in r.values.values())
             lines.append(f"{r.name[:33]:<34}{cells}{ratio:>14}  "

@@ -11,10 +11,10 @@ turns the result into a comparison.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any, Callable
 
 from gpuscope.errors import UserError
-from gpuscope.record import replace
 from gpuscope.runs.supervisor import Run, RunResult
 from gpuscope.spec import RunSpec
 

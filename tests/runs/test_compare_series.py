@@ -12,6 +12,7 @@ from pathlib import Path
 from gpuscope.analysis.comparison import compare_recorded, compare_runs
 from gpuscope.procs import membership
 from gpuscope.procs import read as procread
+from gpuscope.runrecord import open_run
 from gpuscope.runs.series import StartMethodSeries
 from gpuscope.spec import RunSpec
 from gpuscope.store import db
@@ -244,7 +245,7 @@ def test_ctrl_c_stops_the_cli_series(run_env):
     with db.connect() as conn:
         runs = store_runs.list_runs(conn)
         assert [r.status for r in runs] == ["stopped"]
-        pids = [p["pid"] for p in store_runs.run_processes(conn, runs[0].id)]
+    pids = [p.pid for p in open_run(runs[0].id).processes]
     assert len(pids) >= 3 and not [p for p in pids if procread.alive(p)]
 
 
