@@ -53,7 +53,8 @@ def write_process(folder: Path, pid: int, ppid: int, role: str, method: str, ran
             rows = []
             for k in range(block, min(ranges, block + 4096)):
                 a = start + k * 40_000
-                rows.append((a, a + 30_000, pid, 0, "P") if k % 2 == 0 else (a + 1_000, a + 20_000, pid, 1 + k % 3, "P"))
+                rows.append((a, a + 30_000, pid, 0, "P") if k % 2 == 0
+                            else (a + 1_000, a + 20_000, pid, 1 + k % 3, "P"))
             fh.write(pack_ranges(rows))
 
 

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+PICKLED = {"bytes": 5000, "calls": 10, "max_bytes": 500, "seconds": 0.01}   # one `I` line of pickle counts
 sys.path.insert(0, str(ROOT))
 
 from gpuscope.findings import engine, process_rules  # noqa: E402
@@ -58,7 +59,7 @@ def write_process(folder: Path, pid: int, ppid: int, role: str, method: str, ran
               "anchor_wall_ns": 1_700_000_000_000_000_000 + t0}
     kind = "task" if role == "pool worker" else "nvtx"
     lines = [f"H\t{json.dumps(header)}\n", f"I\t{t0 + 1}\t{json.dumps({'role': role})}\n",
-             f"I\t{t0 + 2}\t{json.dumps({'pickled': {'bytes': 5000, 'calls': 10, 'max_bytes': 500, 'seconds': 0.01}})}\n"]
+             f"I\t{t0 + 2}\t{json.dumps({'pickled': PICKLED})}\n"]
     lines += [f"S\t{n}\t{kind}\t\twork{n}\t\n" for n in range(names)]
     (folder / f"{pid}-{t0}.log").write_text("".join(lines))
     with open(folder / f"{pid}-{t0}.ranges", "wb") as fh:
@@ -140,13 +141,13 @@ def main() -> int:
         results["noop listener (µs/tick)"].append(1e3 * time_ms(lambda: (lambda _b: None)(b), 20000))
         results["on_batch (µs/tick)"].append(1e3 * time_ms(lambda: rec.on_batch(b), 20000))
         gpu_rec = FindingsRecorder()
-        results["on_batch, GPU rows (µs/tick)"].append(1e3 * time_ms(lambda: gpu_rec.on_batch(bg), 5000))
+        results["on_batch, GPU rows (µs/tick)"].append(1e3 * time_ms(lambda r=gpu_rec: r.on_batch(bg), 5000))
         results["telemetry rules (µs)"].append(1e3 * time_ms(gpu_rec._telemetry_findings, 200))
         results["ForkingPickler.dumps (µs)"].append(1e3 * time_ms(plain, 20000))
         results["dumps, counted (µs)"].append(1e3 * time_ms(counted, 20000))
         facts = process_rules.ProcessFacts()
 
-        def poll() -> None:
+        def poll(facts: process_rules.ProcessFacts = facts) -> None:
             process_rules.scan_info(live_dir / "events", facts)
             _folder_bytes(live_dir / "events")
         results["watchdog poll, 64 procs (µs)"].append(1e3 * time_ms(poll, 200))

@@ -23,11 +23,11 @@ from dataclasses import replace
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import gpuscope.app  # noqa: E402,F401 - (the PySide6 6.12 refcount guard)
-from PySide6.QtWidgets import QApplication, QLabel  # noqa: E402
+import gpuscope.app  # noqa: F401 - (the PySide6 6.12 refcount guard)
+from PySide6.QtWidgets import QApplication, QLabel
 
-from gpuscope.app.widgets.qt_findings import FindingsStrip  # noqa: E402
-from gpuscope.finding import Finding, SetStartMethod, Severity, evidence  # noqa: E402
+from gpuscope.app.widgets.qt_findings import FindingsStrip
+from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
 
 
 def findings(n: int = 20) -> list[Finding]:

@@ -22,12 +22,12 @@ import time
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import gpuscope.app  # noqa: E402,F401 - (the PySide6 6.12 refcount guard)
-from PySide6.QtWidgets import QApplication  # noqa: E402
+import gpuscope.app  # noqa: F401 - (the PySide6 6.12 refcount guard)
+from PySide6.QtWidgets import QApplication
 
-from gpuscope.views.live_model import LiveModel  # noqa: E402
-from gpuscope.app.run.qt_live_view import QtLiveView  # noqa: E402
-from gpuscope.telemetry.batch import ProcSample, SampleBatch  # noqa: E402
+from gpuscope.views.live_model import LiveModel
+from gpuscope.app.run.qt_live_view import QtLiveView
+from gpuscope.telemetry.batch import ProcSample, SampleBatch
 
 
 def make_batch(i: int, series: int) -> SampleBatch:

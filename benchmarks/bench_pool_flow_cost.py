@@ -34,7 +34,8 @@ def main() -> int:
         print(f"{k:20s} median {med[k]:8.1f} ns  (min {spread[k][0]:.1f} – max {spread[k][1]:.1f})")
     print(f"T line: +{t_added:.0f} ns per task ({t_added / med['task_without_T_ns'] * 100:+.1f} % of gpuscope's "
           f"per-task path of {med['task_without_T_ns']:.0f} ns)")
-    print(f"J line: +{j_added:.0f} ns per job ({j_added / med['job_without_J_ns'] * 100:+.1f} % of ApplyResult.__init__, "
+    share = j_added / med['job_without_J_ns'] * 100
+    print(f"J line: +{j_added:.0f} ns per job ({share:+.1f} % of ApplyResult.__init__, "
           f"{j_added / med['apply_async_roundtrip_ns'] * 100:.2f} % of a one-task job's round trip through a Pool(1) "
           f"of {med['apply_async_roundtrip_ns'] / 1000:.0f} µs)")
     print(f"load average: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")

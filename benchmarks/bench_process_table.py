@@ -23,13 +23,13 @@ import time
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import gpuscope.app  # noqa: E402,F401 - (the PySide6 6.12 refcount guard)
-from PySide6.QtCore import Qt  # noqa: E402
-from PySide6.QtWidgets import QApplication, QLabel  # noqa: E402
+import gpuscope.app  # noqa: F401 - (the PySide6 6.12 refcount guard)
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication, QLabel
 
-from gpuscope.views.live_model import LiveModel  # noqa: E402
-from gpuscope.app.run.qt_process_tree import COL, QtProcessTree  # noqa: E402
-from gpuscope.telemetry.batch import ProcSample, SampleBatch  # noqa: E402
+from gpuscope.views.live_model import LiveModel
+from gpuscope.app.run.qt_process_tree import COL, QtProcessTree
+from gpuscope.telemetry.batch import ProcSample, SampleBatch
 
 
 def batch(n: int, k: int) -> SampleBatch:

@@ -192,7 +192,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--nvitop-python", default="/tmp/nvitop-venv/bin/python")
-    ap.add_argument("--modes", default="idle-loop,gpuscope,gpuscope-tree,gpuscope-uss,psutil-naive,nvitop-host,nvitop-rmc")
+    ap.add_argument("--modes",
+                    default="idle-loop,gpuscope,gpuscope-tree,gpuscope-uss,psutil-naive,nvitop-host,nvitop-rmc")
     ap.add_argument("--rounds", type=int, default=1, help="alternated rounds of all modes")
     ap.add_argument("--other-tree", help="also run the gpuscope modes on this source tree (@other)")
     ap.add_argument("--inner")

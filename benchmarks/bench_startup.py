@@ -45,8 +45,7 @@ def _env(injected: bool, run_dir: str, boot: Path = BOOT) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUSCOPE_") and k != "PYTHONPATH"}
     if injected:   # what gpuscope.runs.launcher gives a run's processes
         env.update(PYTHONPATH=str(boot), GPUSCOPE_RUN_DIR=run_dir, GPUSCOPE_RUN_ID="bench",
-                   GPUSCOPE_SCRIPT=os.path.join(run_dir, "spawn_bench.py"), GPUSCOPE_START_METHOD="default",
-                   GPUSCOPE_TORCHMEM_INTERVAL="0.1")
+                   GPUSCOPE_SCRIPT=os.path.join(run_dir, "spawn_bench.py"), GPUSCOPE_START_METHOD="default")
     return env
 
 
@@ -107,7 +106,8 @@ def _spawn(python: str, env: dict[str, str], script: str) -> tuple[float, float]
 
 
 def _fmt(values: list[float]) -> str:
-    return f"median {statistics.median(values) * 1e3:7.2f} ms  (min {min(values) * 1e3:.2f}, max {max(values) * 1e3:.2f})"
+    low, high = min(values) * 1e3, max(values) * 1e3
+    return f"median {statistics.median(values) * 1e3:7.2f} ms  (min {low:.2f}, max {high:.2f})"
 
 
 def _compare_boots(python: str, rounds: int, new: Path, old: Path, spawn: bool) -> None:

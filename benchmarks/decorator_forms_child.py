@@ -7,10 +7,14 @@ its __enter__/__exit__); the former closure (rebuilt here from the injection's o
 registered-string object that cannot be pickled. 30 alternated rounds of 100k calls each; prints
 the median and range of each form and of the per-round difference (new - old).
 """
-import functools, statistics, sys, timeit
+import functools
+import statistics
+import sys
+import timeit
 import nvtx
+from _gpuscope_inject.eventlog import STATE, native_tid, now
+
 w = sys.modules["_gpuscope_inject.nvtxwrap"]
-from _gpuscope_inject.eventlog import STATE, now, native_tid
 
 def old_style(func, message):
     reg = w._Registered((message, None, None, None, None))
@@ -40,7 +44,7 @@ old = old_style(bare, "old")
 new = nvtx.annotate("new")(bare)
 N = 100_000
 res = {"bare": [], "nvtx": [], "old": [], "new": []}
-for r in range(30):
+for _ in range(30):
     for k, f in (("bare", bare), ("nvtx", plain), ("old", old), ("new", new)):
         res[k].append(timeit.timeit(f, number=N) / N * 1e9)
 for k, v in res.items():

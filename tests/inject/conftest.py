@@ -39,5 +39,5 @@ def injected_env(run_dir: Path, boot: str | None = None, **extra: str) -> dict[s
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUSCOPE_")}
     env.update({"PYTHONPATH": boot or rundir.boot_dir(), "GPUSCOPE_RUN_DIR": str(run_dir), "GPUSCOPE_RUN_ID": "test",
                 "GPUSCOPE_SCRIPT": "/nonexistent/script.py", "GPUSCOPE_START_METHOD": "default",
-                "GPUSCOPE_TORCHMEM_INTERVAL": "0.1", **extra})
+                **extra})
     return env
