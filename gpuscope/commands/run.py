@@ -7,12 +7,16 @@ import json
 import os
 import signal
 import sys
+import threading
 from typing import Any, Callable
 
 from gpuscope.errors import UserError
 from gpuscope.runs import early as early_start
+from gpuscope.runs.pipes import widen_pipe
+from gpuscope.runs.slurm import node_options
 from gpuscope.spec import NsysOptions, RunSpec
 from gpuscope.spec_checks import LAUNCHERS, NSYS_TIMEOUT_S, NSYS_TRACE, START_METHODS
+from gpuscope.status import RunStatus
 
 DESCRIPTION = (
     "Run SCRIPT under gpuscope: its own session, the chosen multiprocessing start method, NVTX "
@@ -152,8 +156,6 @@ def _node_options(args: argparse.Namespace) -> dict[str, Any]:
              "rdzv_endpoint": getattr(args, "rdzv_endpoint", None), "rdzv_id": getattr(args, "rdzv_id", None),
              "rdzv_timeout_s": getattr(args, "rdzv_timeout", None), "job_dir": getattr(args, "job_dir", None)}
     if given["job_dir"] and args.launcher == "torchrun":
-        from gpuscope.runs.slurm import node_options
-
         for key, value in node_options(os.environ).items():
             if given.get(key) is None:
                 given[key] = value
@@ -162,28 +164,108 @@ def _node_options(args: argparse.Namespace) -> dict[str, Any]:
 
 class _Relay:
     """Relays the program's bytes to our own stdout / stderr unbuffered (one syscall per chunk), and
-    remembers whether its stdout ended in the middle of a line (a program killed between a print's
-    text and its newline), so that ``--json``'s line still starts a line of its own."""
+    writes gpuscope's notes so that each starts a line of its own: it remembers whether each stream
+    ended in the middle of a line (and, when both go to one terminal or file, which wrote last), and
+    holds a note back until the program ends its line (a pytest progress line stays whole), at most
+    ``HOLD_S``, after which it goes on a new line."""
+
+    HOLD_S = 10.0
 
     def __init__(self) -> None:
-        self.stdout_mid_line = False
+        self._lock = threading.Lock()
+        self._mid = {1: False, 2: False}
+        self._shared = _same_destination(1, 2)
+        self._last = 1
+        self._held: list[str] = []
+        self._timer: threading.Timer | None = None
+
+    @property
+    def stdout_mid_line(self) -> bool:
+        """Whether the program's stdout ended in the middle of a line (``--json``'s line starts its own)."""
+        return self._mid[1]
 
     def __call__(self, stream_name: str, chunk: bytes) -> None:
         fd = 1 if stream_name == "stdout" else 2
-        if fd == 1 and chunk:
-            self.stdout_mid_line = not chunk.endswith(b"\n")
-        view = memoryview(chunk)
-        try:
-            while view:
-                view = view[os.write(fd, view):]
-        except OSError:  # a closed or broken pipe: the program's output is still saved in the run folder
-            pass
+        with self._lock:
+            _write(fd, chunk)
+            if chunk:
+                self._mid[fd] = not chunk.endswith(b"\n")
+                self._last = fd
+            if self._held and not self._mid_line():
+                self._write_held(False)
+
+    def note(self, text: str, hold: bool = True) -> None:
+        """Write one note (lines) on stderr, on a line of its own."""
+        with self._lock:
+            self._held.append(text)
+            if hold and self._mid_line():
+                if self._timer is None:
+                    self._timer = threading.Timer(self.HOLD_S, self.release)
+                    self._timer.daemon = True
+                    self._timer.start()
+                return
+            self._write_held(self._mid_line())
+
+    def release(self) -> None:
+        """Write the held notes now, on a new line if the program is mid-line."""
+        with self._lock:
+            if self._held:
+                self._write_held(self._mid_line())
+
+    def _mid_line(self) -> bool:
+        return self._mid[self._last] if self._shared else self._mid[2]
+
+    def _write_held(self, newline: bool) -> None:
+        text = ("\n" if newline else "") + "".join(f"{t}\n" for t in self._held)
+        self._held.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        _write(2, text.encode("utf-8", "replace"))
+        self._mid[2] = False
+        if self._shared:
+            self._mid[1] = False
+
+
+def _told(told: set[tuple[str, tuple[int, ...]]], finding: Any) -> bool:
+    """Whether the finding was shown while the run ran (one that grew to more processes since too)."""
+    from gpuscope.findings.recorder import GROWING
+
+    key = (finding.code, finding.pids)
+    return key in told or (finding.code in GROWING and any(
+        code == finding.code and set(pids) <= set(finding.pids) for code, pids in told))
+
+
+def _write(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError:  # a closed or broken pipe: the program's output is still saved in the run folder
+        pass
+
+
+def _same_destination(a: int, b: int) -> bool:
+    """Whether two descriptors write to one file, pipe or terminal (one stream of lines to a reader)."""
+    try:
+        sa, sb = os.fstat(a), os.fstat(b)
+    except OSError:
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 def run(args: argparse.Namespace) -> int:
+    relay = _Relay()
+    told: set[tuple[str, tuple[int, ...]]] = set()    # findings shown while it ran: not again at the end
+
     def progress(message: str) -> None:
         if not args.quiet:
-            print(f"gpuscope: {message}", file=sys.stderr, flush=True)
+            relay.note(f"gpuscope: {message}")
+
+    def live_finding(finding: Any) -> None:
+        if not args.quiet:   # --quiet: held back until the end
+            told.add((finding.code, finding.pids))
+            relay.note(f"gpuscope: finding: {finding.line()}\n    fix: {finding.fix}")
 
     early, held = None, None
     spec = spec_from_args(args)
@@ -195,12 +277,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         # imported once the program runs (the early start): their loading overlaps its start
         from gpuscope.findings.recorder import FindingsRecorder
-        from gpuscope.runs.pipes import widen_pipe
         from gpuscope.runs.supervisor import Run
 
-        findings = FindingsRecorder(on_finding=lambda f: progress(f"finding: {f.line()}"))
+        findings = FindingsRecorder(on_finding=live_finding)
         widen_pipe(1)   # our stdout, when it is a pipe: 1 MiB, so each chunk relayed goes on in one write
-        relay = _Relay()
         run_ = Run(spec, output=[relay], progress=progress, stdin=None,
                    live_output=_is_terminal(1), output_cap_bytes=output_cap(args), recorders=[findings],
                    early=early)
@@ -221,19 +301,19 @@ def run(args: argparse.Namespace) -> int:
             progress(note)
         shown = len(run_.notes)
         result = run_.wait()
+    relay.release()
     if not args.quiet:
         from gpuscope.runs.table import format_table
 
-        print(format_table(result), file=sys.stderr, flush=True)
+        relay.note(format_table(result), hold=False)
         for note in result.notes[shown:]:      # what the recorders found at the end (--annotate, nsys)
-            print(f"gpuscope: {note}", file=sys.stderr, flush=True)
-        for finding in result.findings:
-            print(f"gpuscope: {finding.line()}\n    fix: {finding.fix}", file=sys.stderr, flush=True)
+            relay.note(f"gpuscope: {note}", hold=False)
+    for finding in result.findings:
+        if not _told(told, finding):
+            relay.note(f"gpuscope: {finding.line()}\n    fix: {finding.fix}", hold=False)
     if args.json:
         sys.stdout.write(("\n" if relay.stdout_mid_line else "") + json.dumps(result.to_json()) + "\n")
         sys.stdout.flush()
-    from gpuscope.status import RunStatus
-
     if result.status is RunStatus.STOPPED:
         return 130
     if result.exit.signal:
