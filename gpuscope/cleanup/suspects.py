@@ -14,6 +14,7 @@ from gpuscope.cleanup.safety import listing_refusal, owner_refusal
 from gpuscope.cleanup.shm import leaked_segments, segment_evidence
 from gpuscope.cleanup.snapshot import ProcInfo, ProcTable, nvidia_files_open, user_name
 from gpuscope.nsys.agents import stale_reason
+from gpuscope.procs.namespace import in_host_pid_namespace
 
 if TYPE_CHECKING:
     from gpuscope.cleanup.scanner import Scanner
@@ -104,7 +105,10 @@ def add_gpu_ghosts(scanner: "Scanner", table: ProcTable, suspects: dict[str, m.S
         devs = ", ".join(str(d) for d in hold.devices)
         amount = human_bytes(hold.memory) if hold.memory > 0 else "memory (amount not available)"
         base = f"GPU {devs} reports {amount} held by pid {pid}"
-        if proc is None:
+        if proc is None and in_host_pid_namespace() is False:
+            reason = m.Reason(m.GPU_DEAD_PID, f"{base} (a host pid), not visible in this container's PID "
+                                              "namespace: its memory is shown here, its process is not")
+        elif proc is None:
             reason = m.Reason(m.GPU_DEAD_PID, f"{base}, which does not exist here")
         elif scanner.verify_gpu_pids and not proc.is_zombie and nvidia_files_open(pid) is False:
             reason = m.Reason(m.GPU_PID_MISMATCH, f"{base}, but pid {pid} here ({short_cmd(proc, 60)}) "

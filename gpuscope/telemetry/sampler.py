@@ -14,6 +14,8 @@ from __future__ import annotations
 import time
 
 from gpuscope import threads
+from gpuscope.procs.namespace import in_host_pid_namespace, map_gpu_pids
+from gpuscope.procs.read import read as read_proc
 from gpuscope.telemetry import log
 from gpuscope.telemetry.batch import SampleBatch
 from gpuscope.telemetry.gpu import GpuProcessSample, NoGpuBackend, open_backend
@@ -76,6 +78,7 @@ class Sampler:
         self._name = name
         self._said: set[str] = set()
         self._pending_notes: list[str] = []
+        self._container = in_host_pid_namespace() is False   # NVML's pids are the host's: map them
         self.seq = 0
         self.missed = 0
         self._stopped = False
@@ -140,7 +143,10 @@ class Sampler:
             devices = tuple(self.gpu.devices()) if gpu_on else ()
             gprocs = self.gpu.processes() if gpu_on else []
             if self.tree is not None:
-                gprocs = [p for p in gprocs if p.pid in members]
+                unseen: set[int] = set()
+                if self._container and gprocs:
+                    gprocs, unseen = self._local_gpu_pids(gprocs, members)
+                gprocs = [p for p in gprocs if p.pid in members or p.pid in unseen]
                 procs = self.tree.samples(gpu_by_pid(gprocs))
                 started = tuple(ProcessTree.info(r) for r in new)
                 ended = tuple(r.pid for r in gone)
@@ -150,6 +156,29 @@ class Sampler:
             self.seq += 1
             return SampleBatch(self.seq, t_ns, wall_ns, host, procs, devices, tuple(gprocs),
                                started, ended, notes)
+
+    def _local_gpu_pids(self, gprocs: list[GpuProcessSample],
+                        members: set[int]) -> tuple[list[GpuProcessSample], set[int]]:
+        """NVML's host pids as this PID namespace's run members, and the host pids of processes
+        not visible here (they keep their host pid: their memory is shown, with a note, not dropped)."""
+        procs = {pid: info for pid in members if (info := read_proc(pid)) is not None}
+        mapping = {g.nvml_pid: g for g in map_gpu_pids(((p.pid, p.used_memory_bytes) for p in gprocs),
+                                                       host=False, procs=procs)}
+        out, unseen = [], set()
+        for p in gprocs:
+            g = mapping[p.pid]
+            if g.local_pid is None:
+                self._note_once(f"GPU memory of {g.label}: gpuscope runs in a container's PID namespace")
+                unseen.add(p.pid)
+                out.append(p)
+            else:
+                out.append(GpuProcessSample(g.local_pid, p.device_index, p.used_memory_bytes, p.sm_util))
+        return out, unseen
+
+    def _note_once(self, text: str) -> None:
+        if text not in self._said:
+            self._said.add(text)
+            self._pending_notes.append(text)
 
     def _note_error(self, exc: Exception) -> None:
         text = f"telemetry sample failed: {type(exc).__name__}: {exc}"
