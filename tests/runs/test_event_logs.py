@@ -65,13 +65,17 @@ def test_clocks_align_across_processes(run_env):
     result = summary(proc)
     logs = read_run_events(result["run_dir"])
     main = next(pe for pe in logs if pe.role == "main")
-    for pe in logs:
-        if pe.role == "pool worker" and len(pe.ranges):
-            # a worker's task happens after the parent started, on the same monotonic clock,
-            # and the wall-clock anchors agree to within a few ms
-            assert pe.ranges["t0"].min() > main.start_ns
-            skew = (pe.wall_ns(pe.start_ns) - pe.start_ns) - (main.wall_ns(main.start_ns) - main.start_ns)
-            assert abs(skew) < 5_000_000
+    workers = [pe for pe in logs if pe.role == "pool worker"]
+    # pool_nvtx.py holds both workers in a task at once (a barrier): each ran one
+    assert len(workers) == 2 and all(len(pe.ranges) for pe in workers), [(pe.pid, pe.role) for pe in logs]
+    for pe in workers:
+        # a worker starts after the parent, and its task after that, on the same monotonic clock
+        assert main.start_ns < pe.start_ns < pe.ranges["t0"].min()
+        # the wall-clock anchors agree: each process reads both clocks at once, so the offsets differ
+        # by the moments between two reads (a bound about agreement, far above a loaded machine's pauses)
+        skew = (pe.wall_ns(pe.start_ns) - pe.start_ns) - (main.wall_ns(main.start_ns) - main.start_ns)
+        assert abs(skew) < 500_000_000, skew
+        assert pe.wall_ns(pe.start_ns) > main.wall_ns(main.start_ns) - abs(skew)
 
 
 def _log(folder: Path, pid: int, ppid: int, role: str, start: int, lines: str = "") -> None:
