@@ -73,6 +73,21 @@ def version_tuple(text: str | None) -> tuple[int, ...]:
 
 # --------------------------------------------------------------------------- opening
 
+# What a damaged export raises from sqlite3: SQLite's own errors, and bytes that are not UTF-8
+# where a text belongs (sqlite3 decodes texts as it hands them out).
+DAMAGE = (sqlite3.DatabaseError, UnicodeDecodeError)
+
+
+def damaged(path: str | Path, exc: BaseException) -> UserError:
+    """One line for an export SQLite or its texts refused: the file, what went wrong, the likely cause."""
+    what = " ".join(str(exc).split())   # SQLite quotes the damaged schema, newlines included
+    if isinstance(exc, UnicodeDecodeError):
+        what = "a text that is not UTF-8"
+    if len(what) > 120:
+        what = what[:117] + "..."
+    return UserError(f"{path}: unreadable SQLite file ({what}); is it truncated or corrupt?")
+
+
 def open_export(path: str | Path) -> sqlite3.Connection:
     """Open an nsys SQLite export read-only, or raise a one-line :class:`UserError`."""
     p = Path(path)
@@ -87,8 +102,8 @@ def open_export(path: str | Path) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(f"file:{p.resolve()}?mode=ro", uri=True)
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    except sqlite3.DatabaseError as exc:
-        raise UserError(f"{p}: unreadable SQLite file ({exc}); is it truncated or corrupt?") from None
+    except DAMAGE as exc:
+        raise damaged(p, exc) from None
     nsys_marks = {"StringIds", "META_DATA_EXPORT", "EXPORT_META_DATA", "TARGET_INFO_SESSION_START_TIME"}
     if "StringIds" not in names or not names & (nsys_marks - {"StringIds"}):
         conn.close()
@@ -150,20 +165,30 @@ class _Strings:
     def __init__(self, conn: sqlite3.Connection, tables: set[str], out: T.StringTable) -> None:
         self.out = out
         self.lut = np.full(1, -1, dtype=np.int32)
+        self.sparse: tuple[np.ndarray, np.ndarray] | None = None   # (sorted nsys ids, Timeline ids)
         if "StringIds" not in tables:
             return
         rows = [r for r in conn.execute("SELECT id, value FROM StringIds")
-                if r[0] is not None and r[0] >= 0]   # the last slot stays -1 (map)
+                if isinstance(r[0], int) and 0 <= r[0] < 1 << 62]   # the last slot stays -1 (map)
         if not rows:
             return
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        sids = [out.intern(r[1] if not isinstance(r[1], bytes) else r[1].decode("utf-8", "replace")) for r in rows]
+        if int(ids.max()) > 4 * len(rows) + 65536:   # nsys numbers strings densely: a damaged id, not a table
+            order = np.argsort(ids, kind="stable")
+            self.sparse = (ids[order], np.asarray(sids, dtype=np.int32)[order])
+            return
         self.lut = np.full(int(ids.max()) + 2, -1, dtype=np.int32)
-        self.lut[ids] = [out.intern(r[1]) for r in rows]
+        self.lut[ids] = sids
 
     def map(self, nsys_ids: np.ndarray) -> np.ndarray:
         """Timeline string ids for nsys string ids (-1 / unknown -> -1)."""
-        # lut's last slot is -1: ids below 0 or past the table clip onto it (one gather, no mask)
         ids = np.asarray(nsys_ids, dtype=np.int64)
+        if self.sparse is not None:
+            keys, values = self.sparse
+            pos = np.minimum(np.searchsorted(keys, ids), len(keys) - 1)
+            return np.where(keys[pos] == ids, values[pos], -1).astype(np.int32)
+        # lut's last slot is -1: ids below 0 or past the table clip onto it (one gather, no mask)
         return self.lut[np.clip(ids, -1, len(self.lut) - 1)]
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from gpuscope.errors import UserError
-from gpuscope.nsys.reader import ExportInfo, check_layout, export_info, open_export, read_timeline
+from gpuscope.nsys.reader import DAMAGE, ExportInfo, check_layout, damaged, export_info, open_export, read_timeline
 from gpuscope.nsys.rep_export import export_rep
 from gpuscope.trace import timeline as T
 
@@ -77,8 +77,8 @@ def load_report(path: str | Path, *, run_dir: str | Path | None = None, use_cach
         info = export_info(conn)
         check_layout(conn, info, p_sqlite)
         rep = _from_cache(p, p_sqlite, info, use_cache) or _parse(p, p_sqlite, conn, info, use_cache)
-    except sqlite3.DatabaseError as exc:
-        raise UserError(f"{p_sqlite}: unreadable export ({exc}); is it truncated or corrupt?") from None
+    except DAMAGE as exc:
+        raise damaged(p_sqlite, exc) from None
     finally:
         conn.close()
     if run_dir is not None:
@@ -145,16 +145,23 @@ def _parse(p: Path, p_sqlite: Path, conn: sqlite3.Connection, info: ExportInfo, 
     rep = _report(p, p_sqlite, info, extra, quick.notes)
 
     def load() -> T.Timeline:
-        own = open_export(p_sqlite)
-        try:
-            tl = read_timeline(own)
-        finally:
-            own.close()
+        tl = read_export(p_sqlite)
         _store(p_sqlite, tl, extra, use_cache)
         return tl
 
     rep.loader = load
     return rep
+
+
+def read_export(p_sqlite: Path) -> T.Timeline:
+    """The whole Timeline of an export (the report's lazy read); damage is one :class:`UserError` line."""
+    conn = open_export(p_sqlite)
+    try:
+        return read_timeline(conn)
+    except DAMAGE as exc:
+        raise damaged(p_sqlite, exc) from None
+    finally:
+        conn.close()
 
 
 def _parse_full(p: Path, p_sqlite: Path, conn: sqlite3.Connection, info: ExportInfo, use_cache: bool) -> Report:
@@ -213,11 +220,7 @@ def _from_cache(p: Path, p_sqlite: Path, info: ExportInfo, use_cache: bool) -> R
         try:
             return T.load(cache)[0]
         except (OSError, ValueError, KeyError):   # evicted meanwhile: parse the export again
-            conn = open_export(p_sqlite)
-            try:
-                return read_timeline(conn)
-            finally:
-                conn.close()
+            return read_export(p_sqlite)
 
     rep.loader = load
     return rep
