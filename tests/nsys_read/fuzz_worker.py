@@ -1,11 +1,11 @@
 """Seeded damage of real inputs, opened the way the CLI and the app open them (the fuzz tests' child).
 
-``python fuzz_worker.py KIND SOURCE WORKDIR SEED COUNT``: KIND ``export`` (an nsys .sqlite export),
-``run`` (a gpuscope run folder) or ``job`` (a job folder of node runs). For each case: one seeded mutation of a copy of SOURCE, then
-``load_report`` (no cache), the ``--json`` object, the Timeline and the run record where there is
-one. One line per case on stdout, written *before* the case runs (``start N what``) and after it
-(``ok N`` / ``refused N`` / ``internal N <exception type>: <text>``), so the parent can tell a hang
-(a start line without its end) from a crash.
+``python fuzz_worker.py KIND SOURCE WORKDIR SEED COUNT``: KIND ``export`` (an nsys .sqlite
+export), ``run`` (a gpuscope run folder) or ``job`` (a job folder of node runs). For each case: one
+seeded mutation of a copy of SOURCE, then ``load_report`` (no cache), the ``--json`` object, the
+Timeline and the run record where there is one. One line per case on stdout, written *before* the
+case runs (``start N what``) and after it (``ok N`` / ``refused N`` / ``internal N <exception
+type>: <text>``), so the parent can tell a hang (a start line without its end) from a crash.
 """
 
 from __future__ import annotations
