@@ -35,6 +35,8 @@ def to_json(comp: "Comparison") -> dict[str, Any]:
         "notes": list(comp.notes),
         "metrics": [_metric_json(m) for m in comp.metrics],
         "breakdown": [_metric_json(m) for m in comp.breakdown],
+        "reimport_modules": {label: [[name, round(ms, 3)] for name, ms in mods]
+                             for label, mods in comp.reimport_modules.items()},
         "ranges": [{
             "name": r.name, "values": {label: dict(v) for label, v in r.values.items()},
             "ratio": _r(r.ratio), "avg_ratio": _r(r.avg_ratio), "beyond_noise": r.beyond_noise,

@@ -89,6 +89,8 @@ class Comparison:
     kind: str = "runs"                      # "start methods" (labels are methods) or "runs" (run ids)
     notes: list[str] = field(default_factory=list)   # facts worth a line (what was sampled, ...)
     breakdown: list[Metric] = field(default_factory=list)   # the wall time's parts (analysis/wall_parts.py), ms
+    # label -> the slowest modules the representative run's first worker re-imported with __main__ (ms)
+    reimport_modules: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
 
     def metric(self, name: str) -> Metric | None:
         return next((m for m in self.metrics if m.name == name), None)
@@ -193,7 +195,8 @@ def build(figs: dict[str, list[RunFigures]], kind: str = "start methods") -> Com
         left_out=left_out, metrics=metrics, ranges=ranges, verdict="", warnings=_warnings(figs, usable, kind),
         representative=representative, startup=startup,
         run_dirs={f.run_id: f.run_dir for runs in figs.values() for f in runs}, kind=kind,
-        notes=_notes(figs), breakdown=_breakdown(labels, usable))
+        notes=_notes(figs), breakdown=_breakdown(labels, usable),
+        reimport_modules={label: by_id[representative[label]].reimport_modules for label in labels})
     comp.verdict = verdict(comp)
     return comp
 

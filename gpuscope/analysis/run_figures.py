@@ -100,6 +100,7 @@ class RunFigures:
     ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (count, total_ns)
     workers: list[WorkerPhases] = field(default_factory=list)
     parts: dict[str, float] = field(default_factory=dict)   # wall-time part -> ms (analysis/wall_parts.py)
+    reimport_modules: list[tuple[str, float]] = field(default_factory=list)   # slowest first, ms
     sampled: list[str] = field(default_factory=list)   # "CPU", "RSS" of some process only sampled
     unmeasured: dict[str, int] = field(default_factory=dict)   # "CPU"/"RSS" -> processes without it
 
@@ -232,9 +233,9 @@ def _reimport_ms(pe: ProcessEvents) -> float | None:
     return None if boot is None else max(0, boot - _hook_span(pe)[1]) / 1e6
 
 
-def _critical_path(logs: list[ProcessEvents], root: ProcessEvents,
-                   refs: dict[int, tuple[int, int | None, str]], workers: list[ProcessEvents]) -> CriticalPath:
-    """The boundaries of the path to the first task (through the worker that ran it) and on to the end."""
+def _critical_path(logs: list[ProcessEvents], root: ProcessEvents, refs: dict[int, tuple[int, int | None, str]],
+                   workers: list[ProcessEvents]) -> tuple[CriticalPath, ProcessEvents | None]:
+    """The boundaries of the path to the first task and on to the end, and the worker that ran that task."""
     calls = [t_call for pe in logs for t_call, *_ in pe.children]
     firsts = [(t, pe) for pe in workers if (t := _first_task(pe)) is not None]
     ends = [int(t1.max()) for pe in workers if len(t1 := _task_ends(pe))]
@@ -242,12 +243,23 @@ def _critical_path(logs: list[ProcessEvents], root: ProcessEvents,
         firsts = [(int(pe.ranges["t0"].min()), pe) for pe in workers if len(pe.ranges)]
         ends = [int(pe.ranges["t1"].max()) for pe in workers if len(pe.ranges)]
     if not firsts:
-        return CriticalPath(root, first_start_call=min(calls) if calls else None)
+        return CriticalPath(root, first_start_call=min(calls) if calls else None), None
     first, pe = min(firsts, key=lambda tp: tp[0])
     hook_start, ready = _hook_span(pe)
     return CriticalPath(root, first_start_call=min(calls) if calls else None, worker_created=refs[pe.pid][1],
                         hook_start=hook_start, ready=ready, bootstrap=_bootstrap(pe), first_task=first,
-                        last_task_end=max(ends) if ends else None)
+                        last_task_end=max(ends) if ends else None), pe
+
+
+def _reimport_modules(pe: ProcessEvents | None) -> list[tuple[str, float]]:
+    """The slowest modules a worker's re-import of ``__main__`` imported (the hook's U line), in ms."""
+    # the U line's reader field (trace/events.py), absent from logs the hook wrote before it timed imports
+    got = getattr(pe, "main_reimport", None) if pe is not None else None
+    modules = got[2].get("modules") if got and isinstance(got[2], dict) else None
+    if not isinstance(modules, list):
+        return []
+    return [(str(m[0]), m[1] / 1e6) for m in modules
+            if isinstance(m, list) and len(m) == 2 and isinstance(m[1], (int, float))]
 
 
 def _task_ends(pe: ProcessEvents) -> np.ndarray:
@@ -338,8 +350,9 @@ def run_figures(row: Any, conn: Any = None) -> RunFigures:
     hook = [pe.info["hook_ns"] / 1e6 for pe in workers if isinstance(pe.info.get("hook_ns"), int)]
     reimport = [ms for pe in workers if (ms := _reimport_ms(pe)) is not None]
     if root is not None:
-        fig.parts = wall_parts(_critical_path(logs, root, refs, workers), rec.started_ns or None,
-                               rec.ended_ns or None)
+        path, first_worker = _critical_path(logs, root, refs, workers)
+        fig.parts = wall_parts(path, rec.started_ns or None, rec.ended_ns or None)
+        fig.reimport_modules = _reimport_modules(first_worker)
     for pe in logs:
         fig.roles[pe.role] = fig.roles.get(pe.role, 0) + 1
     fig.ranges = _range_totals(logs)

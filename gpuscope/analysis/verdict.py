@@ -97,6 +97,7 @@ def _capital(text: str) -> str:
 # MAX_PARTS named); the rest are summed as "the other parts".
 PART_SHARE = 0.05
 MAX_PARTS = 4
+REIMPORT_MODULES = 3   # modules named beside the re-import
 
 
 def _reasons(comp: "Comparison", fast: str, slow: str) -> list[str]:
@@ -131,6 +132,9 @@ def _part_clause(comp: "Comparison", m: "Metric", d: float, diff: float, fast: s
         phrase = FORK_REIMPORT_PHRASE
     text = (f"{phrase} {_signed(d)} ({_share(d, diff)}: {fmt(b, 'ms')} under {slow}, {fmt(a, 'ms')} "
             f"under {fast}")
+    if m.name == "main_reimport" and comp.reimport_modules.get(slow):
+        text += "; its slowest imports: " + ", ".join(
+            f"{name} {fmt(ms, 'ms')}" for name, ms in comp.reimport_modules[slow][:REIMPORT_MODULES])
     if m.name == "tasks":
         text += _task_detail(comp, fast, slow)
     elif not m.separated(fast, slow):

@@ -85,6 +85,17 @@ def test_beyond_noise_verdict_accounts_for_the_difference_by_its_parts():
     assert comp.verdict.endswith("not accounted for −44 ms (−12 %; the parts' medians come from different repeats).")
 
 
+def test_the_reimport_names_its_slowest_modules():
+    fork = parted("fork", [0.50, 0.51], [_parts(2, 2, 50, 4), _parts(2, 2, 51, 4)])
+    spawn = parted("spawn", [0.86, 0.87], [_parts(300, 60, 50, 8), _parts(310, 62, 52, 8)])
+    for f in spawn:
+        f.reimport_modules = [("slow_settings", 301.0), ("numpy", 95.5), ("json", 2.0), ("re", 1.0)]
+    comp = build({"fork": fork, "spawn": spawn})
+    assert ("re-importing __main__ in the worker +303 ms (84 %: 305 ms under spawn, 2 ms under fork; its slowest "
+            "imports: slow_settings 301 ms, numpy 95.5 ms, json 2 ms)") in comp.verdict, comp.verdict
+    assert comp.to_json()["reimport_modules"]["spawn"][0] == ["slow_settings", 301.0]
+
+
 def test_child_startup_alone_never_explains_a_difference():
     """Without parts (runs without event logs) the verdict names the metrics beyond noise, and the
     child start-up never alone: the re-import stands beside it."""
