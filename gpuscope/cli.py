@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import importlib
 import os
 import sys
 import threading
@@ -39,9 +40,7 @@ COMMANDS = {
 
 
 def _load(name: str) -> Any:
-    module = f"gpuscope.commands.{name}"
-    __import__(module)
-    return sys.modules[module]
+    return importlib.import_module(f"gpuscope.commands.{name}")
 
 
 class _Parser(argparse.ArgumentParser):
