@@ -1,18 +1,17 @@
 """The run folder: one per run under the data directory, named by run id.
 
 The folder is reserved and made with strings (no ``pathlib``): ``gpuscope run`` does it before it
-starts the program (issue 14.4); :func:`create_run_dir` gives the ``Path``.
+starts the program; :func:`create_run_dir` gives the ``Path``.
 """
 
-# Loaded before `gpuscope run` starts its program: no `from __future__ import annotations`, which
-# imports __future__ (~0.5 ms there); annotations naming what only type checkers import are strings.
+from __future__ import annotations
 
 import os
 import time
+from typing import TYPE_CHECKING
 
 from gpuscope import paths
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -68,7 +67,7 @@ def create_run_folder(run_id: str, tighten: bool = True) -> str:
     return path
 
 
-def create_run_dir(run_id: str, tighten: bool = True) -> "Path":
+def create_run_dir(run_id: str, tighten: bool = True) -> Path:
     """:func:`create_run_folder` as a ``Path``."""
     return paths.as_path(create_run_folder(run_id, tighten))
 

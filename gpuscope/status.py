@@ -1,12 +1,12 @@
-"""Exit statuses: a code, or the name of the signal that ended the process."""
+"""Run and exit statuses: what a run is (an enum that describes itself) and how its program ended."""
 
 from __future__ import annotations
 
-from gpuscope.choices import Choices
-from gpuscope.record import record
+from dataclasses import dataclass
+from enum import Enum
 
 
-class RunStatus(Choices):
+class RunStatus(str, Enum):
     """A run's state in the store and in JSON (the value is the stored text).
 
     ``running`` until it ends; then ``exited`` (exit code 0), ``failed`` (non-zero exit, a signal,
@@ -20,18 +20,62 @@ class RunStatus(Choices):
     STOPPED = "stopped"
     ERROR = "error"
 
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    @classmethod
+    def parse(cls, text: object) -> RunStatus:
+        """The status stored as ``text``; ``error`` for text no version of gpuscope wrote."""
+        try:
+            return cls(str(text))
+        except ValueError:
+            return cls.ERROR
+
     @property
     def final(self) -> bool:
         return self is not RunStatus.RUNNING
 
+    @property
+    def ok(self) -> bool:
+        """The program ran to its end with exit code 0 (the runs compare and medians count)."""
+        return self is RunStatus.EXITED
 
-@record(frozen=True)
+    @property
+    def label(self) -> str:
+        """The word a table shows."""
+        return self.value
+
+    @property
+    def outcome(self) -> str:
+        """How ``gpuscope run``'s last line says it ended: "exited", "failed", "was stopped"."""
+        return {RunStatus.STOPPED: "was stopped", RunStatus.ERROR: "failed",
+                RunStatus.RUNNING: "is running"}.get(self, self.value)
+
+    def describe(self, exit: ExitStatus | None = None, error: str | None = None) -> str:
+        """One phrase for a run in this state: "exited (exit code 0)", "failed (killed by SIGKILL)",
+        "stopped", "still running", "error: <why>" (``exit``/``error`` add what is known)."""
+        if self is RunStatus.RUNNING:
+            return "still running"
+        if self is RunStatus.STOPPED:
+            return "stopped"
+        if self is RunStatus.ERROR:
+            return f"error: {error}" if error else "error"
+        known = exit is not None and (exit.code is not None or exit.signal is not None)
+        return f"{self.value} ({exit.describe()})" if known and exit is not None else self.value
+
+
+@dataclass(frozen=True)
 class ExitStatus:
+    """How the run's first process ended: an exit code, or the signal that ended it."""
+
     code: int | None
     signal: str | None
 
     @classmethod
-    def from_returncode(cls, returncode: int) -> "ExitStatus":
+    def from_returncode(cls, returncode: int) -> ExitStatus:
         if returncode < 0:
             return cls(None, signal_name(-returncode))
         # A shell-style 128+N means the same to users; keep the code, it is what the program returned.
@@ -43,11 +87,16 @@ class ExitStatus:
         return f"exit code {self.code}"
 
 
+def describe_run(status: object, exit_code: int | None = None, signal: str | None = None,
+                 error: str | None = None) -> str:
+    """:meth:`RunStatus.describe` of a stored run's columns (status text, exit code, signal, error)."""
+    return RunStatus.parse(status).describe(ExitStatus(exit_code, signal), error)
+
+
 def signal_name(num: int) -> str:
     """``signal.Signals(num).name``, or ``SIG<num>`` for a number it does not name, read from ``_signal``
-    (the C module behind ``signal``): importing ``signal`` builds its enums, which pull in ``enum`` and
-    ``functools`` (10-40 ms on a 2-core runner; on ``gpuscope run``'s path every pool whose workers
-    are terminated at its close asks this)."""
+    (the C module behind ``signal``): building signal's enums costs more than this table
+    (docs/BENCHMARKS.md), and every pool whose workers are terminated asks this."""
     global _SIGNAL_NAMES
     if _SIGNAL_NAMES is None:
         import _signal

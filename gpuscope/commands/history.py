@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
+from typing import TYPE_CHECKING, Any
 
 from gpuscope.errors import UserError
+from gpuscope.status import RunStatus
+
+if TYPE_CHECKING:
+    from gpuscope.runrecord import RunRecord
+    from gpuscope.store.db import StoreConnection
+    from gpuscope.store.runs import RunRow
 
 DESCRIPTION = ("List past runs with the disk space each takes, show one, or remove runs: --delete RUN..., "
                "--prune --keep N (keep the N newest), --older-than DAYS. Removing a run deletes its folder "
@@ -44,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     return _list(rows, args)
 
 
-def _remove(conn, args: argparse.Namespace) -> int:
+def _remove(conn: StoreConnection, args: argparse.Namespace) -> int:
     from gpuscope.store import retention
 
     if args.delete and (args.prune or args.older_than is not None):
@@ -76,29 +84,39 @@ def _report(args: argparse.Namespace, items: list[dict], dry: bool, total: int) 
     print(f"{verb} {len(items)} run(s), {human(total)}" + (" (dry run: nothing was removed)" if dry else " freed"))
 
 
-def _show(conn, args: argparse.Namespace) -> int:
+def _show(conn: StoreConnection, args: argparse.Namespace) -> int:
+    from gpuscope.runrecord import open_run
     from gpuscope.store import retention
     from gpuscope.store import runs as store_runs
 
     row = store_runs.get_run(conn, args.run_id)
     if row is None:
         raise UserError(f"no run {args.run_id!r} in the store (see `gpuscope history`)")
-    procs = store_runs.run_processes(conn, row.id)
+    record = open_run(row.run_dir)
     size = retention.disk_usage(row.run_dir)
     if args.json:
-        print(json.dumps({"run": row.__dict__, "processes": procs, "disk_bytes": size}, default=str))
+        procs = [p.to_dict() for p in record.processes]
+        print(json.dumps({"run": _row_json(row), "processes": procs, "disk_bytes": size}, default=str))
     else:
-        _print_one(row, procs, size)
+        _print_one(row, record, size)
     return 0
 
 
-def _list(rows, args: argparse.Namespace) -> int:
+def _row_json(row: RunRow) -> dict[str, Any]:
+    """A run's row with its record's JSON form (``summary``: None while it runs)."""
+    from gpuscope.rundir import SUMMARY
+    from gpuscope.runrecord.folder import read_json
+
+    return dict(row.__dict__, summary=read_json(os.path.join(row.run_dir, SUMMARY)))
+
+
+def _list(rows: list[RunRow], args: argparse.Namespace) -> int:
     from gpuscope import paths
     from gpuscope.store import retention
 
     sizes = {r.id: retention.disk_usage(r.run_dir) for r in rows}
     if args.json:
-        print(json.dumps([dict(r.__dict__, disk_bytes=sizes[r.id]) for r in rows], default=str))
+        print(json.dumps([dict(_row_json(r), disk_bytes=sizes[r.id]) for r in rows], default=str))
         return 0
     if not rows:
         print("no runs yet: start one with `gpuscope run SCRIPT`")
@@ -109,7 +127,7 @@ def _list(rows, args: argparse.Namespace) -> int:
         exit_text = r.signal or ("-" if r.exit_code is None else str(r.exit_code))
         dur = f"{r.duration_s:.1f} s" if r.duration_s is not None else "-"
         launch = r.start_method if r.launcher == "python" else f"torchrun×{r.spec.get('nproc')}"
-        print(f"{r.id:<24} {started:<19} {r.status:<8} {exit_text:<9} {dur:>8} {retention.human(sizes[r.id]):>9} "
+        print(f"{r.id:<24} {started:<19} {r.status.label:<8} {exit_text:<9} {dur:>8} {retention.human(sizes[r.id]):>9} "
               f"{launch:<16} {r.script}")
     runs_total = retention.disk_usage(paths.runs_dir())
     print(f"disk: {retention.human(runs_total)} in run folders, {retention.human(retention.store_usage())} "
@@ -117,13 +135,13 @@ def _list(rows, args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_one(row, procs, size: int) -> None:
+def _print_one(row: RunRow, record: RunRecord, size: int) -> None:
     from gpuscope.store.retention import human
 
-    print(f"run {row.id}: {row.status}, {row.signal or f'exit code {row.exit_code}'}; {row.script}")
+    print(f"run {row.id}: {record.describe()}; {row.script}")
     print(f"folder: {row.run_dir} ({human(size)})")
-    if row.error:
-        print(f"error: {row.error}")
-    for p in procs:
-        print(f"  {p['pid']:>7} {p['role'] or '?':<16} {p['start_method'] or '-':<10} "
-              f"rank={p['rank'] if p['rank'] is not None else '-'} ranges={p['ranges']}")
+    if record.error and record.status is not RunStatus.ERROR:
+        print(f"error: {record.error}")
+    for p in record.processes:
+        print(f"  {p.pid:>7} {p.role or '?':<16} {p.start_method or '-':<10} "
+              f"rank={p.rank if p.rank is not None else '-'} ranges={p.ranges}")

@@ -13,6 +13,7 @@ import time
 from _thread import allocate_lock, get_ident as _get_ident, get_native_id as _get_native_id
 
 from . import exitstatus
+from .procself import start_ticks
 
 # Start-up cost (docs/INJECTION.md): this module is loaded in every process, so it imports no
 # threading (_thread is built in), no json (_dumps below) and no array until ranges are written.
@@ -28,12 +29,13 @@ RANGES_SUFFIX = ".ranges"
 RANGE_COLUMNS = (("t0", "q", 8), ("t1", "q", 8), ("tid", "i", 4), ("nid", "i", 4), ("style", "c", 1))
 # The line kinds: header, name, range (text form), mark, info, child, job, task, exit, error.
 HEADER, NAME, RANGE, MARK, INFO, CHILD, JOB, TASK, EXIT, ERROR = "HSRMICJTXE"
+REIMPORT = "U"   # __main__ re-imported by a spawn child or the forkserver (inject/reimport.py)
 
 _tids: dict = {}
 
 
 def native_tid():
-    """The OS thread id, cached per thread (get_native_id is a system call: ~190 ns)."""
+    """The OS thread id, cached per thread (get_native_id is a system call)."""
     tid = _tids.get(_get_ident())
     if tid is None:
         tid = _tids[_get_ident()] = _get_native_id()
@@ -58,21 +60,6 @@ def open_append(path):
     except FileNotFoundError:
         os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
         return os.open(path, _APPEND, 0o600)
-
-
-def start_ticks():
-    """This process's start in clock ticks after boot (field 22 of its stat): with the pid, the
-    identity others see it by (gpuscope.procs.ProcKey); None where it cannot be read."""
-    try:
-        fd = os.open("/proc/self/stat", os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            data = os.read(fd, 1024)
-        finally:
-            os.close(fd)
-        # the name (field 2) may hold spaces and parentheses: count from its closing one
-        return int(data[data.rindex(b")") + 2:].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def _clean(text):
@@ -212,6 +199,12 @@ class State:
         self.buf.append("C\t%d\t%d\t%d\t%s\n" % (t_call, t_return, pid, role))
         if t_return > self.next_flush:
             self.flush()
+
+    def main_reimport(self, t0, t1, info):
+        """``__main__`` re-imported by a spawn child or the forkserver (inject/reimport.py): a U line,
+        written at once (one per process, before its first task)."""
+        self.buf.append("%s\t%d\t%d\t%s\n" % (REIMPORT, t0, t1, _dumps(info)))
+        self.flush()
 
     def emit(self, info):
         """For periodic reporters (torch memory): an I line, on disk within FLUSH_NS."""

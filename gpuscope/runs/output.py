@@ -15,11 +15,10 @@ opened by :mod:`gpuscope.runs.pipes`.
 from __future__ import annotations
 
 import os
-from _collections import deque   # collections' own deque, without collections (issue 14.4)
+import threading
+from collections import deque
+from typing import TYPE_CHECKING
 
-from gpuscope import threads
-
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
 
@@ -104,7 +103,7 @@ class OutputPump:
         self._log = CappedLog(log_path, output_cap_bytes() if cap_bytes is None else (cap_bytes or None))
         self._listeners = listeners
         self.bytes = 0
-        self._thread = threads.Thread(target=self._run, name=f"gpuscope-{name}", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"gpuscope-{name}", daemon=True)
         self._thread.start()
 
     @property

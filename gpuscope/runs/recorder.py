@@ -20,7 +20,7 @@ calls, for every recorder of a run:
 7. ``finish(outcome)``: add to the run's result (notes, processes, findings, files); may take long
    (nsys import and export) and must honour ``outcome.cancelled`` when set (a Stop while finishing:
    end any tool started, keep what was recorded). Called in the recorders' order (event logs first,
-   so ``outcome.processes`` is filled for the others), and also when the program could not be
+   so ``outcome.events`` and ``outcome.processes`` are filled for the others), and also when the program could not be
    started (``outcome.launched`` is False) so that a recorder can release what ``prepare`` took.
 
 Two optional hooks serve stopping: ``own_processes(tree)`` names the processes of the tree that
@@ -37,17 +37,23 @@ them.
 from __future__ import annotations
 
 import os
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from gpuscope import threads
 from gpuscope.paths import as_path
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any, Callable, Protocol
 
-    from gpuscope.proclist import Existing
-    from gpuscope.runs.procscan import ProcInfo
+    from gpuscope.finding import Finding
+    from gpuscope.runrecord.model import NsysSummary, SampledProcess
+    from gpuscope.trace.events import RunEvents
+    from gpuscope.trace.process_row import ProcessRow
+
+    from gpuscope.procs.existing import Existing
+    from gpuscope.procs.read import ProcInfo
     from gpuscope.status import ExitStatus
     from gpuscope.spec import RunSpec
     from gpuscope.telemetry.batch import SampleBatch
@@ -68,53 +74,63 @@ class InRunFolder:
         return as_path(self.run_folder)
 
 
-# Launch, RunContext and Outcome are plain classes (a dataclass costs ~0.5 ms to create, at every
-# `gpuscope run`): the same fields, in the same order, with the same defaults.
+@dataclass
 class Launch(InRunFolder):
     """What starts the run's first process; recorders edit it in ``prepare``."""
 
-    def __init__(self, spec: RunSpec, run_id: str, run_dir: str | os.PathLike[str], argv: list[str],
-                 env: dict[str, str], cwd: str, notes: list[str] | None = None,
-                 versions: dict[str, Any] | None = None, progress: Callable[[str], None] = _no_progress,
-                 stop_requested: threads.Event | None = None) -> None:
-        self.spec, self.run_id, self.argv, self.env, self.cwd = spec, run_id, argv, env, cwd
-        self.run_folder = os.fspath(run_dir)
-        self.notes: list[str] = [] if notes is None else notes
-        self.versions: dict[str, Any] = {} if versions is None else versions
-        self.progress = progress
-        self.stop_requested = threads.Event() if stop_requested is None else stop_requested
+    spec: RunSpec
+    run_id: str
+    run_folder: str
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    notes: list[str] = field(default_factory=list)
+    versions: dict[str, Any] = field(default_factory=dict)
+    progress: Callable[[str], None] = _no_progress
+    stop_requested: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self.run_folder = os.fspath(self.run_folder)   # a Path is taken too
 
 
+@dataclass
 class RunContext(InRunFolder):
     """What recorders may read about the running program."""
 
-    def __init__(self, spec: RunSpec, run_id: str, run_dir: str | os.PathLike[str], pid: int, started_ns: int,
-                 stop_requested: threads.Event, notes: list[str] | None = None,
-                 progress: Callable[[str], None] = _no_progress, existing: Existing | None = None) -> None:
-        self.spec, self.run_id, self.pid, self.started_ns = spec, run_id, pid, started_ns
-        self.run_folder = os.fspath(run_dir)
-        self.existing = existing    # gpuscope.proclist.Existing: the host's processes before the program
-        self.stop_requested = stop_requested
-        self.notes: list[str] = [] if notes is None else notes       # the run's notes (shared, append only)
-        self.progress = progress
+    spec: RunSpec
+    run_id: str
+    run_folder: str
+    pid: int
+    started_ns: int
+    stop_requested: threading.Event
+    notes: list[str] = field(default_factory=list)        # the run's notes (shared, append only)
+    progress: Callable[[str], None] = _no_progress
+    existing: Existing | None = None    # the host's processes just before the program
+    events: RunEvents | None = None     # the run's one event-log reader (gpuscope.trace.events)
+
+    def __post_init__(self) -> None:
+        self.run_folder = os.fspath(self.run_folder)
 
 
+@dataclass
 class Outcome:
-    """The run's result while recorders finish it; each recorder adds what it owns."""
+    """The run's result while recorders finish it; each recorder fills the fields it owns."""
 
-    def __init__(self, exit: ExitStatus, stopped: bool, ended_ns: int, notes: list[str] | None = None,
-                 error: str | None = None, failed: bool = False, launched: bool = True,
-                 processes: list[dict[str, Any]] | None = None, progress: Callable[[str], None] = _no_progress,
-                 cancelled: threads.Event | None = None, extra: dict[str, Any] | None = None) -> None:
-        self.exit, self.stopped, self.ended_ns = exit, stopped, ended_ns
-        self.notes: list[str] = [] if notes is None else notes
-        self.error = error
-        self.failed = failed          # a recorder failed in a way that fails the run
-        self.launched = launched      # False: the program never started (prepare's undo only)
-        self.processes: list[dict[str, Any]] = [] if processes is None else processes  # per-process rows (event logs first)
-        self.progress = progress
-        self.cancelled = threads.Event() if cancelled is None else cancelled
-        self.extra: dict[str, Any] = {} if extra is None else extra   # e.g. "nsys": NsysResult, "events": the event logs
+    exit: ExitStatus
+    stopped: bool
+    ended_ns: int
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+    failed: bool = False          # a recorder failed in a way that fails the run
+    launched: bool = True         # False: the program never started (prepare's undo only)
+    progress: Callable[[str], None] = _no_progress
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    # what the recorders contribute, in their finishing order (event logs first):
+    events: RunEvents | None = None       # the run's event logs, read once (the event-log recorder)
+    processes: list[ProcessRow] = field(default_factory=list)      # one row per process (event logs)
+    sampled: list[SampledProcess] = field(default_factory=list)    # what the sampler saw (telemetry)
+    nsys: NsysSummary | None = None       # the nsys recording's result (nsys)
+    findings: list[Finding] = field(default_factory=list)          # the run's findings (findings)
 
 
 if TYPE_CHECKING:   # the interface every recorder implements (type checkers only: BaseRecorder is its runtime form)

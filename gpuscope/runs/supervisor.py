@@ -9,11 +9,10 @@ starts first; gpuscope's own imports and store work follow while it runs.
 
 from __future__ import annotations
 
-import _signal   # the C module behind `signal`, whose enums cost 10-40 ms (names: status.signal_name)
+import _signal   # the C module behind `signal`, without building its enums (names: status.signal_name)
 import os
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gpuscope.errors import UserError
@@ -24,10 +23,10 @@ from gpuscope.runs.output import OutputPump
 from gpuscope.runs.pipes import open_output
 from gpuscope.runs.recorder import BaseRecorder, InRunFolder, Launch, Outcome, RunContext, overrides
 from gpuscope.runs.recorders import default_recorders
+from gpuscope.runrecord.model import NsysSummary, RunRecord
 from gpuscope.runs.versions import versions
 from gpuscope.status import ExitStatus, RunStatus, signal_name
 from gpuscope.spec import RunSpec
-from gpuscope.store import sqlite   # noqa: F401 - _sqlite3 and array loaded before the run starts a thread (cimport.py)
 
 if TYPE_CHECKING:
     from typing import Any, Callable, Sequence
@@ -45,40 +44,7 @@ STOP_GRACE_S = 2.5
 EMPTY_GRACE_S = 0.5   # output still open this long after the run's last process ended: held by one that escaped
 
 
-@dataclass
-class RunResult(InRunFolder):
-    """What a finished run was: status, exit, processes, notes and findings (``to_json``: summary.json)."""
-
-    run_id: str
-    run_folder: str          # the run's folder (``run_dir``: as a Path)
-    status: RunStatus
-    exit: ExitStatus
-    started_ns: int
-    ended_ns: int
-    processes: list[dict[str, Any]] = field(default_factory=list)
-    left_running: list[int] = field(default_factory=list)   # alive after a run that ended by itself
-    escaped: list[int] = field(default_factory=list)        # left the session (double fork, setsid)
-    notes: list[str] = field(default_factory=list)
-    error: str | None = None
-    nsys: Any = None
-    findings: list[Any] = field(default_factory=list)   # gpuscope.finding.Finding
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "status": self.status.value,
-            "exit_code": self.exit.code,
-            "signal": self.exit.signal,
-            "run_dir": self.run_folder,
-            "duration_s": round((self.ended_ns - self.started_ns) / 1e9, 3),
-            "processes": self.processes,
-            "left_running": self.left_running,
-            "escaped": self.escaped,
-            "notes": self.notes,
-            "error": self.error,
-            "nsys": self.nsys.to_dict() if self.nsys is not None else None,
-            "findings": [f.to_dict() for f in self.findings],
-        }
+RunResult = RunRecord   # what ``Run.wait`` returns: the run's record (gpuscope.runrecord)
 
 
 class Run(InRunFolder):
@@ -128,6 +94,7 @@ class Run(InRunFolder):
         self._existing: Existing | None = None     # the host's processes just before the program
         self.notes: list[str] = []
         self.started_ns = 0
+        self._versions: dict[str, Any] = {}
 
     @property
     def pid(self) -> int | None:
@@ -169,9 +136,11 @@ class Run(InRunFolder):
         self._recording = threading.Thread(target=self._record_start, args=(launch,), name="gpuscope-record-start",
                                          daemon=True)
         self._recording.start()
+        from gpuscope.trace.events import RunEvents   # after the program started: off its start's path
+
         self._ctx = RunContext(self.spec, self.run_id, self.run_folder, self._proc.pid, self.started_ns,
                                self._stop_requested, notes=self.notes, progress=self.progress,
-                               existing=self._existing)
+                               existing=self._existing, events=RunEvents(self.run_folder))
         self._connect_batches()
         self._each("started", self._ctx)
         if self._stop_requested.is_set() and self._stop_thread is None:  # Stop came while it started
@@ -216,7 +185,7 @@ class Run(InRunFolder):
             from gpuscope import paths
 
             paths.data_root()   # makes what is in it private (a walk of every run the first time: paths.PRIVATE_MARK)
-            launch.versions = {**versions(self.spec), **launch.versions}
+            launch.versions = self._versions = {**versions(self.spec), **launch.versions}
             self._write_spec(launch)
             from gpuscope.store import db
             from gpuscope.store import runs as store_runs
@@ -230,12 +199,10 @@ class Run(InRunFolder):
             self._record_error = exc
 
     def _write_spec(self, launch: Launch) -> None:
-        import json
-
         nsys = self.spec.nsys
-        jsontext.write(os.path.join(self.run_folder, layout.SPEC), {
+        _write_json(os.path.join(self.run_folder, layout.SPEC), {
             "run_id": self.run_id, "spec": self.spec.to_dict(), "argv": launch.argv, "versions": launch.versions,
-            "nsys_trace_fork": nsys.fork_tracing(self.spec.start_method) if nsys.enabled else None}, indent=2)
+            "nsys_trace_fork": nsys.fork_tracing(self.spec.start_method) if nsys.enabled else None})
 
     def _connect_batches(self) -> None:
         """Telemetry batches go on to every recorder that wants them."""
@@ -247,9 +214,11 @@ class Run(InRunFolder):
             for recorder in takers:
                 self._call(recorder, "on_batch", batch)
 
+        from gpuscope.runs.recorders.telemetry_sampling import TelemetryRecorder
+
         for recorder in self.recorders:
-            if hasattr(recorder, "batch_sink"):
-                recorder.batch_sink = deliver  # type: ignore[attr-defined]
+            if isinstance(recorder, TelemetryRecorder):
+                recorder.batch_sink = deliver
 
     def _abort(self, message: str) -> None:
         """The program never started: record why and let recorders undo what ``prepare`` took."""
@@ -263,7 +232,7 @@ class Run(InRunFolder):
         with db.connect(self._store_path) as conn:
             store_runs.insert_run(conn, run_id=self.run_id, spec=self.spec.to_dict(),
                                   run_dir=self.run_folder, versions=versions(self.spec))
-            store_runs.finish_run(conn, self.run_id, status=status.value, ended_ns=time.time_ns(),
+            store_runs.finish_run(conn, self.run_id, status=status, ended_ns=time.time_ns(),
                                   exit_code=None, signal=None, error=message)
 
     def _each(self, method: str, *args: Any) -> None:
@@ -362,7 +331,7 @@ class Run(InRunFolder):
             self.progress("stopping: the program has ended; nsys is writing its report (stop again to abandon it)")
 
     # -- wait -------------------------------------------------------------------------------------
-    def wait(self) -> RunResult:
+    def wait(self) -> RunRecord:
         """Block until the run has ended and been recorded."""
         assert self._proc is not None and self._ctx is not None, "start() first"
         from gpuscope.procs import membership  # noqa: F401 - the end reads /proc: loaded while the program runs
@@ -382,16 +351,16 @@ class Run(InRunFolder):
             if self._stop_requested.is_set() and not outcome.stopped:
                 outcome.stopped = True  # stopped in between: it still counts
         self._each("finish", outcome)
-        outcome.extra.pop("events", None)   # read once for the recorders; not kept with the run
         status = _status(outcome, exit_status, self._stop_requested.is_set())
         from gpuscope.procs.read import read as read_stat
 
         escaped = sorted(set(self._escaped_on_stop) | {p for p in left if (i := read_stat(p)) and
                                                        i.sid != self._proc.pid})
-        result = RunResult(run_id=self.run_id, run_folder=self.run_folder, status=status, exit=exit_status,
+        result = RunRecord(run_id=self.run_id, run_folder=self.run_folder, status=status, exit=exit_status,
                            started_ns=self.started_ns, ended_ns=ended_ns, processes=outcome.processes,
                            left_running=left, escaped=escaped, notes=list(self.notes), error=outcome.error,
-                           nsys=outcome.extra.get("nsys"), findings=list(outcome.extra.get("findings", [])))
+                           nsys=NsysSummary.of(outcome.nsys), findings=list(outcome.findings),
+                           spec=self.spec.to_dict(), versions=dict(self._versions))
         self._record(result)
         return result
 
@@ -422,8 +391,8 @@ class Run(InRunFolder):
 
     def _settle(self, timeout_s: float = 1.5) -> list[int]:
         """Processes still alive after the run ended by itself (given a moment to exit). The ones
-        seen are watched one by one (one /proc stat each: 2 ms after the scan, then less and less
-        often, up to 50 ms apart; multiprocessing's resource tracker ends a few ms after the
+        seen are watched one by one (one /proc stat each, soon after the scan, then less and less
+        often, up to ``delay``'s cap apart; multiprocessing's resource tracker ends just after the
         program), and once they are gone the run is scanned again for any they started."""
         from gpuscope.procs.read import read as read_stat
 
@@ -439,17 +408,15 @@ class Run(InRunFolder):
             tree = self._tree()
         return sorted(tree)
 
-    def _record(self, result: RunResult) -> None:
+    def _record(self, result: RunRecord) -> None:
         if self._recording is not None:
             self._recording.join()
         conn, self._conn = self._conn, None
         try:
             if self._record_error is not None:
                 raise self._record_error
-            import json
-
-            summary = result.to_json()
-            jsontext.write(os.path.join(self.run_folder, layout.SUMMARY), summary, indent=2)
+            # the run's one record; the store's rows below are an index derived from it
+            _write_json(os.path.join(self.run_folder, layout.SUMMARY), result.to_json())
             from gpuscope.store import runs as store_runs
 
             if conn is None:
@@ -457,14 +424,21 @@ class Run(InRunFolder):
 
                 conn = db.connect(self._store_path)
             with conn:
-                store_runs.finish_run(conn, self.run_id, status=result.status.value, ended_ns=result.ended_ns,
+                store_runs.finish_run(conn, self.run_id, status=result.status, ended_ns=result.ended_ns,
                                       exit_code=result.exit.code, signal=result.exit.signal,
-                                      error=result.error, summary=summary, processes=result.processes)
+                                      error=result.error, processes=result.processes)
         finally:
             if conn is not None:
                 from gpuscope.store import db
 
                 db.release(conn)   # closed, or kept for gpuscope run's os._exit (db.hold_until_exit)
+
+
+def _write_json(path: str, data: dict[str, Any]) -> None:
+    import json
+
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2)
 
 
 def _same_process(now: Any, seen: Any) -> bool:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from gpuscope.trace.process_row import ProcessRow, as_row, display_name
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False
+from gpuscope.trace.process_row import ProcessRow, display_name
+
 if TYPE_CHECKING:
     from typing import Any
+
+    from gpuscope.runrecord.model import RunRecord
 
 
 def _ms(ns: int) -> str:
@@ -44,16 +47,15 @@ def _not_injected(name: str) -> str:
     return f"({name}: not reached by gpuscope: not Python, or started with -I/-E/-S)"
 
 
-def format_table(result: Any) -> str:
+def format_table(result: RunRecord) -> str:
     """Header line, one row per process, then notes about processes left behind."""
     duration = (result.ended_ns - result.started_ns) / 1e9
-    outcome = {"stopped": "was stopped", "exited": "exited", "failed": "failed", "error": "failed"}[result.status]
-    lines = [f"gpuscope: run {result.run_id} {outcome} ({result.exit.describe()}) after {duration:.2f} s",
+    lines = [f"gpuscope: run {result.run_id} {result.status.outcome} ({result.exit.describe()}) after {duration:.2f} s",
              f"gpuscope: folder {result.run_folder}"]
     header = (f"  {'PID':>7}  {'ROLE':<20} {'METHOD':<10} {'RANK':>4} {'LIFETIME':>9} {'EXIT':>5} "
               f"{'CPU':>7} {'PEAK RSS':>9} {'RANGES':>7}  TOP RANGES")
     lines.append(header)
-    rows = [as_row(p) for p in result.processes]
+    rows = list(result.processes)
     for p in rows:
         life = f"{p.lifetime_s:.2f} s" if p.lifetime_s is not None else "-"
         top = ", ".join(f"{t.name} ×{t.count} {_ms(t.total_ns)}" for t in p.top_ranges[:2])
@@ -71,7 +73,8 @@ def format_table(result: Any) -> str:
         lines.append(f"gpuscope: still running after the run ended (not killed; see `gpuscope cleanup`): "
                      f"{', '.join(map(str, result.left_running))}")
     if result.escaped:
-        lines.append(f"gpuscope: escaped the run's session (double fork / setsid): {', '.join(map(str, result.escaped))}")
+        escaped = ", ".join(map(str, result.escaped))
+        lines.append(f"gpuscope: escaped the run's session (double fork / setsid): {escaped}")
     if result.error:
         lines.append(f"gpuscope: {result.error}")
     return "\n".join(lines)

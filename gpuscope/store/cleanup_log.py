@@ -6,14 +6,13 @@ when, what, on which target and identity, the result, a one-line message and the
 
 from __future__ import annotations
 
+import json
 import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from gpuscope import jsontext
-from gpuscope.record import record
-from gpuscope.store.sqlite import sqlite3
-
-TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from gpuscope.store.db import Connection
     from typing import Any
 
 DDL = """
@@ -35,7 +34,7 @@ CREATE INDEX IF NOT EXISTS cleanup_actions_time ON cleanup_actions(time_ns);
 """
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class ActionRow:
     """One clean-up action as logged."""
 
@@ -56,26 +55,27 @@ class ActionRow:
         return dict(self.__dict__)
 
 
-def log_action(conn: sqlite3.Connection, *, action: str, target: str, identity: dict[str, Any],
+def log_action(conn: Connection, *, action: str, target: str, identity: dict[str, Any],
                result: str, ok: bool, message: str, user: str, run_id: str | None = None,
                details: dict[str, Any] | None = None, time_ns: int | None = None) -> int:
     """Append one action to the log; returns its row id."""
     cur = conn.execute(
         "INSERT INTO cleanup_actions (time_ns, action, target, pid, identity_json, result, ok,"
         " message, user, run_id, details_json) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        (time_ns or time.time_ns(), action, target, identity.get("pid"), jsontext.dumps(identity),
-         result, int(bool(ok)), message, user, run_id, jsontext.dumps(details or {})),
+        (time_ns or time.time_ns(), action, target, identity.get("pid"), json.dumps(identity),
+         result, int(bool(ok)), message, user, run_id, json.dumps(details or {})),
     )
+    assert cur.lastrowid is not None   # an INSERT's row
     return int(cur.lastrowid)
 
 
-def list_actions(conn: sqlite3.Connection, limit: int = 100) -> list[ActionRow]:
+def list_actions(conn: Connection, limit: int = 100) -> list[ActionRow]:
     """The most recent actions, newest first."""
     rows = conn.execute("SELECT * FROM cleanup_actions ORDER BY time_ns DESC, id DESC LIMIT ?",
                         (limit,)).fetchall()
     return [ActionRow(
         id=r["id"], time_ns=r["time_ns"], action=r["action"], target=r["target"], pid=r["pid"],
-        identity=jsontext.loads(r["identity_json"]), result=r["result"], ok=bool(r["ok"]),
+        identity=json.loads(r["identity_json"]), result=r["result"], ok=bool(r["ok"]),
         message=r["message"], user=r["user"], run_id=r["run_id"],
-        details=jsontext.loads(r["details_json"] or "{}"),
+        details=json.loads(r["details_json"] or "{}"),
     ) for r in rows]

@@ -13,16 +13,15 @@ the new store; when another process has rebuilt it, the connection follows the n
 from __future__ import annotations
 
 import os
+import sqlite3
+from typing import TYPE_CHECKING, Union
 
 from gpuscope import paths
 from gpuscope.store import schema
 from gpuscope.store.schema import inode
-from gpuscope.store.sqlite import sqlite3
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from pathlib import Path
-    from typing import Any, Callable, Iterator, Sequence
+    from typing import Any, Callable, Iterator, Literal, Sequence
 
     from gpuscope.store import recovery
 
@@ -30,7 +29,7 @@ BUSY_TIMEOUT_S = schema.BUSY_TIMEOUT_S
 raw_connect = schema.raw_connect
 
 
-def connect(path: str | Path | None = None) -> "StoreConnection":
+def connect(path: str | os.PathLike[str] | None = None) -> StoreConnection:
     """Open the store (creating it and its tables if needed; recovering it if it is damaged)."""
     return StoreConnection(os.fspath(path) if path is not None else paths.store_file())
 
@@ -43,10 +42,10 @@ def hold_until_exit() -> None:
     """This process ends by ``os._exit`` once its command is done (``gpuscope run``: cli.py): from
     now on :func:`release` keeps connections open instead of closing them.
 
-    Closing a store's last connection checkpoints its WAL into the file and syncs both to disk:
-    ~1.6 ms on the 2-core runner, at the end of every ``gpuscope run``, after the program (issue
-    14.4). Left open at ``os._exit``, the transactions committed stay in the WAL, where every later
-    connection reads them (SQLite's own crash recovery; the WAL's frames carry checksums), and the
+    Closing a store's last connection checkpoints its WAL into the file and syncs both to disk,
+    at the end of every ``gpuscope run``, after the program (docs/STORE.md has the figure). Left
+    open at ``os._exit``, the transactions committed stay in the WAL, where every later connection
+    reads them (SQLite's own crash recovery; the WAL's frames carry checksums), and the
     next checkpoint (any writer's, once the WAL holds 1000 pages, or the next last close) moves
     them into the file. A crash of gpuscope loses nothing committed either way; what waits is
     only the sync to disk, as for the run folder's own files, from which the store can be rebuilt
@@ -192,10 +191,10 @@ class StoreConnection:
         # the rest of sqlite3.Connection (total_changes, create_function, ...), without recovery
         return getattr(self.__dict__["_conn"], name)
 
-    def __enter__(self) -> "StoreConnection":
+    def __enter__(self) -> StoreConnection:
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         if exc_type is None:
             self.commit()
         else:
@@ -204,6 +203,10 @@ class StoreConnection:
             except sqlite3.Error:
                 pass
         return False
+
+
+# What the store's functions take: a connection of connect(), or a plain one (schema.raw_connect).
+Connection = Union[sqlite3.Connection, StoreConnection]
 
 
 def _is_damage(exc: BaseException) -> bool:

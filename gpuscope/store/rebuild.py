@@ -1,10 +1,11 @@
 """Build a run store from the run folders (after the old one was found damaged).
 
-Each run folder holds ``spec.json`` (written when the run starts) and, once it ended,
-``summary.json`` (status, exit, duration, processes). A run without a summary either still runs
-(its gpuscope writes the final row when it ends) or its gpuscope died: it is listed as ``error``.
-Processes come from the summary, else from the event logs. Tables SQLite can still read in the
-damaged copy (samples, cleanup log, runs) are copied first; the folders then win for runs.
+Each run folder holds the run's record (:func:`gpuscope.runrecord.read_folder`: ``spec.json``
+written when the run starts, ``summary.json`` once it ended); the store's rows are derived from it.
+A run without a summary either still runs (its gpuscope writes the final row when it ends) or its
+gpuscope died: it is listed as ``error``, its processes read from the event logs. Tables SQLite can
+still read in the damaged copy (samples, cleanup log, runs) are copied first; the folders then win
+for runs.
 """
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuscope import rundir as layout
-from gpuscope.status import RunStatus
-from gpuscope.store.sqlite import sqlite3
+
+if TYPE_CHECKING:
+    from gpuscope.store.db import StoreConnection
 
 log = logging.getLogger("gpuscope.store")
 
@@ -83,14 +86,6 @@ def _copy_table(conn: sqlite3.Connection, table: str) -> bool:
         return False
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def _id_time_ns(run_id: str, fallback: float) -> int:
     try:
         return int(time.mktime(time.strptime(run_id[:15], "%Y%m%d-%H%M%S")) * 1e9)
@@ -98,51 +93,34 @@ def _id_time_ns(run_id: str, fallback: float) -> int:
         return int(fallback * 1e9)
 
 
-def add_folder(conn: sqlite3.Connection, folder: Path) -> bool:
-    """Put the run of one folder in the store (its spec and summary); False if not a run folder."""
-    meta = _read_json(folder / layout.SPEC)
+def add_folder(conn: sqlite3.Connection | StoreConnection, folder: Path) -> bool:
+    """Index the run of one folder in the store (its record); False if not a run folder."""
+    from gpuscope.runrecord.folder import read_folder, read_json
+
+    meta = read_json(str(folder / layout.SPEC))
     if meta is None or not isinstance(meta.get("spec"), dict):
         return False
-    spec, run_id = meta["spec"], str(meta.get("run_id") or folder.name)
-    summary = _read_json(folder / layout.SUMMARY)
-    spec_mtime = os.stat(folder / layout.SPEC).st_mtime
-    created = _id_time_ns(run_id, spec_mtime)
-    started = int(spec_mtime * 1e9)
+    finished = (folder / layout.SUMMARY).is_file()
+    record = read_folder(folder)
+    if not finished:
+        record.error = NO_SUMMARY
+    spec = record.spec
     row: dict[str, Any] = {
-        "id": run_id, "created_ns": created, "started_ns": started, "script": spec.get("script", "?"),
-        "launcher": spec.get("launcher", "python"), "start_method": spec.get("start_method", "default"),
-        "run_dir": str(folder), "spec_json": json.dumps(spec), "versions_json": json.dumps(meta.get("versions") or {}),
+        "id": record.run_id, "created_ns": _id_time_ns(record.run_id, os.stat(folder / layout.SPEC).st_mtime),
+        "started_ns": record.started_ns, "ended_ns": record.ended_ns or None, "status": record.status.value,
+        "exit_code": record.exit.code, "signal": record.exit.signal, "error": record.error,
+        "script": spec.get("script", "?"), "launcher": spec.get("launcher", "python"),
+        "start_method": spec.get("start_method", "default"), "run_dir": str(folder),
+        "spec_json": json.dumps(spec), "versions_json": json.dumps(record.versions),
     }
-    if summary is not None:
-        duration = float(summary.get("duration_s") or 0.0)
-        row.update(status=str(summary.get("status") or RunStatus.ERROR), exit_code=summary.get("exit_code"),
-                   signal=summary.get("signal"), error=summary.get("error"),
-                   ended_ns=started + int(duration * 1e9), summary_json=json.dumps(summary))
-        processes = summary.get("processes") or []
-        verb = "INSERT OR REPLACE"
-    else:
-        row.update(status=str(RunStatus.ERROR), error=NO_SUMMARY)
-        processes = _processes_from_events(folder)
-        verb = "INSERT OR IGNORE"   # a salvaged row knows more (a live supervisor's pid)
+    # a salvaged row of a run without a summary knows more (a live supervisor's pid)
+    verb = "INSERT OR REPLACE" if finished else "INSERT OR IGNORE"
     cols = ", ".join(row)
     conn.execute(f"{verb} INTO runs ({cols}) VALUES ({', '.join('?' * len(row))})", tuple(row.values()))
-    if processes:
+    if record.processes:
         from gpuscope.store.runs import replace_processes
 
-        if summary is not None or not conn.execute("SELECT 1 FROM run_processes WHERE run_id=?",
-                                                   (run_id,)).fetchone():
-            replace_processes(conn, run_id, processes)
+        if finished or not conn.execute("SELECT 1 FROM run_processes WHERE run_id=?",
+                                        (record.run_id,)).fetchone():
+            replace_processes(conn, record.run_id, record.processes)
     return True
-
-
-def _processes_from_events(folder: Path) -> list[dict[str, Any]]:
-    """The processes of a run without a summary, from its event logs (none if they cannot be read)."""
-    if not (folder / layout.EVENTS).is_dir():
-        return []
-    try:
-        from gpuscope.trace.process_rows import collect_processes
-
-        return [p for p in collect_processes(folder) if isinstance(p, dict) and "pid" in p]
-    except Exception as exc:  # noqa: BLE001 - a half-written log must not stop the rebuild
-        log.warning("%s: event logs not read: %s", folder, exc)
-        return []

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sqlite3
 import sys
 import time
 from contextlib import closing, contextmanager
@@ -21,7 +22,6 @@ from pathlib import Path
 from typing import Iterator
 
 from gpuscope.store.schema import inode
-from gpuscope.store.sqlite import sqlite3
 
 HEADER = b"SQLite format 3\x00"
 # sqlite3 error codes (Python >= 3.11 exposes them) for a damaged file, and the messages for older ones

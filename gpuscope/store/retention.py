@@ -12,13 +12,16 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuscope import paths
 from gpuscope.errors import UserError
 from gpuscope.status import RunStatus
 from gpuscope.store import runs as store_runs
 from gpuscope.store import samples
-from gpuscope.store.sqlite import sqlite3
+
+if TYPE_CHECKING:
+    from gpuscope.store.db import Connection
 
 DAY_NS = 86_400 * 10**9
 
@@ -65,15 +68,15 @@ def human(n: int) -> str:
     return f"{size:.1f} TiB"
 
 
-def is_running(row: store_runs.RunRow, conn: sqlite3.Connection) -> bool:
+def is_running(row: store_runs.RunRow, conn: Connection) -> bool:
     """Whether a live gpuscope still runs this run."""
-    if row.status != RunStatus.RUNNING.value:
+    if row.status is not RunStatus.RUNNING:
         return False
     r = conn.execute("SELECT supervisor_pid, supervisor_start FROM runs WHERE id=?", (row.id,)).fetchone()
     return r is not None and store_runs.supervisor_alive(r["supervisor_pid"], r["supervisor_start"])
 
 
-def resolve(conn: sqlite3.Connection, ids: list[str]) -> list[store_runs.RunRow]:
+def resolve(conn: Connection, ids: list[str]) -> list[store_runs.RunRow]:
     """The runs named by ids or unique prefixes; a one-line UserError for the first unknown or running one."""
     rows: dict[str, store_runs.RunRow] = {}
     for given in ids:
@@ -86,7 +89,7 @@ def resolve(conn: sqlite3.Connection, ids: list[str]) -> list[store_runs.RunRow]
     return list(rows.values())
 
 
-def prune_candidates(conn: sqlite3.Connection, *, keep: int | None = None,
+def prune_candidates(conn: Connection, *, keep: int | None = None,
                      older_than_days: float | None = None) -> list[store_runs.RunRow]:
     """Finished runs to prune: not among the ``keep`` newest, and (when given) older than the age.
 
@@ -122,7 +125,7 @@ def _owned_folder(run_dir: str, run_id: str) -> Path | None:
     return path if inside and path.name == run_id else None
 
 
-def delete(conn: sqlite3.Connection, rows: list[store_runs.RunRow]) -> list[Deleted]:
+def delete(conn: Connection, rows: list[store_runs.RunRow]) -> list[Deleted]:
     """Remove the runs' folders and store rows (a folder outside the runs folder is left alone)."""
     done = []
     for row in rows:

@@ -1,18 +1,27 @@
-"""Runs and their processes in the run store."""
+"""Runs and their processes in the run store: an index derived from the run folders.
+
+A run's record lives in its folder (:mod:`gpuscope.runrecord`: ``spec.json``, ``summary.json``);
+the ``runs`` row holds what listing and sorting need (status, times, script, the folder) and the
+``run_processes`` rows what looking a process up by pid needs (cleanup: pid, role, start time).
+Both are written from the record and rebuilt from the folders (:mod:`gpuscope.store.rebuild`).
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from gpuscope import jsontext
-from gpuscope.record import record
-from gpuscope.status import RunStatus
-from gpuscope.store.sqlite import sqlite3
+from gpuscope.status import ExitStatus, RunStatus
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Iterable
+
+    from gpuscope.store.db import Connection
+    from gpuscope.trace.process_row import ProcessRow
 
 DDL = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -30,7 +39,7 @@ CREATE TABLE IF NOT EXISTS runs (
     spec_json    TEXT NOT NULL,
     versions_json TEXT,
     error        TEXT,
-    summary_json TEXT,
+    summary_json TEXT,                -- written by older versions only: summary.json holds it
     supervisor_pid INTEGER,           -- the gpuscope process that runs it
     supervisor_start INTEGER          -- its start time (clock ticks after boot, /proc/<pid>/stat)
 );
@@ -61,7 +70,7 @@ ADDED_COLUMNS = (
 FINAL_STATUSES = tuple(s.value for s in RunStatus if s.final)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class RunRow:
     """One row of the ``runs`` table."""
 
@@ -69,7 +78,7 @@ class RunRow:
     created_ns: int
     started_ns: int | None
     ended_ns: int | None
-    status: str
+    status: RunStatus
     exit_code: int | None
     signal: str | None
     script: str
@@ -79,7 +88,6 @@ class RunRow:
     spec: dict[str, Any]
     versions: dict[str, Any]
     error: str | None
-    summary: dict[str, Any] | None
 
     @property
     def duration_s(self) -> float | None:
@@ -87,18 +95,22 @@ class RunRow:
             return None
         return (self.ended_ns - self.started_ns) / 1e9
 
+    def describe(self) -> str:
+        """"exited (exit code 0)", "failed (killed by SIGKILL)", "stopped", ... (:class:`RunStatus`)."""
+        return self.status.describe(ExitStatus(self.exit_code, self.signal), self.error)
+
 
 def _row(r: sqlite3.Row) -> RunRow:
     return RunRow(
         id=r["id"], created_ns=r["created_ns"], started_ns=r["started_ns"], ended_ns=r["ended_ns"],
-        status=r["status"], exit_code=r["exit_code"], signal=r["signal"], script=r["script"],
+        status=RunStatus.parse(r["status"]), exit_code=r["exit_code"], signal=r["signal"], script=r["script"],
         launcher=r["launcher"], start_method=r["start_method"], run_dir=r["run_dir"],
-        spec=jsontext.loads(r["spec_json"]), versions=jsontext.loads(r["versions_json"] or "{}"),
-        error=r["error"], summary=jsontext.loads(r["summary_json"]) if r["summary_json"] else None,
+        spec=json.loads(r["spec_json"]), versions=json.loads(r["versions_json"] or "{}"),
+        error=r["error"],
     )
 
 
-def insert_run(conn: sqlite3.Connection, *, run_id: str, spec: dict[str, Any], run_dir: str,
+def insert_run(conn: Connection, *, run_id: str, spec: dict[str, Any], run_dir: str,
                versions: dict[str, Any]) -> None:
     pid = os.getpid()
     # A store rebuilt while this run started (recovery) may already list it from its folder: this
@@ -107,19 +119,19 @@ def insert_run(conn: sqlite3.Connection, *, run_id: str, spec: dict[str, Any], r
         "INSERT OR REPLACE INTO runs (id, created_ns, status, script, launcher, start_method, run_dir,"
         " spec_json, versions_json, supervisor_pid, supervisor_start) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
         (run_id, time.time_ns(), RunStatus.RUNNING.value, spec["script"], spec["launcher"], spec["start_method"],
-         run_dir, jsontext.dumps(spec), jsontext.dumps(versions), pid, _start_ticks(pid)),
+         run_dir, json.dumps(spec), json.dumps(versions), pid, _start_ticks(pid)),
     )
 
 
 def _start_ticks(pid: int) -> int | None:
     """A live process's start time in clock ticks after boot (None if gone or a zombie)."""
-    from gpuscope.processes import read
+    from gpuscope.procs.read import read
 
     info = read(pid)
     return None if info is None or info.is_zombie else info.start_ticks
 
 
-def mark_abandoned(conn: sqlite3.Connection) -> list[str]:
+def mark_abandoned(conn: Connection) -> list[str]:
     """Runs still 'running' whose gpuscope process is gone (crashed, killed): mark them failed.
 
     Returns their ids. A run whose supervisor is alive (this or another gpuscope) is left alone.
@@ -139,18 +151,16 @@ def supervisor_alive(pid: int | None, start_ticks: int | None) -> bool:
     return pid is not None and _start_ticks(pid) == start_ticks
 
 
-def mark_started(conn: sqlite3.Connection, run_id: str, started_ns: int) -> None:
+def mark_started(conn: Connection, run_id: str, started_ns: int) -> None:
     conn.execute("UPDATE runs SET started_ns=? WHERE id=?", (started_ns, run_id))
 
 
-def finish_run(conn: sqlite3.Connection, run_id: str, *, status: str | RunStatus, ended_ns: int,
+def finish_run(conn: Connection, run_id: str, *, status: str | RunStatus, ended_ns: int,
                exit_code: int | None, signal: str | None, error: str | None = None,
-               summary: dict[str, Any] | None = None,
-               processes: Iterable[dict[str, Any]] | None = None) -> None:
+               processes: Iterable[ProcessRow] | None = None) -> None:
     """The run's end; with ``processes``, its process rows too, in the same transaction."""
-    values = (RunStatus(status).value, ended_ns, exit_code, signal, error,
-              jsontext.dumps(summary) if summary is not None else None, run_id)
-    update = "UPDATE runs SET status=?, ended_ns=?, exit_code=?, signal=?, error=?, summary_json=? WHERE id=?"
+    values = (RunStatus(status).value, ended_ns, exit_code, signal, error, run_id)
+    update = "UPDATE runs SET status=?, ended_ns=?, exit_code=?, signal=?, error=? WHERE id=?"
     if processes is None:
         conn.execute(update, values)
     else:
@@ -161,7 +171,7 @@ def finish_run(conn: sqlite3.Connection, run_id: str, *, status: str | RunStatus
     _make_folder_private(conn, run_id)
 
 
-def _make_folder_private(conn: sqlite3.Connection, run_id: str) -> None:
+def _make_folder_private(conn: Connection, run_id: str) -> None:
     """The run's files were written with the user's umask (often 0644): make them 0600 now."""
     from gpuscope.paths import make_private
 
@@ -170,18 +180,17 @@ def _make_folder_private(conn: sqlite3.Connection, run_id: str) -> None:
         make_private(r["run_dir"])
 
 
-def replace_processes(conn: sqlite3.Connection, run_id: str, procs: Iterable[dict[str, Any]]) -> None:
-    """Store the run's processes (as read from its event logs) in one transaction."""
+def replace_processes(conn: Connection, run_id: str, procs: Iterable[ProcessRow]) -> None:
+    """Index the run's processes (its record's rows) in one transaction."""
     with conn:
         conn.execute("BEGIN IMMEDIATE")
         _write_processes(conn, run_id, procs)
 
 
-def _write_processes(conn: sqlite3.Connection, run_id: str, procs: Iterable[dict[str, Any]]) -> None:
+def _write_processes(conn: Connection, run_id: str, procs: Iterable[ProcessRow]) -> None:
     rows = [
-        (run_id, p["pid"], p.get("ppid"), p.get("role"), p.get("start_method"), p.get("rank"),
-         p.get("name"), p.get("started_ns"), p.get("ended_ns"), p.get("exit_code"),
-         p.get("ranges", 0), jsontext.dumps(p.get("info") or {}))
+        (run_id, p.pid, p.ppid, p.role, p.start_method, p.rank, p.name, p.started_ns, p.ended_ns, p.exit_code,
+         p.ranges, json.dumps(p.info))
         for p in procs
     ]
     conn.execute("DELETE FROM run_processes WHERE run_id=?", (run_id,))
@@ -192,7 +201,7 @@ def _write_processes(conn: sqlite3.Connection, run_id: str, procs: Iterable[dict
     )
 
 
-def get_run(conn: sqlite3.Connection, run_id: str) -> RunRow | None:
+def get_run(conn: Connection, run_id: str) -> RunRow | None:
     """A run by its id, or by a unique prefix of it."""
     r = conn.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
     if r is None:
@@ -201,18 +210,6 @@ def get_run(conn: sqlite3.Connection, run_id: str) -> RunRow | None:
     return _row(r) if r is not None else None
 
 
-def list_runs(conn: sqlite3.Connection, limit: int = 50) -> list[RunRow]:
+def list_runs(conn: Connection, limit: int = 50) -> list[RunRow]:
     rows = conn.execute("SELECT * FROM runs ORDER BY created_ns DESC LIMIT ?", (limit,)).fetchall()
     return [_row(r) for r in rows]
-
-
-def run_processes(conn: sqlite3.Connection, run_id: str) -> list[dict[str, Any]]:
-    rows = conn.execute("SELECT * FROM run_processes WHERE run_id=? ORDER BY started_ns, pid",
-                        (run_id,)).fetchall()
-    out = []
-    for r in rows:
-        d = dict(r)
-        d["info"] = jsontext.loads(d.pop("info_json") or "{}")
-        out.append(d)
-    return out
-

@@ -14,12 +14,12 @@ arrays from :func:`read_rows`.
 
 from __future__ import annotations
 
-from gpuscope import jsontext
-from gpuscope.cimport import array
-from gpuscope.store.sqlite import sqlite3
+import json
+from array import array
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from gpuscope.store.db import Connection
     from typing import Any, Iterable, Sequence
 
 DDL = """
@@ -82,7 +82,7 @@ def _insert(table: str, cols: Sequence[str]) -> str:
     return f"INSERT OR REPLACE INTO {table} (series, {', '.join(cols)}) VALUES (?{', ?' * len(cols)})"
 
 
-def open_series(conn: sqlite3.Connection, run_id: str, *, interval_s: float, anchor_mono_ns: int,
+def open_series(conn: Connection, run_id: str, *, interval_s: float, anchor_mono_ns: int,
                 anchor_wall_ns: int, root_pid: int | None, info: dict[str, Any] | None = None) -> int:
     """The series key of ``run_id`` (created on first use)."""
     row = conn.execute("SELECT key FROM sample_series WHERE run_id=?", (run_id,)).fetchone()
@@ -91,7 +91,8 @@ def open_series(conn: sqlite3.Connection, run_id: str, *, interval_s: float, anc
     cur = conn.execute(
         "INSERT INTO sample_series (run_id, interval_s, anchor_mono_ns, anchor_wall_ns, root_pid, info_json)"
         " VALUES (?,?,?,?,?,?)",
-        (run_id, interval_s, anchor_mono_ns, anchor_wall_ns, root_pid, jsontext.dumps(info or {})))
+        (run_id, interval_s, anchor_mono_ns, anchor_wall_ns, root_pid, json.dumps(info or {})))
+    assert cur.lastrowid is not None   # an INSERT's row
     return int(cur.lastrowid)
 
 
@@ -110,7 +111,7 @@ def _batch_rows(series: int, batches: Iterable[Any]) -> dict[str, list[tuple[Any
     return rows
 
 
-def write_batches(conn: sqlite3.Connection, series: int, batches: Sequence[Any],
+def write_batches(conn: Connection, series: int, batches: Sequence[Any],
                   summary: dict[int, dict[str, Any]] | None = None, notes: Sequence[str] = ()) -> int:
     """Write sample batches (objects shaped like ``telemetry.batch.SampleBatch``), the process
     summary and new notes in one transaction; returns the number of sample rows."""
@@ -126,19 +127,19 @@ def write_batches(conn: sqlite3.Connection, series: int, batches: Sequence[Any],
             conn.executemany(_insert("sample_procs", ("pid", *_PROCS_COLS)),
                              [_procs_row(series, s) for s in summary.values()])
         if notes:
-            old = jsontext.loads(conn.execute("SELECT notes_json FROM sample_series WHERE key=?",
+            old = json.loads(conn.execute("SELECT notes_json FROM sample_series WHERE key=?",
                                               (series,)).fetchone()[0])
             conn.execute("UPDATE sample_series SET notes_json=? WHERE key=?",
-                         (jsontext.dumps(old + [x for x in notes if x not in old]), series))
+                         (json.dumps(old + [x for x in notes if x not in old]), series))
     return n
 
 
 def _procs_row(series: int, s: dict[str, Any]) -> tuple[Any, ...]:
-    d = dict(s, cmdline_json=jsontext.dumps(s.get("cmdline") or []))
+    d = dict(s, cmdline_json=json.dumps(s.get("cmdline") or []))
     return (series, s["pid"], *(d.get(c) for c in _PROCS_COLS))
 
 
-def series_info(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
+def series_info(conn: Connection, run_id: str) -> dict[str, Any] | None:
     """The series row of a run (``key``, ``interval_s``, anchors, ``info``, ``notes``), or None."""
     r = conn.execute("SELECT * FROM sample_series WHERE run_id=?", (run_id,)).fetchone()
     if r is None:
@@ -146,12 +147,12 @@ def series_info(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
     d = dict(zip(r.keys(), tuple(r))) if hasattr(r, "keys") else dict(
         zip(("key", "run_id", "interval_s", "anchor_mono_ns", "anchor_wall_ns", "root_pid",
              "info_json", "notes_json"), r))
-    d["info"] = jsontext.loads(d.pop("info_json") or "{}")
-    d["notes"] = jsontext.loads(d.pop("notes_json") or "[]")
+    d["info"] = json.loads(d.pop("info_json") or "{}")
+    d["notes"] = json.loads(d.pop("notes_json") or "[]")
     return d
 
 
-def read_rows(conn: sqlite3.Connection, series: int, kind: str, since_t_ns: int | None = None) -> list[tuple]:
+def read_rows(conn: Connection, series: int, kind: str, since_t_ns: int | None = None) -> list[tuple]:
     """Rows of one kind (columns as in ``KIND_TABLES[kind][1]``), ordered by subject and time;
     with ``since_t_ns``, only rows after that time (ordered by time, for tailing)."""
     table, cols = KIND_TABLES[kind]
@@ -161,18 +162,18 @@ def read_rows(conn: sqlite3.Connection, series: int, kind: str, since_t_ns: int 
     return [tuple(r) for r in conn.execute(sql + " AND t_ns>? ORDER BY t_ns", (series, since_t_ns))]
 
 
-def read_processes(conn: sqlite3.Connection, series: int) -> dict[int, dict[str, Any]]:
+def read_processes(conn: Connection, series: int) -> dict[int, dict[str, Any]]:
     """The per-process summary rows of a series, by pid."""
     out: dict[int, dict[str, Any]] = {}
     for r in conn.execute(f"SELECT pid, {', '.join(_PROCS_COLS)} FROM sample_procs WHERE series=?", (series,)):
         d = dict(zip(("pid", *_PROCS_COLS), tuple(r)))
-        d["cmdline"] = jsontext.loads(d.pop("cmdline_json") or "[]")
+        d["cmdline"] = json.loads(d.pop("cmdline_json") or "[]")
         d["alive"], d["orphaned"] = bool(d["alive"]), bool(d["orphaned"])
         out[d["pid"]] = d
     return out
 
 
-def delete_run_samples(conn: sqlite3.Connection, run_id: str) -> None:
+def delete_run_samples(conn: Connection, run_id: str) -> None:
     """Remove a run's samples (for history deletion)."""
     info = series_info(conn, run_id)
     if info is None:

@@ -8,12 +8,11 @@ added after its first release); :func:`raw_connect` applies them once per file. 
 from __future__ import annotations
 
 import os
+import sqlite3
+import threading
 import time
+from typing import TYPE_CHECKING
 
-from gpuscope import threads
-from gpuscope.store.sqlite import sqlite3
-
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
@@ -22,7 +21,7 @@ BUSY_TIMEOUT_S = 60.0
 _version: int | None = None
 
 _applied: set[tuple[str, int | None]] = set()
-_applying = threads.Lock()   # one thread applies the tables; another opening the store meanwhile waits
+_applying = threading.Lock()   # one thread applies the tables; another opening the store meanwhile waits
 
 
 def raw_connect(db_path: str | os.PathLike[str]) -> sqlite3.Connection:
@@ -64,7 +63,7 @@ def schema_version() -> int:
     """This version's tables as a number: a checksum of every family's ``DDL`` and added columns.
     A store keeps it in ``PRAGMA user_version`` once they are applied, so that the next connection
     (every ``gpuscope run`` makes one) reads one number instead of running every ``CREATE ... IF
-    NOT EXISTS`` again (~3 ms: issue 14.4). A store written by another version of gpuscope has
+    NOT EXISTS`` again (docs/STORE.md). A store written by another version of gpuscope has
     another number, and gets this version's tables and columns (idempotent) when opened."""
     global _version
     if _version is None:

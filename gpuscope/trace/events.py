@@ -3,31 +3,34 @@
 Ranges are read lazily. ``ProcessEvents.ranges`` is a numpy record array, made on first use (from
 the ``.ranges`` file's bytes, as they are). What the end of a ``gpuscope run`` needs (counts, names,
 the top ranges, the last end, the task ranges of the pool rules) the ``range_*`` methods compute
-without numpy for a log of at most ``SMALL_LOG_RANGES`` ranges: importing numpy (~0.1 s of CPU)
-would cost a short run more than its whole summary. Both paths give the same answers
+without numpy for a log of at most ``SMALL_LOG_RANGES`` ranges: importing numpy would cost a
+short run more than its whole summary (docs/EVENTS.md). Both paths give the same answers
 (``tests/runs/test_event_logs_small.py`` runs each on the same logs).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
-from _operator import itemgetter   # operator's own, without operator (issue 14.4)
+import threading
+from operator import itemgetter
+from array import array
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from gpuscope import jsontext
-from gpuscope.cimport import array
+from gpuscope.inject.eventlog import (
+    CHILD, ERROR, EXIT, HEADER, INFO, JOB, MARK, NAME, RANGE, RANGES_MAGIC, RANGES_SUFFIX, REIMPORT, TASK,
+)
 from gpuscope.rundir import event_logs
-from gpuscope.record import field, record
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Iterable
+    from typing import Callable, Iterable
 
     import numpy as np
 
-RANGES_MAGIC = b"GSR1"
 # A log with at most this many ranges is summarised in pure Python; above it, numpy (a 10 k-range
-# log decodes and sorts in ~3 ms of Python; numpy's import alone costs ~0.1 s of CPU).
+# log decodes and sorts quickly in Python; numpy's import costs more: docs/EVENTS.md).
 SMALL_LOG_RANGES = 10_000
 _COLUMNS = (("t0", "<i8", 8), ("t1", "<i8", 8), ("tid", "<i4", 4), ("nid", "<i4", 4), ("style", "S1", 1))
 _BIG_ENDIAN = sys.byteorder == "big"
@@ -51,7 +54,7 @@ def _dtype() -> Any:
 
 def _blocks(data: bytes) -> tuple[list[tuple[int, int]], bool]:
     """(offset of the columns, count) of each whole block of a ``.ranges`` file; True if the last was cut."""
-    blocks = []
+    blocks: list[tuple[int, int]] = []
     pos, size = 0, len(data)
     while pos < size:
         if size - pos < 8 or data[pos:pos + 4] != RANGES_MAGIC:
@@ -126,7 +129,7 @@ def _style(text: str) -> bytes:
 _T0 = itemgetter(0)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Name:
     id: int
     kind: str       # nvtx | task | func
@@ -135,7 +138,7 @@ class Name:
     color: str      # "#rrggbb" or ""
 
 
-@record
+@dataclass
 class ProcessEvents:
     """One process's log: identity, names, ranges (``ranges``: a numpy record array, made on first
     use; ``range_*``: the same without numpy for a small log), marks, end."""
@@ -154,6 +157,8 @@ class ProcessEvents:
     children: list[tuple[int, int, int, str]] = field(default_factory=list)
     jobs: list[tuple[int, int, int]] = field(default_factory=list)      # J lines: (t, tid, job) pool jobs submitted
     tasks: list[tuple[int, int, int, int]] = field(default_factory=list)  # T lines: (t, tid, job, i) pool tasks taken
+    # U line: (t0, t1, {"how", "main", "imports", "modules": [[name, ns], ...], "other_ns"}) __main__ re-imported
+    main_reimport: tuple[int, int, dict[str, Any]] | None = None
     # the log the same process wrote before it exec'd this interpreter (a fork child that execs)
     pre_exec: "ProcessEvents | None" = None
     # the ranges, in one of three forms (the first set wins): a numpy array, tuples in start order,
@@ -352,114 +357,270 @@ class ProcessEvents:
         return [(k, v[0], v[1]) for k, v in ordered[:n]]
 
 
-def read_log(path: str | os.PathLike[str]) -> ProcessEvents | None:
-    """Parse one log; None when it has no header (not a gpuscope log)."""
-    path = os.fspath(path)
-    data = _read_bytes(path)
-    truncated = bool(data) and not data.endswith(b"\n")
-    text = data.decode("utf-8", "replace")
-    lines = text.split("\n")
-    if truncated or (lines and lines[-1] == ""):
-        lines.pop()  # the partial last line of a killed process, or the empty tail
-    if not lines or not lines[0].startswith("H\t"):
-        return None
-    try:
-        header = jsontext.loads(lines[0][2:])
-    except ValueError:
-        return None
-    pe = ProcessEvents(path=path, header=header, info=dict(header), truncated=truncated)
-    rows: list[tuple[int, int, int, int, bytes]] = []
-    last = int(header.get("anchor_mono_ns", 0))
-    for line in lines[1:]:
+class _LogState:
+    """One process's log as read so far: where each of its two files was read to, and what its
+    whole lines said (a line still being written waits for its newline)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.ranges_path = os.path.splitext(path)[0] + RANGES_SUFFIX
+        self.offset = 0                 # bytes of the .log read
+        self.tail = b""                 # the partial last line of what was read
+        self.header: dict[str, Any] | None = None
+        self.not_a_log = False          # its first line is no header: not a gpuscope log
+        self.info: dict[str, Any] = {}
+        self.info_times: list[tuple[int, dict[str, Any]]] = []
+        self.names: dict[int, Name] = {}
+        self.marks: list[tuple[int, int, int]] = []
+        self.errors: list[str] = []
+        self.exit: dict[str, Any] | None = None
+        self.end_ns: int | None = None
+        self.children: list[tuple[int, int, int, str]] = []
+        self.jobs: list[tuple[int, int, int]] = []
+        self.tasks: list[tuple[int, int, int, int]] = []
+        self.main_reimport: tuple[int, int, dict[str, Any]] | None = None
+        self.rows: list[RangeRow] = []  # R lines (ranges in text form)
+        self.damaged = False
+        self.ranges_offset = 0          # bytes of the .ranges file read
+        self.ranges_data = bytearray()  # its whole blocks
+        self.ranges_pending = b""       # the start of a block not yet whole
+        self.blocks: list[tuple[int, int]] = []
+        self.ranges_cut = False
+
+    @property
+    def pid(self) -> int:
+        return int((self.header or {}).get("pid", 0))
+
+    def read(self, ranges: bool = True) -> list[tuple[str, int, Any]]:
+        """Read what the files gained; returns the new identity records (kind, t, value): the
+        header ("H"), info updates ("I"), children ("C") and the exit record ("X")."""
+        new: list[tuple[str, int, Any]] = []
+        data = b"" if self.not_a_log else _read_from(self.path, self.offset)
+        if data:
+            self.offset += len(data)
+            data = self.tail + data
+            end = data.rfind(b"\n") + 1
+            self.tail = data[end:]
+            for line in data[:end].split(b"\n")[:-1]:
+                self._line(line.decode("utf-8", "replace"), new)
+                if self.not_a_log:
+                    break
+        if ranges and self.header is not None:
+            self._read_ranges()
+        return new
+
+    def _read_ranges(self) -> None:
+        """The whole blocks the .ranges file gained; a block still being written waits."""
+        data = _read_from(self.ranges_path, self.ranges_offset)
+        if not data:
+            return
+        self.ranges_offset += len(data)
+        pending = self.ranges_pending + data
+        blocks, self.ranges_cut = _blocks(pending)
+        whole = blocks[-1][0] + 25 * blocks[-1][1] if blocks else 0
+        base = len(self.ranges_data)
+        self.ranges_data += pending[:whole]
+        self.blocks.extend((base + off, count) for off, count in blocks)
+        self.ranges_pending = pending[whole:]
+
+    def _line(self, line: str, new: list[tuple[str, int, Any]]) -> None:
+        if self.header is None:
+            if not line.startswith(HEADER + "\t"):
+                self.not_a_log = True
+                return
+            try:
+                header = json.loads(line[2:])
+            except ValueError:
+                self.not_a_log = True
+                return
+            self.header, self.info = header, dict(header)
+            new.append((HEADER, int(header.get("anchor_mono_ns", 0)), header))
+            return
         tag = line[:1]
         parts = line.split("\t")
         try:
-            if tag == "R":
-                rows.append((int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4]), _style(parts[5])))
-            elif tag == "S":
+            if tag == RANGE:
+                self.rows.append((int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4]), _style(parts[5])))
+            elif tag == NAME:
                 nid = int(parts[1])
-                pe.names[nid] = Name(nid, parts[2], parts[3], parts[4], parts[5] if len(parts) > 5 else "")
-            elif tag == "M":
-                pe.marks.append((int(parts[1]), int(parts[2]), int(parts[3])))
-            elif tag == "I":
-                last = max(last, int(parts[1]))
-                update = jsontext.loads(parts[2])
-                pe.info.update(update)
-                pe.info_times.append((int(parts[1]), update))
-            elif tag == "C":
-                pe.children.append((int(parts[1]), int(parts[2]), int(parts[3]), parts[4] if len(parts) > 4 else ""))
-            elif tag == "J":
-                pe.jobs.append((int(parts[1]), int(parts[2]), int(parts[3])))
-            elif tag == "T":
-                pe.tasks.append((int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4])))
-            elif tag == "X":
-                pe.end_ns = int(parts[1])
-                pe.exit = jsontext.loads(parts[2])
-            elif tag == "E":
-                pe.errors.append(parts[2] if len(parts) > 2 else line)
+                self.names[nid] = Name(nid, parts[2], parts[3], parts[4], parts[5] if len(parts) > 5 else "")
+            elif tag == MARK:
+                self.marks.append((int(parts[1]), int(parts[2]), int(parts[3])))
+            elif tag == INFO:
+                update = json.loads(parts[2])
+                self.info.update(update)
+                self.info_times.append((int(parts[1]), update))
+                new.append((INFO, int(parts[1]), update))
+            elif tag == CHILD:
+                child = (int(parts[1]), int(parts[2]), int(parts[3]), parts[4] if len(parts) > 4 else "")
+                self.children.append(child)
+                new.append((CHILD, child[0], child))
+            elif tag == JOB:
+                self.jobs.append((int(parts[1]), int(parts[2]), int(parts[3])))
+            elif tag == TASK:
+                self.tasks.append((int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4])))
+            elif tag == REIMPORT:
+                self.main_reimport = (int(parts[1]), int(parts[2]), json.loads(parts[3]))
+            elif tag == EXIT:
+                self.end_ns = int(parts[1])
+                self.exit = json.loads(parts[2])
+                new.append((EXIT, self.end_ns, self.exit))
+            elif tag == ERROR:
+                self.errors.append(parts[2] if len(parts) > 2 else line)
         except (IndexError, ValueError):
-            pe.truncated = True  # a damaged line: keep what came before and after
-    try:
-        binary = _read_bytes(os.path.splitext(path)[0] + ".ranges")
-    except OSError:
-        binary = b""
-    blocks, cut = _blocks(binary)
-    pe.truncated = pe.truncated or cut
-    pe._raw = (rows, binary, blocks)     # decoded on first use: numpy only if asked for or big
-    return pe
+            self.damaged = True  # a damaged line: keep what came before and after
 
-
-def read_run_events(run_dir: str | os.PathLike[str], ahead: LogsReadAhead | None = None) -> list[ProcessEvents]:
-    """Every process log of a run, ordered by start time. ``ahead``: logs read earlier
-    (:func:`read_logs_ahead`), taken as they were read where their files have not changed since."""
-    logs = []
-    for entry in event_logs(run_dir):
-        pe = ahead.take(entry) if ahead is not None else None
-        if pe is None:
-            pe = read_log(entry)
-        if pe is not None:
-            logs.append(pe)
-    logs.sort(key=lambda p: (p.start_ns, p.pid))
-    return roles_from_parents(merge_execs(logs))
-
-
-class LogsReadAhead:
-    """A run's logs as they were read before its end, each with the sizes of its two files then.
-    Both files are only ever appended to, so a log whose sizes are the same when the run's end reads
-    it again is taken from here (a process that ended, or that wrote nothing since); one that grew
-    is read again. Each is taken once: :func:`read_run_events` merges and completes what it returns."""
-
-    def __init__(self, logs: dict[str, tuple[tuple[int, int], ProcessEvents]]) -> None:
-        self._logs = logs   # path -> (the sizes before it was read, what was read)
-
-    def take(self, path: str) -> ProcessEvents | None:
-        kept = self._logs.pop(path, None)
-        if kept is None or kept[0] != _sizes(path):
+    def events(self) -> ProcessEvents | None:
+        """What was read, as a :class:`ProcessEvents` of its own (the state reads on): None
+        without a header. A line or range block not yet whole counts as cut (``truncated``)."""
+        if self.header is None:
             return None
-        return kept[1]
+        pe = ProcessEvents(path=self.path, header=self.header, info=dict(self.info), names=dict(self.names),
+                           marks=list(self.marks), errors=list(self.errors), exit=self.exit, end_ns=self.end_ns,
+                           truncated=self.damaged or bool(self.tail) or self.ranges_cut,
+                           info_times=list(self.info_times), children=list(self.children), jobs=list(self.jobs),
+                           tasks=list(self.tasks), main_reimport=self.main_reimport)
+        pe._raw = (list(self.rows), bytes(self.ranges_data), list(self.blocks))
+        return pe
 
 
-def read_logs_ahead(run_dir: str | os.PathLike[str]) -> LogsReadAhead:
-    """The run's logs, read now: ``gpuscope run`` reads them when the main process has ended, while
-    multiprocessing's resource tracker (the usual last process) is still ending."""
-    logs = {}
-    for path in event_logs(run_dir):
-        sizes = _sizes(path)   # before the read: a log that grows meanwhile is read again at the end
-        pe = read_log(path)
-        if pe is not None:
-            logs[path] = (sizes, pe)
-    return LogsReadAhead(logs)
+def _read_from(path: str, offset: int) -> bytes:
+    """The bytes of ``path`` from ``offset`` on (b"" when it is missing or has no more)."""
+    try:
+        with open(path, "rb") as fh:
+            if offset:
+                fh.seek(offset)
+            return fh.read()
+    except OSError:
+        return b""
 
 
-def _sizes(log: str) -> tuple[int, int]:
-    """The sizes of a ``.log`` and its ``.ranges`` file (-1: missing)."""
-    out = []
-    for path in (log, os.path.splitext(log)[0] + ".ranges"):
-        try:
-            out.append(os.stat(path).st_size)
-        except OSError:
-            out.append(-1)
-    return out[0], out[1]
+# (kind, t, value) of one identity record of a run: the header, an info update, a child started,
+# the exit record, with the pid of the process that wrote it
+Record = tuple[int, str, int, Any]
+
+
+class RunEvents:
+    """A run's event logs, read incrementally: :meth:`refresh` reads only what each file gained
+    since the last call (an offset per file; a line or a range block still being written waits).
+    One per run, shared by what reads the logs while it runs and at its end (roles, findings,
+    Ray, stacks, the process rows); thread-safe.
+
+    :meth:`processes` gives every process's :class:`ProcessEvents` as read so far (one per
+    process: an exec'd interpreter's log merged with the one before; roles from parents);
+    :meth:`records_since` the identity records (H, I, C, X lines) in the order read, from a cursor,
+    so that several readers each go on from where they were; ``on_first_exit`` callbacks run once
+    the run's first process (main, or torchrun's agent) has written its exit record."""
+
+    def __init__(self, run_dir: str | os.PathLike[str]) -> None:
+        self.run_folder = os.fspath(run_dir)
+        self._logs: dict[str, _LogState] = {}
+        self._records: list[Record] = []
+        self._lock = threading.Lock()
+        self._first_exit_seen = False
+        self._on_first_exit: list[Callable[[], None]] = []
+
+    def refresh(self, ranges: bool = True) -> bool:
+        """Read what the logs gained (``ranges``: the range files too: the end of a run, not every
+        poll of it); True if anything was new."""
+        with self._lock:
+            grew = False
+            for path in event_logs(self.run_folder):
+                state = self._logs.get(path)
+                if state is None:
+                    state = self._logs[path] = _LogState(path)
+                before = state.offset + state.ranges_offset
+                new = state.read(ranges)
+                grew = grew or before != state.offset + state.ranges_offset
+                pid = state.pid
+                self._records.extend((pid, kind, t, value) for kind, t, value in new)
+            fire = self._first_exit_now()
+        for callback in fire:
+            _call_quietly(callback)
+        return grew
+
+    def _first_exit_now(self) -> list[Callable[[], None]]:
+        if self._first_exit_seen or not self._first_exited():
+            return []
+        self._first_exit_seen = True
+        return list(self._on_first_exit)
+
+    def _first_exited(self) -> bool:
+        state = self._first_state()
+        return state is not None and state.exit is not None
+
+    def _first_state(self) -> _LogState | None:
+        for role in FIRST_ROLES:
+            for state in self._logs.values():
+                if state.header is not None and state.header.get("role") == role:
+                    return state
+        return None
+
+    def on_first_exit(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (once, on the thread that reads it) when the run's first process has
+        written its exit record: its program has ended, though a recorder (nsys) may still write."""
+        with self._lock:
+            if not self._first_exit_seen:
+                self._on_first_exit.append(callback)
+                return
+        _call_quietly(callback)
+
+    @property
+    def first_exited(self) -> bool:
+        """Whether the run's first process has written its exit record (as last read)."""
+        with self._lock:
+            return self._first_exited()
+
+    def processes(self) -> list[ProcessEvents]:
+        """Every process's log as read so far, ordered by start time (one per process)."""
+        with self._lock:
+            logs = [pe for state in self._logs.values() if (pe := state.events()) is not None]
+        logs.sort(key=lambda p: (p.start_ns, p.pid))
+        return roles_from_parents(merge_execs(logs))
+
+    def records_since(self, cursor: int = 0) -> tuple[int, list[Record]]:
+        """(the next cursor, the identity records read since ``cursor``): (pid, kind, t, value)
+        with kind "H" (value: the header), "I" (the update), "C" ((t_call, t_return, pid, role))
+        or "X" (the exit record)."""
+        with self._lock:
+            return len(self._records), self._records[cursor:]
+
+    def headers(self) -> dict[int, dict[str, Any]]:
+        """Per pid, its identity as last read (the header updated by its info lines)."""
+        with self._lock:
+            return {state.pid: dict(state.info) for state in self._logs.values() if state.header is not None}
+
+    @property
+    def bytes_read(self) -> int:
+        """How much of the logs has been read (grows with the program's events)."""
+        with self._lock:
+            return sum(s.offset + s.ranges_offset for s in self._logs.values())
+
+
+def _call_quietly(callback: Callable[[], None]) -> None:
+    try:
+        callback()
+    except Exception:  # noqa: BLE001 - a listener's bug must not stop the reading
+        pass
+
+
+# The run's first process: what ``gpuscope run`` started (python), or torchrun's agent.
+FIRST_ROLES = ("main", "torchrun agent")
+
+
+def read_log(path: str | os.PathLike[str]) -> ProcessEvents | None:
+    """Parse one log; None when it has no header (not a gpuscope log)."""
+    state = _LogState(os.fspath(path))
+    state.read()
+    return state.events()
+
+
+def read_run_events(run_dir: str | os.PathLike[str]) -> list[ProcessEvents]:
+    """Every process log of a run, ordered by start time (:meth:`RunEvents.processes` of a
+    reader that reads the folder once)."""
+    events = RunEvents(run_dir)
+    events.refresh()
+    return events.processes()
 
 
 # What a multiprocessing child is until it reads its Process object (hook.detect_role).
@@ -525,41 +686,15 @@ def _absorb(pe: ProcessEvents, prev: ProcessEvents) -> None:
     pe.marks = sorted([(t, tid, nid + shift) for t, tid, nid in prev.marks] + pe.marks)
 
 
-def first_process_log(run_dir: str | os.PathLike[str]) -> str | None:
-    """The log of the run's first process (``main``, else ``torchrun agent``), once it exists."""
-    logs = event_logs(run_dir)
-    for role in ("main", "torchrun agent"):
-        for path in logs:
-            try:
-                with open(path, "rb") as fh:
-                    if f'"role": "{role}"'.encode() in fh.readline():
-                        return path
-            except OSError:
-                continue
-    return None
-
-
 def main_exited(run_dir: str | os.PathLike[str]) -> bool:
-    """Whether the run's main process has written its exit record (its program has ended, though
-    a recorder such as nsys may still be writing). Reads each log's first line and the main log's
-    tail only."""
-    for path in event_logs(run_dir):
-        try:
-            with open(path, "rb") as fh:
-                first = fh.readline()
-            header = jsontext.loads(first.split(b"\t", 1)[1]) if first.startswith(b"H\t") else {}
-        except (OSError, ValueError, IndexError):
-            continue
-        if header.get("role") == "main":
-            return log_has_exit(path)
-    return False
+    """Whether the run's first process has written its exit record, read from the folder once (a
+    caller that asks again and again holds a :class:`RunEvents` and its ``on_first_exit``)."""
+    events = RunEvents(run_dir)
+    events.refresh(ranges=False)
+    return events.first_exited
 
 
 def log_has_exit(path: str | os.PathLike[str]) -> bool:
-    """Whether a process's log ends with its exit record (X line); reads only the tail."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(max(0, os.fstat(fh.fileno()).st_size - 4096))
-            return b"\nX\t" in fh.read()
-    except OSError:
-        return False
+    """Whether a process's log ends with its exit record (X line)."""
+    pe = read_log(path)
+    return pe is not None and pe.exit is not None

@@ -12,12 +12,13 @@ exit record) or ``"launcher"`` (the exit status gpuscope's launcher waited for).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING
 
-from gpuscope.record import field, fields, record
-
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Literal
+
+    from gpuscope.procs.key import ProcKey
 
     Source = Literal["exact", "sampled"]
 
@@ -43,7 +44,7 @@ def display_name(role: str | None, worker_id: int | None = None, rank: int | Non
     return text
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class TopRange:
     """A range name with its count and total time in one process."""
 
@@ -55,12 +56,13 @@ class TopRange:
         return {"name": self.name, "count": self.count, "total_ns": self.total_ns}
 
 
-@record
+@dataclass
 class ProcessRow:
     """One process of a run: identity, life, ranges and resources."""
 
     pid: int
     ppid: int | None = None
+    start_ticks: int | None = None          # with the pid, its identity (gpuscope.procs.ProcKey); None: unknown
     role: str = "unknown"
     start_method: str | None = None
     rank: int | None = None
@@ -81,7 +83,6 @@ class ProcessRow:
     cpu_seconds: float | None = None        # user + system
     peak_rss_bytes: int | None = None
     peak_gpu_mem_bytes: int | None = None
-    # since the exact figures (issue 10.3 / 15.9)
     cpu_source: Source | None = None
     rss_source: Source | None = None
     cpu_user_seconds: float | None = None   # exact only
@@ -95,6 +96,13 @@ class ProcessRow:
     def display_name(self) -> str:
         """The name every view shows for this process (:func:`display_name`)."""
         return display_name(self.role, self.worker_id, self.rank, self.name)
+
+    @property
+    def key(self) -> ProcKey | None:
+        """The process's identity (pid + start ticks), where its log recorded its start."""
+        from gpuscope.procs.key import ProcKey
+
+        return None if self.start_ticks is None else ProcKey(self.pid, self.start_ticks)
 
     @property
     def injected(self) -> bool:
@@ -112,9 +120,21 @@ class ProcessRow:
             out[f.name] = value
         return out
 
+    # Read access by JSON key (``row["pid"]``, ``row.get("role")``) for callers written when
+    # rows were dicts; new code reads the attributes.
+    def __getitem__(self, key: str) -> Any:
+        if key not in _FIELD_NAMES:
+            raise KeyError(key)
+        return self.to_dict()[key] if key == "top_ranges" else getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in _FIELD_NAMES else default
+
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ProcessRow":
+    def from_dict(cls, data: dict[str, Any] | ProcessRow) -> ProcessRow:
         """Read a row back; unknown keys are ignored, missing ones take their defaults."""
+        if isinstance(data, ProcessRow):
+            data = data.to_dict()
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["top_ranges"] = [t if isinstance(t, TopRange) else TopRange(str(t["name"]), int(t["count"]),
@@ -125,6 +145,9 @@ class ProcessRow:
         return cls(**values)
 
 
-def as_row(value: "ProcessRow | dict[str, Any]") -> ProcessRow:
+_FIELD_NAMES = frozenset(f.name for f in fields(ProcessRow))
+
+
+def as_row(value: ProcessRow | dict[str, Any]) -> ProcessRow:
     """A row from either form (callers that still hold JSON dicts)."""
     return value if isinstance(value, ProcessRow) else ProcessRow.from_dict(value)

@@ -4,14 +4,14 @@ and the sampler's figures (exact figures from the exit record win over sampled o
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from gpuscope.trace.process_row import NOT_INJECTED, PROGRAM_ROLES, ProcessRow, TopRange
 from gpuscope.status import signal_name
 from gpuscope.trace.events import ProcessEvents, read_run_events
+from gpuscope.trace.process_row import NOT_INJECTED, PROGRAM_ROLES, ProcessRow, TopRange
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from gpuscope.runrecord.model import SampledProcess
 
 INFO_KEYS = ("argv", "nvtx", "forked", "parent_role", "local_rank", "start_method_explicit", "executable",
              "target", "ray", "ray_address", "ray_task", "ray_actor")
@@ -32,8 +32,10 @@ def row_from_events(pe: ProcessEvents) -> ProcessRow:
     if pe.pre_exec is not None:   # a fork child that exec'd this interpreter: one process, one row
         info["before_exec"] = pe.pre_exec.role
     started = pe.first_start_ns
+    start_ticks = (pe.pre_exec or pe).header.get("start_ticks")
     return ProcessRow(
-        pid=pe.pid, ppid=pe.ppid, role=pe.role, start_method=pe.start_method, rank=pe.rank,
+        pid=pe.pid, ppid=pe.ppid, start_ticks=start_ticks if isinstance(start_ticks, int) else None,
+        role=pe.role, start_method=pe.start_method, rank=pe.rank,
         name=pe.info.get("os_name"), mp_name=pe.info.get("mp_name"),
         exit_code=code if code is None or code >= 0 else None,
         exit_signal=signal_name(-code) if code is not None and code < 0 else None,
@@ -83,17 +85,17 @@ def _apply_child_exits(rows: list[ProcessRow], events: list[ProcessEvents]) -> N
         row.exit_source = "parent"
 
 
-def _merge_sampled(row: ProcessRow, t: dict[str, Any]) -> None:
+def _merge_sampled(row: ProcessRow, t: SampledProcess) -> None:
     """The sampler's figures, where the process gave no exact one. A zero RSS is a zombie's, never
     a measurement of a live process: it stays unknown."""
-    if row.cpu_seconds is None and t.get("cpu_seconds") is not None:
-        row.cpu_seconds, row.cpu_source = round(t["cpu_seconds"], 3), "sampled"
-    if row.peak_rss_bytes is None and t.get("peak_rss_bytes"):
-        row.peak_rss_bytes, row.rss_source = t["peak_rss_bytes"], "sampled"
-    row.peak_gpu_mem_bytes = t.get("peak_gpu_mem_bytes")
-    if t.get("create_time") is not None:
-        row.info["create_time"] = t["create_time"]
-    _exec_of_fork_child(row, t.get("name"))
+    if row.cpu_seconds is None and t.cpu_seconds is not None:
+        row.cpu_seconds, row.cpu_source = round(t.cpu_seconds, 3), "sampled"
+    if row.peak_rss_bytes is None and t.peak_rss_bytes:
+        row.peak_rss_bytes, row.rss_source = t.peak_rss_bytes, "sampled"
+    row.peak_gpu_mem_bytes = t.peak_gpu_mem_bytes
+    if t.create_time is not None:
+        row.info["create_time"] = t.create_time
+    _exec_of_fork_child(row, t.name)
 
 
 def _exec_of_fork_child(row: ProcessRow, name: str | None) -> None:
@@ -108,17 +110,16 @@ def _exec_of_fork_child(row: ProcessRow, name: str | None) -> None:
     row.info["exec"] = name
 
 
-def _not_injected_row(pid: int, t: dict[str, Any]) -> ProcessRow:
+def _not_injected_row(t: SampledProcess) -> ProcessRow:
     """A process gpuscope could not inject: not Python, isolated (-I/-E/-S), or nsys itself."""
-    row = ProcessRow(pid=pid, ppid=t.get("ppid"), role=PROGRAM_ROLES.get(t.get("name") or "", NOT_INJECTED),
-                     name=t.get("name"),
-                     info={"cmdline": t.get("cmdline"), "create_time": t.get("create_time")})
+    row = ProcessRow(pid=t.pid, ppid=t.ppid, role=PROGRAM_ROLES.get(t.name or "", NOT_INJECTED), name=t.name,
+                     info={"cmdline": list(t.cmdline), "create_time": t.create_time})
     _merge_sampled(row, t)
     return row
 
 
 def build_rows(run_dir: str | os.PathLike[str], root_role: str = "main", root_exit: int | None = None,
-               seen: dict[int, dict[str, Any]] | None = None,
+               seen: list[SampledProcess] | None = None,
                events: list[ProcessEvents] | None = None) -> list[ProcessRow]:
     """Every process of a run: the logged ones (in start order), then the ones only the sampler saw.
     ``events``: the run's event logs when the caller has read them already."""
@@ -131,25 +132,12 @@ def build_rows(run_dir: str | os.PathLike[str], root_role: str = "main", root_ex
     return rows
 
 
-def add_sampled(rows: list[ProcessRow], seen: dict[int, dict[str, Any]]) -> None:
-    """The sampler's per-process figures (``RunSampler.process_summary()``) into ``rows``."""
+def add_sampled(rows: list[ProcessRow], seen: list[SampledProcess]) -> None:
+    """The sampler's per-process figures into ``rows``; a process it saw without a log gets a row."""
     logged = {row.pid for row in rows}
+    by_pid = {t.pid: t for t in seen}
     for row in rows:
-        t = seen.get(row.pid)
+        t = by_pid.get(row.pid)
         if t is not None:
             _merge_sampled(row, t)
-    rows.extend(_not_injected_row(pid, t) for pid, t in sorted(seen.items()) if pid not in logged)
-
-
-# -- the dict form, for callers that still pass JSON rows (runs/supervisor.py) ---------------------
-def collect_processes(run_dir: str | os.PathLike[str], root_role: str = "main", root_exit: int | None = None,
-                      events: list[ProcessEvents] | None = None) -> list[dict[str, Any]]:
-    """Rows for every logged process, as dicts (``ProcessRow.to_dict``)."""
-    return [row.to_dict() for row in build_rows(run_dir, root_role, root_exit, events=events)]
-
-
-def merge_telemetry(rows: list[dict[str, Any]], seen: dict[int, dict[str, Any]]) -> None:
-    """Add the sampler's figures to dict rows in place; processes it saw without a log get a row too."""
-    typed = [ProcessRow.from_dict(r) for r in rows]
-    add_sampled(typed, seen)
-    rows[:] = [row.to_dict() for row in typed]
+    rows.extend(_not_injected_row(t) for pid, t in sorted(by_pid.items()) if pid not in logged)

@@ -200,25 +200,53 @@ def _same(a: list[ev.ProcessEvents], b: list[ev.ProcessEvents]) -> None:
            [(pe.pid, pe.role, pe.start_ns, pe.range_count, pe.exit, pe.info) for pe in b]
 
 
-def test_logs_read_ahead_are_taken_at_the_end_unless_they_changed(run_dir):
-    """``read_logs_ahead`` (when the main process ended, while the resource tracker ends) reads every
-    log; the end's ``read_run_events`` takes those whose two files kept their sizes, reads the
-    rest again, and gives what a fresh read gives."""
+def test_the_run_reader_reads_only_what_the_logs_gained(run_dir):
+    """``RunEvents.refresh`` (when the main process ended, while the resource tracker ends, and
+    again at the end) reads only what each file gained since: what it gives after the files grew
+    is what a fresh read gives, and the identity records come once each, in the order read."""
     events = run_dir / "events"
-    ahead = ev.read_logs_ahead(run_dir)
-    kept = {Path(path).name: pe for path, (_, pe) in ahead._logs.items()}
-    assert sorted(kept) == sorted(p.name for p in events.glob("*.log"))
-    with open(events / "101-2000.log", "ab") as fh:       # written after it was read: read again
+    reader = ev.RunEvents(run_dir)
+    assert reader.refresh()
+    first = {pe.pid: pe for pe in reader.processes()}
+    cursor, records = reader.records_since(0)
+    assert {pid for pid, kind, _, _ in records if kind == "H"} == set(first)
+    read_before = reader.bytes_read
+    assert not reader.refresh() and reader.bytes_read == read_before     # nothing new: nothing read
+    with open(events / "101-2000.log", "ab") as fh:       # written after it was read
         fh.write(b'I\t9\t{"late": 1}\n')
-    with open(events / "202-1001.log", "ab") as fh:       # a process still ending: its X line
-        fh.write(b'X\t1900000000\t{"exit_code": 0}\n')
-    with open(events / "100-1000.ranges", "ab") as fh:    # its ranges file grew: read again
+    with open(events / "202-1001.log", "ab") as fh:       # a process still ending: its X line, in two writes
+        fh.write(b'X\t1900000000\t{"exit_co')
+    with open(events / "100-1000.ranges", "ab") as fh:    # its ranges file grew
         fh.write(pack_ranges([(6_000, 7_000, 0, 0, "P")]))
-    taken = ev.read_run_events(run_dir, ahead)
-    _same(taken, ev.read_run_events(run_dir))
-    by_pid = {pe.pid: pe for pe in taken}
-    assert by_pid[102] is kept["102-2001.log"] and by_pid[201] is kept["201-1000.log"]
-    assert by_pid[101] is not kept["101-2000.log"] and by_pid[101].info["late"] == 1
-    assert by_pid[202].exit == {"exit_code": 0} and kept["202-1001.log"].exit is None
-    assert by_pid[100] is not kept["100-1000.log"] and by_pid[100].range_count == kept["100-1000.log"].range_count + 1
-    assert not ahead._logs   # each taken (or dropped) once
+    assert reader.refresh()
+    now = {pe.pid: pe for pe in reader.processes()}
+    assert now[202].exit is None and now[202].truncated          # half a line: not read as a record yet
+    with open(events / "202-1001.log", "ab") as fh:
+        fh.write(b'de": 0}\n')
+    reader.refresh()
+    _same(reader.processes(), ev.read_run_events(run_dir))
+    now = {pe.pid: pe for pe in reader.processes()}
+    assert now[101].info["late"] == 1 and "late" not in first[101].info
+    assert now[202].exit == {"exit_code": 0}
+    assert now[202].truncated == ev.read_log(events / "202-1001.log").truncated
+    assert now[100].range_count == first[100].range_count + 1
+    _, new = reader.records_since(cursor)
+    assert [(pid, kind) for pid, kind, _, _ in new] == [(101, "I"), (202, "X")]
+
+
+def test_the_run_reader_reads_a_range_block_once_it_is_whole(run_dir):
+    """A ``.ranges`` block read while it is being written waits for its end (no range lost or doubled)."""
+    block = pack_ranges([(8_000, 9_000, 0, 0, "P"), (8_500, 8_700, 0, 0, "P")])
+    reader = ev.RunEvents(run_dir)
+    reader.refresh()
+    before = {pe.pid: pe.range_count for pe in reader.processes()}
+    with open(run_dir / "events" / "100-1000.ranges", "ab") as fh:
+        fh.write(block[:30])
+    reader.refresh()
+    assert {pe.pid: pe.range_count for pe in reader.processes()}[100] == before[100]
+    with open(run_dir / "events" / "100-1000.ranges", "ab") as fh:
+        fh.write(block[30:])
+    reader.refresh()
+    after = {pe.pid: pe for pe in reader.processes()}
+    assert after[100].range_count == before[100] + 2 and not after[100].truncated
+    assert after[100].range_rows() == ev.read_log(run_dir / "events" / "100-1000.log").range_rows()

@@ -75,22 +75,23 @@ def test_table_marks_sampled_figures():
     from pathlib import Path
     from types import SimpleNamespace
 
+    from gpuscope.runrecord import SampledProcess
+    from gpuscope.status import ExitStatus, RunStatus
     from gpuscope.trace.process_rows import add_sampled
-    from gpuscope.status import ExitStatus
     from gpuscope.runs.table import format_table
 
     exact = ProcessRow(pid=10, role="DataLoader worker", worker_id=1, cpu_seconds=0.25, cpu_source="exact",
                        peak_rss_bytes=20 * MIB, rss_source="exact", exit_code=0)
     rows = [exact]
-    seen = {10: {"cpu_seconds": 9.0, "peak_rss_bytes": 99 * MIB, "peak_gpu_mem_bytes": None},
-            11: {"ppid": 1, "name": "nsys", "cpu_seconds": 1.5, "peak_rss_bytes": 30 * MIB, "peak_gpu_mem_bytes": None},
-            12: {"ppid": 1, "name": "cc1", "cpu_seconds": 0.1, "peak_rss_bytes": 0, "peak_gpu_mem_bytes": None}}
+    seen = [SampledProcess(10, cpu_seconds=9.0, peak_rss_bytes=99 * MIB),
+            SampledProcess(11, ppid=1, name="nsys", cpu_seconds=1.5, peak_rss_bytes=30 * MIB),
+            SampledProcess(12, ppid=1, name="cc1", cpu_seconds=0.1, peak_rss_bytes=0)]
     add_sampled(rows, seen)
     assert (exact.cpu_seconds, exact.peak_rss_bytes) == (0.25, 20 * MIB)     # exact figures win
     nsys, zombie = rows[1], rows[2]
     assert (nsys.cpu_source, nsys.rss_source, nsys.peak_rss_bytes) == ("sampled", "sampled", 30 * MIB)
     assert zombie.peak_rss_bytes is None and zombie.rss_source is None       # a zero RSS is no sample
-    result = SimpleNamespace(run_id="r", run_folder="/x", status="exited", exit=ExitStatus(0, None),
+    result = SimpleNamespace(run_id="r", run_folder="/x", status=RunStatus.EXITED, exit=ExitStatus(0, None),
                              started_ns=0, ended_ns=10**9, processes=rows, left_running=[], escaped=[], error=None)
     lines = format_table(result).splitlines()
     line = next(ln for ln in lines if ln.split()[0] == "10")

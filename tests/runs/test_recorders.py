@@ -26,6 +26,7 @@ class Tracer(BaseRecorder):
         self.output = b""
         self.pid = None
         self.rows = None
+        self.events = False
         self.thread = threading.get_ident()
 
     def prepare(self, launch: Launch) -> None:
@@ -52,8 +53,8 @@ class Tracer(BaseRecorder):
 
     def finish(self, outcome: Outcome) -> None:
         self.calls.append("finish")
-        self.rows = [p["role"] for p in outcome.processes]  # the event logs' rows come first
-        outcome.extra["tracer"] = True
+        self.rows = [p.role for p in outcome.processes]  # the event logs' rows come first
+        self.events = outcome.events is not None       # and the run's reader they were read with
 
 
 def test_a_callers_recorder_sees_the_whole_lifecycle(tmp_path):
@@ -68,7 +69,7 @@ def test_a_callers_recorder_sees_the_whole_lifecycle(tmp_path):
     assert tracer.calls == ["prepare", "started", "main_exited", "program_ended", "finish"]
     assert tracer.output == b"tag from-a-recorder\n"
     assert tracer.batches >= 2
-    assert tracer.rows == ["main"]
+    assert tracer.rows == ["main"] and tracer.events
 
 
 class Broken(BaseRecorder):
@@ -88,7 +89,7 @@ def test_a_broken_recorder_is_a_note_not_a_failed_run(tmp_path):
     assert result.status is RunStatus.EXITED
     assert any("broken recorder failed in finish: RuntimeError: boom in finish" in n for n in result.notes)
     assert (result.run_dir / "stdout.log").read_bytes() == b"tag None\n"
-    assert result.processes and result.processes[0]["role"] == "main"
+    assert result.processes and result.processes[0].role == "main"
 
 
 class Refuses(BaseRecorder):
@@ -157,7 +158,7 @@ class TreeWatcher(BaseRecorder):
         self.output_at["program_ended"] = self.output
 
     def finish(self, outcome: Outcome) -> None:
-        self.rows = sorted(p["role"] for p in outcome.processes)
+        self.rows = sorted(p.role for p in outcome.processes)
 
 
 def test_main_exited_comes_while_the_rest_of_the_tree_still_ends(tmp_path):
@@ -173,5 +174,5 @@ def test_main_exited_comes_while_the_rest_of_the_tree_still_ends(tmp_path):
     assert watcher.child_alive == {"main_exited": True}
     assert b"late" not in watcher.output_at["main_exited"] and b"late" in watcher.output_at["program_ended"]
     assert watcher.rows == ["main", "subprocess"]
-    child = next(p for p in result.processes if p["role"] == "subprocess")
-    assert child["exit_code"] == 0, child
+    child = next(p for p in result.processes if p.role == "subprocess")
+    assert child.exit_code == 0, child

@@ -6,10 +6,11 @@ Callers add their own with ``Run(spec, recorders=[...])``; those come after thes
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gpuscope.runs.recorder import BaseRecorder
 from gpuscope.spec import RunSpec
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 

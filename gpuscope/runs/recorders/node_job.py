@@ -21,9 +21,13 @@ import shutil
 import socket
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gpuscope import jsontext
+import json
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext
+
+if TYPE_CHECKING:
+    from gpuscope.runs.clocksync import ClockMeasure, ClockServer
 
 NODE_FILE = "node.json"
 NODE_FORMAT = 1
@@ -46,11 +50,11 @@ class NodeJobRecorder(BaseRecorder):
     def __init__(self) -> None:
         self.host = socket.gethostname()
         self._launch: Launch | None = None
-        self._server = None
+        self._server: ClockServer | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self.measure = None
-        self.measure_end = None
+        self.measure: ClockMeasure | None = None
+        self.measure_end: ClockMeasure | None = None
         self.anchor: tuple[int, int] | None = None
 
     def prepare(self, launch: Launch) -> None:
@@ -63,8 +67,8 @@ class NodeJobRecorder(BaseRecorder):
         self.anchor = clocksync.anchor()
         path = clock_file(Path(spec.job_dir or "."), spec.rdzv_id or "gpuscope")
         if spec.node_rank == 0:
-            self._server = clocksync.ClockServer()
-            self._server.publish(path, self.host)
+            server = self._server = clocksync.ClockServer()
+            server.publish(path, self.host)
             self.measure = clocksync.ClockMeasure(0, 0, 0, "self")
             return
         fallback = clocksync_host(spec.rdzv_endpoint)
@@ -101,20 +105,20 @@ class NodeJobRecorder(BaseRecorder):
             from gpuscope.runs.clocksync import ClockMeasure
 
             self.measure = ClockMeasure(0, None, 0, "", error="the program ended before node 0's clock answered")
-        if self._server is not None:
+        if self._server is not None and launch is not None:
             # the other nodes measure again when their programs end: serve until they have
             self._server.wait_for_ends(END_WAIT_S)
             self._server.close()
-            path = clock_file(Path(launch.spec.job_dir), launch.spec.rdzv_id or "gpuscope")
+            path = clock_file(Path(launch.spec.job_dir or "."), launch.spec.rdzv_id or "gpuscope")
             try:
-                if jsontext.loads(path.read_text()).get("pid") == os.getpid():
+                if json.loads(path.read_text()).get("pid") == os.getpid():
                     path.unlink()
             except (OSError, ValueError):
                 pass
         if launch is None or not outcome.launched or not launch.spec.job_dir:
             return
         spec = launch.spec
-        target = Path(spec.job_dir) / node_folder_name(spec.node_rank, self.host, launch.run_id)
+        target = Path(spec.job_dir or ".") / node_folder_name(spec.node_rank, self.host, launch.run_id)
         try:
             copy_run(launch.run_dir, target)
             measure = self.measure
@@ -125,10 +129,10 @@ class NodeJobRecorder(BaseRecorder):
                 "anchor": {"wall_ns": self.anchor[0], "mono_ns": self.anchor[1]} if self.anchor else None,
                 "clock": measure.to_dict() if measure is not None else None,
                 "clock_end": self.measure_end.to_dict() if self.measure_end is not None else None,
-                "processes": outcome.processes,
+                "processes": [row.to_dict() for row in outcome.processes],
             }
             tmp = target / f".{NODE_FILE}.tmp"
-            tmp.write_text(jsontext.dumps(record, indent=1))
+            tmp.write_text(json.dumps(record, indent=1))
             tmp.replace(target / NODE_FILE)
         except OSError as exc:
             outcome.notes.append(f"node {spec.node_rank}: could not copy the run into {target}: {exc}")
@@ -137,14 +141,14 @@ class NodeJobRecorder(BaseRecorder):
                              + clock_note(measure, self.measure_end))
 
 
-def clock_note(measure, end=None) -> str:
+def clock_note(measure: ClockMeasure | None, end: ClockMeasure | None = None) -> str:
     if measure is None:
         return "clock offset not measured"
     if measure.error:
         return f"clock offset not measured ({measure.error}): wall clocks taken as they are"
     if measure.reference == "self":
         return "the job's reference clock"
-    note = (f"clock offset {measure.offset_ns / 1e6:+.3f} ms ± {measure.residual_ns / 1e6:.3f} ms "
+    note = (f"clock offset {measure.offset_ns / 1e6:+.3f} ms ± {(measure.residual_ns or 0) / 1e6:.3f} ms "
             f"to node 0 ({measure.reference})")
     if end is not None and end.error is None:
         note += f", {(end.offset_ns - measure.offset_ns) / 1e3:+.1f} µs by the end"

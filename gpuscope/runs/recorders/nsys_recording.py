@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from gpuscope.errors import UserError
@@ -35,7 +34,6 @@ class NsysRecorder(BaseRecorder):
         self._abandoned = False
         self._done = threading.Event()
         self._watch: threading.Thread | None = None
-        self._first_log: Path | None = None
 
     # -- before the program ------------------------------------------------------------------
     def prepare(self, launch: Launch) -> None:
@@ -89,13 +87,13 @@ class NsysRecorder(BaseRecorder):
         """If ``nsys profile`` outlives the program by more than the nsys timeout (it can hang in
         "Generating ...qdstrm"), or the program's first process is stuck past its exit handlers
         (seen with 2024.2: nsys's exit handlers in a futex) for a minute, stop nsys with its agent."""
-        from gpuscope.runs import procscan
+        from gpuscope.procs.membership import run_processes
 
         gone_at: float | None = None
         while not self._done.wait(WATCH_S):
-            tree = procscan.run_processes(ctx.pid, ctx.run_id)
+            tree = run_processes(ctx.pid, ctx.run_id)
             program = set(tree) - self.own_processes(tree)
-            finished = bool(program) and self._program_finished(ctx.run_dir)
+            finished = bool(program) and self._program_finished(ctx)
             if program and not finished:
                 gone_at = None
                 continue
@@ -108,14 +106,13 @@ class NsysRecorder(BaseRecorder):
                 self.session.kill()
                 return
 
-    def _program_finished(self, run_dir: Path) -> bool:
+    def _program_finished(self, ctx: RunContext) -> bool:
         """Whether the run's first program process (main, or torchrun's agent) has run its exit
-        handlers (the X line of its event log). Polled: the log is looked up once."""
-        from gpuscope.trace.events import first_process_log, log_has_exit
-
-        if self._first_log is None:
-            self._first_log = first_process_log(run_dir)
-        return self._first_log is not None and log_has_exit(self._first_log)
+        handlers (the X line of its event log, as the run's reader reads it)."""
+        if ctx.events is None:
+            return False
+        ctx.events.refresh(ranges=False)
+        return ctx.events.first_exited
 
     def program_ended(self, ctx: RunContext) -> None:
         self._done.set()
@@ -142,10 +139,13 @@ class NsysRecorder(BaseRecorder):
             outcome.error = f"nsys: {ABANDONED}"
             return
         result = self.session.finish(outcome.progress, self._timeout_s, cancelled=outcome.cancelled)
-        outcome.extra["nsys"] = result
+        from gpuscope.runrecord.model import NsysSummary
+
+        outcome.nsys = NsysSummary.of(result)
         if not result.ok:
             outcome.error = f"nsys: {result.reason}"
             outcome.failed = not outcome.stopped and not outcome.cancelled.is_set()
             left = self.session.kill()  # an nsys that failed (a lost agent) can leave its tools running
             if left:
-                outcome.notes.append(f"stopped what the failed nsys left running: pid {', '.join(map(str, sorted(left)))}")
+                pids = ", ".join(map(str, sorted(left)))
+                outcome.notes.append(f"stopped what the failed nsys left running: pid {pids}")

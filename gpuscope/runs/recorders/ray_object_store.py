@@ -2,7 +2,7 @@
 
 A run without Ray pays one look at the OS names of each batch's processes (a few µs): until one is
 Ray's ``raylet`` or ``gcs_server``; then, about once a second, for the driver's GCS
-address in the event logs (``ray.init`` writes it); then it starts the probe
+address in the event logs (``ray.init`` writes it; the run's reader reads them); then it starts the probe
 (``gpuscope.telemetry.ray_store``). The probe ends with the program; ``finish`` adds one note
 with the store's peak and spill figures (the findings read ``ray_store.jsonl``).
 """
@@ -11,8 +11,14 @@ from __future__ import annotations
 
 import os
 import time
+from typing import TYPE_CHECKING, Any
 
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext
+
+if TYPE_CHECKING:
+    from gpuscope.telemetry.batch import SampleBatch
+    from gpuscope.telemetry.ray_store import RayStoreProbe
+    from gpuscope.trace.events import RunEvents
 
 RAY_PROGRAMS = ("raylet", "gcs_server")
 
@@ -26,13 +32,17 @@ class RayObjectStoreRecorder(BaseRecorder):
         self._ray_seen = False
         self._next_look = 0.0
         self._ended = False
-        self.probe = None
+        self._events: RunEvents | None = None
+        self.probe: RayStoreProbe | None = None
 
     def prepare(self, launch: Launch) -> None:
         self._run_dir = launch.run_folder
 
-    def on_batch(self, batch) -> None:
-        if self.probe is not None or self._ended or self._run_dir is None:
+    def started(self, ctx: RunContext) -> None:
+        self._events = ctx.events
+
+    def on_batch(self, batch: SampleBatch) -> None:
+        if self.probe is not None or self._ended or self._run_dir is None or self._events is None:
             return
         if not self._ray_seen:
             # every process of the batch, not only the new ones: a raylet is first seen as the fork
@@ -44,9 +54,10 @@ class RayObjectStoreRecorder(BaseRecorder):
         if now < self._next_look:
             return
         self._next_look = now + 1.0
-        from gpuscope.telemetry.ray_store import RayStoreProbe, find_driver
+        from gpuscope.telemetry.ray_store import RayStoreProbe
 
-        found = find_driver(self._run_dir)
+        self._events.refresh(ranges=False)
+        found = ray_driver(self._events.headers())
         if found is None:
             return
         address, executable, ray_env = found
@@ -75,3 +86,16 @@ class RayObjectStoreRecorder(BaseRecorder):
             f"Ray object store: peak {mib(s['peak_used'])} of {mib(s['capacity'])}, "
             f"{s['peak_objects']} objects at most; spilled {mib(s['spilled_bytes'])} "
             f"({s['spilled_objects']} objects) to disk ({s['samples']} samples, ray_store.jsonl)")
+
+
+def ray_driver(identities: dict[int, dict[str, Any]]) -> tuple[str, str, dict[str, str]] | None:
+    """(GCS address, interpreter, Ray's environment for a client of the cluster) of the run's Ray
+    driver, once a process of the run has called ``ray.init`` (its info says so: docs/EVENTS.md),
+    else None. Ray authenticates clients with a token (~/.ray/auth_token) when
+    ``RAY_AUTH_MODE=token``, which ``ray.init`` sets in the driver."""
+    for info in identities.values():
+        address, executable = info.get("ray_gcs_address"), info.get("executable")
+        if address and executable:
+            env = {"RAY_AUTH_MODE": str(info["ray_auth_mode"])} if info.get("ray_auth_mode") else {}
+            return str(address), str(executable), env
+    return None

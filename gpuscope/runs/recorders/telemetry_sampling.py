@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gpuscope.runs.recorder import BaseRecorder, Outcome, RunContext
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
@@ -49,7 +50,9 @@ class TelemetryRecorder(BaseRecorder):
     def finish(self, outcome: Outcome) -> None:
         if self.sampler is None:
             return
-        from gpuscope.trace.process_rows import merge_telemetry
+        from gpuscope.runrecord.model import sampled_from_summary
+        from gpuscope.trace.process_rows import add_sampled
 
         self.sampler.stop()  # idempotent: stopped already when the program ended
-        merge_telemetry(outcome.processes, self.sampler.process_summary())
+        outcome.sampled = sampled_from_summary(self.sampler.process_summary())
+        add_sampled(outcome.processes, outcome.sampled)

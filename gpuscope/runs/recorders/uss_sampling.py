@@ -9,10 +9,10 @@ process to ``uss.json`` in the run folder ({pid: bytes}), read by ``gpuscope.ana
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
-from gpuscope import jsontext
 from gpuscope.runs.recorder import BaseRecorder, Outcome, RunContext
 
 USS_FILE = "uss.json"
@@ -44,7 +44,7 @@ class UssRecorder(BaseRecorder):
             self._pids.discard(pid)
 
     def _loop(self) -> None:
-        from gpuscope.telemetry.procfs import uss_bytes
+        from gpuscope.procs.read import uss_bytes
 
         while True:
             for pid in list(self._pids):
@@ -63,4 +63,4 @@ class UssRecorder(BaseRecorder):
         self._done.set()
         if self._ctx is None or not self.peaks:
             return
-        (self._ctx.run_dir / USS_FILE).write_text(jsontext.dumps({str(k): v for k, v in sorted(self.peaks.items())}))
+        (self._ctx.run_dir / USS_FILE).write_text(json.dumps({str(k): v for k, v in sorted(self.peaks.items())}))
