@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     if live:
         procs = stacks.dump_processes(run_dir, stacks.roles_of(run_dir, pids), timeout_s=args.timeout)
         stacks.save_latest(run_dir, procs)
-        taken = time.time_ns()
+        taken: int | None = time.time_ns()
     else:
         taken, procs = stacks.load_latest(run_dir)
         if not procs:

@@ -13,15 +13,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+from typing import TYPE_CHECKING
 
-from gpuscope import jsontext
+from gpuscope.finding import Finding, Severity, StopRun, evidence, now_ns
 from gpuscope.rundir import event_logs
 from gpuscope.trace.events import ProcessEvents
+from gpuscope.findings.registry import Input, OnStop, Phase, RunInputs, declare, rule
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:   # numpy is imported by the straggler rule itself: only runs with ranks need it
-    from gpuscope.finding import Finding
+if TYPE_CHECKING:
     import numpy as np
 
 STRAGGLER_RATIO = 1.5
@@ -99,20 +100,21 @@ def stragglers(events: list[ProcessEvents]) -> list[Finding]:
             best = (gap * count, name, slow, fast, {r: (v[0], len(v[1])) for r, v in per.items()})
     if best is None:
         return []
-    excess, name, slow, fast, per = best
-    lines = [f"rank {r}: median {per[r][0] * 1e3:.1f} ms over {per[r][1]} '{name}' ranges" for r in sorted(per)]
-    from gpuscope.finding import Finding, Severity, evidence
+    excess, name, slow, fast, counts = best
+    lines = [f"rank {r}: median {counts[r][0] * 1e3:.1f} ms over {counts[r][1]} '{name}' ranges"
+             for r in sorted(counts)]
     return [Finding(
         "straggler-rank",
-        f"rank {slow} is a straggler: its '{name}' ranges take {per[slow][0] * 1e3:.0f} ms (median) against "
-        f"{per[fast][0] * 1e3:.0f} ms on rank {fast}; the other ranks wait for it at every collective "
+        f"rank {slow} is a straggler: its '{name}' ranges take {counts[slow][0] * 1e3:.0f} ms (median) against "
+        f"{counts[fast][0] * 1e3:.0f} ms on rank {fast}; the other ranks wait for it at every collective "
         f"(about {excess:.1f} s in all)",
         "look at what differs on that rank: its data (uneven shards or sample sizes), its CPU or GPU "
         "(shared with another job, throttled), its data loading (num_workers) or extra work (logging, "
         "checkpointing on rank 0)",
         Severity.WARNING, (pids[slow],),
-        evidence({"slow rank": slow, "slow median ms": round(per[slow][0] * 1e3, 2),
-                  "fast median ms": round(per[fast][0] * 1e3, 2), "ratio": round(per[slow][0] / per[fast][0], 2),
+        evidence({"slow rank": slow, "slow median ms": round(counts[slow][0] * 1e3, 2),
+                  "fast median ms": round(counts[fast][0] * 1e3, 2),
+                  "ratio": round(counts[slow][0] / counts[fast][0], 2),
                   "excess s": round(excess, 3)}, lines, [pids[slow]]))]
 
 
@@ -147,7 +149,7 @@ def exited_ranks(run_dir: str | os.PathLike[str]) -> dict[int, tuple[int, int | 
     for path in event_logs(run_dir):
         try:
             with open(path, "rb") as fh:
-                head = jsontext.loads(fh.readline()[2:] or b"{}")
+                head = json.loads(fh.readline()[2:] or b"{}")
         except (OSError, ValueError):
             continue
         rank = _rank(str(head.get("role", "")))
@@ -158,7 +160,7 @@ def exited_ranks(run_dir: str | os.PathLike[str]) -> dict[int, tuple[int, int | 
             with open(path, "rb") as fh:
                 fh.seek(max(0, os.path.getsize(path) - 4096))
                 tail = fh.read().rsplit(b"\nX\t", 1)[1]
-            code = jsontext.loads(tail.split(b"\t", 1)[1].split(b"\n", 1)[0]).get("exit_code")
+            code = json.loads(tail.split(b"\t", 1)[1].split(b"\n", 1)[0]).get("exit_code")
         except (OSError, ValueError, IndexError):
             pass
         out[rank] = (int(head.get("pid", 0)), code)
@@ -176,7 +178,8 @@ def collective_mismatch(processes, exited: dict[int, tuple[int, int | None]] | N
     gone = {r: v for r, v in (exited or {}).items() if r not in ranks}
     if not elsewhere and not gone:
         return []
-    lines = [f"rank {r} (pid {ranks[r].pid}) waits in {w} called from {site}" for r, (w, site) in sorted(waiting.items())]
+    lines = [f"rank {r} (pid {ranks[r].pid}) waits in {w} called from {site}"
+             for r, (w, site) in sorted(waiting.items())]
     lines += [f"rank {r} (pid {ranks[r].pid}) is elsewhere: {where}" for r, where in sorted(elsewhere.items())]
     lines += [f"rank {r} (pid {pid}) has exited (code {code})" for r, (pid, code) in sorted(gone.items())]
     kinds = {w for w, _ in waiting.values()}
@@ -195,8 +198,18 @@ def collective_mismatch(processes, exited: dict[int, tuple[int, int | None]] | N
                 "DistributedDataParallel(model, find_unused_parameters=True); ")
     fix += "a rank that exited early must not leave the others in a collective. Stop the run."
     pids = tuple(sorted([ranks[r].pid for r in elsewhere] + [pid for pid, _ in gone.values()]))
-    from gpuscope.finding import Finding, Severity, StopRun, evidence, now_ns
     return [Finding("rank-not-in-collective", title, fix, Severity.ERROR, pids,
                     evidence({"waiting ranks": len(waiting), "ranks elsewhere": len(elsewhere),
                               "ranks exited": len(gone)}, lines, pids), StopRun(),
                     seen_ns if seen_ns is not None else now_ns(), "live")]
+
+
+@rule("straggler-rank", inputs=Input.EVENTS, on_stop=OnStop.SAY,
+      applies=lambda run: sum(pe.role.startswith("rank ") for pe in run.events) >= 2,
+      title="one rank's ranges take longest: the others wait for it in every collective")
+def _stragglers(run: RunInputs) -> list[Finding]:
+    return stragglers(run.events)
+
+
+declare("rank-not-in-collective", inputs={Input.STACKS, Input.EVENTS}, phase=Phase.LIVE,
+        title="ranks wait in a collective that another rank is not in (or has left)")

@@ -11,12 +11,9 @@ and ``Connection.send`` passes through it, and is unpickled once more on the oth
 
 from __future__ import annotations
 
-
+from gpuscope.finding import Finding, Severity, evidence
 from gpuscope.trace.events import ProcessEvents
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from gpuscope.finding import Finding
+from gpuscope.findings.registry import Input, RunInputs, rule
 
 LARGE_BYTES = 100_000_000       # pickled in all over the run ...
 MIN_RATE = 20_000_000           # ... at >= 20 MB per second of the run (a long job shipping a little
@@ -64,7 +61,6 @@ def large_pickles(events: list[ProcessEvents], threshold: float = LARGE_BYTES) -
         numbers["MB per task"] = round(total / MB / tasks, 2)
     rate = f", {total / MB / span:.0f} MB/s" if span > 0 else ""
     per_task = f", {total / MB / tasks:.1f} MB per task" if tasks else ""
-    from gpuscope.finding import Finding, Severity, evidence
     return [Finding(
         "large-pickles",
         f"{total / MB:.0f} MB pickled through pipes and queues in {span:.1f} s{rate}{per_task} "
@@ -76,3 +72,9 @@ def large_pickles(events: list[ProcessEvents], threshold: float = LARGE_BYTES) -
         Severity.WARNING, tuple(pe.pid for pe, _ in top),
         evidence(numbers, [f"{pe.role} {pe.pid}: {int(p.get('bytes', 0)) / MB:.1f} MB in {int(p.get('calls', 0))} "
                            f"sends" for pe, p in rows[:8]], [pe.pid for pe, _ in top]))]
+
+
+@rule("large-pickles", inputs=Input.EVENTS, applies=lambda run: any(pe.pickled for pe in run.events),
+      title="many bytes pickled through pipes and queues, fast enough to matter")
+def _large_pickles(run: RunInputs) -> list[Finding]:
+    return large_pickles(run.events)

@@ -15,12 +15,10 @@ findings. Messages (CPython 3.8-3.14, PyTorch 2.x):
 
 from __future__ import annotations
 
-from gpuscope.record import field, record
+from dataclasses import dataclass, field
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from gpuscope.finding import Finding
-
+from gpuscope.finding import CleanupShm, Finding, SetStartMethod, Severity, StopRun, evidence, now_ns
+from gpuscope.findings.registry import Input, Phase, RunInputs, declare
 
 BOOTSTRAP = "has finished its bootstrapping phase"
 # Patterns as text, compiled by `re` (and cached there) once a line has the message's words: most
@@ -34,7 +32,7 @@ _FILE_LINE = r'^\s*File "(.+?)", line (\d+)'
 MAX_LINE = 8192
 
 
-@record
+@dataclass
 class _Hit:
     """How often one stderr pattern was seen, when first, and its first lines."""
 
@@ -72,7 +70,6 @@ class OutputScanner:
         hit = self.hits.setdefault(code, _Hit())
         hit.count += 1
         if hit.first_ns is None:
-            from gpuscope.finding import now_ns
 
             hit.first_ns = now_ns()
             lines = [line.rstrip() for line in excerpt if line.strip()]
@@ -109,7 +106,7 @@ def _names(text: str | None) -> set[str]:
     """The names in the tracker's set repr ``{'/psm_1', '/psm_2'}``."""
     if not text:
         return set()
-    import ast   # only when a leak message came (~5 ms of imports the run path need not pay)
+    import ast  # only when a leak message came (~5 ms of imports the run path need not pay)
 
     try:
         value = ast.literal_eval(text.strip())
@@ -141,7 +138,6 @@ def script_location(excerpt: list[str]) -> str | None:
 
 def _main_guard(scanner: OutputScanner, hit: _Hit) -> Finding:
     where = script_location(hit.excerpt)
-    from gpuscope.finding import Finding, Severity, StopRun, evidence
     return Finding(
         "missing-main-guard",
         f"child processes failed to start {hit.count} time(s): the script starts processes at import time, "
@@ -154,7 +150,6 @@ def _main_guard(scanner: OutputScanner, hit: _Hit) -> Finding:
 
 def _leaked(kind: str):
     def make(scanner: OutputScanner, hit: _Hit) -> Finding:
-        from gpuscope.finding import CleanupShm, Finding, Severity, evidence
 
         names = sorted(scanner.leaked.get(kind, ()))
         return Finding(
@@ -169,7 +164,6 @@ def _leaked(kind: str):
 
 
 def _abrupt(scanner: OutputScanner, hit: _Hit) -> Finding:
-    from gpuscope.finding import Finding, Severity, evidence
     return Finding(
         "died-by-signal", "a ProcessPoolExecutor worker was terminated abruptly (killed by a signal, or it "
         "crashed); the executor is broken and its pending futures failed",
@@ -179,7 +173,6 @@ def _abrupt(scanner: OutputScanner, hit: _Hit) -> Finding:
 
 
 def _cuda_fork(scanner: OutputScanner, hit: _Hit) -> Finding:
-    from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
     return Finding(
         "cuda-after-fork", "a fork child tried to use CUDA initialised in its parent (\"Cannot re-initialize "
         "CUDA in forked subprocess\")", "use the spawn start method (or forkserver)", Severity.ERROR, (),
@@ -196,3 +189,28 @@ def _re():
 
     return re
 
+
+# -- the rules' declarations ----------------------------------------------------------------------
+
+def _output_of(codes: tuple[str, ...], hit: str | None = None):
+    """A check that passes on the scanner's findings of these codes (of ``hit``'s pattern only)."""
+    def check(run: RunInputs) -> list[Finding]:
+        if hit is not None and (run.scanner is None or hit not in run.scanner.hits):
+            return []
+        return [f for f in run.output if f.code in codes]
+    return check
+
+
+_BOTH = {Phase.LIVE, Phase.AFTER}
+declare("missing-main-guard", inputs=Input.OUTPUT, phase=_BOTH, check=_output_of(("missing-main-guard",)),
+        title="a spawn/forkserver child re-ran the script's pool creation: no `if __name__ == \"__main__\":`")
+declare("leaked-shm", inputs=Input.OUTPUT, phase=_BOTH, check=_output_of(("leaked-shm",)),
+        title="the resource tracker unlinked shared_memory segments the program never unlinked")
+declare("leaked-semaphore", inputs=Input.OUTPUT, phase=_BOTH, check=_output_of(("leaked-semaphore",)),
+        title="the resource tracker removed named semaphores the program leaked")
+declare("executor-worker-killed", codes=("died-by-signal",), inputs=Input.OUTPUT, phase=_BOTH,
+        check=_output_of(("died-by-signal",), "executor-worker-killed"),
+        title="a ProcessPoolExecutor worker was terminated abruptly (its futures failed)")
+declare("cuda-fork-message", codes=("cuda-after-fork",), inputs=Input.OUTPUT, phase=_BOTH,
+        check=_output_of(("cuda-after-fork",)),
+        title="\"Cannot re-initialize CUDA in forked subprocess\" in stderr")

@@ -19,15 +19,15 @@ Task times come as int lists for small logs and numpy arrays for big ones
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from gpuscope.record import record
+from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
 from gpuscope.trace.events import ProcessEvents
+from gpuscope.findings.registry import Input, OnStop, RunInputs, rule
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Sequence
-
-    from gpuscope.finding import Finding
 
 MIN_TASKS = 200
 IMBALANCE = 1.5
@@ -36,7 +36,7 @@ STARTUP_SHARE = 0.5
 STARTUP_MIN_S = 0.5
 
 
-@record
+@dataclass
 class Worker:
     """One pool worker's task ranges."""
 
@@ -47,10 +47,21 @@ class Worker:
     t1: Any
     start_ns: int
     end_ns: int
+    killed: bool = False     # its log has no exit record: it ended by a signal it did not handle
 
     @property
     def busy_s(self) -> float:
         return float(_total(_spans(self.t0, self.t1))) / 1e9
+
+    def busy_until_s(self, horizon_ns: int | None) -> float:
+        """Busy time up to ``horizon_ns`` (None: all of it)."""
+        if horizon_ns is None:
+            return self.busy_s
+        if isinstance(self.t0, list):
+            return sum(max(0, min(b, horizon_ns) - a) for a, b in zip(self.t0, self.t1)) / 1e9
+        import numpy as np
+
+        return float(np.clip(np.minimum(self.t1, horizon_ns) - self.t0, 0, None).sum()) / 1e9
 
 
 # -- the same arithmetic on int lists and on numpy arrays ------------------------------------------------
@@ -107,15 +118,31 @@ def workers(events: list[ProcessEvents]) -> dict[int, list[Worker]]:
         t1: Any = []
         if task_ids and pe.range_count:   # every range a task (the usual case) needs no selection
             t0, t1 = pe.range_times(None if len(task_ids) == len(pe.names) else task_ids)
+        t0, t1 = _with_cut_task(pe, t0, t1)
         if len(t0):
-            end = pe.end_ns if pe.end_ns is not None else pe.range_end()
+            end = pe.end_ns if pe.end_ns is not None else (pe.range_end() or pe.start_ns)
         elif pe.end_ns is not None:
             end, t0, t1 = pe.end_ns, [], []
         else:
             continue
         groups.setdefault(int(pe.ppid or 0), []).append(
-            Worker(pe.pid, int(pe.ppid or 0), pe.start_method, t0, t1, pe.start_ns, end))
+            Worker(pe.pid, int(pe.ppid or 0), pe.start_method, t0, t1, pe.start_ns, end, pe.exit is None))
     return groups
+
+
+def _with_cut_task(pe: ProcessEvents, t0: Any, t1: Any) -> tuple[Any, Any]:
+    """The task ranges plus the task a stop or a crash cut: the worker took it (its last ``T`` line
+    comes after its last range's start) and ended in it (its exit record), so it counts up to then."""
+    if not pe.tasks or pe.end_ns is None:
+        return t0, t1
+    taken = max(t for t, *_ in pe.tasks)
+    if (len(t0) and taken <= _last(t0)) or pe.end_ns <= taken:
+        return t0, t1
+    if isinstance(t0, list):
+        return [*t0, taken], [*t1, pe.end_ns]
+    import numpy as np
+
+    return np.append(t0, taken), np.append(t1, pe.end_ns)
 
 
 def tasks_too_small(group: list[Worker]) -> Finding | None:
@@ -133,7 +160,6 @@ def tasks_too_small(group: list[Worker]) -> Finding | None:
     chunk = min(chunk, max(2, n // (4 * len(group))))
     share = float(_total(durations)) / max(1.0, float(_total(durations) + _total(gaps)))
     pids = tuple(sorted(w.pid for w in group))
-    from gpuscope.finding import Finding, Severity, evidence
     return Finding(
         "tasks-too-small",
         f"{n} tasks took {task_ns / 1e3:.0f} µs each (median) but {gap_ns / 1e3:.0f} µs passed between two tasks "
@@ -144,10 +170,15 @@ def tasks_too_small(group: list[Worker]) -> Finding | None:
                   "busy share": round(share, 3), "suggested chunksize": chunk}, (), pids))
 
 
-def load_imbalance(group: list[Worker]) -> Finding | None:
+def load_imbalance(group: list[Worker], stopped: bool = False) -> Finding | None:
+    """On a stopped run, busy times count up to the earliest end of a worker the stop killed without
+    its exit record (what it was doing after its last range is unknown), and the wait for the last
+    worker is no evidence (the stop ended them all)."""
     if len(group) < 2:
         return None
-    busy = {w.pid: w.busy_s for w in group}
+    killed = [w for w in group if w.killed] if stopped else []
+    horizon = min(_last(w.t1) for w in killed) if killed else None
+    busy = {w.pid: w.busy_until_s(horizon) for w in group}
     total = sum(busy.values())
     if total < MIN_WORK_S:
         return None
@@ -155,12 +186,11 @@ def load_imbalance(group: list[Worker]) -> Finding | None:
     ratio = hi / lo if lo > 0 else math.inf
     last_ends = sorted(_last(w.t1) for w in group)
     span = last_ends[-1] - min(_first(w.t0) for w in group)
-    tail = (last_ends[-1] - last_ends[-2]) / span if span > 0 else 0.0
+    tail = (last_ends[-1] - last_ends[-2]) / span if span > 0 and not stopped else 0.0
     if ratio <= IMBALANCE and not (tail > 0.25 and (last_ends[-1] - last_ends[-2]) > 0.5e9):
         return None
     pids = tuple(sorted(busy))
-    slow = max(busy, key=busy.get)
-    from gpuscope.finding import Finding, Severity, evidence
+    slow = max(busy, key=lambda p: busy[p])
     return Finding(
         "load-imbalance",
         f"pool workers were unevenly loaded: busiest {hi:.2f} s (pid {slow}), least busy {lo:.2f} s "
@@ -185,7 +215,6 @@ def startup_dominated(group: list[Worker]) -> Finding | None:
     if share <= STARTUP_SHARE or mean <= STARTUP_MIN_S:
         return None
     pids = tuple(sorted(w.pid for w in group))
-    from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
     action = SetStartMethod("forkserver") if method == "spawn" else None
     return Finding(
         "startup-dominated",
@@ -198,7 +227,7 @@ def startup_dominated(group: list[Worker]) -> Finding | None:
                  (), pids), action)
 
 
-def pool_findings(events: list[ProcessEvents]) -> list[Finding]:
+def pool_findings(events: list[ProcessEvents], stopped: bool = False) -> list[Finding]:
     out = []
     for _, group in sorted(workers(events).items()):
         busy = [w for w in group if len(w.t0)]
@@ -206,7 +235,39 @@ def pool_findings(events: list[ProcessEvents]) -> list[Finding]:
             continue
         small = tasks_too_small(busy)
         # With tasks too small, "busy" is mostly overhead and who got them is chance: one finding, one fix.
-        for f in (small, None if small else load_imbalance(busy), startup_dominated(group)):
+        for f in (small, None if small else load_imbalance(busy, stopped), startup_dominated(group)):
             if f is not None:
                 out.append(f)
     return out
+
+
+# -- the rules' declarations ----------------------------------------------------------------------
+
+def _has_pool(run: RunInputs) -> bool:
+    return run.has_role("pool worker")
+
+
+def _groups(run: RunInputs) -> list[list[Worker]]:
+    """Each pool's workers that ran tasks (cut ones included: :func:`workers`)."""
+    return [busy for _, group in sorted(workers(run.events).items()) if (busy := [w for w in group if len(w.t0)])]
+
+
+@rule("tasks-too-small", inputs=Input.EVENTS, applies=_has_pool,
+      title="pool tasks so short that moving them costs more than running them")
+def _tasks_too_small(run: RunInputs) -> list[Finding]:
+    return [f for g in _groups(run) if (f := tasks_too_small(g)) is not None]
+
+
+@rule("load-imbalance", inputs=Input.EVENTS, applies=_has_pool, on_stop=OnStop.SAY,
+      title="pool workers unevenly loaded, or the pool waited for one straggler")
+def _load_imbalance(run: RunInputs) -> list[Finding]:
+    # with tasks too small, "busy" is mostly overhead and who got them is chance: one finding, one fix
+    return [f for g in _groups(run) if tasks_too_small(g) is None
+            and (f := load_imbalance(g, stopped=run.stopped)) is not None]
+
+
+@rule("startup-dominated", inputs=Input.EVENTS, applies=_has_pool, on_stop=OnStop.SAY,
+      title="spawn/forkserver pool workers spent most of their lives starting")
+def _startup_dominated(run: RunInputs) -> list[Finding]:
+    groups = [g for _, g in sorted(workers(run.events).items()) if any(len(w.t0) for w in g)]
+    return [f for g in groups if (f := startup_dominated(g)) is not None]

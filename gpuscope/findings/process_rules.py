@@ -8,18 +8,15 @@ file offset) or whole (after the run).
 
 from __future__ import annotations
 
-import _signal   # the C module behind `signal` (whose enums cost ~1 ms): numbers here, names when a rule fires
+import _signal  # the C module behind `signal` (whose enums cost ~1 ms): numbers here, names when a rule fires
+import json
 import os
+from dataclasses import dataclass, field
 
-from gpuscope import jsontext
-from gpuscope.proclist import read_bytes
-from gpuscope.record import field, record
+from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
+from gpuscope.procs.files import pid_path, read_bytes
 from gpuscope.rundir import logs_in
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from gpuscope.finding import Finding
-
+from gpuscope.findings.registry import Input, OnStop, Phase, RunInputs, declare, rule
 
 KEYS = (b'"fork_threads"', b'"child_exits"', b'"role"')
 # Threads of multiprocessing's own machinery: forking beside them is the pool's business, not the user's.
@@ -30,7 +27,7 @@ EXPECTED_SIGNALS = {_signal.SIGTERM, _signal.SIGINT}
 BAD_SIGNALS = {_signal.SIGKILL, _signal.SIGSEGV, _signal.SIGBUS, _signal.SIGABRT, _signal.SIGFPE, _signal.SIGILL}
 
 
-@record
+@dataclass
 class ProcessFacts:
     """What the ``I`` lines said, per process (pid of the log's writer)."""
 
@@ -70,7 +67,7 @@ def scan_info(events_dir: str | os.PathLike[str], facts: ProcessFacts) -> bool:
 
 def _header(line: bytes, pid: int, facts: ProcessFacts) -> bool:
     try:
-        head = jsontext.loads(line[2:])
+        head = json.loads(line[2:])
     except ValueError:
         return False
     if head.get("forked"):
@@ -82,7 +79,7 @@ def _header(line: bytes, pid: int, facts: ProcessFacts) -> bool:
 
 def _take(line: bytes, pid: int, facts: ProcessFacts) -> bool:
     try:
-        info = jsontext.loads(line.split(b"\t", 2)[2])
+        info = json.loads(line.split(b"\t", 2)[2])
     except (IndexError, ValueError):
         return False
     if info.get("role"):
@@ -111,7 +108,6 @@ def fork_with_threads(facts: ProcessFacts, roles: dict[int, str] | None = None) 
         risky = [(r, t) for r, t in risky if t]
         if not risky:
             continue
-        from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
 
         first, threads = risky[0]
         names = sorted({t["name"] + (f" ({t['target']})" if t.get("target") else "") for _, ts in risky for t in ts})
@@ -128,13 +124,13 @@ def fork_with_threads(facts: ProcessFacts, roles: dict[int, str] | None = None) 
     return out
 
 
-def memory_events_path(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> str | None:
+def memory_events_path(proc_cgroup: str | None = None, root: str = "/sys/fs/cgroup") -> str | None:
     """Where this process's cgroup counts OOM kills (the run's processes share it), or None:
     cgroup v2 ``memory.events``, else v1 ``memory.oom_control`` (its own path, or the namespace's
     root as a container mounts it); both have an ``oom_kill N`` line."""
     candidates = []
     try:
-        for line in _read_text(proc_cgroup).splitlines():
+        for line in _read_text(proc_cgroup or pid_path("self", "cgroup")).splitlines():
             _, controllers, rel = line.split(":", 2)
             rel = rel.strip().lstrip("/")
             if controllers == "":
@@ -186,7 +182,6 @@ def died_by_signal(facts: ProcessFacts, roles: dict[int, str], stopped: bool,
         bad[pid] = signal.Signals(num)
     if not bad and not oom_killed:
         return []
-    from gpuscope.finding import Finding, Severity, evidence
     if not bad:
         return [Finding(
             "died-by-signal", f"the OOM killer ended {oom_killed} process(es) in the run's cgroup while it ran",
@@ -210,3 +205,24 @@ def died_by_signal(facts: ProcessFacts, roles: dict[int, str], stopped: bool,
         fix, Severity.ERROR, tuple(sorted(bad)),
         evidence({"processes": len(bad), **({"OOM kills": oom_killed} if oom_killed else {})}, lines, bad),
         None, None)]
+
+
+# -- the rules' declarations ----------------------------------------------------------------------
+
+@rule("fork-with-threads", inputs=Input.EVENTS, phase={Phase.LIVE, Phase.AFTER},
+      title="a process forked while threads of its own were running (locks they held stay held in the child)")
+def _fork_with_threads(run: RunInputs) -> list[Finding]:
+    return fork_with_threads(run.facts or ProcessFacts(), run.roles)
+
+
+@rule("child-died-by-signal", codes=("died-by-signal",), inputs={Input.EVENTS, Input.OUTPUT, Input.PROCS},
+      phase={Phase.LIVE, Phase.AFTER}, on_stop=OnStop.KEEP,
+      title="children died by SIGKILL, SIGSEGV, ... (multiprocessing's reaping, torchrun's report, OOM kills)")
+def _died_by_signal(run: RunInputs) -> list[Finding]:
+    torchrun = run.scanner.torchrun_exits if run.scanner is not None else None
+    return died_by_signal(run.facts or ProcessFacts(), run.roles, run.stopped, torchrun, run.oom_killed)
+
+
+declare("no-progress", inputs={Input.TELEMETRY, Input.OUTPUT, Input.EVENTS, Input.STACKS}, phase=Phase.LIVE,
+        title="looks stuck: CPU near zero, no output and no new ranges while processes live",
+        module="gpuscope.findings.recorder")

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import os
 
+from gpuscope.finding import Finding, Severity, evidence
 from gpuscope.telemetry.ray_store import mib, read_ray_store, summarize
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from gpuscope.finding import Finding
+from gpuscope.findings.registry import Input, RunInputs, rule
 
 MIN_SAMPLES = 4          # growth is judged over at least this many samples
 FULL_SHARE = 0.8         # ... ending at this share of the store's capacity or more
@@ -32,7 +30,6 @@ def object_store_findings(run_dir: str | os.PathLike[str]) -> list[Finding]:
     if s is None:
         return []
     out = []
-    from gpuscope.finding import Finding, Severity, evidence
     if s["spilled_bytes"] > 0:
         out.append(Finding(
             "ray-object-store-spilled",
@@ -73,3 +70,15 @@ def _grows_without_release(samples: list[dict[str, int]], capacity: int) -> bool
     never_fell = all(b >= a for a, b in zip(active, active[1:]))
     rises = sum(b > a for a, b in zip(active, active[1:]))
     return never_fell and rises >= 2 and active[-1] >= FULL_SHARE * capacity
+
+
+def _has_store(run: RunInputs) -> bool:
+    from gpuscope import rundir
+
+    return os.path.exists(os.path.join(run.run_dir, rundir.RAY_STORE))
+
+
+@rule("ray-object-store", codes=("ray-object-store-spilled", "ray-object-store-growing"), inputs=Input.TELEMETRY,
+      applies=_has_store, title="Ray's object store spilled to disk, or grew without release")
+def _object_store(run: RunInputs) -> list[Finding]:
+    return object_store_findings(run.run_dir)

@@ -11,7 +11,7 @@
   (taken on the watchdog thread, never on the tick), and from those stacks
   ``rank-not-in-collective`` when ranks wait in a collective that another rank is not in.
 - ``finish``: the after-run rules on the folder (with the OOM kills the cgroup counted since the
-  start); everything is saved to ``findings.json`` and put in ``outcome.extra["findings"]``.
+  start); everything is saved to ``findings.json`` and put in ``outcome.findings``.
 
 Each new finding goes to ``on_finding`` once (the CLI prints a line, the app shows it).
 """
@@ -19,26 +19,23 @@ Each new finding goes to ``on_finding`` once (the CLI prints a line, the app sho
 from __future__ import annotations
 
 import os
+import threading
 import time
-from _collections import deque   # collections' own deque, without collections (issue 14.4)
+from collections import deque
+from pathlib import Path
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable
 
-from gpuscope import threads
+from gpuscope.finding import Finding, Severity, StopRun, evidence, merge, now_ns
 from gpuscope.rundir import EVENTS
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable
-
-    from gpuscope.finding import Finding
     from gpuscope.findings.output_rules import OutputScanner
     from gpuscope.findings.process_rules import ProcessFacts
     from gpuscope.findings.telemetry_rules import TelemetryWatch
 
-    OnFinding = Callable[["Finding"], None]
-
-# The rules (and the findings model) are imported once the run's program has started, or when
-# first needed: `gpuscope run` creates this recorder before it starts the program (issue 14.4).
+OnFinding = Callable[[Finding], None]
 
 POLL_S = 0.5
 IDLE_CPU = 5.0          # % of one core, summed over the run's processes, averaged over CPU_WINDOW_S: "near zero"
@@ -65,21 +62,22 @@ class FindingsRecorder(BaseRecorder):
         self._scanner: OutputScanner | None = None
         self._facts: ProcessFacts | None = None
         self._telemetry: TelemetryWatch | None = None
-        self._make_lock = threads.Lock()
-        self._lock = threads.Lock()
+        self._make_lock = threading.Lock()
+        self._lock = threading.Lock()
         self._found: dict[tuple[str, tuple[int, ...]], Finding] = {}
         self._log_bytes = 0
         self._cpu = 0.0
         self._cpu_ticks: deque[tuple[int, float]] = deque()     # (t_ns, CPU % sum) within CPU_WINDOW_S
         self._cpu_window_sum = 0.0
         self._pids: list[int] = []
-        self._stop = threads.Event()
-        self._stop_requested = threads.Event()     # the run's: a stopping run is not stuck
-        self._watchdog: threads.ThreadLike | None = None
+        self._stop = threading.Event()
+        self._stop_requested = threading.Event()     # the run's: a stopping run is not stuck
+        self._watchdog: threading.Thread | None = None
         self._last_progress = time.monotonic()
         self._stuck_reported = False
+        self._main_exited = threading.Event()   # set by the run's event-log reader (RunEvents.on_first_exit)
         self.ended = False
-        self._oom_path = None
+        self._oom_path: str | None = None
         self._oom_start: int | None = None
 
     # -- the rules' state, made on first use --------------------------------------------------------
@@ -132,11 +130,13 @@ class FindingsRecorder(BaseRecorder):
         from gpuscope.findings import process_rules
 
         self.run_dir = ctx.run_folder
+        if ctx.events is not None:
+            ctx.events.on_first_exit(self._main_exited.set)
         self._stop_requested = ctx.stop_requested
         self._last_progress = time.monotonic()
         self._oom_path = process_rules.memory_events_path()
         self._oom_start = process_rules.oom_kills(self._oom_path)
-        self._watchdog = threads.Thread(target=self._watch, name="gpuscope-findings", daemon=True)
+        self._watchdog = threading.Thread(target=self._watch, name="gpuscope-findings", daemon=True)
         self._watchdog.start()
 
     def on_output(self, stream: str, chunk: bytes) -> None:
@@ -172,7 +172,7 @@ class FindingsRecorder(BaseRecorder):
 
     def _watch(self) -> None:
         """Every ``POLL_S``: new I lines and log growth; "looks stuck" once idle long enough."""
-        engine = None
+        engine: Any = None
         try:  # the after-run rules: loaded here, while the program runs, not after it
             from gpuscope.findings import engine
         except Exception:  # noqa: BLE001 - finish() imports it again and reports what is wrong
@@ -195,10 +195,8 @@ class FindingsRecorder(BaseRecorder):
 
     def _program_exited(self) -> bool:
         """The program's main process has ended, and what is left is a recorder finishing (nsys
-        writing its report): not a stuck program."""
-        from gpuscope.trace.events import main_exited
-
-        return self.run_dir is not None and main_exited(self.run_dir)
+        writing its report): not a stuck program (the run's event-log reader says so)."""
+        return self._main_exited.is_set()
 
     def program_ended(self, ctx: RunContext) -> None:
         self.ended = True
@@ -214,12 +212,13 @@ class FindingsRecorder(BaseRecorder):
         with self._lock:
             self.scanner.finish()
         # the event logs as the event-log recorder read them (it finishes first), else read here
-        found = engine.analyse_events(self.run_dir, outcome.extra.get("events"), stopped=outcome.stopped,
+        events = outcome.events.processes() if outcome.events is not None else None
+        found = engine.analyse_events(self.run_dir, events, stopped=outcome.stopped,
                                       scanner=self.scanner, oom_killed=self._oom_killed(), facts=self._live_facts())
         self._report(found + self._telemetry_findings())
         final = self.findings()
         engine.save(self.run_dir, final)
-        outcome.extra["findings"] = final
+        outcome.findings = final
 
     def _live_facts(self) -> ProcessFacts | None:
         """The watchdog's scans of the logs, to go on from (None: none, or the watchdog still runs)."""
@@ -233,15 +232,12 @@ class FindingsRecorder(BaseRecorder):
         with self._lock:
             if not self._found:      # the usual run: the findings model is not even imported
                 return []
-            from gpuscope.finding import merge
 
             return merge(self._found.values())
 
     def _report(self, findings: list[Finding]) -> None:
         if not findings:
             return
-        from gpuscope.finding import merge, now_ns
-        from gpuscope.record import replace
 
         new = []
         with self._lock:
@@ -301,7 +297,6 @@ class FindingsRecorder(BaseRecorder):
             self._last_progress = now
 
     def _stuck(self, idle_s: float, cpu: float, pids: list[int]) -> None:
-        from gpuscope.finding import Finding, Severity, StopRun, evidence, now_ns
 
         seen = now_ns() - int(idle_s * 1e9)
         lines: list[str] = []
@@ -310,8 +305,9 @@ class FindingsRecorder(BaseRecorder):
             try:
                 from gpuscope.findings import ddp_rules, stacks
 
-                procs = stacks.dump_processes(self.run_dir, stacks.roles_of(self.run_dir, pids), timeout_s=10.0)
-                stacks.save_latest(self.run_dir, procs)
+                folder = Path(self.run_dir)
+                procs = stacks.dump_processes(folder, stacks.roles_of(folder, pids), timeout_s=10.0)
+                stacks.save_latest(folder, procs)
                 lines = stacks.group(procs)
                 ranks = ddp_rules.collective_mismatch(procs, ddp_rules.exited_ranks(self.run_dir), seen)
             except Exception as exc:  # noqa: BLE001 - the finding matters more than its stacks
@@ -327,8 +323,6 @@ class FindingsRecorder(BaseRecorder):
 
 
 def _seen_now(f: Finding) -> Finding:
-    from gpuscope.finding import now_ns
-    from gpuscope.record import replace
 
     return replace(f, first_seen_ns=now_ns())
 

@@ -82,12 +82,21 @@ class RunInputs:
     @property
     def export(self) -> str | None:
         """The run folder's nsys export (``.sqlite`` first), or None."""
-        from pathlib import Path
+        return find_export(self.run_dir)
 
-        from gpuscope.trace.coverage import find_export
 
-        found = find_export(Path(self.run_dir))
-        return str(found) if found is not None else None
+def find_export(run_dir: str | os.PathLike[str]) -> str | None:
+    """A run folder's nsys export: ``report.sqlite``, ``report.nsys-rep``, else the first of each kind."""
+    folder = os.fspath(run_dir)
+    for name in ("report.sqlite", "report.nsys-rep"):
+        if os.path.exists(os.path.join(folder, name)):
+            return os.path.join(folder, name)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return None
+    found = [n for n in names if n.endswith(".sqlite")] + [n for n in names if n.endswith(".nsys-rep")]
+    return os.path.join(folder, found[0]) if found else None
 
 
 Check = Callable[[RunInputs], "list[Finding]"]
@@ -95,20 +104,26 @@ Check = Callable[[RunInputs], "list[Finding]"]
 
 @dataclass(frozen=True)
 class Rule:
-    """One rule: ``id`` (the finding's code), what it reads, when it decides, and its check."""
+    """One rule: ``id`` (unique; the code of its findings unless ``codes`` names others), what it
+    reads, when it decides, what a stop does to it, and its check."""
 
     id: str
     inputs: frozenset[Input]
     phases: frozenset[Phase]
     title: str
-    codes: tuple[str, ...] = ()              # other codes the same check emits
+    codes: tuple[str, ...] = ()              # the finding codes it emits, when not just ``id``
     on_stop: OnStop = OnStop.KEEP
     check: Check | None = None
     applies: Callable[[RunInputs], bool] | None = None   # a cheap test before the check
     module: str = ""
 
+    @property
+    def emits(self) -> tuple[str, ...]:
+        """The codes of the findings it makes."""
+        return self.codes or (self.id,)
+
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "codes": [self.id, *self.codes], "title": self.title,
+        return {"id": self.id, "codes": list(self.emits), "title": self.title,
                 "inputs": sorted(i.value for i in self.inputs),
                 "phases": [p.value for p in Phase if p in self.phases], "on_stop": self.on_stop.value,
                 "module": self.module}
@@ -126,11 +141,15 @@ def _as_set(value: Any, kind: type[enum.Enum]) -> frozenset[Any]:
 def declare(rule_id: str, *, inputs: Iterable[Input] | Input, phase: Iterable[Phase] | Phase, title: str,
             codes: Iterable[str] = (), on_stop: OnStop = OnStop.KEEP, check: Check | None = None,
             applies: Callable[[RunInputs], bool] | None = None, module: str = "") -> Rule:
-    """Add a rule to the table (a second declaration of an id replaces the first: a reload)."""
+    """Add a rule to the table (a second declaration of an id from the same module replaces the
+    first, as a reload does; from another module it is an error: ids are unique)."""
     made = Rule(rule_id, _as_set(inputs, Input), _as_set(phase, Phase), title, tuple(codes), on_stop, check,
                 applies, module or (getattr(check, "__module__", "") if check is not None else ""))
     if check is not None and Phase.AFTER not in made.phases:
         raise ValueError(f"rule {rule_id}: a check runs after the run; declare Phase.AFTER")
+    old = _RULES.get(rule_id)
+    if old is not None and old.module != made.module:
+        raise ValueError(f"rule {rule_id} is declared twice ({old.module}, {made.module})")
     _RULES[rule_id] = made
     return made
 
@@ -176,10 +195,10 @@ def rules(phase: Phase | None = None) -> list[Rule]:
 
 
 def get(code: str) -> Rule | None:
-    """The rule that emits ``code`` (its id or one of its other codes)."""
+    """The rule named ``code``, else the first (by id) that emits it."""
     load()
     found = _RULES.get(code)
-    return found if found is not None else next((r for r in _RULES.values() if code in r.codes), None)
+    return found if found is not None else next((r for r in rules() if code in r.emits), None)
 
 
 STOPPED_NOTE = "the run was stopped before it ended: ranges cut by the stop count up to it"

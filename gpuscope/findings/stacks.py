@@ -96,14 +96,9 @@ def thread_names(path: Path) -> dict[int, str]:
 
 def catches(pid: int, signum: int) -> bool:
     """Whether the process has a handler for ``signum`` (bit ``signum - 1`` of SigCgt)."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as fh:
-            for line in fh:
-                if line.startswith(b"SigCgt:"):
-                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
-    except (OSError, ValueError, IndexError):
-        pass
-    return False
+    from gpuscope.procs.read import catches as _catches
+
+    return _catches(pid, signum)
 
 
 def _dumpable(folder: Path, pid: int, signum: int) -> bool:
@@ -186,7 +181,9 @@ def read_from_outside(pid: int, role: str) -> ProcessStacks:
     threads = parse_outside(proc.stdout)
     if threads:
         return ProcessStacks(pid, role, threads, source=name, note=f"read by {name}")
-    if not os.path.exists(f"/proc/{pid}"):
+    from gpuscope.procs.read import exists
+
+    if not exists(pid):
         return ProcessStacks(pid, role, source="none", note="ended before its stack could be read")
     return ProcessStacks(pid, role, source="none", note=f"{name} could not read it: {_first_line(proc)}")
 
@@ -301,7 +298,8 @@ def roles_of(run_dir: Path, pids: list[int] | None = None) -> dict[int, str]:
     for path in event_logs(run_dir):
         try:
             with open(path, "rb") as fh:
-                lines = [line for line in fh if line.startswith(b"H\t") or (line.startswith(b"I\t") and b'"role"' in line)]
+                lines = [line for line in fh
+                         if line.startswith(b"H\t") or (line.startswith(b"I\t") and b'"role"' in line)]
         except OSError:
             continue
         for line in lines:
@@ -320,9 +318,9 @@ def roles_of(run_dir: Path, pids: list[int] | None = None) -> dict[int, str]:
 
 def alive_run_pids(run_id: str) -> list[int]:
     """Live processes tagged with the run's id (GPUSCOPE_RUN_ID in their environment)."""
-    from gpuscope.runs import procscan
+    from gpuscope.procs.membership import tagged_pids
 
-    return [p for p in procscan.all_pids() if procscan.alive(p) and procscan.has_run_tag(p, run_id)]
+    return tagged_pids(run_id)
 
 
 def save_latest(run_dir: Path, processes: list[ProcessStacks]) -> Path:

@@ -24,12 +24,10 @@ findings recorder's watchdog thread, and at the end of the run).
 
 from __future__ import annotations
 
-from gpuscope.record import field, record
+from dataclasses import dataclass, field
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from gpuscope.finding import Finding
-
+from gpuscope.finding import Finding, Severity, evidence, now_ns
+from gpuscope.findings.registry import Input, Phase, declare
 
 MIB = 1 << 20
 COW_MIN_PARENT = 100 * MIB
@@ -43,7 +41,7 @@ IDLE_S = 10.0
 CONTEXT_TICKS = 3
 
 
-@record
+@dataclass
 class _Proc:
     """One process's memory and GPU state as the ticks saw it."""
 
@@ -67,7 +65,7 @@ class _Proc:
             self.shared_min = shared
 
 
-@record
+@dataclass
 class TelemetryWatch:
     """The telemetry rules' state over the run's ticks."""
 
@@ -144,8 +142,8 @@ class TelemetryWatch:
     def read_uss(self, forked, now_mono_ns: int, every_s: float = 1.0, limit: int = 16) -> None:
         """USS of the fork children of big parents, where the sampler does not read it (runs sample
         RSS only): at most ``limit`` processes, each once per ``every_s``; off the tick (the
-        findings recorder's watchdog thread). ``/proc/PID/smaps_rollup`` through telemetry.procfs."""
-        from gpuscope.telemetry.procfs import uss_bytes
+        findings recorder's watchdog thread). USS through gpuscope.procs."""
+        from gpuscope.procs.read import uss_bytes
 
         done = 0
         for pid in sorted(forked & self.alive):
@@ -157,7 +155,7 @@ class TelemetryWatch:
                 continue
             self.uss_read_ns[pid] = now_mono_ns
             uss = uss_bytes(pid)
-            if uss is not None:
+            if uss is not None and st is not None:
                 st.note_uss(uss)
             done += 1
             if done >= limit:
@@ -172,7 +170,6 @@ class TelemetryWatch:
         return out
 
     def _seen(self, code: str) -> int:
-        from gpuscope.finding import now_ns
         return self.first_seen.setdefault(code, now_ns())
 
     def cow_lost(self, forked, roles) -> list[Finding]:
@@ -189,11 +186,10 @@ class TelemetryWatch:
                 groups.setdefault(st.ppid, []).append(pid)
         out = []
         for ppid, kids in sorted(groups.items()):
-            from gpuscope.finding import Finding, Severity, evidence
 
             parent = self.procs[ppid]
             kids.sort()
-            lines = [f"{roles.get(k, 'fork child')} {k}: USS {self.procs[k].uss_first / MIB:.0f} → "
+            lines = [f"{roles.get(k, 'fork child')} {k}: USS {(self.procs[k].uss_first or 0) / MIB:.0f} → "
                      f"{self.procs[k].uss_max / MIB:.0f} MiB, shared with others down to "
                      f"{(self.procs[k].shared_min or 0) / MIB:.0f} MiB" for k in kids[:8]]
             worst = max(self.procs[k].uss_max for k in kids)
@@ -222,7 +218,6 @@ class TelemetryWatch:
         if window < MIN_WINDOW_S or share < INPUT_SHARE:
             return []
         pid, dev, util, kids, cpu = self.input_example
-        from gpuscope.finding import Finding, Severity, evidence
         return [Finding(
             "input-bound",
             f"GPU {dev} was < {IDLE_UTIL:.0f} % busy ({util:.0f} % last) for {share:.0%} of {window:.0f} s while the "
@@ -242,7 +237,6 @@ class TelemetryWatch:
             holders = self.contexts.get(dev, {})
             if ticks < CONTEXT_TICKS or len(holders) < 2:
                 continue
-            from gpuscope.finding import Finding, Severity, evidence
             pids = tuple(sorted(holders))
             lines = [f"{roles.get(p, 'process')} {p}: {holders[p] / MIB:.0f} MiB" for p in pids[:16]]
             children = [p for p in pids if self.procs.get(p) and self.procs[p].ppid in holders]
@@ -263,14 +257,14 @@ class TelemetryWatch:
         idle = [(pid, st) for pid, st in self.procs.items()
                 if st.idle_since_ns is not None and st.gpu_mem >= IDLE_MEM
                 and (now_mono_ns - st.idle_since_ns) / 1e9 >= IDLE_S]
+        since = {pid: st.idle_since_ns or now_mono_ns for pid, st in idle}
         if not idle:
             return []
         idle.sort()
         pids = tuple(p for p, _ in idle)
-        lines = [f"{roles.get(p, 'process')} {p}: {st.gpu_mem / MIB:.0f} MiB, idle {(now_mono_ns - st.idle_since_ns) / 1e9:.0f} s"
-                 for p, st in idle[:16]]
+        lines = [f"{roles.get(p, 'process')} {p}: {st.gpu_mem / MIB:.0f} MiB, "
+                 f"idle {(now_mono_ns - since[p]) / 1e9:.0f} s" for p, st in idle[:16]]
         total = sum(st.gpu_mem for _, st in idle)
-        from gpuscope.finding import Finding, Severity, evidence
         return [Finding(
             "idle-gpu-memory",
             f"{len(idle)} process(es) hold {total / MIB:.0f} MiB of GPU memory while their GPU work has been idle "
@@ -279,3 +273,12 @@ class TelemetryWatch:
             "finished their GPU work, or do not initialise CUDA in processes that do not compute on it",
             Severity.WARNING, pids, evidence({"processes": len(idle), "MiB held": round(total / MIB)}, lines, pids),
             None, self._seen("idle-gpu-memory"), "live")]
+
+
+# decided by TelemetryWatch on the sampler's batches (the live recorder), kept in findings.json
+for _code, _title in (("cow-lost", "a fork child copied the pages it inherited (copy-on-write lost)"),
+                      ("input-bound", "the GPU waits while the input workers are busy"),
+                      ("cuda-contexts", "several processes hold CUDA contexts on one GPU"),
+                      ("idle-gpu-memory", "a process holds GPU memory while idle")):
+    declare(_code, inputs=Input.TELEMETRY, phase={Phase.LIVE, Phase.AFTER}, title=_title,
+            module="gpuscope.findings.telemetry_rules")

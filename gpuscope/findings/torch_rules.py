@@ -13,15 +13,14 @@
 
 from __future__ import annotations
 
+from typing import Any, Sequence
 
+from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
 from gpuscope.trace.events import ProcessEvents
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from gpuscope.finding import Finding
+from gpuscope.findings.registry import Input, RunInputs, rule
 
 
-def cuda_after_fork(events: list[ProcessEvents], stderr_findings: list[Finding] = ()) -> list[Finding]:
+def cuda_after_fork(events: list[ProcessEvents], stderr_findings: Sequence[Finding] = ()) -> list[Finding]:
     """One finding per process that forked with CUDA initialised; the stderr message, if any, joins it."""
     message = next((f for f in stderr_findings if f.code == "cuda-after-fork"), None)
     out = []
@@ -34,12 +33,11 @@ def cuda_after_fork(events: list[ProcessEvents], stderr_findings: list[Finding] 
         loader = int(rec.get("dataloader_forks") or 0)
         if not forks and message is None:
             continue        # only DataLoader workers, none failed: the usual pattern (workers without CUDA)
-        from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
 
         forks = forks or loader
         excerpts = [f"CUDA initialised by {site}" if site else "CUDA was initialised before torch.cuda was imported "
                     "under gpuscope's hook (the call is unknown)"]
-        numbers = {"forks after CUDA init": forks}
+        numbers: dict[str, float] = {"forks after CUDA init": forks}
         if message is not None:
             excerpts += list(message.evidence.excerpts)
             numbers["children that failed"] = message.evidence.number("messages") or 1
@@ -65,14 +63,14 @@ def merge_cuda_message(found: list[Finding]) -> list[Finding]:
 
 def sampler_epoch_not_set(events: list[ProcessEvents]) -> list[Finding]:
     """Processes (ranks) whose shuffling DistributedSampler repeated an epoch: one finding for all."""
-    rows = [(pe, pe.sampler_epochs) for pe in events if (pe.sampler_epochs or {}).get("repeats")]
+    rows: list[tuple[ProcessEvents, dict[str, Any]]] = [
+        (pe, s) for pe in events if (s := pe.sampler_epochs) is not None and s.get("repeats")]
     if not rows:
         return []
     repeats = max(int(s["repeats"]) for _, s in rows)
     site = next((s.get("site") for _, s in rows if s.get("site")), None)
     epochs = rows[0][1].get("epochs") or []
     who = ", ".join(f"{pe.role} {pe.pid}" for pe, _ in rows[:4]) + (" …" if len(rows) > 4 else "")
-    from gpuscope.finding import Finding, Severity, evidence
     return [Finding(
         "sampler-epoch-not-set",
         f"a shuffling DistributedSampler was iterated {repeats} more time(s) with an epoch it had already used "
@@ -85,3 +83,15 @@ def sampler_epoch_not_set(events: list[ProcessEvents]) -> list[Finding]:
                                                                  for pe, s in rows[:8]],
                  [pe.pid for pe, _ in rows]))]
 
+
+@rule("cuda-after-fork", inputs={Input.EVENTS, Input.OUTPUT},
+      applies=lambda run: any(pe.cuda_at_fork for pe in run.events),
+      title="a process forked with CUDA initialised (fork children cannot use it)")
+def _cuda_after_fork(run: RunInputs) -> list[Finding]:
+    return cuda_after_fork(run.events, run.output)
+
+
+@rule("sampler-epoch-not-set", inputs=Input.EVENTS, applies=lambda run: any(pe.sampler_epochs for pe in run.events),
+      title="a shuffling DistributedSampler repeated an epoch: set_epoch was not called")
+def _sampler_epoch_not_set(run: RunInputs) -> list[Finding]:
+    return sampler_epoch_not_set(run.events)

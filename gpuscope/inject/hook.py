@@ -157,6 +157,7 @@ def activate(boot_ns=None, load=None):
             load("frames")                       # the wrappers (post-import callbacks); loaded before
             load("mpwrap")                       # the log's anchor, so the start-up figures leave
             load("pickwatch")                    # them out as gpuscope's share (docs/COMPARE.md)
+            load("reimport")                     # times the re-import of __main__ (inject/reimport.py)
         except Exception:                        # (imported as usual then, and an error logged there)
             pass
     STATE.open(_header(role, method, False))
@@ -201,6 +202,7 @@ def _install(role):
     importhook.when_imported("multiprocessing.process", _later("mpwrap", "patch_process"))
     importhook.when_imported("multiprocessing.pool", _later("mpwrap", "patch_pool"))
     importhook.when_imported("multiprocessing.spawn", _later("mpwrap", "patch_spawn"))
+    importhook.when_imported("multiprocessing.spawn", _later("reimport", "patch"))   # __main__'s re-import timed
     importhook.when_imported("concurrent.futures.process", _later("mpwrap", "patch_executor"))
     importhook.when_imported("nvtx", _later("nvtxwrap", "install"))
     importhook.when_imported("ray", _later("raywrap", "install"))                     # Ray tasks, actors

@@ -24,7 +24,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuscope.finding import Finding, SetNsysForkTracing, evidence
+from gpuscope.finding import Finding, SetNsysForkTracing, Severity, evidence
 
 __all__ = ["Finding", "diagnose", "nvtx_pair_note", "product_version"]
 
@@ -42,7 +42,8 @@ ADVICE_NONE_COLLECTED = ("if these are fork children, record with --trace-fork-b
                          "process made no NVTX calls")
 
 _INCOMPATIBLE = re.compile(r"payload extension is incompatible|compatibility ID 260 != 259", re.I)
-_DISCARDED = re.compile(r"(\d+) NVTX annotations were discarded because they contained at least one invalid string handle")
+_DISCARDED = re.compile(r"(\d+) NVTX annotations were discarded because they contained at least one invalid "
+                        r"string handle")
 _NONE_COLLECTED = re.compile(r"No NVTX events collected")
 
 
@@ -143,13 +144,13 @@ def _incompatible(x: _Facts) -> Finding | None:
             "nvtx-incompatible",
             f"nsys {x.version or ''} rejected the nvtx package's payload extension "
             f"(\"{bad[0][0].strip()}\"), so it recorded no NVTX ranges from {_fmt_pids(pids)}".replace("  ", " "),
-            incompatibility_advice(x.version), "error", pids, _messages_evidence(bad, pids), source="nsys")
+            incompatibility_advice(x.version), Severity.ERROR, pids, _messages_evidence(bad, pids), source="nsys")
     if x.domain_only and not x.with_events:  # a process may just create a domain; alone it says little
         return Finding(
             "nvtx-domain-only",
             f"process(es) {_fmt_pids(x.domain_only)} created NVTX domains but recorded no ranges or marks "
             f"(typical of nvtx >= 0.2.12 under nsys <= {NSYS_MAX_REJECTING[0]}.{NSYS_MAX_REJECTING[1]})",
-            incompatibility_advice(x.version), "error", tuple(sorted(x.domain_only)),
+            incompatibility_advice(x.version), Severity.ERROR, tuple(sorted(x.domain_only)),
             evidence(pids=x.domain_only), source="nsys")
     return None
 
@@ -166,7 +167,7 @@ def _discarded(x: _Facts) -> Finding | None:
         "nvtx-discarded-handles",
         f"nsys discarded {sum(n for n, _ in discarded)} NVTX annotation(s) that used a string handle or "
         f"domain registered before a fork (the fork child inherited the parent's handles)",
-        ADVICE_DISCARDED, "warning",
+        ADVICE_DISCARDED, Severity.WARNING,
         tuple(sorted({p for _, p in discarded if p is not None})),
         evidence({"annotations discarded": sum(n for n, _ in discarded)}), SetNsysForkTracing(True), source="nsys")
 
@@ -179,7 +180,7 @@ def _silent(x: _Facts) -> Finding | None:
             "nothing-recorded",
             "nsys recorded no NVTX and no OS runtime events at all: its injection into the program did "
             "not take effect (seen now and then with Debian's nsys builds)",
-            "run again; if it keeps happening, run `gpuscope doctor`", "error", tuple(sorted(silent)),
+            "run again; if it keeps happening, run `gpuscope doctor`", Severity.ERROR, tuple(sorted(silent)),
             evidence(pids=silent), source="nsys")
     explained = any(_INCOMPATIBLE.search(t) for t, _ in x.messages) or x.domain_only
     # Some processes always make no NVTX calls (a spawn pool's resource tracker): a silent process is
@@ -190,7 +191,7 @@ def _silent(x: _Facts) -> Finding | None:
         return Finding(
             "nvtx-none-collected",
             f"nsys collected no NVTX events from {_fmt_pids(silent)}",
-            ADVICE_NONE_COLLECTED, "warning", tuple(sorted(silent)),
+            ADVICE_NONE_COLLECTED, Severity.WARNING, tuple(sorted(silent)),
             evidence(pids=silent), SetNsysForkTracing(True) if forked else None, source="nsys")
     return None
 

@@ -152,7 +152,7 @@ def _log_ranges(pe, off: int, lut: tuple[np.ndarray, np.ndarray, np.ndarray]) ->
         start_ns=rr["t0"] - off, end_ns=rr["t1"] - off, pid=np.full(n, pe.pid, np.int32),
         tid=rr["tid"].astype(np.int32), depth=np.zeros(n, np.int16), name_id=pick(lut[0], -1),
         color=pick(lut[1], 0), domain_id=pick(lut[2], 0), category=np.zeros(n, np.int32),
-        style=(rr["style"].astype("U1") == "S").astype(np.uint8), source=np.full(n, T.SOURCE_GPUSCOPE, np.uint8),
+        style=(rr["style"] == b"S").astype(np.uint8), source=np.full(n, T.SOURCE_GPUSCOPE, np.uint8),
         flags=np.zeros(n, np.uint8), end_tid=np.full(n, -1, np.int32))
 
 
@@ -400,8 +400,8 @@ def named_processes(rows: list[dict], logs: list) -> list[dict]:
 
 
 def find_export(run_dir: Path) -> Path | None:
-    for name in ("report.sqlite", "report.nsys-rep"):
-        if (run_dir / name).exists():
-            return run_dir / name
-    found = sorted(run_dir.glob("*.sqlite")) + sorted(run_dir.glob("*.nsys-rep"))
-    return found[0] if found else None
+    """The run folder's nsys export (gpuscope.findings.registry.find_export), as a Path."""
+    from gpuscope.findings.registry import find_export as find
+
+    found = find(run_dir)
+    return Path(found) if found is not None else None

@@ -98,15 +98,21 @@ def test_nsys_diagnostics_are_findings_with_actions(tmp_path):
 
 def test_no_progress_is_not_said_once_the_program_has_ended(tmp_path):
     """Under nsys the run lasts past the program (nsys writes its report, its processes idle): the
-    watchdog does not call that stuck once the main process has written its exit record."""
+    watchdog does not call that stuck once the main process has written its exit record (the run's
+    event-log reader tells the recorder, as ``started`` wires it)."""
     from gpuscope.findings.recorder import FindingsRecorder
+    from gpuscope.trace.events import RunEvents
 
     rec = FindingsRecorder()
-    rec.run_dir = tmp_path
+    rec.run_dir = str(tmp_path)
     (tmp_path / "events").mkdir()
     log = tmp_path / "events" / "100-1.log"
-    log.write_text('H\t{"role": "main", "pid": 100}\nR\t1\t2\t0\t1\n')
+    log.write_text('H\t{"role": "main", "pid": 100, "anchor_mono_ns": 1, "anchor_wall_ns": 1}\nR\t1\t2\t0\t1\n')
+    events = RunEvents(tmp_path)
+    events.on_first_exit(rec._main_exited.set)
+    events.refresh()
     assert not rec._program_exited()
     with log.open("a") as fh:
         fh.write('X\t3\t{"exit_code": 0}\n')
+    events.refresh()
     assert rec._program_exited()

@@ -1,0 +1,66 @@
+"""Rules on the run's summary: how its first process ended, what it left running, nsys's diagnostics.
+
+They read ``summary.json`` (written when the run ends), so they run on a finished run
+(``gpuscope findings``, the app's past runs), not in the live recorder's last step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuscope.finding import CleanupPids, Finding, Severity, evidence
+from gpuscope.findings.registry import Input, OnStop, Phase, RunInputs, declare, rule
+
+
+@rule("first-process-died", codes=("died-by-signal",), inputs={Input.SUMMARY, Input.EVENTS},
+      title="the program's first process died by a signal (not a Stop)", on_stop=OnStop.KEEP,
+      applies=lambda run: bool(run.summary.get("signal")))
+def root_signal(run: RunInputs) -> list[Finding]:
+    """The program's first process itself died by a signal (not a Stop)."""
+    summary = run.summary
+    sig = summary.get("signal")
+    if not sig or summary.get("status") == "stopped" or sig in ("SIGTERM", "SIGINT"):
+        return []
+    root = next((p for p, r in run.roles.items() if r in ("main", "torchrun agent")), None)
+    return [Finding("died-by-signal", f"the program's first process died by {sig}",
+                    "SIGKILL often means the OOM killer (see `dmesg`); SIGSEGV a crash in native code",
+                    Severity.ERROR, (root,) if root else (), evidence({}, [f"exit: {sig}"], [root] if root else []))]
+
+
+@rule("left-running", inputs={Input.SUMMARY, Input.PROCS}, title="processes of the run still running after it ended",
+      applies=lambda run: bool(run.summary.get("left_running")))
+def left_running(run: RunInputs) -> list[Finding]:
+    """Processes alive after the run ended by itself that are still alive now (a resource tracker
+    finishing its clean-up a moment later is no finding)."""
+    from gpuscope.procs.membership import has_run_tag
+    from gpuscope.procs.read import alive
+
+    summary = run.summary
+    run_id = str(summary.get("run_id", ""))
+    pids = tuple(sorted(int(p) for p in summary.get("left_running") or () if alive(int(p))
+                        and has_run_tag(int(p), run_id)))
+    if not pids:
+        return []
+    return [Finding("left-running", f"{len(pids)} process(es) of the run were still running after it ended",
+                    "stop them (Cleanup tab, or `gpuscope cleanup`); a daemon thread or a detached child "
+                    "usually keeps them", Severity.WARNING, pids, evidence({"processes": len(pids)}, (), pids),
+                    CleanupPids(pids))]
+
+
+NSYS_CODES = ("nvtx-incompatible", "nvtx-domain-only", "nvtx-discarded-handles", "nvtx-none-collected",
+              "nothing-recorded")
+
+
+@rule("nsys-diagnostics", inputs={Input.NSYS, Input.SUMMARY}, codes=NSYS_CODES,
+      title="nsys's own diagnostics: NVTX rejected, discarded or not collected",
+      applies=lambda run: bool((run.summary.get("nsys") or {}).get("findings")))
+def nsys_findings(run: RunInputs) -> list[Finding]:
+    """The findings nsys's diagnostics (nsys/diagnostics.py) saved in the summary."""
+    rows: list[Any] = ((run.summary.get("nsys") or {}).get("findings")) or []
+    return [Finding.from_dict({**r, "source": "nsys"}) for r in rows if isinstance(r, dict) and "code" in r]
+
+
+# decided by the report's coverage (trace/coverage.py: coverage_findings; numpy, so not imported here)
+declare("nsys-missed-ranges", inputs={Input.NSYS, Input.EVENTS}, phase=Phase.AFTER,
+        title="nsys kept fewer ranges of a process than gpuscope recorded (the report's coverage)",
+        module="gpuscope.trace.coverage")
