@@ -34,6 +34,9 @@ KIND_NVTX = "nvtx"
 KIND_GPU = "gpu"
 KIND_API = "cuda_api"
 KIND_OSRT = "osrt"
+KIND_GPU_SHARE = "gpu_share"   # a GPU's "who ran when" lane: rows index gpuscope.gpu.sharing segments
+GPUS_PID = -1                  # the block of those lanes, above the processes
+SEVERAL_COLOR = 0xFF3C3C46     # a stretch when two or more processes had work on the GPU
 PALETTE = (0xFF4E79A7, 0xFFF28E2B, 0xFFE15759, 0xFF76B7B2, 0xFF59A14F, 0xFFEDC948,
            0xFFB07AA1, 0xFFFF9DA7, 0xFF9C755F, 0xFF86BCB6)
 MEMOP_COLOR = 0xFFD37295
@@ -117,6 +120,7 @@ class Lane:
     stream: int = -1
     marks: np.ndarray | None = None      # NVTX marks of this thread: sorted times (int64) …
     mark_ref: np.ndarray | None = None   # … and their indexes into timeline.marks
+    segments: object | None = None       # KIND_GPU_SHARE: the gpuscope.gpu.sharing.Lane its row draws
 
     def mark_at(self, t: float, tol: float) -> int:
         """Position (in ``marks``) of the mark nearest ``t`` within ``tol`` ns, or -1."""
@@ -341,6 +345,31 @@ def gpu_lanes(tl: T.Timeline) -> dict[int, list[Lane]]:
     return out
 
 
+def gpu_share_block(tl: T.Timeline) -> ProcessBlock | None:
+    """One lane per GPU: whose work was on it at each moment (gpuscope.gpu.sharing), or None."""
+    if not len(tl.kernels) and not len(tl.memops):
+        return None
+    from gpuscope.gpu import sharing
+
+    lanes = []
+    segs = sharing.device_lanes(tl)
+    # one colour per process, the same on every GPU, distinct while the palette lasts
+    every = sorted(set().union(*(set(s.pid.tolist()) for s in segs)) - {-1})
+    hue = {p: PALETTE[i % len(PALETTE)] for i, p in enumerate(every)}
+    for seg in segs:
+        pids = sorted(set(seg.pid.tolist()) - {-1})
+        labels = [f"pid {p}" for p in pids] + ["several processes at once"]
+        code = {p: i for i, p in enumerate(pids)}
+        label_id = np.array([code.get(p, len(pids)) for p in seg.pid.tolist()], dtype=np.int64)
+        color = np.array([hue.get(p, SEVERAL_COLOR) for p in seg.pid.tolist()], dtype=np.uint32)
+        row = build_row(seg.start, seg.end, np.arange(len(seg.start), dtype=np.int64), color,
+                        np.full(len(seg.start), -1, np.int32), labels=labels, label_id=label_id)
+        lanes.append(Lane(pid=GPUS_PID, kind=KIND_GPU_SHARE, label=f"GPU {seg.device}: who ran", rows=[row],
+                          device=seg.device, segments=seg))
+    return ProcessBlock(pid=GPUS_PID, label="GPUs: who ran when", lanes=lanes,
+                        full_name="GPUs: whose work was on each GPU (several at once: dark)")
+
+
 def _extent(tl: T.Timeline) -> tuple[int, int]:
     lo, hi = [], []
     for tab in (tl.ranges, tl.kernels, tl.memops, tl.cuda_api, tl.osrt):
@@ -402,6 +431,9 @@ def build_layout(tl: T.Timeline) -> TimelineLayout:
         label = tl.process_name(pid) if pid in tl.groups else _process_label(tl.process_name(pid), pid)
         blocks.append(ProcessBlock(pid=pid, label=label, lanes=lanes + gpu.get(pid, []),
                                    full_name=tl.process_name(pid)))
+    share = gpu_share_block(tl)
+    if share is not None:
+        blocks.insert(0, share)
     srcs = np.unique(tl.ranges.source) if len(tl.ranges) else np.zeros(0)
     nsys_seen = bool(len(tl.processes) and (tl.processes.source & (1 << T.SOURCE_NSYS)).any())
     mixed = T.SOURCE_GPUSCOPE in srcs.tolist() and (T.SOURCE_NSYS in srcs.tolist() or nsys_seen)

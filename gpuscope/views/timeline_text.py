@@ -58,6 +58,8 @@ def range_details(layout: L.TimelineLayout, lane: L.Lane, row: L.Row | None, pos
     if row is None:   # pos indexes lane.marks
         return _mark(tl, lane, int(lane.mark_ref[pos]), domains)
     i = int(row.ref[pos])
+    if lane.kind == L.KIND_GPU_SHARE:
+        return _gpu_share(tl, lane, i, row.label(pos, tl.strings.values))
     if lane.kind == L.KIND_NVTX:
         return _nvtx(tl, lane, i, int(row.color[pos]), domains, row.label(pos, tl.strings.values))
     if lane.kind == L.KIND_API:
@@ -118,6 +120,15 @@ def _memop(tl: T.Timeline, i: int) -> dict[str, Any]:
             **_timing(int(m.start_ns[i]), int(m.end_ns[i]), int(m.pid[i]), tl),
             "device": int(m.device[i]), "stream": int(m.stream[i]), "bytes": int(m.bytes[i]),
             "source": "nsys", "correlation": int(m.correlation[i])}
+
+
+def _gpu_share(tl: T.Timeline, lane: L.Lane, i: int, label: str) -> dict[str, Any]:
+    """A stretch of a GPU's "who ran" lane: one process's work, or several at once (pid -1)."""
+    seg = lane.segments
+    start, end, pid = int(seg.start[i]), int(seg.end[i]), int(seg.pid[i])  # type: ignore[attr-defined]
+    return {"kind": "gpu_share", "index": i, "name": f"GPU {lane.device}: {label}", "start_ns": start,
+            "end_ns": end, "duration_ns": end - start, "pid": pid if pid >= 0 else None,
+            "process": tl.process_name(pid) if pid >= 0 else None, "device": lane.device, "source": "nsys"}
 
 
 def _kernel(tl: T.Timeline, i: int) -> dict[str, Any]:

@@ -638,7 +638,7 @@ class QtTimeline(QWidget):
         if item is None and pos.x() < GUTTER:
             s = self.slot_at(pos.y())
             if s is not None:
-                text = s.block.full_name + f" (pid {s.block.pid})"
+                text = s.block.full_name + (f" (pid {s.block.pid})" if s.block.pid != L.GPUS_PID else "")
                 if s.lane is not None:
                     text += f"\n{s.lane.label}" + (" — gpuscope's own records" if s.lane.source else "")
                 QToolTip.showText(event.globalPosition().toPoint(), text, self)
@@ -670,7 +670,8 @@ class QtTimeline(QWidget):
 
 def _row_table(lane: L.Lane) -> str:
     """The Timeline table a lane's rows index (GPU lanes: kernels and memops, by ``is_memop``)."""
-    return {L.KIND_NVTX: "ranges", L.KIND_API: "cuda_api", L.KIND_OSRT: "osrt"}.get(lane.kind, "kernels")
+    return {L.KIND_NVTX: "ranges", L.KIND_API: "cuda_api", L.KIND_OSRT: "osrt",
+            L.KIND_GPU_SHARE: "gpu_share"}.get(lane.kind, "kernels")
 
 
 def _one(n: int, index: int) -> np.ndarray:

@@ -191,7 +191,8 @@ def paint_gutter(view, p: QPainter, slots: list) -> None:  # view: QtTimeline
             p.drawText(QRectF(4, y, GUTTER - 8, s.h), _LEFT_MIDDLE, text)
             # the whole name in the process's band (the gutter may have cut it)
             band = f"{s.block.full_name or s.block.label} (pid {s.block.pid})"
-            if view.layout_model is not None and s.block.pid in view.layout_model.timeline.groups:
+            if s.block.pid == L.GPUS_PID or (view.layout_model is not None
+                                             and s.block.pid in view.layout_model.timeline.groups):
                 band = s.block.full_name or s.block.label     # a job's merged pid means nothing to the user
             if not s.block.lanes:
                 band += ": no ranges recorded for this process"
