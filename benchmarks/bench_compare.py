@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def write_process(folder: Path, pid: int, ppid: int, role: str, method: str, ranges: int, t0: int,
-                  children: list[int] = ()) -> None:
+                  children: tuple[int, ...] = ()) -> None:
     from gpuscope.inject.eventlog import pack_ranges
 
     header = {"v": 1, "pid": pid, "ppid": ppid, "role": "spawn child" if role == "pool worker" else role,
@@ -68,7 +68,7 @@ def make_run(method: str, ranges: int, workers: int = 8) -> str:
     events = folder / "events"
     t0 = 1_000_000_000
     pids = [200 + w for w in range(workers)]
-    write_process(events, 100, 1, "main", method, 0, t0, children=pids)
+    write_process(events, 100, 1, "main", method, 0, t0, children=tuple(pids))
     for w, pid in enumerate(pids):
         write_process(events, pid, 100, "pool worker", method, ranges // workers, t0 + 5_000_000 + w)
     processes = [{"pid": 100, "ppid": 1, "role": "main", "cpu_seconds": 1.1, "peak_rss_bytes": 50 << 20,
@@ -103,7 +103,8 @@ def main() -> int:
 
     a, b = make_run("fork", args.ranges), make_run("spawn", args.ranges)
     with db.connect() as conn:
-        dirs = [store_runs.get_run(conn, r).run_dir for r in (a, b)]
+        rows = [store_runs.get_run(conn, r) for r in (a, b)]
+    dirs = [row.run_dir for row in rows if row is not None]
     results: dict[str, list[float]] = {"read logs, both runs (ms)": [], "compare_runs (ms)": [],
                                        "to_json + to_markdown (ms)": [], "ratio compare / read": []}
     for _ in range(args.rounds):                      # alternated: each measure once per round

@@ -128,7 +128,7 @@ def main() -> int:
     ranks_dir = make_ranks(tmp / "ranks", 8, 125_000)
     live_dir = make_run(tmp / "live", 64, 10)
     rec = FindingsRecorder()
-    rec.run_dir = live_dir
+    rec.run_dir = str(live_dir)
     b = batch()
     bg = batch(gpus=8)
     results: dict[str, list[float]] = {k: [] for k in (
@@ -149,7 +149,7 @@ def main() -> int:
 
         def poll(facts: process_rules.ProcessFacts = facts) -> None:
             process_rules.scan_info(live_dir / "events", facts)
-            _folder_bytes(live_dir / "events")
+            _folder_bytes(str(live_dir / "events"))
         results["watchdog poll, 64 procs (µs)"].append(1e3 * time_ms(poll, 200))
         t = time.perf_counter()
         events = read_run_events(big)

@@ -31,6 +31,7 @@ import statistics
 import sys
 import tempfile
 import time
+from typing import Any
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -39,7 +40,7 @@ os.environ["GPUSCOPE_HOME"] = str(_TMP / "home")
 os.environ["GPUSCOPE_APP_SETTINGS"] = str(_TMP / "settings.ini")
 
 import gpuscope.app  # noqa: E402,F401 - (the PySide6 6.12 refcount guard)
-from PySide6.QtCore import QEventLoop, Qt, QTimer  # noqa: E402
+from PySide6.QtCore import QCoreApplication, QEventLoop, Qt, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 PROGRAMS = {
@@ -51,7 +52,7 @@ PROGRAMS = {
 }
 
 
-def one_run(app: QApplication, w, kind: str, lines: int, screenshot: str | None = None) -> dict[str, float]:
+def one_run(app: QCoreApplication, w, kind: str, lines: int, screenshot: str | None = None) -> dict[str, float]:
     script = _TMP / f"{kind}.py"
     script.write_text(PROGRAMS[kind])
     w.panel.set_script(str(script))
@@ -71,9 +72,11 @@ def one_run(app: QApplication, w, kind: str, lines: int, screenshot: str | None 
     marks: dict[str, float] = {}
     loop = QEventLoop()
     on_start = lambda run: marks.setdefault("started", time.perf_counter())  # noqa: E731
-    on_end = lambda result: (marks.setdefault("ended", time.perf_counter()),  # noqa: E731
-                             marks.setdefault("duration", (result.ended_ns - result.started_ns) / 1e9),
-                             loop.quit())
+    def on_end(result: Any) -> None:
+        marks.setdefault("ended", time.perf_counter())
+        marks.setdefault("duration", (result.ended_ns - result.started_ns) / 1e9)
+        loop.quit()
+
     w.controller.sigStarted.connect(on_start)
     w.controller.sigEnded.connect(on_end)
     timer.start()
@@ -125,7 +128,7 @@ def main() -> int:
     w.show()
     w.bottom.setCurrentWidget(w.console)
     if args.console_off:
-        w.console.append_chunks = lambda chunks, dropped=None: None
+        w.console.append_chunks = lambda chunks, dropped=None: None  # type: ignore[method-assign]  # console off
     one_run(app, w, "quiet", args.lines)        # warm-up (imports, the first report)
     results: dict[str, list[dict[str, float]]] = {k: [] for k in PROGRAMS}
     for r in range(args.rounds):

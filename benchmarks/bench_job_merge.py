@@ -87,6 +87,7 @@ def main() -> int:
             rep = load_job(job)
             res["merge (load_job)"].append(time.perf_counter() - t)
             res["merge CPU"].append(time.process_time() - c)
+            assert rep.job is not None
             assert len(rep.timeline.ranges) == total and rep.job["stragglers"]["slowest_rank"] == 1
             del rep
             t, c = time.perf_counter(), time.process_time()

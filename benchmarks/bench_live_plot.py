@@ -75,7 +75,7 @@ def main() -> None:
     print(f"{args.series} processes x {ticks:,} ticks ({args.hours:g} h at 10 Hz); model.add {add_us:.0f} us per tick")
     n = ticks
     for label, index in (("rolling 1 min", 1), ("whole run", 3)):
-        view.window.setCurrentIndex(index)
+        view.window.setCurrentIndex(index)  # type: ignore[attr-defined]  # the view's window combo shadows QWidget.window
         app.processEvents()
         r = measure(view, model, n, args.repeats, args.series, paint=False)
         n += args.repeats

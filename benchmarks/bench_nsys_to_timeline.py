@@ -85,7 +85,9 @@ def one_round(inst, ranges: int, work: Path) -> dict:
 
     conn = db.connect()
     try:
-        started_ns = runs.get_run(conn, result["run_id"]).started_ns
+        row = runs.get_run(conn, result["run_id"])
+        assert row is not None and row.started_ns is not None
+        started_ns = row.started_ns
     finally:
         conn.close()
     nsys_exit_ns = started_ns + int(result["duration_s"] * 1e9)

@@ -36,7 +36,7 @@ def timed(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, int]:
     proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert proc.stdout is not None
     total = 0
-    while chunk := proc.stdout.read1(1 << 20):
+    while chunk := os.read(proc.stdout.fileno(), 1 << 20):
         total += len(chunk)
     proc.wait()
     return time.perf_counter() - t0, total

@@ -20,11 +20,12 @@ import argparse
 import os
 import statistics
 import time
+from typing import Callable
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import gpuscope.app  # noqa: F401 - (the PySide6 6.12 refcount guard)
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QCoreApplication, Qt
 from PySide6.QtWidgets import QApplication, QLabel
 
 from gpuscope.views.live_model import LiveModel
@@ -38,7 +39,7 @@ def batch(n: int, k: int) -> SampleBatch:
     return SampleBatch(k, k * 100_000_000, k, None, procs, (), ())
 
 
-def per_refresh_ms(app: QApplication, n: int, column: int, ticks: int) -> float:
+def per_refresh_ms(app: QCoreApplication, n: int, column: int, ticks: int) -> float:
     model = LiveModel()
     tree = QtProcessTree(model)
     tree.resize(900, 600)
@@ -74,7 +75,10 @@ def main() -> None:
             label.setText(f"text {k}")
         return (time.perf_counter() - t) / a.ticks * 1e3
 
-    cases = {f"{n} processes, by {name}": (lambda n=n, col=col: per_refresh_ms(app, n, col, a.ticks))
+    def case(n: int, col: int) -> Callable[[], float]:
+        return lambda: per_refresh_ms(app, n, col, a.ticks)
+
+    cases = {f"{n} processes, by {name}": case(n, col)
              for n in a.n for name, col in (("PID", COL["PID"]), ("CPU %", COL["CPU %"]))}
     cases["baseline (QLabel.setText)"] = baseline
     results: dict[str, list[float]] = {c: [] for c in cases}

@@ -40,6 +40,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 TREE = """
@@ -92,7 +93,11 @@ def inner_gpuscope(root: int, seconds: float, mode: str) -> dict:
                    uss_interval_s=1.0 if mode == "gpuscope-uss" else None)
     n = [0]
     sizes: list[int] = []
-    s.add_listener(lambda b: (n.__setitem__(0, n[0] + 1), sizes.append(len(b.processes))))
+    def count(b: Any) -> None:
+        n[0] += 1
+        sizes.append(len(b.processes))
+
+    s.add_listener(count)
     c0, w0 = cpu_s(), time.monotonic()
     s.start()
     time.sleep(seconds)

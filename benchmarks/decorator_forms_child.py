@@ -43,7 +43,7 @@ plain = w._orig["annotate"]("plain")(bare)
 old = old_style(bare, "old")
 new = nvtx.annotate("new")(bare)
 N = 100_000
-res = {"bare": [], "nvtx": [], "old": [], "new": []}
+res: dict[str, list[float]] = {"bare": [], "nvtx": [], "old": [], "new": []}
 for _ in range(30):
     for k, f in (("bare", bare), ("nvtx", plain), ("old", old), ("new", new)):
         res[k].append(timeit.timeit(f, number=N) / N * 1e9)

@@ -28,7 +28,7 @@ def per_task(wrapped_get) -> float:
 
 
 class _Pool:
-    _cache = {}
+    _cache: dict = {}
 
 
 def per_job(init) -> float:

@@ -34,7 +34,7 @@ def measure(q):
 
 
 if __name__ == "__main__":
-    q = mp.Queue()
+    q: mp.Queue = mp.Queue()
     p = mp.Process(target=measure, args=(q,))
     p.start()
     print(json.dumps(q.get()))
