@@ -64,6 +64,12 @@ def _record(env, method, *extra, program="pool_nvtx.py"):
     return result, json.loads(report.stdout)
 
 
+def _nsys_argv(result) -> list[str]:
+    """The command line gpuscope launched the run with (``nsys profile ... python script``), from spec.json."""
+    with open(os.path.join(result["run_dir"], "spec.json"), encoding="utf-8") as fh:
+        return json.load(fh)["argv"]
+
+
 def _nsys_pids_with_ranges(report):
     return {p["pid"] for p in report["processes"] if p["nvtx_ranges"] > 0}
 
@@ -85,6 +91,7 @@ def test_pool_task_ranges_reach_nsys_from_a_program_that_never_imports_nvtx(nsys
 def test_fork_without_support_loses_workers_and_is_flagged(fork_env):
     nsys_env = fork_env
     result, report = _record(nsys_env, "fork", "--nsys-fork", "off")
+    assert not [a for a in _nsys_argv(result) if a.startswith("--trace-fork-before-exec")], _nsys_argv(result)
     ranged = _nsys_pids_with_ranges(report)
     main = next(p["pid"] for p in result["processes"] if p["role"] == "main")
     assert ranged == {main}
@@ -99,10 +106,12 @@ def test_fork_without_support_loses_workers_and_is_flagged(fork_env):
 def test_fork_with_support_three_processes_in_nsys(fork_env):
     nsys_env = fork_env
     result, report = _record(nsys_env, "fork")
-    assert "--trace-fork-before-exec=true" in json.dumps(result) or result["notes"]
+    assert "--trace-fork-before-exec=true" in _nsys_argv(result), _nsys_argv(result)   # what nsys was started with
+    assert any(n.startswith("nsys traces fork children before exec") for n in result["notes"]), result["notes"]
     assert len(_nsys_pids_with_ranges(report)) == 3, report["processes"]
     workers = [p for p in result["processes"] if p["role"] == "pool worker"]
-    assert all(p["exit_code"] in (0, 143) for p in workers), [(p["pid"], p["exit_code"], p.get("exit_source"), p.get("exit_how")) for p in workers]
+    assert all(p["exit_code"] in (0, 143) for p in workers), \
+        [(p["pid"], p["exit_code"], p.get("exit_source"), p.get("exit_how")) for p in workers]
 
 
 HANG_AT_EXIT = """
@@ -115,19 +124,15 @@ print("bye", flush=True)
 
 def test_program_stuck_after_its_exit_handlers_is_stopped(nsys_env, tmp_path):
     """nsys 2024.2 was seen holding a finished program in its exit handlers: bounded, then stopped."""
-    import time
-
     from gpuscope.procs import read as procscan
 
     path = tmp_path / "hang.py"
     path.write_text(HANG_AT_EXIT)
-    t0 = time.monotonic()
+    # bounded: gpuscope returns (the program alone would never end; the timeout is a generous limit)
     proc = gpuscope("run", "--json", "--nsys", "--nsys-trace", "nvtx", "--nsys-timeout", "4", str(path),
-                    env=nsys_env, timeout=120)
-    elapsed = time.monotonic() - t0
+                    env=nsys_env, timeout=180)
     result = summary(proc)
     assert result["status"] == "failed" and "hung" in result["error"], result
-    assert elapsed < 60
     assert proc.stdout.startswith(b"bye\n")
     for p in result["processes"]:
         assert not procscan.alive(p["pid"]), p
