@@ -217,7 +217,9 @@ def test_zombies_of_pid_1_get_advice_not_signals(run_env):
     script is PID 1 and never reaps its exited child (the namespace ends with it)."""
     if shutil.which("unshare") is None:
         pytest.fail("util-linux `unshare` is needed to make a PID namespace")
-    res = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", PID1_ZOMBIE],
+    # a normal user makes the PID namespace inside a user namespace of its own (-U -r)
+    userns = ["--user", "--map-root-user"] if os.geteuid() != 0 else []
+    res = subprocess.run(["unshare", *userns, "--pid", "--fork", "--mount-proc", sys.executable, "-c", PID1_ZOMBIE],
                          env=run_env, capture_output=True, text=True, timeout=120)
     if res.returncode != 0 and "Operation not permitted" in res.stderr:
         pytest.skip(f"cannot create a PID namespace here (needs CAP_SYS_ADMIN): {res.stderr.strip()}")
