@@ -32,7 +32,8 @@ from gpuscope.views import procroles
 
 pytestmark = pytest.mark.gui
 
-FREEZE_BOUND_S = 0.5     # about freezing (a loaded machine stalls tens of ms), not a speed target
+# about freezing, far above a loaded machine's pauses (the stall figures belong in benchmarks)
+FREEZE_BOUND_S = 5.0
 
 
 class PaintLog(QObject):
