@@ -6,7 +6,8 @@ and ``META_DATA_CAPTURE`` (rows ``PROCESS_n:ENVIRONMENT_VARIABLE``, one per vari
 it also reach the string table ``StringIds`` (NUL-separated ``NAME=value`` blocks). The program's
 command-line arguments are rows ``PROCESS_n:ARGUMENT_n`` of ``META_DATA_CAPTURE``. The copy drops
 those rows, replaces every ``StringIds`` string that holds one of the environment's ``NAME=value``
-pairs by ``[environment redacted]``, replaces the value of every variable whose name looks secret
+pairs, or is an environment block of any process (NUL-separated ``NAME=value`` parts), by
+``[environment redacted]``, replaces the value of every variable whose name looks secret
 (``*TOKEN*``, ``*KEY*``, ``*SECRET*``, ...) wherever it appears in a text column (an NVTX message,
 a thread name), and writes the result with ``VACUUM INTO`` a new file: deleted rows leave no
 bytes behind in free pages. A ``.nsys-rep`` is a binary format only nsys writes: it cannot be
@@ -87,13 +88,33 @@ def _pairs(conn: sqlite3.Connection, tables: set[str]) -> set[str]:
     return {p for p in pairs if len(p) > 3}
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _env_block(text: str, pairs: set[str]) -> list[str] | None:
+    """The ``NAME=value`` parts of a string that holds an environment, or None.
+
+    A string holds one when a part is a pair nsys recorded as the environment, or when it is a
+    NUL-separated block of two or more ``NAME=value`` parts (the environment of any process nsys
+    saw, the profiled program's own included, whatever the environment tables say)."""
+    if "=" not in text:
+        return None
+    parts = re.split(r"[\0\n;]", text)
+    if any(part in pairs for part in parts):
+        return [part for part in parts if "=" in part]
+    named = [part for part in text.split("\0") if _ENV_NAME.match(part)]
+    return named if len(named) >= 2 else None
+
+
 def _strip_strings(conn: sqlite3.Connection, pairs: set[str]) -> int:
-    """Replace the strings that carry environment pairs; returns how many."""
+    """Replace the strings that carry environment pairs (adding their pairs to ``pairs``); returns how many."""
     hits = []
     for sid, value in conn.execute("SELECT id, value FROM StringIds"):
         text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value or "")
-        if "=" in text and any(part in pairs for part in text.replace("\0", "\n").replace(";", "\n").split("\n")):
+        found = _env_block(text, pairs)
+        if found is not None:
             hits.append(sid)
+            pairs.update(found)
     conn.executemany("UPDATE StringIds SET value=? WHERE id=?", [(REDACTED, sid) for sid in hits])
     return len(hits)
 
@@ -115,12 +136,20 @@ def _text_columns(conn: sqlite3.Connection, tables: set[str]) -> list[tuple[str,
 
 
 def _scrub_secrets(conn: sqlite3.Connection, tables: set[str], secrets: list[str]) -> int:
-    """Replace each secret value in every text column of the export; returns cells rewritten."""
+    """Replace each secret value in every text column of the export; returns cells rewritten.
+
+    Matched and replaced as bytes in Python: SQLite's ``instr`` and ``replace`` stop at the first
+    NUL of a text, and nsys keeps whole environments as NUL-separated texts."""
     changed = 0
     for table, col in _text_columns(conn, tables):
         for secret in secrets:
-            changed += conn.execute(f'UPDATE "{table}" SET "{col}" = replace("{col}", ?, ?) '
-                                    f'WHERE instr("{col}", ?) > 0', (secret, REDACTED, secret)).rowcount
+            rows = conn.execute(f'SELECT rowid, "{col}" FROM "{table}" WHERE instr(CAST("{col}" AS BLOB), ?) > 0',
+                                (secret.encode(),)).fetchall()
+            for rowid, value in rows:
+                text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+                conn.execute(f'UPDATE "{table}" SET "{col}" = ? WHERE rowid = ?',
+                             (text.replace(secret, REDACTED), rowid))
+            changed += len(rows)
     return changed
 
 
@@ -129,7 +158,7 @@ def _strip(work: Path, tables: set[str]) -> int:
     with closing(sqlite3.connect(str(work), isolation_level=None)) as conn:
         conn.execute("BEGIN")
         pairs = _pairs(conn, tables)
-        if "StringIds" in tables and pairs:
+        if "StringIds" in tables:
             removed += _strip_strings(conn, pairs)
         for table, where in (*ENV_ROWS, ARGUMENT_ROWS):
             if table in tables:
