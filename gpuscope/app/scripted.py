@@ -128,7 +128,7 @@ class Scripted(QObject):
         self._finish(code=1 if comparison.left_out else 0)
 
     def _run_ended(self, result: Any) -> None:
-        self.exit_code = 0 if result.status == "exited" else 1
+        self.exit_code = 0 if result.status.ok else 1
         self.window.sigReportLoaded.connect(lambda _r: self._finish())
         self.window.sigReportFailed.connect(lambda _t: self._finish())
 

@@ -122,8 +122,8 @@ def _run_series(args: argparse.Namespace) -> tuple[Any, int]:
         groups = series.run()
     _save_series(groups, series, methods, say)
     for result in series.results:
-        if result.status.value != "exited":
-            say(f"run {result.run_id} {result.status.value}" + (f": {result.error}" if result.error else "")
+        if not result.status.ok:
+            say(f"run {result.run_id} {result.status}" + (f": {result.error}" if result.error else "")
                 + f" (its output: {result.run_dir})")
     done = sum(len(v) for v in groups.values())
     if series.stopped:

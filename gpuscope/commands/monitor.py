@@ -121,7 +121,7 @@ def _follow_store(args: argparse.Namespace, printer: _Printer) -> int:
     since, told = -1, set()
     while True:
         info = samples.series_info(conn, row.id)
-        running = (runs.get_run(conn, row.id) or row).status not in runs.FINAL_STATUSES
+        running = not (runs.get_run(conn, row.id) or row).status.final
         if info is None and not running:
             raise UserError(f"run {row.id} has no telemetry samples in the store")
         ticks = _stored_ticks(conn, info, since) if info is not None else []

@@ -34,16 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_dir(run_id: str) -> Path:
-    from gpuscope.store import db, runs
+    from gpuscope.runrecord import find_run
 
-    conn = db.connect()
-    try:
-        row = runs.get_run(conn, run_id)
-    finally:
-        conn.close()
-    if row is None:
-        raise UserError(f"no run '{run_id}' in the store (see `gpuscope history`)")
-    return Path(row.run_dir)
+    return Path(find_run(run_id)[1])
 
 
 def resolve(args: argparse.Namespace) -> tuple[Path, Path | None]:

@@ -61,13 +61,15 @@ def scan_stderr(path: str | os.PathLike[str]) -> OutputScanner:
     return scanner
 
 
-def _summary(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    try:
-        with open(os.path.join(run_dir, rundir.SUMMARY), encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+def _summary(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], bool]:
+    """(the run's record in its JSON form, whether it was stopped): {} while it has no summary."""
+    from gpuscope.runrecord import read_folder
+    from gpuscope.status import RunStatus
+
+    if not os.path.isfile(os.path.join(run_dir, rundir.SUMMARY)):
+        return {}, False
+    record = read_folder(run_dir)
+    return record.to_json(), record.status is RunStatus.STOPPED
 
 
 def analyse_events(run_dir: str | os.PathLike[str], events: list[ProcessEvents] | None = None, *,
@@ -100,8 +102,8 @@ def load_rules() -> None:
 
 def analyse_run(run_dir: str | os.PathLike[str]) -> list[Finding]:
     """Every finding of a finished run, one list: recomputed from the folder, plus the saved live ones."""
-    summary = _summary(run_dir)
-    found = analyse_events(run_dir, stopped=summary.get("status") == "stopped", summary=summary)
+    summary, stopped = _summary(run_dir)
+    found = analyse_events(run_dir, stopped=stopped, summary=summary)
     saved = read_saved(run_dir)
     if any(f.code == "cuda-after-fork" and f.pids for f in found):   # the live stderr-only one is merged in
         saved = [f for f in saved if not (f.code == "cuda-after-fork" and not f.pids)]

@@ -2,30 +2,23 @@
 
 from __future__ import annotations
 
-from contextlib import closing
 from pathlib import Path
 
 from gpuscope.errors import UserError
 
 
 def run_by_id(run_id: str) -> tuple[str, Path]:
-    from gpuscope.store import db, runs
+    from gpuscope.runrecord import find_run
 
-    with closing(db.connect()) as conn:
-        row = runs.get_run(conn, run_id)
-    if row is None:
-        raise UserError(f"no run '{run_id}' in the store (see `gpuscope history`)")
-    return row.id, Path(row.run_dir)
+    found, folder = find_run(run_id)
+    return found, Path(folder)
 
 
 def latest_run() -> tuple[str, Path]:
-    from gpuscope.store import db, runs
+    from gpuscope.runrecord import latest_run as newest
 
-    with closing(db.connect()) as conn:
-        rows = runs.list_runs(conn, limit=1)
-    if not rows:
-        raise UserError("no runs in the store yet (start one with `gpuscope run SCRIPT`)")
-    return rows[0].id, Path(rows[0].run_dir)
+    run_id, folder = newest()
+    return run_id, Path(folder)
 
 
 def run_of_pid(pid: int) -> tuple[str, Path]:

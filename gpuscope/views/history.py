@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from gpuscope import paths
 from gpuscope.errors import UserError
+from gpuscope.status import ExitStatus, RunStatus
 from gpuscope.views.series_index import SeriesEntry, load_series
 
 COLUMNS = ("Run", "Started", "Script", "Arguments", "Launcher", "Start method", "nsys", "Status", "Duration",
@@ -112,7 +113,7 @@ def series_cells(data: HistoryData, s: SeriesEntry, expanded: bool) -> list[str]
     started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.created_ns / 1e9))
     durations = [r.duration_s for r in rows if r.duration_s is not None]
     nsys = "yes" if any((r.spec.get("nsys") or {}).get("enabled") for r in rows) else ""
-    failed = sum(1 for r in rows if r.status not in ("exited",))
+    failed = sum(1 for r in rows if not r.status.ok)
     status = f"{len(rows)} runs" + (f", {failed} not exited" if failed else "")
     disk = sum(data.sizes.get(r.id, 0) for r in rows)
     return [f"{'▾' if expanded else '▸'} series {s.id}", started, Path(s.script).name,
@@ -121,11 +122,10 @@ def series_cells(data: HistoryData, s: SeriesEntry, expanded: bool) -> list[str]
 
 
 def describe_status(row: Any) -> str:
-    if row.status in ("exited", "failed") and row.signal:
-        return f"{row.status} ({row.signal})"
-    if row.status in ("exited", "failed") and row.exit_code not in (None, 0):
-        return f"{row.status} (exit {row.exit_code})"
-    return str(row.status)
+    """The status cell: the run's status, with how it failed ("failed (killed by SIGKILL)")."""
+    if row.status is RunStatus.FAILED:
+        return row.status.describe(ExitStatus(row.exit_code, row.signal))
+    return row.status.label
 
 
 def arguments(row: Any) -> str:

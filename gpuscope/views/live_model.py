@@ -264,17 +264,15 @@ class LiveModel:
         self.version += 1
 
 
-def read_process_rows(run_dir: Any) -> tuple[list[dict[str, Any]], list[int]]:
-    """A finished run's process rows and the pids left running, from its ``summary.json`` (what
-    ``gpuscope run --json`` printed); ([], []) when the run wrote none."""
-    import json
-    from pathlib import Path
+def read_process_rows(run_dir: Any) -> tuple[list[ProcessRow], list[int]]:
+    """A finished run's process rows and the pids left running, from its record
+    (``gpuscope.runrecord``); ([], []) when the run wrote none."""
+    import os
 
     from gpuscope import rundir as layout
+    from gpuscope.runrecord import read_folder
 
-    try:
-        summary = json.loads((Path(run_dir) / layout.SUMMARY).read_text())
-    except (OSError, ValueError):
+    if not os.path.isfile(os.path.join(run_dir, layout.SUMMARY)):
         return [], []
-    rows = summary.get("processes") if isinstance(summary, dict) else None
-    return (list(rows) if isinstance(rows, list) else []), list(summary.get("left_running") or [])
+    record = read_folder(run_dir)
+    return record.processes, record.left_running

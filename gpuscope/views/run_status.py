@@ -6,14 +6,12 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gpuscope.runs.supervisor import RunResult
-    from gpuscope.status import ExitStatus
 
 
 def describe_result(result: RunResult) -> str:
     """One status line for a finished run."""
-    exit_status: ExitStatus = result.exit
     secs = (result.ended_ns - result.started_ns) / 1e9
-    line = f"run {result.run_id} {result.status} ({exit_status.describe()}) after {secs:.1f} s"
+    line = f"run {result.run_id} {result.status.describe(result.exit)} after {secs:.1f} s"
     if result.error:
         line += f"; {result.error}"
     if result.left_running:
