@@ -34,6 +34,8 @@ IMBALANCE = 1.5
 MIN_WORK_S = 0.5
 STARTUP_SHARE = 0.5
 STARTUP_MIN_S = 0.5
+# a task range the stop's SIGINT closed ends this close before the main process's own end
+CUT_WINDOW_NS = 500_000_000
 
 
 @dataclass
@@ -170,13 +172,14 @@ def tasks_too_small(group: list[Worker]) -> Finding | None:
                   "busy share": round(share, 3), "suggested chunksize": chunk}, (), pids))
 
 
-def load_imbalance(group: list[Worker], stopped: bool = False) -> Finding | None:
-    """On a stopped run, busy times count up to the earliest end of a worker the stop killed without
-    its exit record (what it was doing after its last range is unknown), and the wait for the last
-    worker is no evidence (the stop ended them all)."""
+def load_imbalance(group: list[Worker], stopped: bool = False, stop_ns: int | None = None) -> Finding | None:
+    """On a stopped run (``stop_ns``: when its main process ended), the wait for the last worker is
+    no evidence (the stop ended them all), and when no task range was closed by the stop (the
+    workers ignore SIGINT, the parent's terminate() killed them), what a worker killed without its
+    exit record did after its last range is unknown: busy times count up to the earliest such end."""
     if len(group) < 2:
         return None
-    killed = [w for w in group if w.killed] if stopped else []
+    killed = [w for w in group if w.killed] if stopped and not _closed_by_stop(group, stop_ns) else []
     horizon = min(_last(w.t1) for w in killed) if killed else None
     busy = {w.pid: w.busy_until_s(horizon) for w in group}
     total = sum(busy.values())
@@ -200,6 +203,12 @@ def load_imbalance(group: list[Worker], stopped: bool = False) -> Finding | None
         evidence({"busy max s": round(hi, 3), "busy min s": round(lo, 3), "ratio": round(min(ratio, 1e6), 2),
                   "tail share": round(tail, 3)}, [f"pid {p}: busy {b:.3f} s" for p, b in sorted(busy.items())],
                  pids))
+
+
+def _closed_by_stop(group: list[Worker], stop_ns: int | None) -> bool:
+    """Whether a task range ended just before the main process did: the stop's SIGINT reached the
+    tasks (a busy worker's range ends at the stop; one without a range then was idle)."""
+    return stop_ns is not None and any(stop_ns - CUT_WINDOW_NS <= _last(w.t1) <= stop_ns for w in group)
 
 
 def startup_dominated(group: list[Worker]) -> Finding | None:
@@ -262,8 +271,10 @@ def _tasks_too_small(run: RunInputs) -> list[Finding]:
       title="pool workers unevenly loaded, or the pool waited for one straggler")
 def _load_imbalance(run: RunInputs) -> list[Finding]:
     # with tasks too small, "busy" is mostly overhead and who got them is chance: one finding, one fix
+    main = next((pe for pe in run.events if pe.role in ("main", "torchrun agent")), None)
+    stop_ns = main.end_ns if main is not None else None
     return [f for g in _groups(run) if tasks_too_small(g) is None
-            and (f := load_imbalance(g, stopped=run.stopped)) is not None]
+            and (f := load_imbalance(g, run.stopped, stop_ns)) is not None]
 
 
 @rule("startup-dominated", inputs=Input.EVENTS, applies=_has_pool, on_stop=OnStop.SAY,
