@@ -15,12 +15,38 @@ ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 
 
+SCREENSHOTS = ROOT / "docs" / "screenshots"   # made by scripts/screenshots.py only; no test writes there
+_shots_before: dict[str, tuple[int, int]] = {}
+
+
 def pytest_configure(config):
     for plugin in (ci_skips, flaky):
         if not config.pluginmanager.is_registered(plugin):
             config.pluginmanager.register(plugin, plugin.__name__)
     if not hasattr(config, "workerinput"):   # the controller (or a plain run), not each xdist worker
         _compile_gpuscope()
+        _shots_before.update(screenshot_files())
+
+
+def screenshot_files() -> dict[str, tuple[int, int]]:
+    """name -> (size, mtime_ns) of each file in docs/screenshots."""
+    try:
+        return {e.name: (e.stat().st_size, e.stat().st_mtime_ns) for e in os.scandir(SCREENSHOTS) if e.is_file()}
+    except OSError:
+        return {}
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A test that wrote into docs/screenshots fails the run (they write to a temporary folder)."""
+    if hasattr(session.config, "workerinput"):
+        return
+    changed = sorted(name for name, stat in screenshot_files().items() if _shots_before.get(name) != stat)
+    if changed:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_sep("!", f"docs/screenshots changed during the tests (tests write to a temporary "
+                                    f"folder): {', '.join(changed)}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def _compile_gpuscope() -> None:

@@ -4,6 +4,7 @@ per-process plots (their total drawn instead), the user's main process at the ro
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from gpuscope.app.run.qt_process_tree import COL, QtProcessTree
 from gpuscope.telemetry.batch import ProcSample, SampleBatch
 
 pytestmark = pytest.mark.gui
-SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+SHOTS = Path(tempfile.gettempdir()) / "gpuscope-test-shots"   # docs/screenshots: scripts/screenshots.py only
 # the tree `nsys profile` makes: nsys -> nsys-launcher -> python main -> pool worker; QdstrmImporter
 TREE = ((10, 1, "nsys", 3.0, 60), (11, 10, "nsys-launcher", 1.0, 5), (12, 11, "python", 90.0, 200),
         (13, 12, "python", 50.0, 100), (14, 10, "QdstrmImporter", 2.0, 40))

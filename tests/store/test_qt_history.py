@@ -9,6 +9,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import sqlite3  # noqa: E402
 from contextlib import closing  # noqa: E402
+import tempfile
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -17,7 +18,7 @@ from gpuscope.store.retention import disk_usage, human  # noqa: E402
 from tests.store.util import damage_bytes, damaged_copies, store_of  # noqa: E402
 
 pytestmark = pytest.mark.gui
-SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+SHOTS = Path(tempfile.gettempdir()) / "gpuscope-test-shots"   # docs/screenshots: scripts/screenshots.py only
 
 
 @pytest.fixture
