@@ -167,24 +167,16 @@ def _union(start: np.ndarray, end: np.ndarray, launch: np.ndarray) -> _Union:
 class _Cover:
     """Disjoint sorted intervals ``[xs, xe)`` and how much of them lies before a time."""
 
+    _FLOOR = -(1 << 61)     # a sentinel interval before every time: each lookup finds one
+
     def __init__(self, xs: np.ndarray, xe: np.ndarray) -> None:
-        self.xs, self.xe = xs, xe
-        self.before = np.r_[0, np.cumsum(xe - xs)]
+        self._starts = np.r_[np.int64(self._FLOOR), xs]
+        self._lens = np.r_[np.int64(0), xe - xs]
+        self._before = np.r_[np.int64(0), np.cumsum(self._lens)[:-1]]
 
     def at(self, t: np.ndarray) -> np.ndarray:
-        if not len(self.xs):
-            return np.zeros(len(t), dtype=np.int64)
-        i = np.searchsorted(self.xs, t, side="right") - 1
-        j = np.maximum(i, 0)
-        part = np.clip(t - self.xs[j], 0, self.xe[j] - self.xs[j])
-        return np.where(i >= 0, self.before[j] + part, 0)
-
-    def overlap(self, ws: np.ndarray, we: np.ndarray) -> int:
-        """Length of (union of disjoint sorted ``[ws, we)``) ∩ these intervals."""
-        if not len(ws) or not len(self.xs):
-            return 0
-        c = self.at(np.concatenate([ws, we]))
-        return int(c[len(ws):].sum() - c[:len(ws)].sum())
+        i = np.searchsorted(self._starts, t, side="right") - 1
+        return self._before[i] + np.minimum(t - self._starts[i], self._lens[i])
 
 
 # --------------------------------------------------------------------------- the sweep
@@ -256,13 +248,24 @@ def _queued(u: _Union, busy: _Cover) -> tuple[int | None, np.ndarray]:
         none = np.full(len(u.start), _NO_TIME, np.int64)
         return (None if not (u.items_launch >= 0).any() else 0), none
     a, b = u.items_launch[known], u.items_start[known]
-    own = _Cover(u.start, u.end)
-    held = (busy.at(b) - busy.at(a)) - (own.at(b) - own.at(a))
+    if len(a) > 1 and bool((a[1:] < a[:-1]).any()):
+        o = np.argsort(a, kind="stable")
+        a, b = a[o], b[o]
+    n = len(a)
+    # covered length before each launch and each start: busy time (anyone) and this process's own
+    on_busy = busy.at(np.concatenate([a, b]))
+    on_own = _Cover(u.start, u.end).at(np.concatenate([a, b]))
+    held = (on_busy[n:] - on_busy[:n]) - (on_own[n:] - on_own[:n])
     alone = held == 0
     floor = int((b - a)[alone].min()) if alone.any() else 0
     ready = np.where(u.first_launch >= 0, u.first_launch + floor, _NO_TIME)
-    w = _union(a, b, np.full(len(a), _NO_TIME, np.int64))
-    return busy.overlap(w.start, w.end) - own.overlap(w.start, w.end), ready
+    # the union of the windows [a, b): coverage is monotonic, so at a window's reach it is the running max
+    reach = np.maximum.accumulate(b)
+    first = np.flatnonzero(np.r_[True, a[1:] > reach[:-1]])
+    last = np.r_[first[1:] - 1, n - 1]
+    busy_in = np.maximum.accumulate(on_busy[n:])[last] - on_busy[:n][first]
+    own_in = np.maximum.accumulate(on_own[n:])[last] - on_own[:n][first]
+    return int(busy_in.sum() - own_in.sum()), ready
 
 
 # --------------------------------------------------------------------------- per device
