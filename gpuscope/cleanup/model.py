@@ -137,6 +137,9 @@ class ShmEvidence(_Fields):
     ino: int
     resource_trackers: list[int] = field(default_factory=list)  # live trackers that may unlink it
     semaphore: bool = False          # a named semaphore (sem.NAME) rather than a segment
+    run_id: str | None = None        # the gpuscope run whose process created it (its event logs)
+    creator_pid: int | None = None   # that process
+    created_at: str | None = None    # the user's file:line that created it
 
 
 @dataclass

@@ -12,6 +12,7 @@ from gpuscope.cleanup.patterns import REAPING_INITS, reparented, resource_tracke
 from gpuscope.cleanup.runlink import RunLink
 from gpuscope.cleanup.safety import listing_refusal, owner_refusal
 from gpuscope.cleanup.shm import leaked_segments, segment_evidence
+from gpuscope.cleanup.shm_runs import attribute
 from gpuscope.cleanup.snapshot import ProcInfo, ProcTable, nvidia_files_open, user_name
 from gpuscope.nsys.agents import stale_reason
 from gpuscope.procs.namespace import in_host_pid_namespace
@@ -130,6 +131,7 @@ def add_shm_suspects(scanner: "Scanner", table: ProcTable, suspects: dict[str, m
     leaked, usage, young = leaked_segments(scanner.shm_dir, scanner.shm_min_age_s, now)
     trackers = [p for p in table if not p.is_zombie
                 and "multiprocessing.resource_tracker import main" in " ".join(p.cmdline)]
+    made_by = attribute(scanner.conn, leaked) if scanner.conn is not None else {}
     for seg in leaked:
         ev = segment_evidence(seg, now)
         if seg.is_semaphore:
@@ -141,6 +143,11 @@ def add_shm_suspects(scanner: "Scanner", table: ProcTable, suspects: dict[str, m
             text = (f"{ev.creator or 'shared memory segment'}: {human_bytes(seg.allocated)} in RAM "
                     f"(size {human_bytes(seg.size)}), owned by {user_name(seg.uid)}, not mapped or open by any "
                     f"process, last modified {human_s(now - seg.mtime)} ago")
+        if seg.name in made_by:
+            run_id, made = made_by[seg.name]
+            ev.run_id, ev.creator_pid, ev.created_at = run_id, made.pid, made.where or None
+            text += (f"; made by gpuscope run {run_id} (pid {made.pid}"
+                     + (f", {made.where}" if made.where else "") + ") and never unlinked")
         mine = [p.pid for p in trackers if p.uid == seg.uid]
         if resource_tracked(seg.name) and mine:
             ev.resource_trackers = mine

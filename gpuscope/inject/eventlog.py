@@ -30,6 +30,7 @@ RANGE_COLUMNS = (("t0", "q", 8), ("t1", "q", 8), ("tid", "i", 4), ("nid", "i", 4
 # The line kinds: header, name, range (text form), mark, info, child, job, task, exit, error.
 HEADER, NAME, RANGE, MARK, INFO, CHILD, JOB, TASK, EXIT, ERROR = "HSRMICJTXE"
 REIMPORT = "U"   # __main__ re-imported by a spawn child or the forkserver (inject/reimport.py)
+SHM = "D"        # a /dev/shm segment or named semaphore created or unlinked (inject/shmwatch.py)
 
 _tids: dict = {}
 
@@ -204,6 +205,12 @@ class State:
         """``__main__`` re-imported by a spawn child or the forkserver (inject/reimport.py): a U line,
         written at once (one per process, before its first task)."""
         self.buf.append("%s\t%d\t%d\t%s\n" % (REIMPORT, t0, t1, _dumps(info)))
+        self.flush()
+
+    def shm(self, info):
+        """A shared-memory segment or named semaphore created or unlinked (inject/shmwatch.py): a D
+        line, written at once (a process killed later still leaves it)."""
+        self.buf.append("%s\t%d\t%s\n" % (SHM, now(), _dumps(info, default=str)))
         self.flush()
 
     def emit(self, info):

@@ -197,6 +197,8 @@ def _install(role):
     importhook.when_imported("multiprocessing.reduction", _later("pickwatch"))       # bytes pickled
     importhook.when_imported("torch.cuda", _later("cudawatch", "on_torch_cuda"))     # fork after CUDA init
     importhook.when_imported("torch.utils.data.distributed", _later("samplerwatch"))  # set_epoch
+    importhook.when_imported("multiprocessing.shared_memory", _later("shmwatch", "patch_shared_memory"))
+    importhook.when_imported("multiprocessing.synchronize", _later("shmwatch", "patch_semlock"))  # leaks named
     importhook.when_imported("threading", name_python_threads)
     importhook.when_imported("multiprocessing.context", _later("mpwrap", "patch_context"))
     importhook.when_imported("multiprocessing.process", _later("mpwrap", "patch_process"))

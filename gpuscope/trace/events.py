@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpuscope.inject.eventlog import (
-    CHILD, ERROR, EXIT, HEADER, INFO, JOB, MARK, NAME, RANGE, RANGES_MAGIC, RANGES_SUFFIX, REIMPORT, TASK,
+    CHILD, ERROR, EXIT, HEADER, INFO, JOB, MARK, NAME, RANGE, RANGES_MAGIC, RANGES_SUFFIX, REIMPORT, SHM, TASK,
 )
 from gpuscope.rundir import event_logs
 
@@ -159,6 +159,8 @@ class ProcessEvents:
     tasks: list[tuple[int, int, int, int]] = field(default_factory=list)  # T lines: (t, tid, job, i) pool tasks taken
     # U line: (t0, t1, {"how", "main", "imports", "modules": [[name, ns], ...], "other_ns"}) __main__ re-imported
     main_reimport: tuple[int, int, dict[str, Any]] | None = None
+    # D lines: (t, {"op": "create" | "unlink", "kind": "shm" | "sem", "name", "size", "where"})
+    shm: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     # the log the same process wrote before it exec'd this interpreter (a fork child that execs)
     pre_exec: "ProcessEvents | None" = None
     # the ranges, in one of three forms (the first set wins): a numpy array, tuples in start order,
@@ -379,6 +381,7 @@ class _LogState:
         self.jobs: list[tuple[int, int, int]] = []
         self.tasks: list[tuple[int, int, int, int]] = []
         self.main_reimport: tuple[int, int, dict[str, Any]] | None = None
+        self.shm: list[tuple[int, dict[str, Any]]] = []
         self.rows: list[RangeRow] = []  # R lines (ranges in text form)
         self.damaged = False
         self.ranges_offset = 0          # bytes of the .ranges file read
@@ -461,6 +464,8 @@ class _LogState:
                 self.tasks.append((int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4])))
             elif tag == REIMPORT:
                 self.main_reimport = (int(parts[1]), int(parts[2]), json.loads(parts[3]))
+            elif tag == SHM:
+                self.shm.append((int(parts[1]), json.loads(parts[2])))
             elif tag == EXIT:
                 self.end_ns = int(parts[1])
                 self.exit = json.loads(parts[2])
@@ -479,7 +484,7 @@ class _LogState:
                            marks=list(self.marks), errors=list(self.errors), exit=self.exit, end_ns=self.end_ns,
                            truncated=self.damaged or bool(self.tail) or self.ranges_cut,
                            info_times=list(self.info_times), children=list(self.children), jobs=list(self.jobs),
-                           tasks=list(self.tasks), main_reimport=self.main_reimport)
+                           tasks=list(self.tasks), main_reimport=self.main_reimport, shm=list(self.shm))
         pe._raw = (list(self.rows), bytes(self.ranges_data), list(self.blocks))
         return pe
 
