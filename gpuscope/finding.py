@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Iterable, Union
 
-__all__ = ["CleanupPids", "CleanupShm", "Evidence", "FIX_TYPES", "Finding", "Fix", "SetNsysForkTracing",
-           "SetStartMethod", "Severity", "StopRun", "evidence", "merge", "now_ns", "replace"]
+__all__ = ["CleanupPids", "CleanupShm", "Evidence", "FIX_TYPES", "Finding", "Fix", "SetForkserverPreload",
+           "SetNsysForkTracing", "SetStartMethod", "Severity", "StopRun", "evidence", "merge", "now_ns", "replace"]
 
 
 class Severity(str, enum.Enum):
@@ -52,6 +52,15 @@ class SetNsysForkTracing:
 
 
 @dataclass(frozen=True)
+class SetForkserverPreload:
+    """Run again with the forkserver start method, its server importing these modules once
+    (``multiprocessing.set_forkserver_preload``): workers fork from it with them loaded."""
+
+    modules: tuple[str, ...]
+    kind: str = field(default="forkserver-preload", init=False)
+
+
+@dataclass(frozen=True)
 class CleanupPids:
     """Stop these leftover processes (the Cleanup tab / ``gpuscope cleanup``)."""
 
@@ -74,8 +83,8 @@ class StopRun:
     kind: str = field(default="stop-run", init=False)
 
 
-FIX_TYPES = (SetStartMethod, SetNsysForkTracing, CleanupPids, CleanupShm, StopRun)
-Fix = Union[SetStartMethod, SetNsysForkTracing, CleanupPids, CleanupShm, StopRun]
+FIX_TYPES = (SetStartMethod, SetNsysForkTracing, SetForkserverPreload, CleanupPids, CleanupShm, StopRun)
+Fix = Union[SetStartMethod, SetNsysForkTracing, SetForkserverPreload, CleanupPids, CleanupShm, StopRun]
 FIX_KINDS: dict[str, type[Fix]] = {str(c.__dataclass_fields__["kind"].default): c for c in FIX_TYPES}
 
 

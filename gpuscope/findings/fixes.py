@@ -7,9 +7,10 @@ identity with the constants that produce them, so rewording a text keeps its act
 
 from __future__ import annotations
 
-from gpuscope.finding import CleanupPids, CleanupShm, SetNsysForkTracing, SetStartMethod, StopRun
+from gpuscope.finding import (CleanupPids, CleanupShm, SetForkserverPreload, SetNsysForkTracing, SetStartMethod,
+                              StopRun)
 
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gpuscope.finding import Fix
 
@@ -20,6 +21,8 @@ def launch_changes(fix: Fix | None) -> dict[str, str]:
         return {"start_method": fix.method}
     if isinstance(fix, SetNsysForkTracing):
         return {"nsys": "on", "nsys_fork": "on"} if fix.on else {"nsys_fork": "off"}
+    if isinstance(fix, SetForkserverPreload):
+        return {"start_method": "forkserver", "forkserver_preload": ",".join(fix.modules)}
     return {}
 
 
@@ -29,6 +32,8 @@ def describe(fix: Fix | None) -> str:
         return f"start method → {fix.method}"
     if isinstance(fix, SetNsysForkTracing):
         return f"nsys fork tracing → {'on' if fix.on else 'off'}"
+    if isinstance(fix, SetForkserverPreload):
+        return f"forkserver, preloading {', '.join(fix.modules)}"
     if isinstance(fix, CleanupPids):
         return f"clean up {len(fix.pids)} process(es)"
     if isinstance(fix, CleanupShm):

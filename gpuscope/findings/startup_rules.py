@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
+from gpuscope.finding import Finding, SetForkserverPreload, Severity, evidence
 from gpuscope.findings.registry import Input, RunInputs, rule
 from gpuscope.trace.events import ProcessEvents
 
@@ -40,8 +40,9 @@ def _first_work(pe: ProcessEvents) -> int | None:
 
 
 def starts(events: list[ProcessEvents]) -> list[Start]:
-    """The children whose start included a re-import of ``__main__``: their own (spawn), or their
-    forkserver's (the server re-imports it once; its first children wait for it)."""
+    """The children whose start included a re-import of ``__main__``: their own (spawn; forkserver
+    children too where the server does not preload ``__main__``, as CPython 3.11's does not), or
+    their forkserver's (once; its first children wait for it)."""
     called = {pid: t for pe in events for t, _, pid, _ in pe.children}
     by_pid = {pe.pid: pe for pe in events}
     out = []
@@ -57,7 +58,9 @@ def starts(events: list[ProcessEvents]) -> list[Start]:
             continue
         t0, t1, info = via
         modules = tuple((str(n), int(ns)) for n, ns in info.get("modules") or () if isinstance(ns, int))
-        out.append(Start(pe.pid, "spawn" if own is not None else "forkserver", t1 - t0, first - ref, modules))
+        method = pe.start_method if own is not None and pe.start_method == "forkserver" else (
+            "spawn" if own is not None else "forkserver")
+        out.append(Start(pe.pid, method, t1 - t0, first - ref, modules))
     return out
 
 
@@ -85,12 +88,12 @@ def reimport_finding(group: list[Start]) -> Finding | None:
     named = ", ".join(f"{n} {ns / 1e6:.0f} ms" for n, ns in slow) or "no module of its own"
     modules = ", ".join(f'"{n}"' for n, _ in slow)
     pids = tuple(sorted(s.pid for s in group))
-    who = (f"{len(group)} spawn child(ren) re-imported __main__ before their first task"
-           if method == "spawn" else "the forkserver re-imported __main__ before its first child could start")
+    who = f"{len(group)} {method} child(ren) re-imported __main__ before their first task"
     fix = ("move the imports the workers do not need under `if __name__ == \"__main__\":`, or into the "
-           "function that needs them; or start workers with forkserver"
-           + (f" and multiprocessing.set_forkserver_preload([{modules}])" if modules else "")
-           + " so they are imported once; or keep one pool alive across the program's tasks")
+           "function that needs them; or use forkserver"
+           + (f" with multiprocessing.set_forkserver_preload([{modules}])" if modules else "")
+           + " so the server imports them once and its children start with them; or keep one pool alive "
+           "across the program's tasks")
     return Finding(
         "spawn-main-reimport",
         f"{who}: {reimport / 1e6:.0f} ms of {to_first / 1e6:.0f} ms to the first task ({share * 100:.0f} %); "
@@ -99,7 +102,7 @@ def reimport_finding(group: list[Start]) -> Finding | None:
         evidence({"re-import ms": round(reimport / 1e6, 1), "to first task ms": round(to_first / 1e6, 1),
                   "share": round(share, 3), "processes": len(group)},
                  [f"{n}: {ns / 1e6:.1f} ms" for n, ns in slow], pids),
-        SetStartMethod("forkserver") if method == "spawn" else None)
+        SetForkserverPreload(tuple(n for n, _ in slow)) if slow else None)
 
 
 @rule("spawn-main-reimport", inputs=Input.EVENTS,

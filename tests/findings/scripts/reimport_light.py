@@ -1,0 +1,13 @@
+"""A spawn pool whose script imports nothing heavy: its workers' re-import of __main__ is quick."""
+import multiprocessing as mp
+import sys
+
+
+def work(i):
+    return i * i
+
+
+if __name__ == "__main__":
+    method = sys.argv[1] if len(sys.argv) > 1 else "spawn"
+    with mp.get_context(method).Pool(2) as pool:
+        print(sum(pool.map(work, range(8), chunksize=1)), flush=True)
