@@ -101,6 +101,11 @@ class Run(InRunFolder):
         return self._proc.pid if self._proc else None
 
     @property
+    def events(self) -> RunEvents | None:
+        """The run's one event-log reader once started (``RunEvents``: roles, the program's end)."""
+        return self._ctx.events if self._ctx is not None else None
+
+    @property
     def sampler(self) -> Any:
         """The telemetry recorder's ``RunSampler`` once started (the app listens to it)."""
         return next((getattr(r, "sampler", None) for r in self.recorders if r.name == "telemetry"), None)
