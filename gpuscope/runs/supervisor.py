@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     import subprocess
 
     from gpuscope.runs.early import EarlyStart
+    from gpuscope.trace.events import RunEvents
 
     Progress = Callable[[str], None]
 
