@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 
 from gpuscope.finding import Finding, Severity, evidence
-from gpuscope.telemetry.ray_store import mib, read_ray_store, summarize
 from gpuscope.findings.registry import Input, RunInputs, rule
 
 MIN_SAMPLES = 4          # growth is judged over at least this many samples
@@ -25,6 +24,9 @@ FIX_REFS = ("release ObjectRefs you no longer need (del them, or keep results, n
 
 
 def object_store_findings(run_dir: str | os.PathLike[str]) -> list[Finding]:
+    # imported here: a run without Ray's store (the usual one) never loads the telemetry package
+    from gpuscope.telemetry.ray_store import mib, read_ray_store, summarize
+
     samples = read_ray_store(run_dir)
     s = summarize(samples)
     if s is None:
