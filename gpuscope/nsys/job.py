@@ -172,10 +172,11 @@ def merge_job(job_dir: Path, load_export: Callable[[Path, Path], Any], *, job_id
     sums["nvtx"] = summary.nvtx_summary(tl, naming, source=None)
     processes = []
     for row in summary.process_table(tl):
-        node, prow = who.get(row["pid"], (None, {}))
+        owner: NodeRun | None
+        owner, prow = who.get(row["pid"], (None, {}))
         row = dict(row, timeline_pid=row["pid"], pid=int(prow.get("pid", row["pid"])),
                    rank=prow.get("rank"), role=prow.get("role"),
-                   node={"host": node.host, "node_rank": node.node_rank} if node else None)
+                   node={"host": owner.host, "node_rank": owner.node_rank} if owner else None)
         processes.append(row)
     stragglers = merge.step_stats(tl, pid_rank, step)
     job = _job_dict(job_dir, job_id, loaded, tl, pid_rank, who, stragglers)

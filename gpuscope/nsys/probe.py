@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import time
 from contextlib import closing
@@ -78,7 +79,7 @@ def _attempts(install: NsysInstall, spec: RunSpec, tmp: Path, timeout_s: float, 
 def _attempt(install: NsysInstall, spec: RunSpec, run_dir: Path, timeout_s: float) -> ProbeResult:
     run_dir.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUSCOPE_")}
-    session = record.prepare(spec, run_dir, [spec.python, spec.script], env, install=install)
+    session = record.prepare(spec, run_dir, [spec.python or sys.executable, spec.script], env, install=install)
     t0 = time.monotonic()
     with open(run_dir / "output.log", "wb") as out:
         proc = subprocess.Popen(session.argv, env=session.env, stdout=out, stderr=subprocess.STDOUT,

@@ -61,7 +61,7 @@ def merge(parts: list[tuple]) -> Merged:
             first = next(getattr(t, f.name) for t in tables if len(t))
             dest = np.empty((total, *first.shape[1:]), dtype=first.dtype)
             at = 0
-            for (tl, shift, slope, pivot), (old, new, lut), table in zip(parts, maps, tables):
+            for (_tl, shift, slope, pivot), (old, new, lut), table in zip(parts, maps, tables):
                 n = len(table)
                 if not n:
                     continue
@@ -168,6 +168,8 @@ def _common_step(tl: T.Timeline, pos: np.ndarray, n_pids: int) -> int | None:
     key = (pos + 1) * width + (r.name_id.astype(np.int64) + 1)     # pos -1 -> row 0, dropped below
     size = (n_pids + 1) * width
     dur = r.end_ns - r.start_ns
+    counts: np.ndarray
+    total: np.ndarray
     if size <= DENSE_STEP_TABLE:   # a dense (rank, name) table: two O(n) passes
         counts = np.bincount(key, minlength=size).reshape(n_pids + 1, width)[1:, 1:]
         total = np.bincount(key, weights=dur, minlength=size).reshape(n_pids + 1, width)[1:, 1:]

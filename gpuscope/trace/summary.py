@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from decimal import ROUND_HALF_UP, Decimal
+from typing import Sequence
 
 import numpy as np
 
@@ -120,7 +121,7 @@ def group_stats(keys: np.ndarray, dur: np.ndarray) -> _Groups:
     return _Groups(k[first], count, total, d[first], d[last], median, stdev)
 
 
-def _rows(g: _Groups, names: list[str | None], styles: list[str | None] | None = None,
+def _rows(g: _Groups, names: Sequence[str | None], styles: Sequence[str | None] | None = None,
           extras: list[dict] | None = None) -> list[SummaryRow]:
     grand = int(g.total.sum())
     rows = []

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, fields
+from types import ModuleType
 from typing import Iterable
 
 import numpy as np
 
+_nesting: ModuleType | None
 try:
-    from gpuscope.trace import _nesting
+    from gpuscope.trace import _nesting  # type: ignore[attr-defined,no-redef]
 except ImportError:   # not built (no C compiler at install time): nesting_depth's numpy steps
     _nesting = None
 
@@ -77,15 +79,16 @@ class StringTable:
         return sum(len(s) + 50 for s in self.values) * 2
 
 
+@dataclass
 class Columns:
     """Base for tables of equal-length numpy columns (subclasses are dataclasses)."""
 
     def __len__(self) -> int:
-        first = fields(self)[0]  # type: ignore[arg-type]
+        first = fields(self)[0]
         return int(len(getattr(self, first.name)))
 
     def columns(self) -> dict[str, np.ndarray]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def take(self, index: np.ndarray):
         """A new table with the rows selected by ``index`` (an int array or a bool mask)."""
