@@ -13,12 +13,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 from typing import TYPE_CHECKING
 
 from gpuscope.finding import Finding, Severity, StopRun, evidence, now_ns
-from gpuscope.rundir import event_logs
 from gpuscope.trace.events import ProcessEvents
 from gpuscope.findings.registry import Input, OnStop, Phase, RunInputs, declare, rule
 
@@ -143,27 +141,15 @@ def _where(proc) -> str:
 
 def exited_ranks(run_dir: str | os.PathLike[str]) -> dict[int, tuple[int, int | None]]:
     """rank -> (pid, exit code) of ranks whose event log ends with an exit record."""
-    from gpuscope.trace.events import log_has_exit
+    from gpuscope.trace.events import RunEvents
 
+    events = RunEvents(run_dir)
+    events.refresh(ranges=False)
     out: dict[int, tuple[int, int | None]] = {}
-    for path in event_logs(run_dir):
-        try:
-            with open(path, "rb") as fh:
-                head = json.loads(fh.readline()[2:] or b"{}")
-        except (OSError, ValueError):
-            continue
-        rank = _rank(str(head.get("role", "")))
-        if rank is None or not log_has_exit(path):
-            continue
-        code = None
-        try:
-            with open(path, "rb") as fh:
-                fh.seek(max(0, os.path.getsize(path) - 4096))
-                tail = fh.read().rsplit(b"\nX\t", 1)[1]
-            code = json.loads(tail.split(b"\t", 1)[1].split(b"\n", 1)[0]).get("exit_code")
-        except (OSError, ValueError, IndexError):
-            pass
-        out[rank] = (int(head.get("pid", 0)), code)
+    for pe in events.processes():
+        rank = _rank(str(pe.header.get("role", "")))
+        if rank is not None and pe.exit is not None:
+            out[rank] = (pe.pid, pe.exit_code)
     return out
 
 

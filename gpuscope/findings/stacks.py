@@ -22,7 +22,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from gpuscope.inject.stacks import THREAD_LINE, signal_number   # what the hook writes and signals
-from gpuscope.rundir import event_logs
 
 STACKS_DIR = "stacks"
 _THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+) \(most recent call first\):")
@@ -290,27 +289,13 @@ def group(processes: list[ProcessStacks]) -> list[str]:
 # -- the run's processes -----------------------------------------------------------------------------
 
 def roles_of(run_dir: Path, pids: list[int] | None = None) -> dict[int, str]:
-    """pid -> role from the event logs' H and I lines (text only; ranges are not read); pids with
-    no log are "not injected". With ``pids``, only those."""
-    import json
+    """pid -> role from the event logs (their text lines, through the run's reader; ranges are not
+    read); pids with no log are "not injected". With ``pids``, only those."""
+    from gpuscope.trace.events import RunEvents
 
-    roles: dict[int, str] = {}
-    for path in event_logs(run_dir):
-        try:
-            with open(path, "rb") as fh:
-                lines = [line for line in fh
-                         if line.startswith(b"H\t") or (line.startswith(b"I\t") and b'"role"' in line)]
-        except OSError:
-            continue
-        for line in lines:
-            try:
-                info = json.loads(line.split(b"\t")[-1])
-            except ValueError:
-                continue
-            if "pid" in info and line.startswith(b"H\t"):
-                pid = int(info["pid"])
-            if info.get("role"):
-                roles[pid] = str(info["role"])
+    events = RunEvents(run_dir)
+    events.refresh(ranges=False)
+    roles = {pid: str(info["role"]) for pid, info in events.headers().items() if info.get("role")}
     if pids is None:
         return roles
     return {p: roles.get(p, "not injected") for p in pids}
