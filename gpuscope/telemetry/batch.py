@@ -5,13 +5,14 @@ Attribute names are the metric keys of :mod:`gpuscope.telemetry.metrics`.
 
 from __future__ import annotations
 
-from gpuscope.record import record
+from dataclasses import dataclass
+
 from gpuscope.telemetry.gpu import DeviceSample, GpuProcessSample
 
 __all__ = ["DeviceSample", "GpuProcessSample", "HostSample", "ProcSample", "SampleBatch", "StartedProc"]
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class HostSample:
     """Host totals at one instant."""
 
@@ -23,7 +24,7 @@ class HostSample:
     swap_total: int
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ProcSample:
     """One process of the tree at one instant; ``None`` = not measured."""
 
@@ -39,7 +40,7 @@ class ProcSample:
     sm_util: float | None
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class StartedProc:
     """A process seen for the first time: what does not change every tick (the process itself,
     as /proc shows it, is :class:`gpuscope.procs.read.ProcInfo`)."""
@@ -53,7 +54,7 @@ class StartedProc:
     via: str                         # why it belongs to the run: a gpuscope.procs.membership.Reason value
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class SampleBatch:
     """Everything sampled in one tick. ``t_ns`` is CLOCK_MONOTONIC (the event logs' clock)."""
 

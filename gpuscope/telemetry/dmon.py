@@ -8,10 +8,10 @@ A tick becomes a plain dict (:func:`batch_dict`, also the ``--json`` line) and t
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from typing import Any
 
 from gpuscope.procs import read as processes
-from gpuscope.record import asdict
 from gpuscope.telemetry import metrics
 from gpuscope.telemetry.batch import SampleBatch
 

@@ -12,11 +12,11 @@ The NVML module is injected (``NvmlBackend(nvml=...)``): tests pass ``tests/fake
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
-from gpuscope.record import record
 from gpuscope.telemetry import log
 
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any, Protocol
 
@@ -28,7 +28,7 @@ _NOT_SUPPORTED, _NO_PERMISSION, _NOT_FOUND, _FUNCTION_NOT_FOUND, _GPU_IS_LOST = 
 _PERMANENT = (_NOT_SUPPORTED, _NO_PERMISSION, _FUNCTION_NOT_FOUND)
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class DeviceSample:
     """One GPU at one instant; ``None`` = not available on this device/driver."""
 
@@ -44,7 +44,7 @@ class DeviceSample:
     sm_clock: int | None
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class GpuProcessSample:
     """One process on one GPU."""
 
@@ -293,9 +293,10 @@ def open_backend(nvml: Any = None) -> GpuBackend:
         if missing:
             return NoGpuBackend(f"{NO_GPU} (NVML: {missing})")
         try:
-            import pynvml as nvml
+            import pynvml
         except ImportError as exc:
             return NoGpuBackend(f"{NO_GPU} (nvidia-ml-py is not installed: {exc})")
+        nvml = pynvml
     backend = NvmlBackend(nvml)
     if not backend.available:
         return NoGpuBackend(backend.reason)

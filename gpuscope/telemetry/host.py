@@ -48,7 +48,7 @@ def cpu_busy_idle(stat: bytes) -> list[tuple[float, float]] | None:
     """(busy, idle) ticks per core from the ``cpuN`` lines of /proc/stat, counted as
     :func:`_busy_idle` counts psutil's per-core times (None when the text is not as expected)."""
     end = stat.find(b"\nintr")
-    out = []
+    out: list[tuple[float, float]] = []
     for line in stat[:end if end > 0 else len(stat)].split(b"\n")[1:]:   # [0]: all cores together
         if not line.startswith(b"cpu"):
             break
@@ -64,9 +64,9 @@ def cpu_busy_idle(stat: bytes) -> list[tuple[float, float]] | None:
     return out or None
 
 
-def _busy_idle(t: object) -> tuple[float, float]:
+def _busy_idle(t: tuple[float, ...]) -> tuple[float, float]:
     idle = getattr(t, "idle", 0.0) + getattr(t, "iowait", 0.0)
-    total = sum(t)  # type: ignore[arg-type]
+    total = sum(t)
     # guest time is already counted in user/nice on Linux
     total -= getattr(t, "guest", 0.0) + getattr(t, "guest_nice", 0.0)
     return total - idle, idle

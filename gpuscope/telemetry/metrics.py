@@ -46,7 +46,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("uss", "proc", "USS", "B", "memory only this process holds (optional, costly)", "ussMiB"),
     Metric("threads", "proc", "threads", "", "number of threads", "thr"),
     Metric("gpu_mem", "proc", "GPU mem", "B", "device memory the driver accounts to the process, all GPUs", "fbMiB"),
-    Metric("sm_util", "proc", "SM util", "%", "the process's share of SM time, highest of its GPUs (where the driver offers it)", "sm%"),
+    Metric("sm_util", "proc", "SM util", "%",
+           "the process's share of SM time, highest of its GPUs (where the driver offers it)", "sm%"),
     # one process on one GPU
     Metric("used_memory_bytes", "gpu_proc", "GPU mem", "B", "device memory of the process on this GPU", "fbMiB"),
     Metric("sm_util", "gpu_proc", "SM util", "%", "SM utilization of the process on this GPU", "sm%"),

@@ -41,9 +41,10 @@ def main():
             line = {key: int(getattr(stats, field, 0)) for key, field in STATS.items()}
             line["t_ns"] = t0
             misses = 0
-        except Exception as exc:  # the cluster is starting, or gone
+        except Exception as exc:  # noqa: BLE001 - Ray's errors vary: the cluster is starting, or gone
             misses += 1
-            line = {"t_ns": t0, "error": "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "")}
+            first = str(exc).splitlines()[0][:200] if str(exc) else ""
+            line = {"t_ns": t0, "error": "%s: %s" % (type(exc).__name__, first)}
             if misses >= 5:
                 print(json.dumps(line), flush=True)
                 return

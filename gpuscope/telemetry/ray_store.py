@@ -10,50 +10,20 @@ the figures the run's notes and findings use.
 
 from __future__ import annotations
 
+import json
 import os
+import threading
+from typing import TYPE_CHECKING, Any
 
-from gpuscope import jsontext, threads
-from gpuscope.rundir import RAY_STORE, event_logs
+from gpuscope.rundir import RAY_STORE
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    import subprocess
 
 PROBE = os.path.join(os.path.dirname(__file__), "ray_probe.py")
 # the figures of one sample (bytes unless *_objects); see ray_probe.STATS
 FIELDS = ("used", "capacity", "primary_bytes", "pinned_objects", "local_objects", "fallback_bytes",
           "spilled_bytes", "spilled_objects", "restored_bytes", "created_bytes")
-_KEY = b'"ray_gcs_address"'
-
-
-def find_driver(run_dir: str | os.PathLike[str]) -> tuple[str, str, dict[str, str]] | None:
-    """(GCS address, interpreter, Ray's environment for a client of the cluster) of the run's Ray
-    driver, once a process of the run has called ``ray.init`` (its event log says so:
-    docs/EVENTS.md), else None. Ray >= 2.5x authenticates clients with a token
-    (~/.ray/auth_token) when ``RAY_AUTH_MODE=token``, which ``ray.init`` sets in the driver."""
-    for path in event_logs(run_dir):
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read(1 << 20)
-        except OSError:
-            continue
-        if _KEY not in data:
-            continue
-        executable, address, env = None, None, {}
-        for raw in data.split(b"\n"):
-            try:
-                if raw.startswith(b"H\t"):
-                    executable = jsontext.loads(raw[2:]).get("executable")
-                elif raw.startswith(b"I\t") and _KEY in raw:
-                    info = jsontext.loads(raw.split(b"\t", 2)[2])
-                    address = info.get("ray_gcs_address")
-                    if info.get("ray_auth_mode"):
-                        env["RAY_AUTH_MODE"] = str(info["ray_auth_mode"])
-            except (ValueError, IndexError):
-                continue
-        if executable and address:
-            return str(address), str(executable), env
-    return None
 
 
 def probe_env(env: dict[str, str] | None = None) -> dict[str, str]:
@@ -82,7 +52,7 @@ class RayStoreProbe:
         self.proc: subprocess.Popen[bytes] | None = None
         self.samples = 0
         self.errors: list[str] = []
-        self._thread: threads.ThreadLike | None = None
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         import subprocess   # here: the module is loaded for its readers too; only a Ray run starts a probe
@@ -91,7 +61,7 @@ class RayStoreProbe:
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, env={**probe_env(), **self.ray_env},
                                      close_fds=True)
-        self._thread = threads.Thread(target=self._pump, name="gpuscope-ray-store", daemon=True)
+        self._thread = threading.Thread(target=self._pump, name="gpuscope-ray-store", daemon=True)
         self._thread.start()
 
     def _pump(self) -> None:
@@ -99,7 +69,7 @@ class RayStoreProbe:
         with open(self.path, "ab") as out:
             for raw in self.proc.stdout:
                 try:
-                    line = jsontext.loads(raw)
+                    line = json.loads(raw)
                 except ValueError:
                     continue
                 if "error" in line:
@@ -164,7 +134,7 @@ def _parse(text: str) -> list[dict[str, int]]:
     out = []
     for raw in text.splitlines():
         try:
-            line = jsontext.loads(raw)
+            line = json.loads(raw)
         except ValueError:
             continue
         if isinstance(line, dict) and "t_ns" in line:

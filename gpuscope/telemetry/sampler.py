@@ -12,8 +12,8 @@ one run's process tree and can write its batches into the run store.
 from __future__ import annotations
 
 import time
+import threading
 
-from gpuscope import threads
 from gpuscope.procs.namespace import in_host_pid_namespace, map_gpu_pids
 from gpuscope.procs.read import read as read_proc
 from gpuscope.telemetry import log
@@ -22,11 +22,13 @@ from gpuscope.telemetry.gpu import GpuProcessSample, NoGpuBackend, open_backend
 from gpuscope.telemetry.host import HostSampler
 from gpuscope.telemetry.tree import ProcessTree
 
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+    from gpuscope.telemetry.batch import ProcSample, StartedProc
     from gpuscope.telemetry.gpu import GpuBackend
+    from gpuscope.telemetry.storewriter import StoreWriter
 
     Listener = Callable[[SampleBatch], None]
 
@@ -72,9 +74,9 @@ class Sampler:
         self._host = HostSampler() if host else None
         self._listeners: list[Listener] = []
         self._failed_listeners: set[int] = set()
-        self._lock = threads.RLock()
-        self._stop = threads.Event()
-        self._thread: threads.ThreadLike | None = None
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
         self._name = name
         self._said: set[str] = set()
         self._pending_notes: list[str] = []
@@ -133,7 +135,9 @@ class Sampler:
         """Take one sample now (the thread calls this; tests may too)."""
         with self._lock:
             t_ns, wall_ns = time.monotonic_ns(), time.time_ns()
-            started, ended, procs = (), (), ()
+            started: tuple[StartedProc, ...] = ()
+            ended: tuple[int, ...] = ()
+            procs: tuple[ProcSample, ...] = ()
             if self.tree is not None:
                 new, gone = self.tree.update(t_ns)
                 members = self.tree.pids()
@@ -209,7 +213,7 @@ class Sampler:
         """Start the background thread (once)."""
         if self._thread is not None:
             raise RuntimeError("sampler already started")
-        self._thread = threads.Thread(target=self._run, name=self._name, daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
         self._thread.start()
 
     def stop(self, final_sample: bool = True) -> None:
@@ -262,7 +266,7 @@ class RunSampler(Sampler):
         tree = ProcessTree(root_pid, run_id=run_id, uss_interval_s=uss_interval_s, existing=existing)
         self.root_pid = root_pid
         self.run_id = run_id
-        self._writer = None
+        self._writer: StoreWriter | None = None
         self._store = None if store is False else store
         self._flush_s = flush_s
         super().__init__(interval_s, tree=tree, gpu=gpu, host=host, name=f"gpuscope-sampler-{root_pid}",
@@ -275,11 +279,12 @@ class RunSampler(Sampler):
         from gpuscope.telemetry.storewriter import StoreWriter
 
         store, self._store = self._store, None
-        self._writer = StoreWriter(None if store is True else store, self.run_id or "", interval_s=self.interval_s,
-                                   root_pid=self.root_pid, flush_s=self._flush_s, summary=self.process_summary,
-                                   gpu_reason=self.gpu.reason)
+        writer = self._writer = StoreWriter(None if store is True else store, self.run_id or "",
+                                            interval_s=self.interval_s, root_pid=self.root_pid,
+                                            flush_s=self._flush_s, summary=self.process_summary,
+                                            gpu_reason=self.gpu.reason)
         with self._lock:
-            self._listeners = [self._writer, *self._listeners]
+            self._listeners = [writer, *self._listeners]
 
     def process_summary(self) -> dict[int, dict[str, Any]]:
         """Per pid: cpu_seconds, peak_rss_bytes, peak_gpu_mem_bytes (None without GPU), create_time,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 from typing import Any
 
 import numpy as np
 
 from gpuscope.store import samples
-from gpuscope.store.sqlite import sqlite3
 
 
 def _columns(rows: list[tuple], names: tuple[str, ...], skip: int) -> dict[str, np.ndarray]:

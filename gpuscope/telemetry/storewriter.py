@@ -11,13 +11,13 @@ wait for it (issue 14.4).
 from __future__ import annotations
 
 import time
+import sqlite3
 
 from gpuscope.store import db, samples
-from gpuscope.store.sqlite import sqlite3
 from gpuscope.telemetry import log
 from gpuscope.telemetry.batch import SampleBatch
 
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any, Callable
@@ -46,15 +46,17 @@ class StoreWriter:
         self._failed = False
         self.rows_written = 0
         self.flushes = 0
-        self._series_row = dict(interval_s=interval_s, anchor_mono_ns=time.monotonic_ns(), anchor_wall_ns=time.time_ns(),
-                                root_pid=root_pid, info={"gpu": gpu_reason})
+        self._interval_s, self._root_pid, self._gpu_reason = interval_s, root_pid, gpu_reason
+        self._anchor = (time.monotonic_ns(), time.time_ns())
 
     def _open(self) -> None:
         """The store connection (if this writer opens its own) and the run's series row."""
         if self.conn is None:
-            self.conn = db.connect(self._store)
+            self.conn = db.connect(None if isinstance(self._store, sqlite3.Connection) else self._store)
         if self.series is None:
-            self.series = samples.open_series(self.conn, self.run_id, **self._series_row)
+            self.series = samples.open_series(self.conn, self.run_id, interval_s=self._interval_s,
+                                              anchor_mono_ns=self._anchor[0], anchor_wall_ns=self._anchor[1],
+                                              root_pid=self._root_pid, info={"gpu": self._gpu_reason})
 
     def __call__(self, batch: SampleBatch) -> None:
         self._pending.append(batch)
@@ -66,7 +68,7 @@ class StoreWriter:
 
     def _open_early(self) -> None:
         """At the second batch (the run's start is over by then), the store and the series row, so
-        that a program shorter than ``flush_s`` does not wait for them at its end (issue 14.4)."""
+        that a program shorter than ``flush_s`` does not wait for them at its end."""
         try:
             self._open()
         except (sqlite3.Error, OSError):
@@ -79,6 +81,7 @@ class StoreWriter:
         summary = self._summary() if self._summary is not None else None
         try:
             self._open()
+            assert self.series is not None   # _open made it
             self.rows_written += samples.write_batches(self.conn, self.series, self._pending, summary,
                                                        self._notes)
         except (sqlite3.Error, OSError) as exc:

@@ -157,7 +157,7 @@ class ProcessTree:
                 ended.append(rec)
                 continue
             rec.refresh(st, t_ns)
-            rec.raw, rec.sample, rec.idle = raw, None, 0
+            rec.raw, rec.sample, rec.idle = raw or b"", None, 0
             changed.append(rec)
         for rec in changed:
             self._classify(rec)

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from gpuscope.record import FrozenError
+from dataclasses import FrozenInstanceError as FrozenError
 from gpuscope.store import db, samples
 from gpuscope.telemetry.gpu import NoGpuBackend
 from gpuscope.telemetry.sampler import RunSampler, Sampler, check_interval
