@@ -354,8 +354,10 @@ def read_memops(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings) -
     for table, kind in (("CUPTI_ACTIVITY_KIND_MEMCPY", T.MEMOP_MEMCPY), ("CUPTI_ACTIVITY_KIND_MEMSET", T.MEMOP_MEMSET)):
         if table not in info.tables:
             continue
-        got, base = _gpu_ids(conn, table, ["copyKind", "bytes"])
+        got, base = _gpu_ids(conn, table, ["copyKind", "bytes", "srcKind", "dstKind", "memKind"])
         copy_kind = got[0].astype(np.int32) if kind == T.MEMOP_MEMCPY else np.full(len(got[0]), -1, np.int32)
+        src_kind = got[2].astype(np.int32) if kind == T.MEMOP_MEMCPY else np.full(len(got[0]), -1, np.int32)
+        dst_kind = (got[3] if kind == T.MEMOP_MEMCPY else got[4]).astype(np.int32)
         if kind == T.MEMOP_MEMSET:
             names = np.full(len(copy_kind), strings.out.intern("[CUDA memset]"), dtype=np.int32)
         else:
@@ -363,8 +365,19 @@ def read_memops(conn: sqlite3.Connection, info: ExportInfo, strings: _Strings) -
             lut = {k: strings.out.intern(labels.get(k, f"[CUDA memcpy {k}]")) for k in np.unique(copy_kind).tolist()}
             names = np.array([lut[k] for k in copy_kind.tolist()], dtype=np.int32)
         parts.append(T.MemOps(**base, kind=np.full(len(copy_kind), kind, np.uint8), copy_kind=copy_kind,
-                              bytes=got[1], name_id=names))
+                              src_kind=src_kind, dst_kind=dst_kind, bytes=got[1], name_id=names))
     return T.MemOps.concat(parts)
+
+
+def read_gpus(conn: sqlite3.Connection, info: ExportInfo) -> list[dict]:
+    """The GPUs nsys saw (``TARGET_INFO_GPU``): ``id``, ``name``, ``uuid``, ``cuDevice`` (None where
+    the export lacks the column); ``[]`` without the table."""
+    if "TARGET_INFO_GPU" not in info.tables:
+        return []
+    have = set(table_columns(conn, "TARGET_INFO_GPU"))
+    keys = ("id", "name", "uuid", "cuDevice")
+    select = ", ".join(f'"{k}"' if k in have else "NULL" for k in keys)
+    return [dict(zip(keys, row)) for row in conn.execute(f"SELECT {select} FROM TARGET_INFO_GPU")]
 
 
 # --------------------------------------------------------------------------- processes, clock

@@ -181,7 +181,7 @@ def _parse_full(p: Path, p_sqlite: Path, conn: sqlite3.Connection, info: ExportI
 CACHE_MIN_ROWS = 100_000
 CACHE_KEEP = 16
 # Bump when the reader changes what it computes: old cache entries then simply miss.
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 
 
 def _cache_file(p_sqlite: Path) -> Path:

@@ -116,7 +116,8 @@ _DTYPES: dict[str, type] = {
     "domain_id": np.int32, "style": np.uint8, "flags": np.uint8, "end_tid": np.int32,
     "category": np.int32, "count": np.int32, "device": np.int32, "context": np.int32,
     "stream": np.int32, "correlation": np.int64, "short_name_id": np.int32,
-    "grid": np.int32, "block": np.int32, "kind": np.uint8, "copy_kind": np.int32,
+    "grid": np.int32, "block": np.int32, "kind": np.uint8, "copy_kind": np.int32, "src_kind": np.int32,
+    "dst_kind": np.int32,
     "bytes": np.int64, "event_class": np.int32,
 }
 
@@ -210,6 +211,8 @@ class MemOps(Columns):
     correlation: np.ndarray
     kind: np.ndarray       # MEMOP_MEMCPY / MEMOP_MEMSET
     copy_kind: np.ndarray  # ENUM_CUDA_MEMCPY_OPER id (memcpy), -1 for memset
+    src_kind: np.ndarray   # ENUM_CUDA_MEM_KIND id of the source, -1 when not exported or a memset
+    dst_kind: np.ndarray   # ENUM_CUDA_MEM_KIND id of the destination (or of a memset's memory), -1 when absent
     bytes: np.ndarray
     name_id: np.ndarray    # "[CUDA memcpy Host-to-Device]" etc., named as the version's nsys stats does
 

@@ -64,7 +64,8 @@ def add_cuda_rows(path, seed: int = 3) -> None:
         if corr % 10 == 0:
             _insert(conn, "CUPTI_ACTIVITY_KIND_MEMSET", {
                 "start": t + 90_000, "end": t + 90_000 + rng.randint(100, 3000), "deviceId": 0, "contextId": 1,
-                "streamId": 8, "correlationId": 2000 + corr, "globalPid": gpid, "value": 0, "bytes": 1024})
+                "streamId": 8, "correlationId": 2000 + corr, "globalPid": gpid, "value": 0, "bytes": 1024,
+                "memKind": 3})
         t += 100_000
     conn.commit()
     conn.close()
@@ -80,6 +81,10 @@ def test_cuda_summaries_equal_nsys_stats(recordings, installs, key, tmp_path):
     report = nsys_report.load_report(full)
     tl = report.timeline
     assert len(tl.kernels) == 120 and len(tl.cuda_api) == 120 and len(tl.memops) == 42
+    copies = tl.memops.kind == 0
+    assert copies.sum() == 30 and set(tl.memops.src_kind[copies].tolist()) == {1}
+    assert set(tl.memops.dst_kind[copies].tolist()) == {2}
+    assert set(tl.memops.src_kind[~copies].tolist()) == {-1} and set(tl.memops.dst_kind[~copies].tolist()) == {3}
     assert 4242 in tl.processes.pid.tolist()
 
     theirs = stats_csv(inst, full, "cuda_gpu_kern_sum")

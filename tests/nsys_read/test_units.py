@@ -532,6 +532,23 @@ def test_summary_reader_equals_timeline_summaries(tmp_path, variant, scan, monke
     assert sum(r.count for r in quick.summaries["nvtx"]) == (7 if variant == "domain-twice" else 6 - (variant == "holes"))
 
 
+def test_read_gpus(tmp_path):
+    """TARGET_INFO_GPU rows by name; an export without the table (or a column) gives [] (None)."""
+    p = make_export(tmp_path / "x.sqlite", layout="2024")
+    conn = reader.open_export(p)
+    assert reader.read_gpus(conn, reader.export_info(conn)) == []
+    conn.close()
+    w = sqlite3.connect(p)
+    w.execute("CREATE TABLE TARGET_INFO_GPU (vmId INTEGER, id INTEGER, name TEXT, uuid TEXT, busLocation TEXT)")
+    w.execute("INSERT INTO TARGET_INFO_GPU VALUES (0, 1, 'NVIDIA H200', 'GPU-1234', '0000:01:00.0')")
+    w.commit()
+    w.close()
+    conn = reader.open_export(p)
+    assert reader.read_gpus(conn, reader.export_info(conn)) == [
+        {"id": 1, "name": "NVIDIA H200", "uuid": "GPU-1234", "cuDevice": None}]
+    conn.close()
+
+
 def test_rowid_holes_and_normalized_times(tmp_path):
     """Rowids with gaps (a deleted row), exported with --ts-normalize (UTC epoch timestamps)."""
     p = make_export(tmp_path / "x.sqlite", layout="2024")
