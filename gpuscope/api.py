@@ -20,8 +20,6 @@ from gpuscope.runs.recorder import BaseRecorder
 from gpuscope.views.run_stream import RunStream
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from gpuscope.analysis.comparison import Comparison
     from gpuscope.cleanup.model import ActionResult, Suspect
     from gpuscope.cleanup.scanner import Scanner
@@ -36,7 +34,7 @@ if TYPE_CHECKING:
     from gpuscope.views.past_run import PastRun
 
 __all__ = ["RunStream", "cleanup_apply", "cleanup_scanner", "compare_runs", "compare_series",
-           "delete_runs", "findings", "gpu_unavailable_reason", "history", "latest_stacks",
+           "delete_runs", "findings", "gpu_unavailable_reason", "history", "live_findings", "latest_stacks",
            "load_report", "main_exited", "open_past_run", "open_run", "series_progress_text", "start_run",
            "take_stacks", "watch_program_end"]
 
@@ -52,6 +50,14 @@ def start_run(spec: RunSpec, stream: RunStream) -> Run:
               recorders=[_StreamRecorder(stream), FindingsRecorder(on_finding=stream.on_finding)])
     run.start()
     return run
+
+
+def live_findings(run: Run) -> list[Finding]:
+    """A running run's findings so far, merged (a count that grew shows its new value)."""
+    from gpuscope.findings.recorder import FindingsRecorder
+
+    rec = next((r for r in run.recorders if isinstance(r, FindingsRecorder)), None)
+    return rec.findings() if rec is not None else []
 
 
 def gpu_unavailable_reason(run: Run | None = None) -> str | None:
@@ -86,7 +92,7 @@ def watch_program_end(run_dir: str | Path, done: threading.Event, every_s: float
 # -- stored runs --------------------------------------------------------------------------------
 def open_run(ref: str | Path) -> Any:
     """The typed record of one run, by id or folder (the record helper's ``runrecord.open_run``)."""
-    from gpuscope.runrecord import open_run as _open_run   # type: ignore[import-not-found,unused-ignore]
+    from gpuscope.store.lookup import open_run as _open_run
 
     return _open_run(ref)
 
@@ -191,17 +197,17 @@ def compare_runs(ids: Sequence[str]) -> Comparison:
 
 
 # -- cleanup ------------------------------------------------------------------------------------
-def cleanup_scanner(conn: sqlite3.Connection | None = None, **options: Any) -> tuple[Scanner, sqlite3.Connection]:
+def cleanup_scanner(conn: Any = None, **options: Any) -> tuple[Scanner, Any]:
     """A scanner of leftovers and the store connection it records into (one per thread)."""
     from gpuscope.cleanup import Scanner as _Scanner
     from gpuscope.store.db import connect
 
-    store = conn if conn is not None else connect()
+    store: Any = conn if conn is not None else connect()
     return _Scanner(conn=store, **options), store
 
 
 def cleanup_apply(suspects: Sequence[Suspect], force: bool, grace_s: float,
-                  conn: sqlite3.Connection) -> list[ActionResult]:
+                  conn: Any) -> list[ActionResult]:
     """Act on chosen suspects with cleanup's safety rules (``force``: processes are killed)."""
     from gpuscope.cleanup import Policy, perform
     from gpuscope.cleanup import model as m

@@ -92,7 +92,7 @@ class Shooter:
         w.panel.set_script(str(DEMO))
         w.panel.args.setText(str(epochs))
         w.panel.method.setCurrentIndex(w.panel.method.findData(method))
-        w.last_result = None
+        w.session.last_result = None
         w.last_report = None
         w.panel.run_button.click()
         self.wait(lambda: w.controller.busy, f"the {method} run to start")

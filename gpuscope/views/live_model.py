@@ -8,6 +8,7 @@ from a past run's stored samples, so the history reopens a run in the same plots
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -192,7 +193,7 @@ class LiveModel:
             self.version += 1
         return changed
 
-    def set_process_rows(self, rows: list[ProcessRow | dict[str, Any]], left_running: Any = ()) -> None:
+    def set_process_rows(self, rows: Sequence[ProcessRow | dict[str, Any]], left_running: Any = ()) -> None:
         """The run's process rows (``RunResult.processes``, summary.json): each process's exit,
         CPU time and peak RSS as ``gpuscope run`` prints them; its row is ended unless it is one
         of ``left_running`` (alive after the run: ``RunResult.left_running``). A process the

@@ -103,7 +103,7 @@ def start_nsys_run(qtbot: Any, window: Any, while_running: Any = None, timeout: 
     from tests.flaky import known_flake, note_retry
 
     for attempt in (1, 2):
-        window.last_result = None
+        window.session.last_result = None
         # one nsys recording at a time on a machine (gpuscope/nsys/lock.py): the run waits for the lock
         with qtbot.waitSignal(window.controller.sigStarted, timeout=600_000):
             window.panel.run_button.click()

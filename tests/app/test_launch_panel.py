@@ -13,7 +13,7 @@ from gpuscope.app.settings import open_settings
 from gpuscope.errors import UserError
 from gpuscope.finding import SetStartMethod
 from gpuscope.findings.fixes import fix_for_text
-from gpuscope.spec import START_METHOD_HELP
+from gpuscope.spec_checks import START_METHOD_HELP
 from gpuscope.trace import coverage as C
 
 pytestmark = pytest.mark.gui

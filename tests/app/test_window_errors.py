@@ -96,5 +96,5 @@ def test_stop_while_starting_leaves_no_process(qtbot, gpuscope_home):
     assert blocker.args[0].status == "stopped"
     assert run_processes(gpuscope_home) == []
     # its report (if Python got far enough to log) or a status line, never a dialog
-    qtbot.waitUntil(lambda: w._report_task is None and w._report_pending is None, timeout=30_000)
+    qtbot.waitUntil(lambda: w.reports.idle and w._report_pending is None, timeout=30_000)
     assert w.last_error is None

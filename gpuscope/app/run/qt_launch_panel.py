@@ -328,7 +328,8 @@ class QtLaunchPanel(QWidget):
                            trace_fork=fork)
         script, module = ("", target) if self.is_module else (target, None)
         return RunSpec(script=script, module=module, args=args, cwd=cwd,
-                       python=self.python.text().strip() or default_python(), start_method=self.method.currentData(), launcher=self.launcher.currentText(),
+                       python=self.python.text().strip() or default_python(), start_method=self.method.currentData(),
+                       launcher=self.launcher.currentText(),
                        nproc=self.nproc.value(), annotate=annotate, nsys=nsys).validated()
 
     def _on_run(self) -> None:

@@ -9,8 +9,8 @@ frames of gpuscope's own wrappers are grey. A process
 the hook did not reach gets a card that says how it was read (py-spy, pystack) or why it was not
 ("neither py-spy nor pystack is installed").
 
-The view only displays: the window takes the stacks on a worker (``take_stacks``) or loads those
-the findings recorder saved when the run looked stuck (``stacks/latest.json``).
+The view only displays: the run session takes the stacks on a worker (``gpuscope.api.take_stacks``)
+or loads those the findings recorder saved when the run looked stuck (``stacks/latest.json``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import linecache
 import os
 import re
 import time
-from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QApplication, QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QVBoxLayout,
@@ -31,21 +30,6 @@ from gpuscope.findings.stacks import ProcessStacks, StackGroup, stack_groups, us
 CARD_WIDTH = 330
 MAX_FRAMES = 14
 OWN_FRAMES = "/gpuscope/inject/"      # frames of gpuscope's hook (greyed)
-
-
-def take_stacks(run_id: str, run_dir: str | os.PathLike[str], timeout_s: float = 5.0
-                ) -> tuple[int | None, bool, list[ProcessStacks]]:
-    """(taken_ns, live, processes): the stacks of the run's live processes now (saved as the latest),
-    or, once none is alive, the last ones taken (``gpuscope stacks`` does the same). Blocking."""
-    from gpuscope.findings import stacks
-
-    pids = stacks.alive_run_pids(run_id)
-    if pids:
-        procs = stacks.dump_processes(Path(run_dir), stacks.roles_of(Path(run_dir), pids), timeout_s=timeout_s)
-        stacks.save_latest(Path(run_dir), procs)
-        return time.time_ns(), True, procs
-    taken, procs = stacks.load_latest(Path(run_dir))
-    return taken, False, procs
 
 
 # What a thread whose most recent Python frame is one of these is waiting for (file name, function).

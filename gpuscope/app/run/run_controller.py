@@ -1,9 +1,8 @@
 """Start, watch and stop one run from the GUI, with its blocking parts on a worker thread.
 
-``start(spec)`` builds a :class:`gpuscope.runs.supervisor.Run` on a pool thread with the bridge
-as an output listener and as a recorder of telemetry batches, with a
-:class:`~gpuscope.findings.recorder.FindingsRecorder` whose new findings go to the bridge; starts
-it, then blocks in ``Run.wait``. Signals arrive on the GUI thread.
+``start(spec)`` starts the run on a pool thread through :func:`gpuscope.api.start_run`, its
+output, telemetry batches and new findings going to the bridge (a run stream), then blocks in
+``Run.wait``. Signals arrive on the GUI thread.
 ``stop()`` may be called at any time, even while the run is still starting.
 """
 
@@ -15,29 +14,17 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
+from gpuscope import api
 from gpuscope.app import bridge, workers
 from gpuscope.app.bridge import RunBridge
-from gpuscope.runs.recorder import BaseRecorder
 from gpuscope.spec import RunSpec
 
 if TYPE_CHECKING:
-    from gpuscope.findings.recorder import FindingsRecorder
+    from pathlib import Path
+
     from gpuscope.runs.supervisor import Run, RunResult
-    from gpuscope.telemetry.batch import SampleBatch
 
 IDLE, STARTING, RUNNING, STOPPING = "idle", "starting", "running", "stopping"
-
-
-class _BatchesToGui(BaseRecorder):
-    """The app's recorder: each telemetry batch goes to the bridge (drained by the GUI's timer)."""
-
-    name = "app"
-
-    def __init__(self, run_bridge: RunBridge) -> None:
-        self._bridge = run_bridge
-
-    def on_batch(self, batch: "SampleBatch") -> None:
-        self._bridge.on_batch(batch)
 
 
 class RunController(QObject):
@@ -63,7 +50,6 @@ class RunController(QObject):
         self._lock = threading.Lock()
         self._stop_wanted = False
         self.task: workers.Task | None = None
-        self.findings_recorder: FindingsRecorder | None = None   # the run's live findings
 
     def _set_state(self, state: str) -> None:
         self.state = state
@@ -75,8 +61,8 @@ class RunController(QObject):
 
     def findings(self) -> list:
         """The run's findings so far (merged: a count that grew shows its new value)."""
-        rec = self.findings_recorder
-        return rec.findings() if rec is not None else []
+        run = self.run
+        return api.live_findings(run) if run is not None else []
 
     def elapsed(self) -> float:
         """Seconds of the run: since its program started (since Run was pressed while it starts);
@@ -96,22 +82,14 @@ class RunController(QObject):
             raise RuntimeError("a run is already in progress")
         self._stop_wanted = False
         self.run, self.gpu_reason = None, None
-        self.findings_recorder = None
         self.started_at, self.ended_at, self.duration = time.monotonic(), 0.0, None
         self._set_state(STARTING)
         self.task = workers.submit(lambda task: self._work(spec), on_done=self._ended,
                                    on_error=self._failed, label="run")
 
-    def _work(self, spec: RunSpec) -> "RunResult":
-        from gpuscope.findings.recorder import FindingsRecorder
-        from gpuscope.runs.supervisor import Run
-
-        self.findings_recorder = FindingsRecorder(on_finding=self.bridge.on_finding)
-        run = Run(spec, output=[self.bridge.on_output], progress=self.bridge.on_progress,
-                  recorders=[_BatchesToGui(self.bridge), self.findings_recorder])
-        run.start()
-        gpu = run.sampler.gpu if run.sampler is not None else None
-        self.gpu_reason = None if gpu is None or gpu.available else (gpu.reason or "no NVIDIA GPU")
+    def _work(self, spec: RunSpec) -> RunResult:
+        run = api.start_run(spec, self.bridge)
+        self.gpu_reason = api.gpu_unavailable_reason(run)
         with self._lock:
             self.run = run
             stop_now = self._stop_wanted
@@ -127,14 +105,10 @@ class RunController(QObject):
         finally:
             done.set()
 
-    def _watch_program_end(self, run_dir, done: threading.Event, every_s: float = 0.2) -> None:
+    def _watch_program_end(self, run_dir: Path, done: threading.Event) -> None:
         """Under nsys, tell the GUI when the program has ended, before nsys has finished."""
-        from gpuscope.trace.events import main_exited
-
-        while not done.wait(every_s):
-            if main_exited(run_dir):
-                bridge.to_gui(self.sigProgramEnded.emit, run_dir)
-                return
+        for _ in api.watch_program_end(run_dir, done):
+            bridge.to_gui(self.sigProgramEnded.emit, run_dir)
 
     def _started(self, run: "Run") -> None:
         self._set_state(STOPPING if self._stop_wanted else RUNNING)
@@ -161,15 +135,3 @@ class RunController(QObject):
         if self.state in (RUNNING, STOPPING) and run is not None:
             self._set_state(STOPPING)
             run.stop()
-
-
-def probe_gpu() -> str | None:
-    """None when NVML sees a GPU, else the reason (the GPU plots show it before any run)."""
-    from gpuscope.telemetry.gpu import open_backend
-
-    backend = open_backend()
-    try:
-        return None if backend.available else (backend.reason or "no NVIDIA GPU")
-    finally:
-        backend.close()
-
