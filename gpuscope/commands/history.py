@@ -85,7 +85,7 @@ def _report(args: argparse.Namespace, items: list[dict], dry: bool, total: int) 
 
 
 def _show(conn: StoreConnection, args: argparse.Namespace) -> int:
-    from gpuscope.runrecord import open_run
+    from gpuscope.store.lookup import open_run
     from gpuscope.store import retention
     from gpuscope.store import runs as store_runs
 

@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_dir(run_id: str) -> Path:
-    from gpuscope.runrecord import find_run
+    from gpuscope.store.lookup import find_run
 
     return Path(find_run(run_id)[1])
 

@@ -8,14 +8,14 @@ from gpuscope.errors import UserError
 
 
 def run_by_id(run_id: str) -> tuple[str, Path]:
-    from gpuscope.runrecord import find_run
+    from gpuscope.store.lookup import find_run
 
     found, folder = find_run(run_id)
     return found, Path(folder)
 
 
 def latest_run() -> tuple[str, Path]:
-    from gpuscope.runrecord import latest_run as newest
+    from gpuscope.store.lookup import latest_run as newest
 
     run_id, folder = newest()
     return run_id, Path(folder)

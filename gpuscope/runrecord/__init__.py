@@ -1,9 +1,8 @@
-"""One run's typed record (:class:`RunRecord`, its :class:`ProcessRow` s) and the one way to open a
-run (:func:`open_run`)."""
+"""One run's typed record (:class:`RunRecord`, its :class:`ProcessRow` s), read from its folder
+(:func:`read_folder`; by id or folder: ``gpuscope.store.lookup.open_run``)."""
 
-from gpuscope.runrecord.folder import find_run, latest_run, open_run, read_folder
-from gpuscope.runrecord.model import NsysSummary, RunRecord, SampledProcess
-from gpuscope.trace.process_row import ProcessRow
+from gpuscope.runrecord.folder import read_folder
+from gpuscope.runrecord.model import NsysSummary, RunRecord
+from gpuscope.trace.process_row import ProcessRow, SampledProcess
 
-__all__ = ["NsysSummary", "ProcessRow", "RunRecord", "SampledProcess", "find_run", "latest_run", "open_run",
-           "read_folder"]
+__all__ = ["NsysSummary", "ProcessRow", "RunRecord", "SampledProcess", "read_folder"]

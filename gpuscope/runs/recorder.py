@@ -48,7 +48,8 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Protocol
 
     from gpuscope.finding import Finding
-    from gpuscope.runrecord.model import NsysSummary, SampledProcess
+    from gpuscope.runrecord.model import NsysSummary
+    from gpuscope.trace.process_row import SampledProcess
     from gpuscope.trace.events import RunEvents
     from gpuscope.trace.process_row import ProcessRow
 

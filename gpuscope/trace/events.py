@@ -434,6 +434,8 @@ class _LogState:
             try:
                 header = json.loads(line[2:])
             except ValueError:
+                header = None
+            if not _is_header(header):   # a damaged header names no process: not a log to read
                 self.not_a_log = True
                 return
             self.header, self.info = header, dict(header)
@@ -487,6 +489,15 @@ class _LogState:
                            tasks=list(self.tasks), main_reimport=self.main_reimport, shm=list(self.shm))
         pe._raw = (list(self.rows), bytes(self.ranges_data), list(self.blocks))
         return pe
+
+
+def _is_header(value: Any) -> bool:
+    """An H line's object names its process: pid and the two clock anchors, integers."""
+    return isinstance(value, dict) and all(isinstance(value.get(k), int) and not isinstance(value.get(k), bool)
+                                           for k in HEADER_KEYS)
+
+
+HEADER_KEYS = ("pid", "anchor_mono_ns", "anchor_wall_ns")
 
 
 def _read_from(path: str, offset: int) -> bytes:

@@ -145,6 +145,33 @@ class ProcessRow:
         return cls(**values)
 
 
+@dataclass
+class SampledProcess:
+    """What the telemetry sampler saw of one process (its summary when the run ended)."""
+
+    pid: int
+    ppid: int | None = None
+    name: str | None = None                 # the OS name (comm) when last seen
+    cmdline: list[str] = field(default_factory=list)
+    create_time: float | None = None        # epoch seconds, as /proc gives it
+    cpu_seconds: float | None = None
+    peak_rss_bytes: int | None = None
+    peak_gpu_mem_bytes: int | None = None   # None without GPU telemetry
+
+    @classmethod
+    def from_summary(cls, pid: int, data: dict[str, Any]) -> SampledProcess:
+        """One entry of the sampler's ``process_summary()``."""
+        return cls(pid=int(pid), ppid=data.get("ppid"), name=data.get("name"),
+                   cmdline=list(data.get("cmdline") or []), create_time=data.get("create_time"),
+                   cpu_seconds=data.get("cpu_seconds"), peak_rss_bytes=data.get("peak_rss_bytes"),
+                   peak_gpu_mem_bytes=data.get("peak_gpu_mem_bytes"))
+
+
+def sampled_from_summary(summary: dict[int, dict[str, Any]]) -> list[SampledProcess]:
+    """The sampler's ``process_summary()`` as records, by pid."""
+    return [SampledProcess.from_summary(pid, data) for pid, data in sorted(summary.items())]
+
+
 _FIELD_NAMES = frozenset(f.name for f in fields(ProcessRow))
 
 

@@ -4,14 +4,10 @@ and the sampler's figures (exact figures from the exit record win over sampled o
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from gpuscope.status import signal_name
 from gpuscope.trace.events import ProcessEvents, read_run_events
-from gpuscope.trace.process_row import NOT_INJECTED, PROGRAM_ROLES, ProcessRow, TopRange
-
-if TYPE_CHECKING:
-    from gpuscope.runrecord.model import SampledProcess
+from gpuscope.trace.process_row import NOT_INJECTED, PROGRAM_ROLES, ProcessRow, SampledProcess, TopRange
 
 INFO_KEYS = ("argv", "nvtx", "forked", "parent_role", "local_rank", "start_method_explicit", "executable",
              "target", "ray", "ray_address", "ray_task", "ray_actor")

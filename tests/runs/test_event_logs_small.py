@@ -250,3 +250,15 @@ def test_the_run_reader_reads_a_range_block_once_it_is_whole(run_dir):
     after = {pe.pid: pe for pe in reader.processes()}
     assert after[100].range_count == before[100] + 2 and not after[100].truncated
     assert after[100].range_rows() == ev.read_log(run_dir / "events" / "100-1000.log").range_rows()
+
+
+@pytest.mark.parametrize("header", [b'H\t{"ppid": 1, "anchor_mono_ns": 5, "anchor_wall_ns": 5}\n',
+                                    b'H\t{"pid": 9, "anchor_mono_ms": 5, "anchor_wall_ns": 5}\n',
+                                    b'H\t{"pid": "9", "anchor_mono_ns": 5, "anchor_wall_ns": 5}\n',
+                                    b'H\t[9]\n'])
+def test_a_header_that_names_no_process_is_no_log(run_dir, header):
+    """A damaged header (a key or type lost) is skipped like a file without one, never a KeyError."""
+    bad = run_dir / "events" / "9-5.log"
+    bad.write_bytes(header + b'X\t6\t{"exit_code": 0}\n')
+    assert ev.read_log(bad) is None
+    assert 9 not in {pe.pid for pe in ev.read_run_events(run_dir)}

@@ -12,9 +12,10 @@ import pytest
 
 from gpuscope.errors import UserError
 from gpuscope.procs import ProcKey
-from gpuscope.runrecord import RunRecord, find_run, open_run, read_folder
+from gpuscope.runrecord import RunRecord, read_folder
 from gpuscope.status import ExitStatus, RunStatus
 from gpuscope.store import db, rebuild
+from gpuscope.store.lookup import find_run, open_run
 from gpuscope.store import runs as store_runs
 from tests.runs.helpers import gpuscope, script, summary
 

@@ -50,7 +50,7 @@ class TelemetryRecorder(BaseRecorder):
     def finish(self, outcome: Outcome) -> None:
         if self.sampler is None:
             return
-        from gpuscope.runrecord.model import sampled_from_summary
+        from gpuscope.trace.process_row import sampled_from_summary
         from gpuscope.trace.process_rows import add_sampled
 
         self.sampler.stop()  # idempotent: stopped already when the program ended
