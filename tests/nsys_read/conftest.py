@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from nsysrec import Install, kill_tagged, record, require_installs, stats_csv  # noqa: E402
+from nsysrec import Install, kill_tagged, record, require_installs, stats_csv
 
 
 # --------------------------------------------------------------------------- fixtures

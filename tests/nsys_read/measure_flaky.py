@@ -26,9 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from nsysrec import PYTHON, SCRIPT, TAG, find_installs, kill_tagged  # noqa: E402
+from nsysrec import PYTHON, SCRIPT, TAG, find_installs, kill_tagged
 
-from gpuscope.nsys.lock import NsysLock  # noqa: E402
+from gpuscope.nsys.lock import NsysLock
 
 HANG_S = 300.0   # a step still running after this counts as hung (a loaded machine is slow)
 

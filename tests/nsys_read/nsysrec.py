@@ -123,7 +123,7 @@ def kill_tagged() -> int:
     return n
 
 
-class NsysFlake(AssertionError):
+class NsysFlake(AssertionError):  # noqa: N818 - a flake, not an error of the code under test
     """An nsys step failed in a way nsys fails on its own (tests/flaky.py): worth one more try."""
 
 
@@ -140,7 +140,7 @@ def run_nsys(cmd: list, timeout: float = 300, env: dict | None = None, cwd: Path
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         kill_tagged()
-        raise NsysFlake(f"{Path(str(cmd[0])).name} {cmd[1]} hung: still running after {timeout:.0f} s")
+        raise NsysFlake(f"{Path(str(cmd[0])).name} {cmd[1]} hung: still running after {timeout:.0f} s") from None
     if proc.returncode != 0:
         known = known_flake(out)
         what = f"exit {proc.returncode}: {' '.join(map(str, cmd))}\n{out[-2000:]}"
@@ -214,7 +214,8 @@ def stats_csv(inst: Install, sqlite: Path, report: str) -> list[dict]:
     """``nsys stats --report <report> --format csv`` rows as dicts (empty when the report skips)."""
     out = run_nsys([inst.nsys, "stats", "--report", inst.report_name(report), "--format", "csv",
                     "--output", "-", sqlite], cwd=sqlite.parent)
-    lines = [ln for ln in out.splitlines() if ln and not ln.startswith(("Processing [", "SKIPPED", "NOTICE", "WARNING"))]
+    chatter = ("Processing [", "SKIPPED", "NOTICE", "WARNING")
+    lines = [ln for ln in out.splitlines() if ln and not ln.startswith(chatter)]
     start = next((i for i, ln in enumerate(lines) if ln.startswith('"Time') or ln.startswith("Time")), None)
     if start is None:
         return []

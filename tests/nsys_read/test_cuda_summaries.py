@@ -14,7 +14,6 @@ import sqlite3
 
 import pytest
 
-from gpuscope.nsys import reader
 from gpuscope.nsys import report as nsys_report
 from nsysrec import VERSIONS, run_nsys, stats_csv
 from test_real_nsys import _ours, assert_same_rows
@@ -53,8 +52,9 @@ def add_cuda_rows(path, seed: int = 3) -> None:
             "gridX": grid[0], "gridY": grid[1], "gridZ": grid[2], "blockX": 256, "blockY": 1, "blockZ": 1,
             "registersPerThread": 32, "gridId": corr})
         api = APIS[corr % len(APIS)]
+        driver = api.startswith("cu") and not api.startswith("cuda")
         _insert(conn, "CUPTI_ACTIVITY_KIND_RUNTIME", {
-            "start": t - 5000, "end": t - 5000 + rng.randint(200, 9000), "eventClass": 1 if api.startswith("cu") and not api.startswith("cuda") else 0,
+            "start": t - 5000, "end": t - 5000 + rng.randint(200, 9000), "eventClass": 1 if driver else 0,
             "globalTid": gpid | 4242, "correlationId": corr, "nameId": ids[api], "returnValue": 0})
         if corr % 4 == 0:
             _insert(conn, "CUPTI_ACTIVITY_KIND_MEMCPY", {

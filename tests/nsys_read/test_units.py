@@ -29,7 +29,7 @@ NVTX_COLS = ("start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, r
              "floatValue REAL, jsonTextId INTEGER, jsonText TEXT")
 
 
-def G(pid: int, tid: int) -> int:
+def G(pid: int, tid: int) -> int:  # noqa: N802 - reads like nsys's globalTid in the rows below
     return (1 << 48) | (pid << 24) | tid
 
 
@@ -48,8 +48,10 @@ def make_export(path: Path, *, layout: str = "2022", nvtx: bool = True, kernels:
     version = version or {"2022": ("2022.4.2.1", "3.0.0"), "2024": ("2024.2.3.38", "3.11.1")}[layout]
     conn.executemany(f"INSERT INTO {meta} VALUES (?, ?)", [("EXPORT_PRODUCT_VERSION", version[0]),
                                                            ("EXPORT_SCHEMA_VERSION", version[1])])
-    conn.execute(f"CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER, utcTime TEXT, localTime TEXT{more})")
-    conn.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME (utcEpochNs, utcTime, localTime) VALUES (1700000000000000000, '', '')")
+    conn.execute("CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER, utcTime TEXT, "
+                 f"localTime TEXT{more})")
+    conn.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME (utcEpochNs, utcTime, localTime) "
+                 "VALUES (1700000000000000000, '', '')")
     strings = ["outer", "inner", "python3", "[NSys]", "op", "read", "k1", "k2"]
     conn.executemany("INSERT INTO StringIds (id, value) VALUES (?, ?)", list(enumerate(strings)))
     conn.execute("CREATE TABLE OSRT_API (start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL, "
@@ -75,15 +77,18 @@ def make_export(path: Path, *, layout: str = "2022", nvtx: bool = True, kernels:
         green = "greenContextId INTEGER, " if layout != "2022" else ""
         conn.execute(f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, "
                      f"deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, {green}streamId INTEGER NOT NULL, "
-                     "correlationId INTEGER, globalPid INTEGER, demangledName INTEGER NOT NULL, shortName INTEGER NOT NULL, "
-                     f"gridX INTEGER, gridY INTEGER, gridZ INTEGER, blockX INTEGER, blockY INTEGER, blockZ INTEGER{more})")
+                     "correlationId INTEGER, globalPid INTEGER, demangledName INTEGER NOT NULL, "
+                     "shortName INTEGER NOT NULL, gridX INTEGER, gridY INTEGER, gridZ INTEGER, "
+                     f"blockX INTEGER, blockY INTEGER, blockZ INTEGER{more})")
         conn.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, contextId, streamId, "
-                         "correlationId, globalPid, demangledName, shortName, gridX, gridY, gridZ, blockX, blockY, blockZ)"
+                         "correlationId, globalPid, demangledName, shortName, gridX, gridY, gridZ, blockX, blockY, "
+                         "blockZ)"
                          " VALUES (?,?,0,1,7,?,?,?,?,?,1,1,128,1,1)",
                          [(1000 + i * 100, 1050 + i * 100 + i, i, G(10, 0), 6 + i % 2, 6 + i % 2, 1 + i // 3)
                           for i in range(6)])
     conn.execute(f"CREATE TABLE ThreadNames (nameId INTEGER, priority INTEGER, globalTid INTEGER{more})")
-    conn.executemany("INSERT INTO ThreadNames (nameId, priority, globalTid) VALUES (?,0,?)", [(2, G(10, 10)), (3, G(10, 13)), (2, G(99, 99))])
+    conn.executemany("INSERT INTO ThreadNames (nameId, priority, globalTid) VALUES (?,0,?)",
+                     [(2, G(10, 10)), (3, G(10, 13)), (2, G(99, 99))])
     conn.execute(f"CREATE TABLE PROCESSES (globalPid INTEGER, pid INTEGER, name TEXT{more})")
     conn.execute("INSERT INTO PROCESSES (globalPid, pid, name) VALUES (?, 10, 'python3')", (G(10, 0),))
     if extra_cols:
@@ -159,12 +164,16 @@ def test_nesting_depth_matches_a_stack(depth_impl):
             t += rng.randint(0, 3)
             if stack and rng.random() < 0.5:
                 s = stack.pop()
-                starts.append(s); ends.append(t); groups.append(g)
+                starts.append(s)
+                ends.append(t)
+                groups.append(g)
             else:
                 stack.append(t)
         while stack:
             t += 1
-            starts.append(stack.pop()); ends.append(t); groups.append(g)
+            starts.append(stack.pop())
+            ends.append(t)
+            groups.append(g)
     s, e, gr = np.array(starts), np.array(ends), np.array(groups)
     depth = T.nesting_depth(gr, s, e)
     for g in range(5):
@@ -418,7 +427,7 @@ def test_run_folder_shows_tables_before_its_timeline(tmp_path):
     assert early == summary.process_table(tl)                   # what the eager merge gave
     # the same run with the Timeline already read takes the eager path: same table
     eager = nsys_report.load_report(tmp_path / "report.sqlite")
-    eager.timeline
+    assert eager.timeline is not None
     coverage.attach_run(eager, tmp_path)
     assert eager.processes == early
 
@@ -529,7 +538,8 @@ def test_summary_reader_equals_timeline_summaries(tmp_path, variant, scan, monke
     for key in full:
         assert [r.to_dict() for r in quick.summaries[key]] == [r.to_dict() for r in full[key]], key
     assert quick.processes == summary.process_table(tl) and quick.notes == tl.notes
-    assert sum(r.count for r in quick.summaries["nvtx"]) == (7 if variant == "domain-twice" else 6 - (variant == "holes"))
+    want = 7 if variant == "domain-twice" else 6 - (variant == "holes")
+    assert sum(r.count for r in quick.summaries["nvtx"]) == want
 
 
 def test_read_gpus(tmp_path):

@@ -17,7 +17,6 @@ from gpuscope.nsys.lock import NsysLock
 from gpuscope.spec import NsysOptions, RunSpec
 from tests.flaky import known_flake, note_retry
 
-from tests.nsys_versions import VERSIONS  # noqa: E402 - oldest and newest unless GPUSCOPE_TEST_ALL_NSYS=1
 NVTX_SCRIPT = """\
 import nvtx, time
 nvtx.mark("hello")

@@ -68,4 +68,5 @@ def test_doctor_finds_nsys_through_path(provisioned, tmp_path, run_env):
     checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
     assert checks["nsys"]["ok"], checks
     assert checks["nsys"]["detail"] == f"{inst.version} at {inst.nsys} [PATH] (used for runs)"
-    assert checks[f"importer {inst.release}"]["ok"] and str(inst.importer) in checks[f"importer {inst.release}"]["detail"]
+    importer = checks[f"importer {inst.release}"]
+    assert importer["ok"] and str(inst.importer) in importer["detail"]
