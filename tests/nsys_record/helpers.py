@@ -16,6 +16,9 @@ from gpuscope.nsys import agents as procs, locate, record
 from gpuscope.nsys.lock import NsysLock
 from gpuscope.spec import NsysOptions, RunSpec
 from tests.flaky import known_flake, note_retry
+from tests.nsys_versions import VERSIONS  # oldest and newest unless GPUSCOPE_TEST_ALL_NSYS=1
+
+__all__ = ["VERSIONS"]   # the recording tests' release list, re-exported for test_record.py
 
 NVTX_SCRIPT = """\
 import nvtx, time
