@@ -48,7 +48,7 @@ def test_pool_workers_that_missed_sigterm_get_it_again(run_env):
     out = proc.stdout.decode()
     assert data["status"] == "exited", (out, proc.stderr[-2000:])
     took = float(re.search(r"terminated in ([\d.]+) s", out).group(1))
-    assert took < 10, out
+    assert took < 30, out     # the tasks sleep 60 s: a bound that tells the fallback from waiting for them
     workers = [pe for pe in read_run_events(data["run_dir"]) if pe.role == "pool worker"]
     assert len(workers) == 2 and all(w.exit is not None and w.exit.get("exit_code") == 143 for w in workers), \
         [w.exit for w in workers]

@@ -122,7 +122,7 @@ def test_features_of_spawn_recording(recordings, key):
 
 @pytest.mark.parametrize("key", VERSIONS)
 def test_wall_clock_alignment(recordings, key):
-    """utcEpochNs + mark time lands within a few ms of the wall clock the script printed."""
+    """utcEpochNs + mark time lands just after the wall clock the script printed before the mark."""
     path = recordings.get(key, "spawn")
     log = (path.parent / "spawn.log").read_text()
     line = next(ln for ln in log.splitlines() if ln.startswith("clock-probe"))
@@ -130,7 +130,10 @@ def test_wall_clock_alignment(recordings, key):
     tl = nsys_report.load_report(path).timeline
     probe = tl.marks.start_ns[tl.marks.name_id == tl.strings.lookup("clock-probe")]
     assert len(probe) == 1
-    assert abs(tl.wall_base_ns + int(probe[0]) - wall) < 5_000_000
+    # the mark comes after the script read the wall clock: never earlier (beyond the clocks' conversion),
+    # and later by whatever the machine's load put between the two (a generous bound, not a speed)
+    late = tl.wall_base_ns + int(probe[0]) - wall
+    assert -5_000_000 < late < 1_000_000_000, late
 
 
 def test_osrt_sum_equals_nsys_stats(recordings, installs, tmp_path_factory):
