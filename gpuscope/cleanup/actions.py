@@ -13,17 +13,20 @@ import pwd
 import signal
 import sqlite3
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gpuscope.cleanup.model as m
 from gpuscope.cleanup.evidence import human_bytes, human_s
-from gpuscope.cleanup.safety import Gone, Policy, Refused, check_process, same_process
+from gpuscope.cleanup.safety import GoneError, Policy, RefusedError, check_process, same_process
 from gpuscope.cleanup.shm_actions import unlink_segment
 from gpuscope.cleanup.snapshot import ProcInfo, read_process
 from gpuscope.procs.key import ProcKey
 from gpuscope.procs.read import start_ticks_at
 from gpuscope.procs.signals import ProcGoneError, ProcHandle
 from gpuscope.store import cleanup_log as store_actions
+
+if TYPE_CHECKING:
+    from gpuscope.store.db import Connection
 
 KILL_WAIT_S = 5.0      # how long to wait for SIGKILL to take effect
 REAP_WAIT_S = 1.0      # how long to wait for a parent to reap
@@ -53,8 +56,8 @@ class _Handle(ProcHandle):
         try:
             super().__init__(ProcKey(ident.pid, start_ticks_at(ident.create_time)))
         except ProcGoneError as exc:
-            check_process(ident, policy)   # the one-line refusal or Gone, when one applies
-            raise Gone(f"pid {ident.pid} is gone ({exc})") from None
+            check_process(ident, policy)   # the one-line refusal or GoneError, when one applies
+            raise GoneError(f"pid {ident.pid} is gone ({exc})") from None
         try:
             self.proc: ProcInfo = check_process(ident, policy)  # after the pidfd is open
         except BaseException:
@@ -72,7 +75,7 @@ def final_state(ident: m.ProcIdentity, wait_s: float = REAP_WAIT_S) -> str:
     end = time.monotonic() + wait_s
     while True:
         proc = read_process(ident.pid)
-        if not same_process(proc, ident):
+        if proc is None or not same_process(proc, ident):
             return "gone"
         if not proc.is_zombie:
             return "alive"
@@ -120,9 +123,9 @@ def stop_process(ident: m.ProcIdentity, policy: Policy, action: str = m.TERMINAT
     """Terminate (SIGTERM, grace, SIGKILL) or kill (SIGKILL) one process."""
     try:
         h = _Handle(ident, policy)
-    except Refused as exc:
+    except RefusedError as exc:
         return _result(action, ident, "refused", False, str(exc))
-    except Gone as exc:
+    except GoneError as exc:
         return _result(action, ident, "gone", True, str(exc), final_state="gone")
     try:
         proc = h.proc
@@ -132,7 +135,7 @@ def stop_process(ident: m.ProcIdentity, policy: Policy, action: str = m.TERMINAT
                            "removes it; signal its parent instead")
         freed = _freed(proc, evidence)
         how, took = _stop(h, action, policy.grace_s)
-    except (Refused, PermissionError, TimeoutError, ProcessLookupError) as exc:
+    except (RefusedError, PermissionError, TimeoutError, ProcessLookupError) as exc:
         return _result(action, ident, "failed", False, f"{exc}")
     finally:
         h.close()
@@ -151,11 +154,11 @@ def stop_process(ident: m.ProcIdentity, policy: Policy, action: str = m.TERMINAT
 def _zombie_parent(ident: m.ProcIdentity) -> ProcInfo:
     proc = read_process(ident.pid)
     if proc is None:
-        raise Gone(f"pid {ident.pid} is gone (it was reaped since it was listed)")
+        raise GoneError(f"pid {ident.pid} is gone (it was reaped since it was listed)")
     if not same_process(proc, ident):
-        raise Refused(f"refusing: pid {ident.pid} was restarted since it was listed (create time changed)")
+        raise RefusedError(f"refusing: pid {ident.pid} was restarted since it was listed (create time changed)")
     if not proc.is_zombie:
-        raise Refused(f"refusing: pid {ident.pid} is not a zombie (state {proc.status}); "
+        raise RefusedError(f"refusing: pid {ident.pid} is not a zombie (state {proc.status}); "
                       "terminate it instead")
     return proc
 
@@ -165,9 +168,9 @@ def signal_parent(ident: m.ProcIdentity, policy: Policy) -> m.ActionResult:
     act = m.SIGNAL_PARENT
     try:
         zombie = _zombie_parent(ident)
-    except Gone as exc:
+    except GoneError as exc:
         return _result(act, ident, "gone", True, str(exc), final_state="gone")
-    except Refused as exc:
+    except RefusedError as exc:
         return _result(act, ident, "refused", False, str(exc))
     ppid = zombie.ppid
     if ppid == 1:
@@ -191,11 +194,11 @@ def _sigchld(ident: m.ProcIdentity, ppid: int, policy: Policy) -> m.ActionResult
         return _result(act, ident, "failed", False, f"the parent pid {ppid} of pid {ident.pid} is gone")
     try:
         h = _Handle(m.ProcIdentity(ppid, parent.create_time), policy)
-    except (Refused, Gone) as exc:
+    except (RefusedError, GoneError) as exc:
         return _result(act, ident, "refused", False, f"{exc} (the parent of zombie pid {ident.pid})")
     try:
         h.send(signal.SIGCHLD)
-    except (Refused, PermissionError, ProcessLookupError) as exc:
+    except (RefusedError, PermissionError, ProcessLookupError) as exc:
         return _result(act, ident, "failed", False, str(exc))
     finally:
         h.close()
@@ -211,7 +214,7 @@ def _sigchld(ident: m.ProcIdentity, ppid: int, policy: Policy) -> m.ActionResult
                    final_state=state, details=details)
 
 
-def record(conn: sqlite3.Connection | None, res: m.ActionResult, run_id: str | None = None) -> None:
+def record(conn: Connection | None, res: m.ActionResult, run_id: str | None = None) -> None:
     """Log one action result in the run store (the default store when ``conn`` is None).
 
     The action has already happened: a store that cannot be written is noted in the result's
@@ -231,7 +234,7 @@ def record(conn: sqlite3.Connection | None, res: m.ActionResult, run_id: str | N
 
 
 def act(identity: m.ProcIdentity | m.ShmIdentity, *, action: str | None = None,
-        policy: Policy | None = None, conn: sqlite3.Connection | None = None,
+        policy: Policy | None = None, conn: Connection | None = None,
         evidence: m.Evidence | None = None, run_id: str | None = None,
         shm_dir: str = "/dev/shm") -> m.ActionResult:
     """Do ``action`` on a listed target (None: unlink a segment, signal a zombie's parent,
@@ -249,11 +252,11 @@ def act(identity: m.ProcIdentity | m.ShmIdentity, *, action: str | None = None,
 
 def _is_zombie(ident: m.ProcIdentity) -> bool:
     proc = read_process(ident.pid)
-    return same_process(proc, ident) and proc.is_zombie
+    return proc is not None and same_process(proc, ident) and proc.is_zombie
 
 
 def perform(suspect: m.Suspect, action: str | None = None, *, policy: Policy | None = None,
-            conn: sqlite3.Connection | None = None, shm_dir: str = "/dev/shm") -> m.ActionResult:
+            conn: Connection | None = None, shm_dir: str = "/dev/shm") -> m.ActionResult:
     """Act on a suspect from a listing (what the app's Cleanup tab calls per checked row)."""
     if suspect.identity is None:
         res = m.ActionResult(action=action or "none", target=suspect.title, identity={},

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import sqlite3
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import gpuscope.cleanup.model as m
 from gpuscope.cleanup.actions import act, identify, record
@@ -14,6 +13,9 @@ from gpuscope.cleanup.safety import Policy, listing_refusal, static_refusal
 from gpuscope.cleanup.scanner import Scanner
 from gpuscope.cleanup.shm_actions import identify_segment
 from gpuscope.cleanup.snapshot import read_process
+
+if TYPE_CHECKING:
+    from gpuscope.store.db import Connection
 
 
 def _proc_target(pid: int, expects: dict[int, ProcIdentity], listing: m.ScanResult):
@@ -33,7 +35,7 @@ def _plan_line(action: str, what: str, why: str | None, refusal: str | None) -> 
 def _plan(args, targets, shm_targets) -> list[dict[str, Any]]:
     policy = Policy(allow_other_users=args.allow_other_users, grace_s=args.grace)
     plan = []
-    for pid, ident, suspect, _ in targets:
+    for pid, _ident, suspect, _ in targets:
         proc = read_process(pid)
         action = m.KILL if args.force else m.TERMINATE
         if proc is not None and proc.is_zombie:
@@ -55,7 +57,7 @@ def _missing(action: str, target: str, message: str) -> m.ActionResult:
                           message=message)
 
 
-def act_on_targets(args: argparse.Namespace, conn: sqlite3.Connection,
+def act_on_targets(args: argparse.Namespace, conn: Connection,
                    expects: dict[int, ProcIdentity], emit: Callable) -> int:
     """Resolve identities (from --expect, from a fresh listing, or now), then act or show the plan."""
     with Scanner(conn=conn, use_gpu=not args.no_gpu, idle_window_s=0, shm_min_age_s=0.0) as scanner:

@@ -9,6 +9,8 @@ and create time, ``info_json["create_time"]``; without it, a start time inside t
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 import sqlite3
 import time
@@ -18,6 +20,9 @@ from gpuscope.cleanup.evidence import human_s
 from gpuscope.cleanup.snapshot import ProcInfo, ProcTable
 from gpuscope.procs.membership import RUN_ID_VAR, Reason
 from gpuscope.store.runs import FINAL_STATUSES
+
+if TYPE_CHECKING:
+    from gpuscope.store.db import Connection
 
 CREATE_TIME_TOLERANCE_S = 0.01
 
@@ -42,12 +47,12 @@ class RunLink:
         return f"still alive although gpuscope run {self.run_id}{ended}; {role}matched by {self.how}"
 
 
-def _runs(conn: sqlite3.Connection) -> dict[str, sqlite3.Row]:
+def _runs(conn: Connection) -> dict[str, sqlite3.Row]:
     rows = conn.execute("SELECT id, status, started_ns, ended_ns FROM runs").fetchall()
     return {r["id"]: r for r in rows}
 
 
-def _table_rows(conn: sqlite3.Connection, pids: list[int]) -> list[sqlite3.Row]:
+def _table_rows(conn: Connection, pids: list[int]) -> list[sqlite3.Row]:
     rows: list[sqlite3.Row] = []
     marks = ",".join("?" * len(FINAL_STATUSES))
     for i in range(0, len(pids), 400):
@@ -72,7 +77,7 @@ def _matches(proc: ProcInfo, info: dict, run: sqlite3.Row) -> str | None:
     return None
 
 
-def link_runs(conn: sqlite3.Connection, table: ProcTable) -> dict[int, RunLink]:
+def link_runs(conn: Connection, table: ProcTable) -> dict[int, RunLink]:
     """pid -> the finished run a live process came from."""
     from gpuscope.store.runs import mark_abandoned
 

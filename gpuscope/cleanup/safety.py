@@ -25,7 +25,7 @@ class Policy:
     grace_s: float = 3.0
 
 
-class Gone(Exception):
+class GoneError(Exception):
     """The process no longer exists (it exited since it was listed)."""
 
 
@@ -43,7 +43,7 @@ def static_refusal(pid: int) -> str | None:
     return None
 
 
-def owner_refusal(uid: int, what: str, policy: Policy) -> str | None:
+def owner_refusal(uid: int | None, what: str, policy: Policy) -> str | None:
     """Refusal for something owned by another user, or None."""
     euid = os.geteuid()
     if uid == euid:
@@ -62,21 +62,21 @@ def same_process(proc: ProcInfo | None, ident: ProcIdentity) -> bool:
 def check_process(ident: ProcIdentity, policy: Policy) -> ProcInfo:
     """The process ``ident`` names, read now, if gpuscope may signal it.
 
-    Raises :class:`Refused` with a one-line reason, or :class:`Gone` when it has exited.
+    Raises :class:`RefusedError` with a one-line reason, or :class:`GoneError` when it has exited.
     """
     why = static_refusal(ident.pid)
     if why:
-        raise Refused(why)
+        raise RefusedError(why)
     proc = read_process(ident.pid)
     if proc is None:
-        raise Gone(f"pid {ident.pid} is gone (it exited since it was listed)")
+        raise GoneError(f"pid {ident.pid} is gone (it exited since it was listed)")
     if not same_process(proc, ident):
-        raise Refused(f"refusing: pid {ident.pid} was restarted since it was listed (create time changed)")
+        raise RefusedError(f"refusing: pid {ident.pid} was restarted since it was listed (create time changed)")
     if proc.is_kernel_thread:
-        raise Refused(f"refusing: pid {ident.pid} is a kernel thread")
+        raise RefusedError(f"refusing: pid {ident.pid} is a kernel thread")
     why = owner_refusal(proc.uid, f"pid {ident.pid}", policy)
     if why:
-        raise Refused(why)
+        raise RefusedError(why)
     return proc
 
 
@@ -90,5 +90,5 @@ def listing_refusal(proc: ProcInfo, policy: Policy) -> str | None:
     return owner_refusal(proc.uid, f"pid {proc.pid}", policy)
 
 
-class Refused(Exception):
+class RefusedError(Exception):
     """An action was refused by a safety rule; ``str(exc)`` is the one-line reason."""

@@ -8,9 +8,8 @@ The CLI observes for a short window and scans once; the app keeps one Scanner, c
 from __future__ import annotations
 
 import os
-import sqlite3
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gpuscope.cleanup.model as m
 from gpuscope.cleanup.evidence import process_evidence, short_cmd
@@ -22,11 +21,14 @@ from gpuscope.cleanup.shm import SHM_MIN_AGE_S
 from gpuscope.cleanup.snapshot import ProcInfo, ProcTable, ancestors, nvidia_files_open
 from gpuscope.cleanup.suspects import add_gpu_ghosts, add_shm_suspects, process_reasons, zombie_suspect
 
+if TYPE_CHECKING:
+    from gpuscope.store.db import Connection
+
 
 class Scanner:
     """Observes processes, GPU holders and /dev/shm and lists suspects."""
 
-    def __init__(self, *, conn: sqlite3.Connection | None = None, backend: Any = None,
+    def __init__(self, *, conn: Connection | None = None, backend: Any = None,
                  use_gpu: bool = True, idle_window_s: float = 300.0, shm_dir: str = "/dev/shm",
                  shm_min_age_s: float = SHM_MIN_AGE_S, policy: Policy | None = None,
                  verify_gpu_pids: bool = True) -> None:
@@ -139,6 +141,7 @@ class Scanner:
         idle = {v.pid: v for v in self.tracker.idle(table.at)}
         suspects: dict[str, m.Suspect] = {}
         notes: list[str] = []
+        s: m.Suspect | None
         for proc in table:
             if proc.pid in skip or proc.is_kernel_thread or proc.pid == 1:
                 continue
@@ -207,7 +210,7 @@ def _ordered(suspects: dict[str, m.Suspect]) -> list[m.Suspect]:
     return sorted(suspects.values(), key=lambda s: (_KIND_ORDER.get(s.kind, 9), s.pid or 0, s.key))
 
 
-def scan(*, conn: sqlite3.Connection | None = None, backend: Any = None, use_gpu: bool = True,
+def scan(*, conn: Connection | None = None, backend: Any = None, use_gpu: bool = True,
          idle_window_s: float = 5.0, shm_dir: str = "/dev/shm", shm_min_age_s: float = SHM_MIN_AGE_S,
          policy: Policy | None = None, interval: float = 1.0) -> m.ScanResult:
     """One listing: observe for the idle window (GPU present) or briefly, then scan."""

@@ -8,7 +8,6 @@ attributes a leftover it lists to the finished run whose logs say they made it.
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING
 from gpuscope.procs.shm import SHM_DIR
 
 if TYPE_CHECKING:
+    from gpuscope.store.db import Connection
     from gpuscope.procs.shm import ShmSegment
     from gpuscope.trace.events import ProcessEvents
 
@@ -64,7 +64,7 @@ def still_present(made: Iterable[ShmMade], shm_dir: str = SHM_DIR) -> list[ShmMa
     return [m for m in made if os.path.isfile(os.path.join(shm_dir, m.name))]
 
 
-def attribute(conn: sqlite3.Connection, segments: Iterable[ShmSegment]) -> dict[str, tuple[str, ShmMade]]:
+def attribute(conn: Connection, segments: Iterable[ShmSegment]) -> dict[str, tuple[str, ShmMade]]:
     """name -> (run id, what its logs say) for the segments a stored run made: the runs whose
     time window holds the segment's last change are read (usually one)."""
     from gpuscope.trace.events import read_run_events

@@ -158,8 +158,7 @@ def add_shm_suspects(scanner: "Scanner", table: ProcTable, suspects: dict[str, m
             identity=m.ShmIdentity(seg.name, seg.dev, seg.ino), actions=[m.UNLINK],
             blocked=owner_refusal(seg.uid, f"/dev/shm/{seg.name}", scanner.policy))
     if usage.unreadable:
-        names = [f"{pid} ({table.get(pid).name})" if table.get(pid) else str(pid)
-                 for pid in usage.unreadable[:5]]
+        names = [f"{pid} ({p.name})" if (p := table.get(pid)) else str(pid) for pid in usage.unreadable[:5]]
         more = f" and {len(usage.unreadable) - 5} more" if len(usage.unreadable) > 5 else ""
         notes.append(f"could not read the memory maps of pid {', '.join(names)}{more} (not "
                      "permitted); a segment only they use would be listed as leaked")

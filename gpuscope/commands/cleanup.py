@@ -6,13 +6,18 @@ import argparse
 import json
 import sqlite3
 import sys
+from typing import TYPE_CHECKING
 
 from gpuscope.errors import UserError
+
+if TYPE_CHECKING:
+    from gpuscope.store.db import Connection
 
 DESCRIPTION = (
     "List processes that hold GPU memory while idle, outlive their gpuscope run, or are orphaned "
     "multiprocessing/torch workers; zombies; stale Nsight Systems agents; leaked /dev/shm "
-    "segments and named semaphores (sem.*); GPU memory of pids that do not exist. Without --kill/--unlink nothing is changed. "
+    "segments and named semaphores (sem.*), with the run that made them; GPU memory of pids that do "
+    "not exist (or, in a container, are not visible). Without --kill/--unlink nothing is changed. "
     "With them, targets are re-checked (pid + create time) right before each signal and every "
     "action is logged in the run store."
 )
@@ -47,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="show the last N logged cleanup actions and exit")
 
 
-def _connect() -> sqlite3.Connection:
+def _connect() -> Connection:
     from gpuscope.store.db import connect
 
     try:
@@ -99,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _history(args: argparse.Namespace, conn: sqlite3.Connection) -> int:
+def _history(args: argparse.Namespace, conn: Connection) -> int:
     import time
 
     from gpuscope.store.cleanup_log import list_actions

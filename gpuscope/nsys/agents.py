@@ -152,7 +152,7 @@ def terminate(pids: set[int], grace_s: float, watch: Callable[[], None] | None =
 
 def temp_reports(pids: set[int]) -> set[str]:
     """The ``/tmp/nsys-report-*.qdstrm`` files that ``pids`` hold open (left behind by a kill)."""
-    paths = set()
+    paths: set[str] = set()
     for pid in pids:
         paths.update(f for f in open_files(pid) if os.path.basename(f).startswith("nsys-report-"))
     return paths
