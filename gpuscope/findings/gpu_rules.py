@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from gpuscope.finding import Finding, Severity, evidence
 from gpuscope.findings.registry import Input, RunInputs, rule
@@ -60,11 +60,15 @@ def _who(pid: int, roles: dict[int, str]) -> str:
     return f"{roles[pid]} {pid}" if pid in roles else f"pid {pid}"
 
 
-def time_sliced_findings(tl: Timeline, roles: dict[int, str], mps_line: str | None = None) -> list[Finding]:
+def time_sliced_findings(tl: Timeline, roles: dict[int, str],
+                         mps_line: Callable[[], str | None] | None = None) -> list[Finding]:
+    """``mps_line``: what MPS looks like now, asked only when there is a finding to add it to."""
     from gpuscope.gpu import checks, sharing
 
     out = []
-    for hit in checks.time_sliced(sharing.of_timeline(tl)):
+    hits = checks.time_sliced(sharing.of_timeline(tl))
+    mps_now = mps_line() if hits and mps_line is not None else None
+    for hit in hits:
         d = hit.sharing
         who = ", ".join(_who(p, roles) for p in hit.pids[:4]) + (" …" if len(hit.pids) > 4 else "")
         numbers = {"device": d.device, "processes": len(hit.pids), "busy ms": d.busy_ns / 1e6,
@@ -74,8 +78,8 @@ def time_sliced_findings(tl: Timeline, roles: dict[int, str], mps_line: str | No
         excerpts = [f"{_who(p.pid, roles)}: GPU {p.gpu_ns / 1e6:.3f} ms ({p.share:.0%} of busy)"
                     + (f", queued behind others {p.queued_ns / 1e6:.3f} ms" if p.queued_ns is not None else "")
                     for p in d.processes if p.pid in hit.pids]
-        if mps_line:
-            excerpts.append(f"now on this machine: {mps_line}")
+        if mps_now:
+            excerpts.append(f"now on this machine: {mps_now}")
         out.append(Finding(
             "gpu-time-sliced",
             f"GPU {d.device} took turns between {len(hit.pids)} processes ({who}): their work overlapped "
@@ -135,7 +139,7 @@ def _mps_line() -> str | None:
       title="processes on one GPU took turns: their work almost never ran at once")
 def _gpu_time_sliced(run: RunInputs) -> list[Finding]:
     tl = timeline_of(run)
-    return time_sliced_findings(tl, run.roles, _mps_line()) if tl is not None else []
+    return time_sliced_findings(tl, run.roles, _mps_line) if tl is not None else []
 
 
 @rule("gpu-launch-bound", inputs={Input.NSYS, Input.EVENTS}, applies=_has_export,

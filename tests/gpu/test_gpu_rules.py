@@ -70,14 +70,16 @@ def test_overlapping_processes_get_no_time_sliced_finding(tmp_path):
 @pytest.mark.parametrize("version", list(sx.VERSIONS))
 def test_time_sliced_on_every_schema_and_not_for_one_after_the_other(version, tmp_path):
     tl = load_report(sliced(version, tmp_path), use_cache=False).timeline
-    found = gpu_rules.time_sliced_findings(tl, {101: "rank 0", 202: "rank 1"}, "MPS is off")
+    asked = []
+    found = gpu_rules.time_sliced_findings(tl, {101: "rank 0", 202: "rank 1"}, lambda: asked.append(1) or "MPS is off")
     assert [f.evidence.number("device") for f in found] == [0]
     assert "rank 0 101" in found[0].title and "now on this machine: MPS is off" in found[0].evidence.excerpts
     # A runs, then B runs: one switch, no turns taken
     seq = sx.Export(kernels=[sx.Kernel(1, 0, 0, 10 * US), sx.Kernel(1, 0, 12 * US, 20 * US),
                              sx.Kernel(2, 0, 30 * US, 40 * US), sx.Kernel(2, 0, 42 * US, 50 * US)])
     tl = load_report(sx.write(tmp_path / "seq.sqlite", seq, version), use_cache=False).timeline
-    assert gpu_rules.time_sliced_findings(tl, {}) == []
+    assert gpu_rules.time_sliced_findings(tl, {}, lambda: asked.append(1) or "MPS is off") == []
+    assert asked == [1]      # MPS was looked at for the finding only
 
 
 def _stream(pid: int, n: int, length: int, gap: int, queued: bool, t0: int = 0) -> list[sx.Kernel]:
