@@ -31,7 +31,9 @@ def test_json_host_samples_at_the_cadence_and_one_no_gpu_note(run_env):
     grid = len(ticks) + sum(t["missed"] for t in ticks)
     assert len(ticks) >= 2 and grid <= 22, (len(ticks), grid)
     gaps = [b["t_ns"] - a["t_ns"] for a, b in zip(ticks, ticks[1:])]
-    assert min(gaps) > 50e6, gaps                       # no catch-up burst after a late tick
+    # no catch-up burst after a late tick: never more ticks than grid points in their span (a count,
+    # whatever the load; a late tick may lie close to the next one)
+    assert min(gaps) > 0 and len(ticks) <= (ticks[-1]["t_ns"] - ticks[0]["t_ns"]) / 100e6 + 2, gaps
     if grid == len(ticks):
         assert 17 <= len(ticks), len(ticks)
         assert abs(sum(gaps) / len(gaps) - 100e6) < 10e6
@@ -51,7 +53,8 @@ def test_text_mode_follows_a_pid_and_notes_on_stderr(run_env):
         child.wait()
     assert p.returncode == 0, p.stderr
     assert p.stderr.count("# note: no NVIDIA GPU / driver") == 1
-    procs = [line.split() for line in p.stdout.splitlines() if line.split()[1:2] == ["proc"] and not line.startswith("#")]
+    procs = [line.split() for line in p.stdout.splitlines()
+             if line.split()[1:2] == ["proc"] and not line.startswith("#")]
     assert {int(x[2]) for x in procs} >= {child.pid} and len({x[2] for x in procs}) == 2
     assert any(line.split()[1] == "host" for line in p.stdout.splitlines())
     assert p.stdout.startswith("#time    proc")
