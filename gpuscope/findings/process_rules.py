@@ -2,23 +2,25 @@
 
 Both read ``I`` lines of the event logs (docs/EVENTS.md) written by ``gpuscope/inject/forkwatch.py``:
 ``fork_threads`` (threads alive in the parent at a fork) and ``child_exits`` (multiprocessing
-children that ended with a non-zero status). :func:`scan_info` reads them incrementally (live, by
-file offset) or whole (after the run).
+children that ended with a non-zero status). :func:`scan_info` takes them from the run's event-log
+reader (``trace.events.RunEvents``: its identity records, from a cursor), live or after the run.
 """
 
 from __future__ import annotations
 
 import _signal  # the C module behind `signal` (whose enums cost ~1 ms): numbers here, names when a rule fires
-import json
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
 from gpuscope.procs.files import pid_path, read_bytes
-from gpuscope.rundir import logs_in
 from gpuscope.findings.registry import Input, OnStop, Phase, RunInputs, declare, rule
 
-KEYS = (b'"fork_threads"', b'"child_exits"', b'"role"')
+if TYPE_CHECKING:
+    from gpuscope.trace.events import RunEvents
+
+KEYS = ("fork_threads", "child_exits", "role")
 # Threads of multiprocessing's own machinery: forking beside them is the pool's business, not the user's.
 MP_TARGETS = {"_handle_workers", "_handle_tasks", "_handle_results", "Queue._feed", "_feed",
               "Pool._handle_workers", "Pool._handle_tasks", "Pool._handle_results"}
@@ -34,54 +36,41 @@ class ProcessFacts:
     fork_threads: dict[int, list[dict]] = field(default_factory=dict)   # pid -> records, in order
     child_exits: dict[int, int] = field(default_factory=dict)          # child pid -> exit code
     exit_parent: dict[int, int] = field(default_factory=dict)          # child pid -> parent pid
-    offsets: dict[str, int] = field(default_factory=dict)             # log -> bytes read
+    events: RunEvents | None = None                                    # the run's reader the scans go on with
+    cursor: int = 0                                                    # its records taken so far
     forked: set[int] = field(default_factory=set)                      # fork children (their H line)
     roles: dict[int, str] = field(default_factory=dict)                # pid -> role (H, then I lines)
 
 
-def scan_info(events_dir: str | os.PathLike[str], facts: ProcessFacts) -> bool:
-    """Read the new part of every ``.log`` in ``events_dir`` for the two keys; True if anything new."""
+def scan_info(source: RunEvents | str | os.PathLike[str], facts: ProcessFacts) -> bool:
+    """Take what the event logs' identity records said since the last scan (the run's reader,
+    ``source``, or the events folder: a reader of it is kept in ``facts``); True if a fork with
+    threads, a child's exit or a role was new."""
+    from gpuscope.trace.events import RunEvents
+
+    if isinstance(source, RunEvents):
+        facts.events = source
+    elif facts.events is None:
+        facts.events = RunEvents(os.path.dirname(os.path.normpath(os.fspath(source))))
+    facts.events.refresh(ranges=False)
+    facts.cursor, records = facts.events.records_since(facts.cursor)
     new = False
-    for path in logs_in(events_dir):
-        start = facts.offsets.get(path, 0)
-        try:
-            size = os.path.getsize(path)
-            if size <= start:
-                continue
-            with open(path, "rb") as fh:
-                fh.seek(start)
-                data = fh.read(size - start)
-        except OSError:
-            continue
-        cut = data.rfind(b"\n") + 1             # whole lines only; the rest next time
-        facts.offsets[path] = start + cut
-        first = os.path.basename(path).split("-", 1)[0]
-        pid = int(first) if first.isdigit() else 0
-        if start == 0 and data.startswith(b"H\t"):
-            new |= _header(data[:data.find(b"\n")], pid, facts)
-        for line in data[:cut].split(b"\n"):
-            if line.startswith(b"I\t") and any(k in line for k in KEYS):
-                new |= _take(line, pid, facts)
+    for pid, kind, _, value in records:
+        if kind == "H":
+            _header(value, pid, facts)
+        elif kind == "I" and any(k in value for k in KEYS):
+            new |= _take(value, pid, facts)
     return new
 
 
-def _header(line: bytes, pid: int, facts: ProcessFacts) -> bool:
-    try:
-        head = json.loads(line[2:])
-    except ValueError:
-        return False
+def _header(head: dict, pid: int, facts: ProcessFacts) -> None:
     if head.get("forked"):
         facts.forked.add(pid)
     if head.get("role"):
         facts.roles[pid] = str(head["role"])
-    return False
 
 
-def _take(line: bytes, pid: int, facts: ProcessFacts) -> bool:
-    try:
-        info = json.loads(line.split(b"\t", 2)[2])
-    except (IndexError, ValueError):
-        return False
+def _take(info: dict, pid: int, facts: ProcessFacts) -> bool:
     if info.get("role"):
         facts.roles[pid] = str(info["role"])
     if "fork_threads" in info:

@@ -31,6 +31,7 @@ from gpuscope.rundir import EVENTS
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext
 
 if TYPE_CHECKING:
+    from gpuscope.trace.events import RunEvents
     from gpuscope.findings.output_rules import OutputScanner
     from gpuscope.findings.process_rules import ProcessFacts
     from gpuscope.findings.telemetry_rules import TelemetryWatch
@@ -76,6 +77,7 @@ class FindingsRecorder(BaseRecorder):
         self._last_progress = time.monotonic()
         self._stuck_reported = False
         self._main_exited = threading.Event()   # set by the run's event-log reader (RunEvents.on_first_exit)
+        self._events: RunEvents | None = None
         self.ended = False
         self._oom_path: str | None = None
         self._oom_start: int | None = None
@@ -130,6 +132,7 @@ class FindingsRecorder(BaseRecorder):
         from gpuscope.findings import process_rules
 
         self.run_dir = ctx.run_folder
+        self._events = ctx.events
         if ctx.events is not None:
             ctx.events.on_first_exit(self._main_exited.set)
         self._stop_requested = ctx.stop_requested
@@ -283,7 +286,8 @@ class FindingsRecorder(BaseRecorder):
         from gpuscope.findings import process_rules
 
         events = os.path.join(self.run_dir, EVENTS)
-        if process_rules.scan_info(events, self.facts):
+        # the run's one event-log reader when the run gives it (RunContext.events), else the folder
+        if process_rules.scan_info(self._events if self._events is not None else events, self.facts):
             self._report(process_rules.fork_with_threads(self.facts, self.facts.roles)
                          + process_rules.died_by_signal(self.facts, self.facts.roles, False))
         try:
