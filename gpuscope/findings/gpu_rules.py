@@ -109,12 +109,11 @@ def pageable_findings(tl: Timeline, roles: dict[int, str]) -> list[Finding]:
     from gpuscope.gpu import checks, sharing
 
     m = tl.memops
-    src_kind = getattr(m, "src_kind", None)     # read by the nsys reader from srcKind
-    if src_kind is None or not len(m):
+    if not len(m):
         return []
     spans = checks.work_spans(sharing.work_of(tl))
     out = []
-    for hit in checks.pageable_copies(m.start_ns, m.end_ns, m.pid, m.device, m.copy_kind, src_kind, m.bytes,
+    for hit in checks.pageable_copies(m.start_ns, m.end_ns, m.pid, m.device, m.copy_kind, m.src_kind, m.bytes,
                                       spans):
         out.append(Finding(
             "pageable-copies",

@@ -136,14 +136,13 @@ def test_pageable_copies_trigger_and_clean_cases():
                                   span) == []
 
 
-def test_pageable_rule_through_the_export(tmp_path):
+@pytest.mark.parametrize("version", list(sx.VERSIONS))
+def test_pageable_rule_through_the_export(tmp_path, version):
     copies = [sx.Copy(5, 0, i * 1_000 * US, i * 1_000 * US + 50 * US, src=sx.PAGEABLE, launch=i * 1_000 * US)
               for i in range(20)]
-    tl = load_report(sx.write(tmp_path / "p.sqlite", sx.Export(copies=copies), "2023.4"), use_cache=False).timeline
-    if not hasattr(tl.memops, "src_kind"):
-        pytest.skip("the nsys reader does not read srcKind yet (MemOps.src_kind)")
+    tl = load_report(sx.write(tmp_path / "p.sqlite", sx.Export(copies=copies), version), use_cache=False).timeline
     (f,) = gpu_rules.pageable_findings(tl, {})
     assert f.code == "pageable-copies" and f.evidence.number("copies") == 20
     pinned = [sx.Copy(c.pid, c.device, c.start, c.end, launch=c.launch) for c in copies]
-    tl = load_report(sx.write(tmp_path / "q.sqlite", sx.Export(copies=pinned), "2023.4"), use_cache=False).timeline
+    tl = load_report(sx.write(tmp_path / "q.sqlite", sx.Export(copies=pinned), version), use_cache=False).timeline
     assert gpu_rules.pageable_findings(tl, {}) == []
