@@ -95,6 +95,16 @@ class ProcHandle:
             self.fd = None
 
 
+def send_signal(key: ProcKey, sig: int) -> bool:
+    """Send ``sig`` to the process ``key`` names (never to a process that got its pid later);
+    False when it is gone or not permitted."""
+    try:
+        with ProcHandle(key) as handle:
+            return handle.try_send(sig)
+    except ProcGoneError:
+        return False
+
+
 def handles(keys: Iterable[ProcKey]) -> list[ProcHandle]:
     """Handles on those of ``keys`` that still name their process."""
     out = []

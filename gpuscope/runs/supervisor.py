@@ -307,6 +307,8 @@ class Run(InRunFolder):
         return {p: info for p, info in tree.items() if p not in own}
 
     def _signal_all(self, sig: int, program_only: bool = False) -> int:
+        from gpuscope.procs.signals import send_signal
+
         tree = self._tree()
         own = self._own(tree)
         home = {self._proc.pid} | {info.sid for info in tree.values() if info.ppid in own}  # type: ignore[union-attr]
@@ -314,10 +316,7 @@ class Run(InRunFolder):
         for pid, info in targets.items():
             if info.sid not in home and pid not in self._escaped_on_stop:
                 self._escaped_on_stop.append(pid)
-            try:
-                os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
+            send_signal(info.key, sig)   # by (pid, start): never a process that got the pid since the scan
         return len(targets)
 
     def _escalate(self, grace_s: float) -> None:
