@@ -19,6 +19,7 @@ import enum
 import importlib
 import os
 import pkgutil
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
@@ -116,6 +117,7 @@ class Rule:
     check: Check | None = None
     applies: Callable[[RunInputs], bool] | None = None   # a cheap test before the check
     module: str = ""
+    supersedes: tuple[str, ...] = ()        # codes its findings make redundant for the same processes
 
     @property
     def emits(self) -> tuple[str, ...]:
@@ -140,11 +142,14 @@ def _as_set(value: Any, kind: type[enum.Enum]) -> frozenset[Any]:
 
 def declare(rule_id: str, *, inputs: Iterable[Input] | Input, phase: Iterable[Phase] | Phase, title: str,
             codes: Iterable[str] = (), on_stop: OnStop = OnStop.KEEP, check: Check | None = None,
-            applies: Callable[[RunInputs], bool] | None = None, module: str = "") -> Rule:
+            applies: Callable[[RunInputs], bool] | None = None, module: str = "",
+            supersedes: Iterable[str] = ()) -> Rule:
     """Add a rule to the table (a second declaration of an id from the same module replaces the
     first, as a reload does; from another module it is an error: ids are unique)."""
+    if not module:   # where it is declared: the check's module, else the caller's
+        module = getattr(check, "__module__", "") if check is not None else sys._getframe(1).f_globals["__name__"]
     made = Rule(rule_id, _as_set(inputs, Input), _as_set(phase, Phase), title, tuple(codes), on_stop, check,
-                applies, module or (getattr(check, "__module__", "") if check is not None else ""))
+                applies, module, tuple(supersedes))
     if check is not None and Phase.AFTER not in made.phases:
         raise ValueError(f"rule {rule_id}: a check runs after the run; declare Phase.AFTER")
     old = _RULES.get(rule_id)
@@ -156,11 +161,12 @@ def declare(rule_id: str, *, inputs: Iterable[Input] | Input, phase: Iterable[Ph
 
 def rule(rule_id: str, *, inputs: Iterable[Input] | Input, phase: Iterable[Phase] | Phase = Phase.AFTER,
          title: str, codes: Iterable[str] = (), on_stop: OnStop = OnStop.KEEP,
-         applies: Callable[[RunInputs], bool] | None = None) -> Callable[[Check], Check]:
+         applies: Callable[[RunInputs], bool] | None = None,
+         supersedes: Iterable[str] = ()) -> Callable[[Check], Check]:
     """Decorator: declare ``check`` as the after-run check of ``rule_id``."""
     def add(check: Check) -> Check:
         declare(rule_id, inputs=inputs, phase=phase, title=title, codes=codes, on_stop=on_stop, check=check,
-                applies=applies)
+                applies=applies, supersedes=supersedes)
         return check
     return add
 
@@ -218,6 +224,7 @@ def on_stopped(rule_: Rule, found: list[Finding]) -> list[Finding]:
 def run_after(run: RunInputs) -> list[Finding]:
     """Every after-run check whose ``applies`` holds; a check that fails becomes one info finding."""
     out: list[Finding] = []
+    covered: list[tuple[str, set[int]]] = []       # (code made redundant, for these processes)
     for r in rules(Phase.AFTER):
         if r.check is None:
             continue
@@ -228,7 +235,10 @@ def run_after(run: RunInputs) -> list[Finding]:
         except Exception as exc:  # noqa: BLE001 - one failing rule must not cost the others
             out.append(_failed(r.id, f"{type(exc).__name__}: {exc}"))
             continue
-        out += on_stopped(r, found) if run.stopped else found
+        found = on_stopped(r, found) if run.stopped else found
+        covered += [(code, set(f.pids)) for f in found for code in r.supersedes]
+        out += found
+    out = [f for f in out if not any(f.code == code and f.pids and set(f.pids) <= pids for code, pids in covered)]
     out += [_failed(name, why) for name, why in sorted(_broken.items())]
     return out
 

@@ -105,7 +105,7 @@ def reimport_finding(group: list[Start]) -> Finding | None:
         SetForkserverPreload(tuple(n for n, _ in slow)) if slow else None)
 
 
-@rule("spawn-main-reimport", inputs=Input.EVENTS,
+@rule("spawn-main-reimport", inputs=Input.EVENTS, supersedes=("startup-dominated",),
       applies=lambda run: any(pe.main_reimport is not None for pe in run.events),
       title="spawn/forkserver children spent much of their start re-importing __main__'s imports")
 def _spawn_main_reimport(run: RunInputs) -> list[Finding]:

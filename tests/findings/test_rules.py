@@ -6,12 +6,19 @@ Runs go through the real CLI (`gpuscope run --json`); the rules then read the ru
 
 from __future__ import annotations
 
+import glob
+import os
+import shutil
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from gpuscope.finding import CleanupShm
 from gpuscope.findings.engine import analyse_run
+from gpuscope.findings.output_rules import OutputScanner
 from tests.findings.live import SCRIPTS
 from tests.runs.helpers import ROOT, gpuscope, summary
 
@@ -54,9 +61,72 @@ def test_leaked_shared_memory_names_the_segment(run_env):
     found = _codes(analyse_run(Path(summary(proc)["run_dir"])))
     f = found["leaked-shm"]
     assert "1 leaked shared_memory objects" in f.evidence.excerpts[0] and f.evidence.number("objects") == 1
-    # Python 3.13+ names the segments in the warning; older ones do not (then there is nothing to unlink).
-    assert f.action is None or f.action.names == ("/" + name.lstrip("/"),)
+    # Python 3.13+ names the segments in the warning (then the fix unlinks them); older ones do not
+    if sys.version_info >= (3, 13):
+        assert f.action == CleanupShm(("/" + name.lstrip("/"),)), f.action
+    else:
+        assert f.action is None and "/" + name.lstrip("/") not in f.title
     assert set(found) == {"leaked-shm"}                     # the tracker's clean-up is no leftover
+
+
+def _python313() -> str | None:
+    """A CPython 3.13+ interpreter on this machine (PATH, then pyenv's versions), or None."""
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    candidates = sorted(glob.glob(f"{root}/versions/3.1[3-9]*/bin/python3"))
+    candidates += [p for p in (shutil.which("python3.13"), shutil.which("python3.14")) if p]
+    for python in candidates:     # a pyenv shim of a version not selected fails: try the next
+        probe = subprocess.run([python, "-c", "import sys; print(sys.version_info >= (3, 13))"],
+                               capture_output=True, text=True, timeout=60)
+        if probe.stdout.strip() == "True":
+            return python
+    return None
+
+
+def test_leaked_shm_names_the_segments_python_313_prints(tmp_path):
+    """The 3.13 path of the rule: the real resource tracker's warning of a 3.13 interpreter, read
+    whole by the scanner (the test's own Python may be older)."""
+    python = _python313()
+    if python is None:    # no such interpreter here: its warning as resource_tracker.py 3.13 formats it
+        err = ("UserWarning: resource_tracker: There appear to be 1 leaked shared_memory objects to clean up "
+               "at shutdown: {'/psm_x1'}\n")
+        name = "psm_x1"
+    else:
+        proc = subprocess.run([python, str(SCRIPTS / "shm_leak.py")], capture_output=True, timeout=120,
+                              cwd=str(tmp_path))
+        name = proc.stdout.decode().split("created ", 1)[1].split()[0]
+        err = proc.stderr.decode()
+    scanner = OutputScanner()
+    scanner.feed(err.encode())
+    scanner.finish()
+    (f,) = [f for f in scanner.findings() if f.code == "leaked-shm"]
+    assert f.action == CleanupShm(("/" + name.lstrip("/"),)), (err, f)
+    assert name in f.title
+
+
+def test_leaked_semaphore_from_the_trackers_warning(run_env):
+    data, found = _run(SCRIPTS / "sem_leak.py", env=run_env)
+    f = _codes(found)["leaked-semaphore"]
+    assert "1 leaked semaphore objects" in f.evidence.excerpts[0] and f.evidence.number("objects") == 1
+    assert f.action is None and data["status"] == "exited"
+
+
+def test_executor_worker_killed_from_the_broken_pool_message(run_env):
+    data, found = _run(SCRIPTS / "executor_killed.py", env=run_env)
+    told = [f for f in found if f.code == "died-by-signal" and "ProcessPoolExecutor" in f.title]
+    assert len(told) == 1 and "terminated abruptly" in told[0].evidence.excerpts[-1], [f.line() for f in found]
+    assert told[0].severity == "error" and data["status"] == "failed"
+
+
+def test_torchrun_exitcode_lines_name_the_killed_rank(run_env):
+    """torchrun starts its ranks with subprocess (no multiprocessing reaping to see): the rank's
+    death is known from torchrun's failure block, "exitcode  : -9 (pid: N)"."""
+    proc = gpuscope("run", "--json", "-q", "--launcher", "torchrun", "--nproc", "2",
+                    str(SCRIPTS / "torchrun_killed.py"), env=run_env, timeout=240)
+    data = summary(proc)
+    killed = int(next(ln for ln in proc.stdout.decode().splitlines() if ln.startswith("rank 1 ")).split()[-1])
+    found = _codes(analyse_run(Path(data["run_dir"])))
+    f = found["died-by-signal"]
+    assert killed in f.pids and f"pid {killed} (rank 1): SIGKILL" in f.evidence.excerpts, f
 
 
 def test_tasks_too_small_suggests_a_chunksize_from_the_measurements(run_env):
@@ -99,13 +169,25 @@ def test_fork_with_threads_names_the_thread(run_env, tmp_path):
     main = next(p["pid"] for p in data["processes"] if p["role"] == "main")
     assert f.pids == (main,) and f.evidence.excerpts == ("thread heartbeat (spin)",)
     assert f.evidence.number("forks with threads") == 2 and f.action.method == "spawn"
-    assert signal.SIGTERM  # pool.terminate() SIGTERMs the workers: no died-by-signal for that
+    # the with-block's pool.terminate() may SIGTERM the workers: no died-by-signal for that (below)
     assert "died-by-signal" not in _codes(found)
 
 
-def test_left_running_links_to_cleanup(run_env):
-    import os
+def test_sigterm_and_sigint_of_children_are_no_finding_sigkill_is():
+    """What multiprocessing reports for a child pool.terminate() ended (-SIGTERM), a Ctrl-C (-SIGINT),
+    and one the OOM killer ended (-SIGKILL), as the rule reads it."""
+    from gpuscope.findings.process_rules import ProcessFacts, died_by_signal
 
+    roles = {10: "pool worker", 11: "pool worker", 12: "pool worker"}
+    quiet = ProcessFacts(child_exits={10: -int(signal.SIGTERM), 11: -int(signal.SIGINT)})
+    assert died_by_signal(quiet, roles, stopped=False) == []
+    killed = ProcessFacts(child_exits={10: -int(signal.SIGTERM), 12: -int(signal.SIGKILL)})
+    (f,) = died_by_signal(killed, roles, stopped=False)
+    assert f.pids == (12,) and f.evidence.excerpts == ("pid 12 (pool worker): SIGKILL",)
+    assert died_by_signal(killed, roles, stopped=True) == []        # a stop's SIGKILL is gpuscope's own
+
+
+def test_left_running_links_to_cleanup(run_env):
     from gpuscope.finding import CleanupPids
 
     proc = gpuscope("run", "--json", "-q", str(SCRIPTS / "leave_running.py"), env=run_env, timeout=240)

@@ -1,4 +1,5 @@
-"""Spawn workers re-import a module that takes a while to load, then run a few tiny tasks.
+"""Spawn workers take a while to start (their initializer: the re-import of __main__ is quick), then
+run a few tiny tasks.
 
 The first task of each worker waits at a barrier for the other's, so both workers run tasks
 (otherwise the first worker ready may do all eight before its sibling has started).
@@ -7,8 +8,6 @@ import multiprocessing as mp
 import threading
 import time
 
-time.sleep(0.8)           # a heavy import, paid again by every spawn worker
-
 _barrier = None
 _first = threading.local()
 
@@ -16,6 +15,7 @@ _first = threading.local()
 def init(barrier):
     global _barrier
     _barrier = barrier
+    time.sleep(0.8)       # a slow set-up, paid by every worker
 
 
 def inc(x):

@@ -1,0 +1,140 @@
+"""The rules' registry: every rule declares its inputs and phase, the engine runs the after-run
+checks through it (a failing check costs only itself), and a stop changes what a rule says."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuscope.finding import Finding, SetNsysForkTracing, Severity, evidence
+from gpuscope.findings import registry
+from gpuscope.findings.registry import STOPPED_NOTE, Input, OnStop, Phase, RunInputs, declare
+
+# every code gpuscope's findings carry (the live ones included), each of which a rule must declare
+CODES = {"died-by-signal", "fork-with-threads", "no-progress", "missing-main-guard", "leaked-shm",
+         "leaked-semaphore", "cuda-after-fork", "tasks-too-small", "load-imbalance", "startup-dominated",
+         "spawn-main-reimport", "large-pickles", "sampler-epoch-not-set", "straggler-rank",
+         "rank-not-in-collective", "ray-object-store-spilled", "ray-object-store-growing", "cow-lost",
+         "input-bound", "cuda-contexts", "idle-gpu-memory", "left-running", "nvtx-incompatible",
+         "nsys-missed-ranges"}
+
+
+@pytest.fixture
+def scratch():
+    """Rules a test declares, taken out of the table again afterwards."""
+    made: list[str] = []
+
+    def add(rule_id: str, **kw):
+        made.append(rule_id)
+        kw.setdefault("inputs", Input.EVENTS)
+        kw.setdefault("phase", Phase.AFTER)
+        kw.setdefault("title", rule_id)
+        return declare(rule_id, module="tests.findings.test_registry", **kw)
+
+    registry.load()
+    yield add
+    for rule_id in made:
+        registry._RULES.pop(rule_id, None)
+
+
+def _f(code: str, pids: tuple[int, ...] = (1,)) -> Finding:
+    return Finding(code, f"{code} found", "fix it", Severity.WARNING, pids, evidence({"n": 1}, [], pids))
+
+
+def test_every_rule_module_loads_and_every_code_has_a_rule():
+    assert registry._broken == {}
+    emitted = {code for r in registry.rules() for code in r.emits}
+    assert CODES <= emitted, sorted(CODES - emitted)
+    for r in registry.rules():
+        assert r.inputs and r.phases and r.title and r.module, r
+        assert r.check is None or Phase.AFTER in r.phases, r
+        assert r.to_dict()["codes"] == list(r.emits)
+    assert registry.get("load-imbalance").on_stop is OnStop.SAY
+    assert registry.get("spawn-main-reimport").inputs == frozenset({Input.EVENTS})
+    assert registry.get("no-progress").phases == frozenset({Phase.LIVE})
+
+
+def test_a_failing_check_costs_only_itself(scratch, tmp_path):
+    def boom(run: RunInputs) -> list[Finding]:
+        raise RuntimeError("bad data")
+
+    scratch("zz-boom", check=boom)
+    scratch("zz-ok", check=lambda run: [_f("zz-ok")])
+    found = registry.run_after(RunInputs(str(tmp_path)))
+    codes = [f.code for f in found]
+    assert "zz-ok" in codes
+    (failed,) = [f for f in found if f.code == "rule-failed"]
+    assert "zz-boom" in failed.title and "RuntimeError: bad data" in failed.title
+
+
+def test_applies_is_asked_first(scratch, tmp_path):
+    asked = []
+    scratch("zz-never", check=lambda run: asked.append("check") or [_f("zz-never")],
+            applies=lambda run: asked.append("applies") and False)
+    assert "zz-never" not in [f.code for f in registry.run_after(RunInputs(str(tmp_path)))]
+    assert asked == ["applies"]
+
+
+def test_a_stop_makes_rules_say_so_or_stay_silent(scratch, tmp_path):
+    scratch("zz-say", check=lambda run: [_f("zz-say")], on_stop=OnStop.SAY)
+    scratch("zz-silent", check=lambda run: [_f("zz-silent")], on_stop=OnStop.SILENT)
+    scratch("zz-keep", check=lambda run: [_f("zz-keep")])
+    whole = {f.code: f for f in registry.run_after(RunInputs(str(tmp_path)))}
+    stopped = {f.code: f for f in registry.run_after(RunInputs(str(tmp_path), stopped=True))}
+    assert {"zz-say", "zz-silent", "zz-keep"} <= set(whole)
+    assert "zz-silent" not in stopped and stopped["zz-keep"] == whole["zz-keep"]
+    assert stopped["zz-say"].title.endswith(f"({STOPPED_NOTE})") and STOPPED_NOTE in stopped["zz-say"].evidence.excerpts
+
+
+def test_a_finding_supersedes_another_for_the_same_processes(scratch, tmp_path):
+    scratch("zz-broad", check=lambda run: [_f("zz-broad", (1, 2)), _f("zz-broad", (3,))])
+    scratch("zz-precise", check=lambda run: [_f("zz-precise", (1, 2))], supersedes=("zz-broad",))
+    found = [(f.code, f.pids) for f in registry.run_after(RunInputs(str(tmp_path))) if f.code.startswith("zz-")]
+    assert sorted(found) == [("zz-broad", (3,)), ("zz-precise", (1, 2))]
+
+
+def test_ids_are_unique_across_modules(scratch):
+    with pytest.raises(ValueError, match="declared twice"):
+        declare("load-imbalance", inputs=Input.EVENTS, phase=Phase.AFTER, title="again", module="elsewhere")
+    with pytest.raises(ValueError, match="Phase.AFTER"):
+        scratch("zz-live-check", phase=Phase.LIVE, check=lambda run: [])
+
+
+def test_coverage_findings_carry_the_structured_fix_and_match_nsys_by_code():
+    from gpuscope.trace.coverage import Coverage, ProcessCoverage, _nvtx_incompatible, coverage_findings
+
+    cov = Coverage([ProcessCoverage(7, "pool worker", "fork", True, 10, 0, "missing", 10, "forked",
+                                    "record fork children", SetNsysForkTracing(True))])
+    (f,) = coverage_findings(cov)
+    assert f.code == "nsys-missed-ranges" and f.action == SetNsysForkTracing(True) and f.pids == (7,)
+    # nsys's rejection is known by its diagnostic's code, whatever its words
+    assert _nvtx_incompatible([{"code": "nvtx-domain-only", "title": "only domains"}]) == "only domains"
+    assert _nvtx_incompatible([_f("nvtx-discarded-handles")]) is None
+    assert _nvtx_incompatible([Finding("other", "payload extension is incompatible")]) is None
+
+
+def _worker(pid: int, ranges: list[tuple[int, int]], taken: list[int], end_ns: int | None):
+    from gpuscope.trace.events import Name, ProcessEvents
+
+    pe = ProcessEvents(path=f"/x/{pid}-1.log", header={"pid": pid, "ppid": 1, "role": "pool worker",
+                                                       "anchor_mono_ns": 0, "anchor_wall_ns": 0},
+                       names={0: Name(0, "task", "", "work", "")}, tasks=[(t, pid, 0, i) for i, t in enumerate(taken)],
+                       exit={"exit_code": -15} if end_ns is not None else None, end_ns=end_ns)
+    pe.info = {**pe.header, "role": "pool worker"}
+    pe._rows = [(a, b, pid, 0, b"P") for a, b in ranges]
+    return pe
+
+
+def test_a_task_cut_by_the_end_counts_up_to_the_exit_record():
+    """A worker that took a task (its T line) and ended inside it (its X line: a SIGTERM handler under
+    nsys writes one): the task counts as busy up to the exit; without the exit record it cannot."""
+    from gpuscope.findings.pool_rules import load_imbalance, workers
+
+    a = _worker(11, [(0, 4_000_000_000), (4_000_000_000, 8_000_000_000)], [0, 4_000_000_000], 9_000_000_000)
+    b = _worker(12, [(0, 4_000_000_000)], [0, 4_100_000_000], 9_000_000_000)      # its second task cut
+    (group,) = workers([a, b]).values()
+    busy = {w.pid: w.busy_s for w in group}
+    assert busy == {11: 8.0, 12: 8.9}
+    assert load_imbalance(group, stopped=True) is None
+    lost = _worker(12, [(0, 4_000_000_000)], [0], None)                      # no T line, no exit record
+    (group,) = workers([a, lost]).values()
+    assert {w.pid: w.busy_s for w in group} == {11: 8.0, 12: 4.0}
