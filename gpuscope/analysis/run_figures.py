@@ -18,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from gpuscope.analysis.wall_parts import CriticalPath, wall_parts
+from gpuscope.analysis.process_times import (bootstrap, first_task, hook_before, hook_span, reimport_modules,
+                                             reimport_ms, task_ids)
+from gpuscope.analysis.wall_parts import critical_path, wall_parts
 from gpuscope.runs.recorders.uss_sampling import USS_FILE   # {pid: peak USS bytes}, when sampled
 from gpuscope.trace.events import ProcessEvents, read_run_events
 
@@ -139,49 +141,17 @@ def _references(logs: list[ProcessEvents]) -> dict[int, tuple[int, int | None, s
     return out
 
 
-def _hook_before(pe: ProcessEvents) -> int:
-    """The part of gpuscope's hook that ran before the log's anchor (its start time), in ns."""
-    value = pe.info.get("hook_before_anchor_ns")
-    return value if isinstance(value, int) and value > 0 else 0
-
-
-def _task_ids(pe: ProcessEvents) -> list[int]:
-    return [nid for nid, n in pe.names.items() if n.kind == "task"]
-
-
-def _hook_span(pe: ProcessEvents) -> tuple[int | None, int]:
-    """(when gpuscope's hook began in a fresh interpreter, or None; when the interpreter was ready)."""
-    start = pe.start_ns - _hook_before(pe)
-    hook = pe.info.get("hook_ns")
-    if isinstance(hook, int) and hook > 0:   # a fresh interpreter ran gpuscope's hook first: its own segment
-        return start, start + hook
-    return None, start
-
-
-def _bootstrap(pe: ProcessEvents) -> int | None:
-    """When multiprocessing's bootstrap began (after a spawn child re-imported ``__main__``)."""
-    return next((t for t, upd in pe.info_times if "mp_name" in upd), None)
-
-
-def _first_task(pe: ProcessEvents) -> int | None:
-    tasks = _task_ids(pe)
-    if not tasks or not len(pe.ranges):
-        return None
-    sel = pe.ranges["t0"][np.isin(pe.ranges["nid"], tasks)]
-    return int(sel.min()) if len(sel) else None
-
-
 def _phases(pe: ProcessEvents, ref: tuple[int, int | None, str], method: str) -> WorkerPhases:
     t_ref, t_ret, what = ref
     ms = lambda t: (t - t_ref) / 1e6  # noqa: E731
     phases = [Phase(what, 0.0)]
     if t_ret is not None:
         phases.append(Phase("process created", ms(t_ret)))
-    hook_start, ready = _hook_span(pe)
+    hook_start, ready = hook_span(pe)
     if hook_start is not None:
         phases.append(Phase("gpuscope's hook", ms(hook_start)))
     phases.append(Phase("interpreter ready", ms(ready)))
-    boot = _bootstrap(pe)
+    boot = bootstrap(pe)
     if boot is not None:
         phases.append(Phase("__main__ re-imported" if method in ("spawn", "forkserver") else "process bootstrap",
                             ms(boot)))
@@ -191,11 +161,11 @@ def _phases(pe: ProcessEvents, ref: tuple[int, int | None, str], method: str) ->
         phases.append(Phase("worker loop ready", ms(loop)))
     r = pe.ranges
     if len(r):
-        first_task = _first_task(pe)
-        if first_task is not None:
-            phases.append(Phase("first task received", ms(first_task)))
+        task = first_task(pe)
+        if task is not None:
+            phases.append(Phase("first task received", ms(task)))
         first = int(r["t0"].min())
-        if first_task is None or first < first_task:
+        if task is None or first < task:
             phases.append(Phase("first range", ms(first)))
     return WorkerPhases(pe.pid, pe.role, what, phases)
 
@@ -219,7 +189,7 @@ def _range_totals(logs: list[ProcessEvents]) -> dict[str, tuple[int, int]]:
 def _task_durations(logs: list[ProcessEvents]) -> np.ndarray:
     parts = []
     for pe in logs:
-        tasks = _task_ids(pe)
+        tasks = task_ids(pe)
         if tasks and len(pe.ranges):
             r = pe.ranges
             sel = np.isin(r["nid"], tasks)
@@ -227,52 +197,10 @@ def _task_durations(logs: list[ProcessEvents]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
-def _reimport_ms(pe: ProcessEvents) -> float | None:
-    """Interpreter ready -> multiprocessing's bootstrap (spawn: the re-import of ``__main__``), in ms."""
-    boot = _bootstrap(pe)
-    return None if boot is None else max(0, boot - _hook_span(pe)[1]) / 1e6
-
-
-def _critical_path(logs: list[ProcessEvents], root: ProcessEvents, refs: dict[int, tuple[int, int | None, str]],
-                   workers: list[ProcessEvents]) -> tuple[CriticalPath, ProcessEvents | None]:
-    """The boundaries of the path to the first task and on to the end, and the worker that ran that task."""
-    calls = [t_call for pe in logs for t_call, *_ in pe.children]
-    firsts = [(t, pe) for pe in workers if (t := _first_task(pe)) is not None]
-    ends = [int(t1.max()) for pe in workers if len(t1 := _task_ends(pe))]
-    if not firsts:   # no pool tasks: the first and last range a worker ran
-        firsts = [(int(pe.ranges["t0"].min()), pe) for pe in workers if len(pe.ranges)]
-        ends = [int(pe.ranges["t1"].max()) for pe in workers if len(pe.ranges)]
-    if not firsts:
-        return CriticalPath(root, first_start_call=min(calls) if calls else None), None
-    first, pe = min(firsts, key=lambda tp: tp[0])
-    hook_start, ready = _hook_span(pe)
-    return CriticalPath(root, first_start_call=min(calls) if calls else None, worker_created=refs[pe.pid][1],
-                        hook_start=hook_start, ready=ready, bootstrap=_bootstrap(pe), first_task=first,
-                        last_task_end=max(ends) if ends else None), pe
-
-
-def _reimport_modules(pe: ProcessEvents | None) -> list[tuple[str, float]]:
-    """The slowest modules a worker's re-import of ``__main__`` imported (the hook's U line), in ms."""
-    # the U line's reader field (trace/events.py), absent from logs the hook wrote before it timed imports
-    got = getattr(pe, "main_reimport", None) if pe is not None else None
-    modules = got[2].get("modules") if got and isinstance(got[2], dict) else None
-    if not isinstance(modules, list):
-        return []
-    return [(str(m[0]), m[1] / 1e6) for m in modules
-            if isinstance(m, list) and len(m) == 2 and isinstance(m[1], (int, float))]
-
-
-def _task_ends(pe: ProcessEvents) -> np.ndarray:
-    tasks = _task_ids(pe)
-    if not tasks or not len(pe.ranges):
-        return np.zeros(0, np.int64)
-    return pe.ranges["t1"][np.isin(pe.ranges["nid"], tasks)]
-
-
 def _first_task_ms(logs: list[ProcessEvents], root: ProcessEvents | None) -> float | None:
     if root is None:
         return None
-    firsts = [t for pe in logs if (t := _first_task(pe)) is not None]
+    firsts = [t for pe in logs if (t := first_task(pe)) is not None]
     if not firsts:  # no pool tasks: the first range a worker opened
         firsts = [int(pe.ranges["t0"].min()) for pe in logs if len(pe.ranges) and pe.role not in NOT_WORKERS]
     return (min(firsts) - root.start_ns) / 1e6 if firsts else None
@@ -346,13 +274,13 @@ def run_figures(row: Any, conn: Any = None) -> RunFigures:
     worker_pids = {pe.pid for pe in workers}
     method = fig.start_method
     fig.workers = [_phases(pe, refs[pe.pid], pe.start_method or method) for pe in workers]
-    startup = [(pe.start_ns - _hook_before(pe) - refs[pe.pid][0]) / 1e6 for pe in workers]
+    startup = [(pe.start_ns - hook_before(pe) - refs[pe.pid][0]) / 1e6 for pe in workers]
     hook = [pe.info["hook_ns"] / 1e6 for pe in workers if isinstance(pe.info.get("hook_ns"), int)]
-    reimport = [ms for pe in workers if (ms := _reimport_ms(pe)) is not None]
+    reimport = [ms for pe in workers if (ms := reimport_ms(pe)) is not None]
     if root is not None:
-        path, first_worker = _critical_path(logs, root, refs, workers)
+        path, first_worker = critical_path(logs, root, refs, workers)
         fig.parts = wall_parts(path, rec.started_ns or None, rec.ended_ns or None)
-        fig.reimport_modules = _reimport_modules(first_worker)
+        fig.reimport_modules = reimport_modules(first_worker)
     for pe in logs:
         fig.roles[pe.role] = fig.roles.get(pe.role, 0) + 1
     fig.ranges = _range_totals(logs)

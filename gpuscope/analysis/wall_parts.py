@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
+from gpuscope.analysis.process_times import bootstrap, first_task, hook_before, hook_span, task_ends
+
 if TYPE_CHECKING:
     from gpuscope.trace.events import ProcessEvents
 
@@ -64,7 +66,7 @@ def wall_parts(path: CriticalPath, started_ns: int | None, ended_ns: int | None)
         return {}
     root = path.root
     to_wall = root.wall_ns   # every process shares the monotonic clock: one anchor converts them all
-    main_start = root.start_ns - _hook_before(root)
+    main_start = root.start_ns - hook_before(root)
     main_end = root.end_ns
     marks: list[tuple[str, int | None]] = [
         ("launch", to_wall(main_start)),
@@ -94,6 +96,19 @@ def _wall(to_wall: Callable[[int], int], mono: int | None) -> int | None:
     return None if mono is None else to_wall(mono)
 
 
-def _hook_before(pe: "ProcessEvents") -> int:
-    value = pe.info.get("hook_before_anchor_ns")
-    return value if isinstance(value, int) and value > 0 else 0
+def critical_path(logs: list[ProcessEvents], root: ProcessEvents, refs: dict[int, tuple[int, int | None, str]],
+                  workers: list[ProcessEvents]) -> tuple[CriticalPath, ProcessEvents | None]:
+    """The boundaries of the path to the first task and on to the end, and the worker that ran that task."""
+    calls = [t_call for pe in logs for t_call, *_ in pe.children]
+    firsts = [(t, pe) for pe in workers if (t := first_task(pe)) is not None]
+    ends = [int(t1.max()) for pe in workers if len(t1 := task_ends(pe))]
+    if not firsts:   # no pool tasks: the first and last range a worker ran
+        firsts = [(int(pe.ranges["t0"].min()), pe) for pe in workers if len(pe.ranges)]
+        ends = [int(pe.ranges["t1"].max()) for pe in workers if len(pe.ranges)]
+    if not firsts:
+        return CriticalPath(root, first_start_call=min(calls) if calls else None), None
+    first, pe = min(firsts, key=lambda tp: tp[0])
+    hook_start, ready = hook_span(pe)
+    return CriticalPath(root, first_start_call=min(calls) if calls else None, worker_created=refs[pe.pid][1],
+                        hook_start=hook_start, ready=ready, bootstrap=bootstrap(pe), first_task=first,
+                        last_task_end=max(ends) if ends else None), pe
