@@ -36,8 +36,27 @@ PAGEABLE_FIX = (
     "RAM: pin buffers you reuse, not every tensor")
 
 
+GPU_TABLES = {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"}
+
+
 def _has_export(run: RunInputs) -> bool:
-    return run.export is not None
+    """The run has an nsys export that may hold GPU work (a CPU-only export's tables say it has none)."""
+    path = run.export
+    if path is None:
+        return False
+    if not path.endswith(".sqlite"):
+        return True          # a .nsys-rep: only its export can tell
+    from gpuscope.errors import UserError
+    from gpuscope.nsys.reader import export_info, open_export
+
+    try:
+        conn = open_export(path)
+    except UserError:
+        return True          # the check then says what is wrong with it
+    try:
+        return bool(export_info(conn).tables & GPU_TABLES)
+    finally:
+        conn.close()
 
 
 @lru_cache(maxsize=2)

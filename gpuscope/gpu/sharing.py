@@ -221,13 +221,14 @@ def _switches(sw: _Sweep, seg: np.ndarray, ready: np.ndarray | None) -> tuple[in
     change = np.flatnonzero(owners[1:] != owners[:-1]) + 1      # index into sole of each switch
     if not has_launch:
         return int(len(change)), None
-    conc = np.r_[0, np.cumsum(np.where(state >= 2, seg, 0))]
     prev_end_k = sole[change - 1] + 1
-    overlapped = conc[sole[change]] - conc[prev_end_k] > 0      # handed over while both ran: no gap
     begin = sw.t[sole[change]]
     assert ready is not None
-    at = np.where(sw.union[sole[change]] >= 0, ready[np.maximum(sw.union[sole[change]], 0)], _NO_TIME)
-    known = (at >= 0) & ~overlapped
+    # a stretch that begins with the start of the owner's work followed idle time; one that begins
+    # with the end of another's was handed over while both ran: no gap, no cost (unknown = not counted)
+    union = sw.union[sole[change]]
+    at = np.where(union >= 0, ready[np.maximum(union, 0)], _NO_TIME)
+    known = at >= 0
     ready_at = np.maximum(sw.t[prev_end_k], at)
     return int(len(change)), int(np.clip(begin - ready_at, 0, None)[known].sum())
 

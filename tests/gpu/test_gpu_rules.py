@@ -146,3 +146,22 @@ def test_pageable_rule_through_the_export(tmp_path, version):
     pinned = [sx.Copy(c.pid, c.device, c.start, c.end, launch=c.launch) for c in copies]
     tl = load_report(sx.write(tmp_path / "q.sqlite", sx.Export(copies=pinned), version), use_cache=False).timeline
     assert gpu_rules.pageable_findings(tl, {}) == []
+
+
+def test_rules_skip_an_export_without_gpu_tables(tmp_path):
+    from gpuscope.findings.registry import RunInputs
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    run = RunInputs(str(run_dir))
+    assert not gpu_rules._has_export(run)                      # no export at all
+    sx.write(run_dir / "report.sqlite", sx.Export(), "2024.2")
+    assert gpu_rules._has_export(run)                          # the synthetic export has the CUPTI tables
+    import sqlite3
+
+    conn = sqlite3.connect(run_dir / "report.sqlite")
+    for table in gpu_rules.GPU_TABLES:
+        conn.execute(f"DROP TABLE {table}")
+    conn.commit()
+    conn.close()
+    assert not gpu_rules._has_export(run)                      # a CPU-only recording
