@@ -196,7 +196,8 @@ def _first_line(proc: subprocess.CompletedProcess[str]) -> str:
 
 _OUTSIDE_THREAD = re.compile(r'^\s*(?:Thread|Traceback for thread) (0x[0-9a-fA-F]+|\d+)\s*(?:\((.*?)\))?(.*)$')
 _OUTSIDE_FRAME = re.compile(r'^\s+(\S.*?) \((.+?):(\d+)\)\s*$')          # py-spy: "    func (file.py:12)"
-_PYSTACK_FRAME = re.compile(r'^\s+File "(.+?)", line (\d+), in (.+)$')
+_PYSTACK_FRAME = re.compile(r'^\s+(?:\(Python\)\s+)?File "(.+?)", line (\d+), in (.+)$')  # pystack 1.x: "(Python) File"
+_QUOTED = re.compile(r'"([^"]*)"')
 
 
 def parse_outside(text: str) -> list[ThreadStack]:
@@ -206,7 +207,9 @@ def parse_outside(text: str) -> list[ThreadStack]:
         m = _OUTSIDE_THREAD.match(line)
         if m:
             ident = int(m.group(1), 16) if m.group(1).startswith("0x") else int(m.group(1))
-            threads.append(ThreadStack((m.group(2) or m.group(3) or f"thread {m.group(1)}").strip(' "'), [], ident))
+            quoted = _QUOTED.search(m.group(3) or "")       # py-spy: Thread 12 (idle): "MainThread"
+            name = quoted.group(1) if quoted else (m.group(2) or f"thread {m.group(1)}")
+            threads.append(ThreadStack(name.strip(' "'), [], ident))
             continue
         if not threads:
             continue
