@@ -297,9 +297,14 @@ def nvidia_files_open(pid: int) -> bool | None:
     return any(target.startswith("/dev/nvidia") for _, target in links)
 
 
+def maps_raw(pid: int) -> bytes | None:
+    """The bytes of ``/proc/<pid>/maps`` (None when not permitted or gone)."""
+    return read_bytes(pid_path(pid, "maps"), 65536)
+
+
 def maps_lines(pid: int) -> list[str] | None:
     """The lines of ``/proc/<pid>/maps`` (None when not permitted or gone)."""
-    data = read_bytes(pid_path(pid, "maps"), 65536)
+    data = maps_raw(pid)
     if data is None:
         return None
     return data.decode("utf-8", "replace").splitlines()

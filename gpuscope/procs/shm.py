@@ -16,7 +16,7 @@ import os
 import stat
 from dataclasses import dataclass
 
-from gpuscope.procs.read import all_pids, exists, fd_links, maps_lines, read
+from gpuscope.procs.read import all_pids, exists, fd_links, maps_lines, maps_raw, read
 
 SHM_DIR = "/dev/shm"
 SEM_PREFIX = "sem."          # glibc's sem_open("/NAME") is the file /dev/shm/sem.NAME
@@ -73,14 +73,14 @@ def _add(users: dict[tuple[int, int], list[int]], key: tuple[int, int], pid: int
 
 
 def _maps_usage(pid: int, users: dict[tuple[int, int], list[int]], devs: set[int]) -> bool:
-    lines = maps_lines(pid)
-    if lines is None:
+    data = maps_raw(pid)
+    if data is None:
         return False
-    for line in lines:
+    for line in data.split(b"\n"):   # bytes: no decoding of every mapping's path
         parts = line.split(None, 5)
-        if len(parts) < 6 or parts[4] == "0":
+        if len(parts) < 6 or parts[4] == b"0":
             continue
-        major, _, minor = parts[3].partition(":")
+        major, _, minor = parts[3].partition(b":")
         try:
             dev = os.makedev(int(major, 16), int(minor, 16))
             if dev in devs:
