@@ -138,3 +138,18 @@ def test_a_task_cut_by_the_end_counts_up_to_the_exit_record():
     lost = _worker(12, [(0, 4_000_000_000)], [0], None)                      # no T line, no exit record
     (group,) = workers([a, lost]).values()
     assert {w.pid: w.busy_s for w in group} == {11: 8.0, 12: 4.0}
+
+
+def test_the_cli_lists_the_rules(capsys):
+    from tests.findings.cli import call, call_json
+
+    code, out, _ = call(capsys, "findings", "--rules")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["RULE", "PHASE", "INPUTS", "STOP", "FINDS"]
+    by_id = {ln.split()[0]: ln.split()[1:4] for ln in lines[1:]}
+    assert set(by_id) == {r.id for r in registry.rules()}
+    assert by_id["load-imbalance"] == ["after", "events", "say"]
+    assert by_id["no-progress"] == ["live", "events,output,stacks,telemetry", "keep"]
+    rows = {r["id"]: r for r in call_json(capsys, "findings", "--rules")["rules"]}
+    assert rows["spawn-main-reimport"]["inputs"] == ["events"] and rows["spawn-main-reimport"]["phases"] == ["after"]
