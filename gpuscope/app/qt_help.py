@@ -116,12 +116,12 @@ def collect_shortcuts(window: QMainWindow) -> list[Shortcut]:
 
 
 class ShortcutsDialog(QDialog):
-    """Help → Keyboard shortcuts: a table of :func:`collect_shortcuts`."""
+    """Help → Keyboard shortcuts: a table of the keys :func:`collect_shortcuts` found."""
 
-    def __init__(self, window: QMainWindow) -> None:
-        super().__init__(window)
+    def __init__(self, rows: list[Shortcut], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
         self.setWindowTitle("gpuscope: keyboard shortcuts")
-        self.rows = collect_shortcuts(window)
+        self.rows = rows
         self.table = QTableWidget(len(self.rows), 3)
         self.table.setHorizontalHeaderLabels(["Keys", "Does", "Where"])
         self.table.verticalHeader().setVisible(False)
@@ -173,7 +173,7 @@ def build_help_menu(window: QMainWindow) -> QMenu:
     """Help → Keyboard shortcuts, Start methods, Documentation ▸, About gpuscope."""
     menu = window.menuBar().addMenu("&Help")
     keys = QAction("&Keyboard shortcuts", window, shortcut=QKeySequence("F1"))
-    keys.triggered.connect(lambda: show_dialog(ShortcutsDialog(window)))
+    keys.triggered.connect(lambda: show_dialog(ShortcutsDialog(collect_shortcuts(window), window)))
     menu.addAction(keys)
     methods = QAction("&Start methods", window)
     methods.triggered.connect(lambda: show_dialog(_message(window, "Start methods", start_method_text(),

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuscope.spec import RunSpec
+from gpuscope.status import RunStatus
 from gpuscope.views import history as H
 from gpuscope.views.series_index import load_series, save_series, series_dir
 
@@ -17,7 +18,7 @@ class Row:
 
     id: str
     started_ns: int
-    status: str = "exited"
+    status: RunStatus = RunStatus.EXITED
     script: str = "pool.py"
     launcher: str = "python"
     start_method: str = "spawn"

@@ -7,13 +7,14 @@ costs about the same for a thousand ranges as for a million. Wheel / Ctrl+wheel 
 W S zoom, drag, arrow keys and A D pan, Home resets, hover shows a tooltip, a click selects a range
 and emits :attr:`QtTimeline.sigRangeSelected`. Shift+drag (or a drag on the time axis) measures a
 span (:attr:`QtTimeline.sigMeasured`), Esc clears it; :meth:`QtTimeline.highlight_name` highlights
-the items of a summary row and shows the longest.
+the items of a summary row and shows the longest. What is in view, under a position, selected or
+highlighted is the Qt-free :class:`gpuscope.views.timeline_viewport.Viewport` (``vp``); the widget
+paints it and turns input into its calls.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,32 +22,18 @@ from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QCursor, QPainter, QPen
 from PySide6.QtWidgets import QScrollBar, QSizePolicy, QToolTip, QWidget
 
+from gpuscope.app.timeline.qt_timeline_paint import (RowPainter, paint_axis, paint_focus, paint_flows, paint_gutter,
+                                                     paint_highlight, paint_measure)
+from gpuscope.trace import timeline as T
 from gpuscope.views import timeline_lod as L
 from gpuscope.views import timeline_query as Q
 from gpuscope.views import timeline_text as TT
-from gpuscope.app.timeline.qt_timeline_paint import (AXIS_H, GUTTER, RowPainter, paint_axis, paint_focus, paint_gutter,
-                                            paint_flows, paint_highlight, paint_measure)
-from gpuscope.trace import timeline as T
+from gpuscope.views.timeline_viewport import (AXIS_H, FLOWS_MAX, GUTTER, LANE_GAP, MARK_H, MIN_NS_PER_PX, PROC_H,
+                                              ROW_H, Item, Slot, Viewport)
 
-ROW_H = 18
-PROC_H = 22
-LANE_GAP = 4
-MARK_H = 7         # px: NVTX marks are small triangles on top of a thread's first row
 ZOOM_STEP = 1.25
-MIN_NS_PER_PX = 0.01
-FLOWS_MAX = 400    # flow arrows are drawn when at most this many cross the view (zoom in for more)
-
-
-@dataclass
-class _Slot:
-    """A line of the vertical layout: a process header or one row of a lane."""
-
-    y: int
-    h: int
-    block: L.ProcessBlock
-    lane: L.Lane | None = None
-    row: L.Row | None = None
-    depth: int = 0
+__all__ = ["AXIS_H", "FLOWS_MAX", "GUTTER", "LANE_GAP", "MARK_H", "MIN_NS_PER_PX", "PROC_H", "ROW_H", "ZOOM_STEP",
+           "QtTimeline", "Slot"]
 
 
 class QtTimeline(QWidget):
@@ -70,24 +57,14 @@ class QtTimeline(QWidget):
         self.setMouseTracking(True)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setAutoFillBackground(False)
-        self._layout: L.TimelineLayout | None = None
-        self._slots: list[_Slot] = []
-        self._content_h = 0
-        self._t0 = 0.0
-        self._nspp = 1.0
-        self._scroll_y = 0
+        self.vp = Viewport(lambda: (self.width(), self.height(), self.vbar.sizeHint().width()))
         self._press: QPoint | None = None
         self._press_x = 0.0
         self._press_view: tuple[float, int] = (0.0, 0)
         self._dragged = False
-        self._auto_fit = True
-        self._extent: tuple[float, float] | None = None
-        self._selected: tuple[L.Lane, L.Row, int] | None = None
         self._domains: dict[tuple[int, int], str] = {}
         self._measuring = False                       # a measure drag is in progress
         self._measure: Q.Measure | None = None
-        self._highlight: tuple[str, np.ndarray] | None = None   # (table, bool mask over its items)
-        self._hl_rows: dict[int, np.ndarray] = {}      # id(row) -> level-0 positions highlighted
         self.last_paint_ms = 0.0
         self.painter = RowPainter(self.font())
         self.vbar = QScrollBar(Qt.Orientation.Vertical, self)
@@ -104,56 +81,33 @@ class QtTimeline(QWidget):
 
     def set_layout(self, layout: L.TimelineLayout | None) -> None:
         """Show a layout prepared elsewhere (e.g. on a worker thread by the report view)."""
-        self._layout = layout
-        self._selected = None
+        self.vp.set_layout(layout)
         self._measure = None
-        self._highlight, self._hl_rows = None, {}
         self._domains = layout.timeline.domain_names() if layout is not None else {}
-        self._build_slots()
         self.fit()
 
     @property
     def layout_model(self) -> L.TimelineLayout | None:
-        return self._layout
+        return self.vp.layout
 
     @property
     def timeline(self) -> T.Timeline | None:
-        return self._layout.timeline if self._layout is not None else None
+        return self.vp.layout.timeline if self.vp.layout is not None else None
 
     @property
     def ns_per_px(self) -> float:
-        return self._nspp
+        return self.vp.nspp
 
     @property
     def scroll_y(self) -> int:
-        return self._scroll_y
+        return self.vp.scroll_y
 
     def content_height(self) -> int:
         """Pixels the axis and all lanes need."""
-        return AXIS_H + self._content_h
+        return AXIS_H + self.vp.content_h
 
-    def slots(self) -> list[_Slot]:
-        return list(self._slots)
-
-    def _build_slots(self) -> None:
-        self._slots = []
-        self._thread_y: dict[tuple[int, int], int] = {}    # (pid, tid) -> y of its first NVTX row
-        self._process_y: dict[int, int] = {}
-        y = 0
-        if self._layout is not None:
-            for block in self._layout.processes:
-                self._slots.append(_Slot(y, PROC_H, block))
-                self._process_y.setdefault(block.pid, y)
-                y += PROC_H
-                for lane in block.lanes:
-                    if lane.kind == L.KIND_NVTX:
-                        self._thread_y.setdefault((lane.pid, lane.tid), y)
-                    for depth, row in enumerate(lane.rows):
-                        self._slots.append(_Slot(y, ROW_H, block, lane, row, depth))
-                        y += ROW_H
-                    y += LANE_GAP
-        self._content_h = y
-        self._scroll_y = 0
+    def slots(self) -> list[Slot]:
+        return list(self.vp.slots)
 
     # ----------------------------------------------------------------- view
 
@@ -161,175 +115,97 @@ class QtTimeline(QWidget):
         return QSize(900, 400)
 
     def plot_width(self) -> int:
-        bar = self.vbar.sizeHint().width() if self._needs_bar() else 0
-        return max(10, self.width() - GUTTER - bar)
-
-    def _needs_bar(self) -> bool:
-        return self._content_h > self.height() - AXIS_H
+        return self.vp.plot_width()
 
     def view_range(self) -> tuple[float, float]:
-        return self._t0, self._t0 + self._nspp * self.plot_width()
+        return self.vp.view_range()
+
+    def _changed(self, view: bool = True) -> None:
+        """After the viewport changed: the scroll bar follows, repaint, and say the new span."""
+        self._sync_bar()
+        self.update()
+        if view:
+            self.sigViewChanged.emit(*self.vp.view_range())
 
     def set_view(self, t0: float, t1: float) -> None:
         """Show the time span [t0, t1] (ns on the timeline's base)."""
-        self._auto_fit = False
-        self._apply_view(t0, t1)
-
-    def _apply_view(self, t0: float, t1: float) -> None:
-        t1 = max(t1, t0 + MIN_NS_PER_PX * self.plot_width())
-        self._nspp = max(MIN_NS_PER_PX, (t1 - t0) / self.plot_width())
-        self._t0 = t0
-        self._clamp()
-        self.update()
-        self.sigViewChanged.emit(*self.view_range())
+        self.vp.auto_fit = False
+        self.vp.apply_view(t0, t1)
+        self._changed()
 
     def set_extent(self, extent: tuple[float, float] | None) -> None:
         """The time span Home fits and zoom/pan stay near (default: the timeline's own span).
 
         Timelines stacked on one shared axis (the compare view) all get the span of the longest."""
-        self._extent = extent
-        if self._auto_fit:
+        self.vp.extent = extent
+        if self.vp.auto_fit:
             self.fit()
         else:
-            self._clamp()
+            self.vp.clamp()
+            self._changed(view=False)
 
     def reset_view(self) -> None:
         """Home: everything fitted, lanes scrolled to the top."""
+        self.vp.scroll_y = 0
         self.fit()
-        self._scroll_y = 0
-        self._clamp()
-        self.update()
 
     def time_at(self, x: float) -> float:
         """The time (ns on the timeline's base) at a widget x position."""
-        return self._t0 + (x - GUTTER) * self._nspp
-
-    def _span(self) -> tuple[float, float] | None:
-        if self._extent is not None:
-            return self._extent
-        return None if self._layout is None else (self._layout.t_min, self._layout.t_max)
+        return self.vp.time_at(x)
 
     def fit(self) -> None:
-        """Show everything (Home)."""
-        span = self._span()
-        if span is None:
-            self._apply_view(0.0, 1e9)
-        else:
-            lo, hi = span
-            pad = (hi - lo) * 0.02
-            self._apply_view(lo - pad, hi + pad)
-        self._auto_fit = True    # stays fitted through resizes until the user zooms or pans
+        """Show everything (Home); stays fitted through resizes until the user zooms or pans."""
+        self.vp.fit()
+        self._changed()
 
     def zoom(self, factor: float, anchor_x: float | None = None) -> None:
         """Zoom in (factor > 1) or out around a widget x position (default: the centre)."""
-        self._auto_fit = False
-        ax = (self.plot_width() / 2) if anchor_x is None else max(0.0, anchor_x - GUTTER)
-        t_anchor = self._t0 + ax * self._nspp
-        self._nspp = max(MIN_NS_PER_PX, self._nspp / factor)
-        self._t0 = t_anchor - ax * self._nspp
-        self._clamp()
-        self.update()
-        self.sigViewChanged.emit(*self.view_range())
+        self.vp.zoom(factor, anchor_x)
+        self._changed()
 
     def pan_px(self, dx: float, dy: float = 0.0) -> None:
         """Move the content by (dx, dy) pixels (positive dx shows earlier times)."""
-        if dx:
-            self._auto_fit = False
-        self._t0 -= dx * self._nspp
-        self._scroll_y = int(self._scroll_y - dy)
-        self._clamp()
-        self.update()
-        self.sigViewChanged.emit(*self.view_range())
+        self.vp.pan(dx, dy)
+        self._changed()
 
-    def _clamp(self) -> None:
-        span = self._span()
-        if span is not None:
-            lo, hi = span
-            span = max(hi - lo, 1)
-            self._nspp = min(self._nspp, span * 4.0 / self.plot_width())
-            w = self._nspp * self.plot_width()
-            self._t0 = min(max(self._t0, lo - w * 0.9), hi - w * 0.1)
-        visible_h = self.height() - AXIS_H
-        top = max(0, self._content_h - visible_h + 8)
-        self._scroll_y = max(0, min(self._scroll_y, top))
-        self._sync_bar(top, visible_h)
-
-    def _sync_bar(self, top: int, visible_h: int) -> None:
-        need = self._needs_bar()
+    def _sync_bar(self) -> None:
+        need = self.vp.needs_bar()
         if need:
-            w = self.vbar.sizeHint().width()
+            w, visible_h = self.vbar.sizeHint().width(), self.vp.visible_h
             self.vbar.setGeometry(self.width() - w, AXIS_H, w, max(10, visible_h))
             self.vbar.blockSignals(True)
-            self.vbar.setRange(0, top)
+            self.vbar.setRange(0, self.vp.scroll_top())
             self.vbar.setPageStep(max(1, visible_h))
             self.vbar.setSingleStep(ROW_H)
-            self.vbar.setValue(self._scroll_y)
+            self.vbar.setValue(self.vp.scroll_y)
             self.vbar.blockSignals(False)
         self.vbar.setVisible(need)
 
     def _on_vbar(self, value: int) -> None:
-        self._scroll_y = value
+        self.vp.scroll_y = value
         self.update()
 
     # ----------------------------------------------------------------- hit testing
 
-    def slot_at(self, y: float) -> _Slot | None:
-        cy = y - AXIS_H + self._scroll_y
-        if y < AXIS_H:
-            return None
-        for s in self._slots:
-            if s.y <= cy < s.y + s.h:
-                return s
-        return None
+    def slot_at(self, y: float) -> Slot | None:
+        return self.vp.slot_at(y)
 
-    def item_at(self, pos: QPoint | QPointF) -> tuple[L.Lane, L.Row, int] | None:
+    def item_at(self, pos: QPoint | QPointF) -> Item | None:
         """(lane, row, level-0 position) of the item under a widget position, or None."""
-        if self._layout is None or pos.x() < GUTTER:
-            return None
-        s = self.slot_at(pos.y())
-        if s is None or s.row is None or s.lane is None:
-            return None
-        t = self._t0 + (pos.x() - GUTTER) * self._nspp
-        if s.depth == 0 and pos.y() - (AXIS_H + s.y - self._scroll_y) <= MARK_H + 1:
-            k = s.lane.mark_at(t, 4.0 * self._nspp)
-            if k >= 0:
-                return s.lane, None, k
-        i = s.row.find(t, 3.0 * self._nspp)
-        return None if i < 0 else (s.lane, s.row, i)
+        return self.vp.item_at(pos.x(), pos.y())
 
-    def details(self, item: tuple[L.Lane, L.Row, int]) -> dict[str, Any]:
-        assert self._layout is not None
-        return TT.range_details(self._layout, *item, self._domains)
+    def details(self, item: Item) -> dict[str, Any]:
+        assert self.vp.layout is not None
+        return TT.range_details(self.vp.layout, *item, self._domains)
 
     def position_of(self, kind: str, index: int) -> QPointF | None:
         """Widget position of the middle of a range/kernel/mark (by timeline index)."""
-        if kind == "mark":
-            return self._mark_position(index)
-        for s in self._slots:
-            want = {"nvtx": L.KIND_NVTX, "cuda_api": L.KIND_API, "osrt": L.KIND_OSRT}.get(kind, L.KIND_GPU)
-            if s.row is None or s.lane is None or s.lane.kind != want:
-                continue
-            hit = np.flatnonzero(s.row.ref == index)
-            if s.lane.kind == L.KIND_GPU and s.row.is_memop is not None:
-                hit = hit[s.row.is_memop[hit] == (kind == "memop")]
-            if len(hit):
-                lv = s.row.levels[0]
-                t = (lv.start[hit[0]] + lv.end[hit[0]]) / 2
-                return QPointF(GUTTER + (t - self._t0) / self._nspp, AXIS_H + s.y - self._scroll_y + s.h / 2)
-        return None
-
-    def _mark_position(self, index: int) -> QPointF | None:
-        for s in self._slots:
-            if s.lane is not None and s.depth == 0 and s.lane.mark_ref is not None:
-                hit = np.flatnonzero(s.lane.mark_ref == index)
-                if len(hit):
-                    t = s.lane.marks[hit[0]]
-                    return QPointF(GUTTER + (t - self._t0) / self._nspp, AXIS_H + s.y - self._scroll_y + 3)
-        return None
+        at = self.vp.position_of(kind, index)
+        return None if at is None else QPointF(*at)
 
     def select_at(self, pos: QPoint | QPointF) -> dict[str, Any] | None:
         item = self.item_at(pos)
-        self._selected = item
+        self.vp.selected = item
         self.update()
         if item is None:
             return None
@@ -339,39 +215,27 @@ class QtTimeline(QWidget):
 
     @property
     def selected(self) -> dict[str, Any] | None:
-        return self.details(self._selected) if self._selected is not None else None
+        return self.details(self.vp.selected) if self.vp.selected is not None else None
 
     # ----------------------------------------------------------------- flows
 
-    def set_flows(self, flows) -> None:
+    def set_flows(self, flows: Any) -> None:
         """Arrows from a pool job's submission to each of its tasks (``gpuscope.trace.flows.Flows``)."""
-        if self._layout is not None:
-            self._layout.flows = flows
+        if self.vp.layout is not None:
+            self.vp.layout.flows = flows
             self.update()
 
     @property
-    def flows(self):
-        return self._layout.flows if self._layout is not None else None
+    def flows(self) -> Any:
+        return self.vp.layout.flows if self.vp.layout is not None else None
 
     def flow_y(self, pid: int, tid: int) -> float | None:
         """Widget y where a flow meets thread (pid, tid): its first NVTX row, else its process header."""
-        y = self._thread_y.get((pid, tid))
-        if y is None:
-            y = self._process_y.get(pid)
-            if y is None:
-                return None
-            return AXIS_H + y - self._scroll_y + PROC_H / 2
-        return AXIS_H + y - self._scroll_y + ROW_H / 2
+        return self.vp.flow_y(pid, tid)
 
     def visible_flows(self) -> np.ndarray:
         """Indexes of the flows drawn in this view: those crossing it, when at most FLOWS_MAX do."""
-        fl = self.flows
-        if fl is None or not len(fl):
-            return np.zeros(0, np.int64)
-        t0, t1 = self.view_range()
-        lo, hi = np.minimum(fl.src_ns, fl.dst_ns), np.maximum(fl.src_ns, fl.dst_ns)
-        hit = np.flatnonzero((lo <= t1) & (hi >= t0))
-        return hit if len(hit) <= FLOWS_MAX else np.zeros(0, np.int64)
+        return self.vp.visible_flows()
 
     # ----------------------------------------------------------------- measure
 
@@ -382,9 +246,9 @@ class QtTimeline(QWidget):
 
     def measure_span(self, t0: float, t1: float, emit: bool = True) -> Q.Measure | None:
         """Measure [t0, t1] (as a shift-drag does): its duration and, per name, the items in it."""
-        if self._layout is None:
+        if self.vp.layout is None:
             return None
-        self._measure = Q.measure(self._layout.timeline, t0, t1, self._layout.names)
+        self._measure = Q.measure(self.vp.layout.timeline, t0, t1, self.vp.layout.names)
         self.update()
         if emit:
             self.sigMeasured.emit(self._measure)
@@ -401,75 +265,34 @@ class QtTimeline(QWidget):
     @property
     def highlighted(self) -> tuple[str, np.ndarray] | None:
         """(table, indexes into it) of the highlighted items, or None."""
-        if self._highlight is None:
-            return None
-        return self._highlight[0], np.flatnonzero(self._highlight[1])
+        hl = self.vp.highlight
+        return None if hl is None else (hl[0], np.flatnonzero(hl[1]))
 
     def highlight_name(self, summary_key: str, name: str, naming: str = "plain", jump: bool = True) -> int:
         """Highlight the items of a summary row (tab ``summary_key``: nvtx, kernel, memop, cuda_api,
         osrt; ``name`` as the table prints it) and, with ``jump``, show and select the longest.
         Returns how many items are highlighted."""
-        if self._layout is None:
+        if self.vp.layout is None:
             return 0
-        table, index = Q.matching(self._layout.timeline, summary_key, name, naming, self._layout.names)
+        table, index = Q.matching(self.vp.layout.timeline, summary_key, name, naming, self.vp.layout.names)
         self.highlight(table, index, jump)
         return len(index)
 
     def highlight(self, table: str, index: np.ndarray, jump: bool = True) -> None:
         """Highlight items of a Timeline table (``ranges``, ``kernels``, ``memops``, ``cuda_api``,
         ``osrt``) by index; with ``jump``, zoom to the longest, scroll its lane into view, select it."""
-        self._highlight, self._hl_rows = None, {}
-        if self._layout is not None and len(index):
-            mask = np.zeros(len(getattr(self._layout.timeline, table)), dtype=bool)
-            mask[index] = True
-            self._highlight = (table, mask)
-            for s in self._slots:
-                if s.row is not None and s.lane is not None and id(s.row) not in self._hl_rows:
-                    pos = self._row_hits(s.lane, s.row, table, mask)
-                    if len(pos):
-                        self._hl_rows[id(s.row)] = pos
-            if jump:
-                self._jump_to(table, Q.longest(self._layout.timeline, table, np.asarray(index)))
+        self.vp.set_highlight(table, index)
+        if jump and self.vp.highlight is not None and self.vp.layout is not None:
+            picked = self.vp.jump_to(table, Q.longest(self.vp.layout.timeline, table, np.asarray(index)))
+            if picked is not None:
+                self._changed()
+                self.sigRangeSelected.emit(self.details(picked))
         self.update()
 
     def clear_highlight(self) -> None:
-        if self._highlight is not None:
-            self._highlight, self._hl_rows = None, {}
+        if self.vp.highlight is not None:
+            self.vp.set_highlight("", np.zeros(0, np.int64))
             self.update()
-
-    @staticmethod
-    def _row_hits(lane: L.Lane, row: L.Row, table: str, mask: np.ndarray) -> np.ndarray:
-        """Level-0 positions of ``row`` whose item is set in ``mask`` (a mask over ``table``)."""
-        if _row_table(lane) != table and not (lane.kind == L.KIND_GPU and table in ("kernels", "memops")):
-            return np.zeros(0, np.int64)
-        ok = mask[np.clip(row.ref, 0, len(mask) - 1)] if len(mask) else np.zeros(len(row.ref), bool)
-        if lane.kind == L.KIND_GPU and row.is_memop is not None:
-            ok &= row.is_memop == (table == "memops")
-        return np.flatnonzero(ok)
-
-    def _jump_to(self, table: str, index: int) -> None:
-        """Zoom to item ``index`` of ``table`` (with context either side), scroll its lane into
-        view and select it."""
-        if index < 0:
-            return
-        one = _one(len(getattr(self._layout.timeline, table)), index)
-        for s in self._slots:
-            if s.row is None or s.lane is None:
-                continue
-            pos = self._row_hits(s.lane, s.row, table, one)
-            if not len(pos):
-                continue
-            lv = s.row.levels[0]
-            a, b = float(lv.start[pos[0]]), float(lv.end[pos[0]])
-            pad = max((b - a) * 0.25, 1.0)
-            self.set_view(a - pad, b + pad)
-            visible_h = self.height() - AXIS_H
-            if not (self._scroll_y <= s.y and s.y + s.h <= self._scroll_y + visible_h):
-                self._scroll_y = max(0, s.y - visible_h // 3)
-                self._clamp()
-            self._selected = (s.lane, s.row, int(pos[0]))
-            self.sigRangeSelected.emit(self.details(self._selected))
-            return
 
     # ----------------------------------------------------------------- painting
 
@@ -478,12 +301,12 @@ class QtTimeline(QWidget):
         p = QPainter(self)
         try:
             p.fillRect(self.rect(), QColor(250, 250, 250))
-            if self._layout is None:
+            if self.vp.layout is None:
                 p.setPen(QColor(110, 110, 110))
                 p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "No timeline: open a report or run with nsys")
                 return
             self._paint_rows(p)
-            paint_gutter(self, p, self._visible_slots())
+            paint_gutter(self, p, self.vp.visible_slots())
             paint_axis(self, p)
             if self._measure is not None:
                 paint_measure(self, p, self._measure)
@@ -493,49 +316,46 @@ class QtTimeline(QWidget):
             p.end()
         self.last_paint_ms = (time.perf_counter() - started) * 1000.0
 
-    def _visible_slots(self) -> list[_Slot]:
-        top, bottom = self._scroll_y, self._scroll_y + self.height() - AXIS_H
-        return [s for s in self._slots if s.y + s.h > top and s.y < bottom]
-
     def _paint_rows(self, p: QPainter) -> None:
-        t0, t1 = self.view_range()
-        w = self.plot_width()
+        vp, layout = self.vp, self.vp.layout
+        assert layout is not None
+        t0, _ = vp.view_range()
+        w = vp.plot_width()
         p.save()
         p.setClipRect(QRectF(GUTTER, AXIS_H, w, self.height() - AXIS_H))
-        hatch = self._layout.mixed_sources if self._layout else False
-        for s in self._visible_slots():
-            y = AXIS_H + s.y - self._scroll_y
+        hatch = layout.mixed_sources
+        for s in vp.visible_slots():
+            y = vp.y_of(s)
             if s.row is None:
                 p.fillRect(QRectF(GUTTER, y, w, s.h), QColor(232, 236, 242))
                 continue
             gs = hatch and s.lane is not None and s.lane.source == T.SOURCE_GPUSCOPE \
                 and s.lane.kind == L.KIND_NVTX
-            self.painter.paint_row(p, s.row, self._layout.timeline, t0, self._nspp, GUTTER, y + 1,
+            self.painter.paint_row(p, s.row, layout.timeline, t0, vp.nspp, GUTTER, y + 1,
                                    s.h - 2, w, hatched=gs)
             if s.depth == 0 and s.lane is not None and s.lane.marks is not None:
-                self.painter.paint_marks(p, s.lane, self._layout.timeline, t0, self._nspp, GUTTER, y, w)
-        if self._highlight is not None:
-            paint_highlight(self, p, self._visible_slots(), self._hl_rows, t0)
-        paint_flows(self, p, self.visible_flows())
-        if self._selected is not None:
-            self._paint_selection(p)
+                self.painter.paint_marks(p, s.lane, layout.timeline, t0, vp.nspp, GUTTER, y, w)
+        if vp.highlight is not None:
+            paint_highlight(self, p, vp.visible_slots(), vp.hl_rows, t0)
+        paint_flows(self, p, vp.visible_flows())
+        if vp.selected is not None:
+            self._paint_selection(p, vp.selected)
         p.restore()
 
-    def _paint_selection(self, p: QPainter) -> None:
-        lane, row, i = self._selected
+    def _paint_selection(self, p: QPainter, selected: Item) -> None:
+        lane, row, i = selected
         if row is None:   # a mark
-            pt = self._mark_position(int(lane.mark_ref[i]))
-            if pt is not None:
+            at = self.vp.mark_position(int(lane.mark_ref[i])) if lane.mark_ref is not None else None
+            if at is not None:
                 p.setPen(QPen(QColor(0, 0, 0), 2))
                 p.setBrush(Qt.BrushStyle.NoBrush)
-                p.drawEllipse(pt, MARK_H, MARK_H)
+                p.drawEllipse(QPointF(*at), MARK_H, MARK_H)
             return
-        for s in self._slots:
+        for s in self.vp.slots:
             if s.row is row:
                 lv = row.levels[0]
-                x0 = GUTTER + (lv.start[i] - self._t0) / self._nspp
-                x1 = GUTTER + (lv.end[i] - self._t0) / self._nspp
-                y = AXIS_H + s.y - self._scroll_y
+                x0, x1 = self.vp.x_of(lv.start[i]), self.vp.x_of(lv.end[i])
+                y = self.vp.y_of(s)
                 p.setPen(QPen(QColor(0, 0, 0), 2))
                 p.setBrush(Qt.BrushStyle.NoBrush)
                 p.drawRect(QRectF(x0 - 1, y, max(x1 - x0, 1) + 2, s.h))
@@ -545,10 +365,11 @@ class QtTimeline(QWidget):
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
-        if self._auto_fit:
+        if self.vp.auto_fit:
             self.fit()    # e.g. laid out while its tab was hidden
         else:
-            self._clamp()
+            self.vp.clamp()
+            self._changed(view=False)
 
     def focusInEvent(self, event) -> None:
         super().focusInEvent(event)
@@ -599,15 +420,15 @@ class QtTimeline(QWidget):
             self.clear_measure()
             return
         self.clear_highlight()
-        if self._selected is not None:
-            self._selected = None
+        if self.vp.selected is not None:
+            self.vp.selected = None
             self.update()
 
     def mousePressEvent(self, event) -> None:
         if event.button() == Qt.MouseButton.LeftButton:
             self._press = event.position().toPoint()
             self._press_x = event.position().x()
-            self._press_view = (self._t0, self._scroll_y)
+            self._press_view = (self.vp.t0, self.vp.scroll_y)
             self._dragged = False
             # shift+drag on the rows, or a drag on the time axis: measure
             self._measuring = self._press.x() >= GUTTER and (
@@ -626,13 +447,11 @@ class QtTimeline(QWidget):
                 return
             if self._dragged or abs(d.x()) + abs(d.y()) > 3:
                 self._dragged = True
-                self._auto_fit = False
-                self._t0 = self._press_view[0] - d.x() * self._nspp
-                self._scroll_y = self._press_view[1] - d.y()
-                self._clamp()
-                self.update()
-                if d.x():
-                    self.sigViewChanged.emit(*self.view_range())
+                self.vp.auto_fit = False
+                self.vp.t0 = self._press_view[0] - d.x() * self.vp.nspp
+                self.vp.scroll_y = self._press_view[1] - d.y()
+                self.vp.clamp()
+                self._changed(view=bool(d.x()))
             return
         item = self.item_at(pos)
         if item is None and pos.x() < GUTTER:
@@ -666,15 +485,3 @@ class QtTimeline(QWidget):
             d = self.details(item)
             pad = max(d["duration_ns"] * 0.1, 1.0)
             self.set_view(d["start_ns"] - pad, d["end_ns"] + pad)
-
-
-def _row_table(lane: L.Lane) -> str:
-    """The Timeline table a lane's rows index (GPU lanes: kernels and memops, by ``is_memop``)."""
-    return {L.KIND_NVTX: "ranges", L.KIND_API: "cuda_api", L.KIND_OSRT: "osrt",
-            L.KIND_GPU_SHARE: "gpu_share"}.get(lane.kind, "kernels")
-
-
-def _one(n: int, index: int) -> np.ndarray:
-    mask = np.zeros(n, dtype=bool)
-    mask[index] = True
-    return mask
