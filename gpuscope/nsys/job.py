@@ -58,6 +58,44 @@ def is_job_dir(path: Path) -> bool:
     return any(path.glob(f"*/{NODE_FILE}"))
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def meta_problem(meta: Any) -> str | None:
+    """What keeps ``node.json`` from being read as the node recorder writes it, or None."""
+    if not isinstance(meta, dict):
+        return "not a JSON object"
+    for key in ("node_rank", "nnodes"):
+        if meta.get(key) is not None and not _is_int(meta[key]):
+            return f"{key} is not an integer"
+    for key in ("anchor", "clock", "clock_end"):
+        part = meta.get(key)
+        if part is None:
+            continue
+        if not isinstance(part, dict):
+            return f"{key} is not an object"
+        bad = [k for k in ("wall_ns", "mono_ns", "offset_ns") if part.get(k) is not None and not _is_int(part[k])]
+        if bad:
+            return f"{key}.{bad[0]} is not an integer"
+    anchor, end = meta.get("anchor") or {}, meta.get("clock_end") or {}
+    if anchor.get("wall_ns") is not None and anchor.get("mono_ns") is None:
+        return "anchor.mono_ns is missing"
+    if end and not end.get("error") and end.get("offset_ns") is None:
+        return "clock_end.offset_ns is missing"
+    procs = meta.get("processes") or []
+    if not isinstance(procs, list):
+        return "processes is not a list"
+    for row in procs:
+        if not isinstance(row, dict) or not _is_int(row.get("pid")) or not (row.get("rank") is None
+                                                                             or _is_int(row["rank"])):
+            return "a process without an integer pid or rank"
+        names = row.get("range_names") or []
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            return "range_names is not a list of names"
+    return None
+
+
 def read_nodes(job_dir: Path, job_id: str | None = None) -> tuple[str, list[NodeRun], list[str]]:
     """(job id, node runs by node rank, notes). One job per folder unless ``job_id`` picks one."""
     found: dict[str, list[NodeRun]] = {}
@@ -66,6 +104,9 @@ def read_nodes(job_dir: Path, job_id: str | None = None) -> tuple[str, list[Node
             meta = json.loads(meta_file.read_text())
         except (OSError, ValueError) as exc:
             raise UserError(f"{meta_file}: unreadable node record ({exc})") from None
+        problem = meta_problem(meta)
+        if problem is not None:
+            raise UserError(f"{meta_file}: not a node record gpuscope wrote ({problem}); is it damaged?")
         found.setdefault(str(meta.get("job_id")), []).append(NodeRun(meta_file.parent, meta))
     if not found:
         raise UserError(f"{job_dir}: no node runs here (gpuscope run --job-dir {job_dir} ... on each node)")

@@ -109,7 +109,7 @@ def step_stats(tl: T.Timeline, pid_rank: dict[int, int], step: str | None = None
         return None
     sel = np.flatnonzero((r.name_id == sid) & (pos >= 0))
     start = r.start_ns[sel]
-    span = int(start.max() - start.min()) + 1 if len(sel) else 1
+    span = int(start.max()) - int(start.min()) + 1 if len(sel) else 1   # Python ints: no int64 wrap
     if span * len(pids) < 2**62:      # one int64 key (rank, start): a plain sort, faster than lexsort
         key = pos[sel] * span + (start - start.min())
         # event logs come per process in start order: then the selection is in order already
@@ -135,7 +135,7 @@ def step_stats(tl: T.Timeline, pid_rank: dict[int, int], step: str | None = None
     if n and len(ends_by_rank) > 1:      # the k-th step of every rank: how far apart their ends are
         ends = np.stack([e[:n] for e in ends_by_rank.values()])
         skew = int(np.median(ends.max(axis=0) - ends.min(axis=0)))
-    return {"step": tl.strings.values[sid], "ranks": rows, "spread_ns": int(medians.max() - medians.min()),
+    return {"step": tl.strings.values[sid], "ranks": rows, "spread_ns": int(medians.max()) - int(medians.min()),
             "slowest_rank": slow["rank"], "fastest_rank": fast["rank"],
             "slowest_over_fastest": round(slow["median_ns"] / max(fast["median_ns"], 1), 3),
             "end_skew_median_ns": skew}

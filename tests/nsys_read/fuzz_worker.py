@@ -55,9 +55,9 @@ def _open(path: Path, run: bool) -> None:
     rep.timeline   # noqa: B018 - the full read the app does after its tables
     if run:
         try:
+            from gpuscope.store.lookup import open_run
+        except ImportError:   # before the run record's lookup moved to the store
             from gpuscope.runrecord import open_run
-        except ImportError:
-            return
         open_run(path)
 
 

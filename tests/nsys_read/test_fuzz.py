@@ -35,8 +35,10 @@ CLI_SAMPLE = 12
 def fuzz(kind: str, source: Path, work: Path, seed: int, count: int, env: dict) -> dict[str, list[str]]:
     """Run ``count`` cases in a child; {"ok", "refused", "internal", "hang"} -> lines."""
     work.mkdir(parents=True, exist_ok=True)
+    # stderr apart: numpy's warnings about garbage values are noise, not a case's outcome
+    errors = open(work / "stderr.txt", "w+")   # closed in the finally below
     proc = subprocess.Popen([sys.executable, str(WORKER), kind, str(source), str(work), str(seed), str(count)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            stdout=subprocess.PIPE, stderr=errors, text=True, env=env,
                             cwd=str(HERE.parent.parent))
     lines: queue.Queue[str | None] = queue.Queue()
 
@@ -67,7 +69,11 @@ def fuzz(kind: str, source: Path, work: Path, seed: int, count: int, env: dict) 
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-    assert proc.returncode == 0 or out["hang"], out["other"][-5:]
+        errors.seek(0)
+        stderr = errors.read()
+        errors.close()
+    assert proc.returncode == 0 or out["hang"], (out["other"][-5:], stderr[-3000:])
+    assert "Traceback" not in stderr, stderr[-3000:]
     return out
 
 
