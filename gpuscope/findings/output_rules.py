@@ -22,7 +22,7 @@ from gpuscope.findings.registry import Input, Phase, RunInputs, declare
 
 BOOTSTRAP = "has finished its bootstrapping phase"
 # Patterns as text, compiled by `re` (and cached there) once a line has the message's words: most
-# runs' stderr never does, and `gpuscope run` does without `re` (with `enum`: ~7 ms; issue 14.4).
+# runs' stderr never does.
 _LEAKED = (r"There appear to be (\d+) leaked (shared_memory|semaphore|folder) objects? to clean up at "
            r"shutdown(?::\s*(.*))?")
 _ABRUPT = "terminated abruptly while the future was running or pending"
@@ -106,7 +106,7 @@ def _names(text: str | None) -> set[str]:
     """The names in the tracker's set repr ``{'/psm_1', '/psm_2'}``."""
     if not text:
         return set()
-    import ast  # only when a leak message came (~5 ms of imports the run path need not pay)
+    import ast  # only when a leak message came
 
     try:
         value = ast.literal_eval(text.strip())

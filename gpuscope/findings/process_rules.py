@@ -8,7 +8,7 @@ reader (``trace.events.RunEvents``: its identity records, from a cursor), live o
 
 from __future__ import annotations
 
-import _signal  # the C module behind `signal` (whose enums cost ~1 ms): numbers here, names when a rule fires
+import _signal  # the C module behind `signal`: numbers here, names when a rule fires
 import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING

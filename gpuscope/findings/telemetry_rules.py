@@ -2,8 +2,8 @@
 input-bound job, several CUDA contexts on one GPU, and processes holding GPU memory while idle.
 
 :class:`TelemetryWatch` takes every :class:`~gpuscope.telemetry.batch.SampleBatch` in
-:meth:`~TelemetryWatch.add` (O(processes) dictionary updates: the tick's budget is < 1 ms for 64
-processes) and :meth:`~TelemetryWatch.findings` evaluates the rules on what it kept (on the
+:meth:`~TelemetryWatch.add` (O(processes) dictionary updates: a tick's budget is in README's
+benchmark table) and :meth:`~TelemetryWatch.findings` evaluates the rules on what it kept (on the
 findings recorder's watchdog thread, and at the end of the run).
 
 - ``cow-lost``: a fork child's USS (the memory only it holds; ~0 at the fork) reached ``COW_SHARE`` of

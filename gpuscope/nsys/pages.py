@@ -1,8 +1,8 @@
 """Integer columns of an nsys export's table, decoded from the SQLite file's pages (the fast path).
 
 SQLite hands rows out one value at a time; getting 10^6 rows of an NVTX table out through
-``sqlite3`` costs about 0.1 µs per value (``group_concat`` text) or more (``fetchall`` tuples), which
-made reading an export slower than ``nsys stats`` running its query inside SQLite. An export is a
+``sqlite3`` costs a Python object per value (``group_concat`` text, ``fetchall`` tuples), which made
+reading an export slower than ``nsys stats`` running its query inside SQLite. An export is a
 plain, finished SQLite file, so its table b-tree can be read directly (the file format is SQLite's
 documented, stable on-disk format, https://www.sqlite.org/fileformat2.html): the compiled decoder
 (``_pagescan.c``, built by ``pip install`` where a C compiler is found) walks the table's b-tree

@@ -270,13 +270,13 @@ def _metric_of(fn_name: str) -> str:
 
 def _library_missing() -> str | None:
     """pynvml's own words when the NVML library cannot be loaded here (Linux: the ``CDLL`` pynvml
-    itself tries first), without importing pynvml (~10 ms: ``gpuscope run`` on a machine without
-    the driver); None when it loads, or elsewhere than Linux (pynvml decides)."""
+    itself tries first), without importing pynvml (a costly import for ``gpuscope run`` on a machine
+    without the driver); None when it loads, or elsewhere than Linux (pynvml decides)."""
     import sys
 
     if not sys.platform.startswith("linux") or "pynvml" in sys.modules:
         return None
-    # what ctypes.CDLL(name) does on Linux, without importing ctypes (~3 ms): the loader's own dlopen
+    # what ctypes.CDLL(name) does on Linux, without importing ctypes: the loader's own dlopen
     import _ctypes
 
     try:

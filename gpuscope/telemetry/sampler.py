@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 
 MIN_INTERVAL_S, MAX_INTERVAL_S, DEFAULT_INTERVAL_S = 0.02, 1.0, 0.1
 # The GPU backend of a lazy sampler whose tree had nothing alive at its first sample: NVML is not
-# opened for a run that is already over (importing pynvml takes 35-50 ms here, its init up to
-# seconds on a machine without the driver's persistence mode).
+# opened for a run that is already over (importing pynvml is costly, its init up to seconds on a
+# machine without the driver's persistence mode).
 NOT_OPENED = "the program had ended before the first sample (NVML not opened)"
 
 
@@ -89,7 +89,7 @@ class Sampler:
 
     @property
     def gpu(self) -> GpuBackend:
-        """The GPU backend. A ``lazy`` sampler opens it (NVML: 35-50 ms to import pynvml, then the
+        """The GPU backend. A ``lazy`` sampler opens it (NVML: pynvml's import, then the
         driver's init) on its own thread at its first tick, or does without it when nothing of
         its tree is alive any more (:data:`NOT_OPENED`); asking earlier opens it here, or waits
         for the thread that is opening it."""

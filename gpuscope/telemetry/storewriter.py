@@ -5,7 +5,7 @@ pending one is ``flush_s`` old, so a crash of gpuscope loses at most about a sec
 The process summary (names, totals, peaks) is rewritten at each flush. The store (and the run's
 series row) is opened at the second batch: not while the run starts, when the run's own store
 writes and gpuscope's imports compete with it, and not at the end of a short program, which would
-wait for it (issue 14.4).
+wait for it (docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import numpy as np
 from gpuscope.views import timeline_query as Q
 from gpuscope.trace import timeline as T
 
-BASE_NS = 256          # g_0: level 1 merges items shorter than 1 µs (4 × 256 ns)
+BASE_NS = 256          # g_0: level 1 merges items shorter than 4 × BASE_NS
 MAX_LEVELS = 24
 KIND_NVTX = "nvtx"
 KIND_GPU = "gpu"

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from gpuscope.finding import Fix
 
 REPORT_FILTER = "Nsight Systems reports (*.nsys-rep *.sqlite);;All files (*)"
-SYNC_LAYOUT_ITEMS = 200_000   # about 30 ms of layout: below it show_report lays out on the GUI thread
+SYNC_LAYOUT_ITEMS = 200_000   # a layout short enough for the GUI thread: below it show_report lays out there
 MISSED = "nsys-missed-ranges"     # the finding of processes whose ranges nsys did not keep
 
 

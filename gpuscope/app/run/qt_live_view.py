@@ -186,8 +186,8 @@ class _Plot:
         for side in ("left", "bottom"):
             item.getAxis(side).enableAutoSIPrefix(False)
             # grid lines at the labelled ticks only: pyqtgraph's default also draws two levels of
-            # faint minor lines, which made a plot's repaint 4-5x slower (12.6 ms vs 2.8 ms at
-            # 860x220; all plots repaint on every refresh, docs/APP.md "Never freeze")
+            # faint minor lines, which made a plot's repaint several times slower (all plots
+            # repaint on every refresh, docs/APP.md "Never freeze" has the figures)
             item.getAxis(side).setStyle(maxTickLevel=0)
         item.getAxis("left").setWidth(LEFT_AXIS_W)     # the same in every plot: their time axes line up
         self.item = item
