@@ -262,7 +262,7 @@ def run_case(tmp: str, python: str, case: Case, kernels: int, cycles: int) -> tu
     env = {**os.environ, "GPUSCOPE_HOME": str(Path(tmp, "home"))}
     fork = ["--nsys-fork", "on"] if case.method == "fork" else []      # children that never exec
     proc = subprocess.run([sys.executable, "-m", "gpuscope", "run", "--json", "--nsys", *fork, "--python", python,
-                           str(script), *job], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+                           str(script), *job], cwd=ROOT, env=env, capture_output=True, text=True, timeout=150)
     lines = proc.stdout.strip().splitlines()
     pids: list[int] = next((json.loads(ln.split(" ", 1)[1]) for ln in lines if ln.startswith("workers ")), [])
     try:
@@ -277,7 +277,7 @@ def sharing_checks(case: Case, report, pids: list[int], kernels: int, kernel_ms:
     """Check one recorded case against the kernels' known length; returns its figures."""
     import numpy as np
 
-    from gpuscope.gpu import sharing
+    from gpuscope.gpu import sharing_report
 
     tl = report.timeline
     mine = np.isin(tl.kernels.pid, pids)
@@ -288,7 +288,7 @@ def sharing_checks(case: Case, report, pids: list[int], kernels: int, kernel_ms:
     median = float(np.median(long)) if len(long) else 0.0
     check(f"{case.name}: recorded kernel length", abs(median - kernel_ms) <= TOLERANCE * kernel_ms,
           f"median {median:.3f} ms, launched {kernel_ms:.3f} ms")
-    rows = sharing.report_json(report)
+    rows = sharing_report.report_json(report)
     dev = max(rows, key=lambda d: d["busy_s"]) if rows else None
     work_s = kernels * case.nproc * kernel_ms / 1e3
     figures = {"case": case.name, "kernels": int(len(long)), "kernel_ms_median": median, "work_s": work_s,

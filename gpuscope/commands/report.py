@@ -127,9 +127,9 @@ def to_json(report) -> dict:
     for key, _ in SUMMARY_KEYS:
         if key in report.summaries:
             out[f"{key}_summary"] = [r.to_dict() for r in report.summaries[key]]
-    from gpuscope.gpu import sharing   # who ran when on each GPU (docs/GPU-SHARING.md)
+    from gpuscope.gpu import sharing_report   # who ran when on each GPU (docs/GPU-SHARING.md)
 
-    out["gpu_sharing"] = sharing.report_json(report)
+    out["gpu_sharing"] = sharing_report.report_json(report)
     return out
 
 
@@ -170,9 +170,9 @@ def print_text(report, out) -> None:
         _print_job(report.job, out)
     for key, title in SUMMARY_KEYS:
         _summary_table(title, report.summaries.get(key), out)
-    from gpuscope.gpu import sharing
+    from gpuscope.gpu import sharing_report
 
-    for line in sharing.text_lines(sharing.report_json(report)):
+    for line in sharing_report.text_lines(sharing_report.report_json(report)):
         out.write(line + "\n")
     if report.coverage is not None:
         _print_coverage(report.coverage, out)

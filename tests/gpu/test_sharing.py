@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from gpuscope.gpu import sharing
+from gpuscope.gpu import sharing, sharing_report
 from gpuscope.nsys.report import load_report
 from tests.gpu import synthetic_export as sx
 
@@ -32,7 +32,7 @@ def sliced(version: str, tmp_path, launches: bool = True):
 
 @pytest.mark.parametrize("version", list(sx.VERSIONS))
 def test_time_sliced_export_gives_the_hand_computed_figures(version, tmp_path):
-    got = sharing.report_json(load_report(sliced(version, tmp_path), use_cache=False))
+    got = sharing_report.report_json(load_report(sliced(version, tmp_path), use_cache=False))
     assert [d["device"] for d in got] == [0, 1]
     d0, d1 = got
     assert (d0["busy_s"], d0["concurrent_s"], d0["switches"], d0["switch_s"]) == (50e-6, 0.0, 4, 4e-6)
@@ -45,7 +45,7 @@ def test_time_sliced_export_gives_the_hand_computed_figures(version, tmp_path):
 
 
 def test_without_launch_times_switch_and_queued_time_are_unknown(tmp_path):
-    got = sharing.report_json(load_report(sliced("2024.2", tmp_path, launches=False), use_cache=False))
+    got = sharing_report.report_json(load_report(sliced("2024.2", tmp_path, launches=False), use_cache=False))
     assert got[0]["switches"] == 4 and got[0]["switch_s"] is None
     assert all(p["queued_s"] is None for d in got for p in d["processes"])
 
@@ -62,7 +62,7 @@ def test_overlapping_processes_and_copies(version, tmp_path):
     ex = sx.Export(kernels=[sx.Kernel(1, 0, 0, 10 * US, 0), sx.Kernel(2, 0, 5 * US, 15 * US, 0)],
                    copies=[sx.Copy(1, 0, 20 * US, 26 * US, launch=19 * US),
                            sx.Copy(2, 0, 24 * US, 30 * US, memset=True, launch=19 * US)])
-    d = sharing.report_json(load_report(sx.write(tmp_path / "o.sqlite", ex, version), use_cache=False))[0]
+    d = sharing_report.report_json(load_report(sx.write(tmp_path / "o.sqlite", ex, version), use_cache=False))[0]
     assert (d["busy_s"], d["concurrent_s"], d["switches"], d["switch_s"]) == (25e-6, 7e-6, 3, 1e-6)
     assert [(p["pid"], p["gpu_s"], p["items"]) for p in d["processes"]] == [(1, 16e-6, 2), (2, 16e-6, 2)]
     # B's kernel: launched at 0, started at 5; A alone ran 0..5 -> 5. B's memset: 19..24, A alone 20..24 -> 4.
@@ -124,6 +124,6 @@ def test_random_intervals_agree_with_a_walk_over_every_nanosecond(seed):
 
 
 def test_no_gpu_work_gives_an_empty_list(tmp_path):
-    assert sharing.report_json(load_report(sx.write(tmp_path / "e.sqlite", sx.Export(), "2024.2"),
+    assert sharing_report.report_json(load_report(sx.write(tmp_path / "e.sqlite", sx.Export(), "2024.2"),
                                            use_cache=False)) == []
     assert sharing.analyse(sharing.Work(*(np.zeros(0, np.int64) for _ in range(5)))) == []
