@@ -1,4 +1,4 @@
-"""RunSpec's choices and the checks of its interpreter and script (used by
+"""RunSpec's allowed values and the checks of its interpreter and script (used by
 :meth:`gpuscope.spec.RunSpec.validated`)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What gpuscope stores as text stays that text: a run's status is written to the store and to
-JSON as its value (kept from the tests of the former ``choices`` stand-in)."""
+JSON as its value (kept from the tests of a former stand-in for enum)."""
 
 from __future__ import annotations
 
