@@ -442,8 +442,8 @@ def read_clock(conn: sqlite3.Connection, info: ExportInfo, tl: T.Timeline) -> No
     rec = _first_row(conn, info, "ANALYSIS_DETAILS")
     if rec is not None:
         tl.duration_ns = _int_or_none(rec.get("duration"))
-        # ANALYSIS_DETAILS.startTime is not on CLOCK_MONOTONIC (0.3 s where the programs' clock
-        # read ~1,090 s): alignment with gpuscope's logs goes through the wall clock instead.
+        # ANALYSIS_DETAILS.startTime is not on CLOCK_MONOTONIC (docs/NSYS-REPORTS.md, clock
+        # alignment): alignment with gpuscope's logs goes through the wall clock instead.
 
 
 def _int_or_none(v) -> int | None:
