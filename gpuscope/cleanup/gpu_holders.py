@@ -9,9 +9,11 @@ sm_util or None) and ``backend.devices()`` device samples with their utilisation
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from gpuscope.cleanup.snapshot import ProcInfo, ProcTable
+from gpuscope.procs.namespace import map_gpu_pids
 
 # Below this share of one core, a process counts as sleeping between two observations.
 SLEEP_CPU_SHARE = 0.02
@@ -95,6 +97,24 @@ def holdings_from(processes: Iterable[Any], devices: Iterable[Any]) -> dict[int,
         util = dev_util.get(dev)
         if util is not None:
             hold.device_util = max(hold.device_util or 0.0, util)
+    return out
+
+
+def local_holdings(holdings: dict[int, GpuHolding], table: ProcTable, container: bool,
+                   holds_gpu: Callable[[ProcInfo], bool] | None = None) -> dict[int, GpuHolding]:
+    """``holdings`` keyed by this PID namespace's pids: in a container NVML's host pids are mapped
+    (:func:`gpuscope.procs.namespace.map_gpu_pids`); one that cannot be placed keeps its host pid
+    (listed as GPU memory of a pid not visible here, never put on a local process by its number)."""
+    if not container or not holdings:
+        return holdings
+    found = map_gpu_pids(((pid, h.memory) for pid, h in holdings.items()), host=False, procs=table.procs,
+                         holds_gpu=holds_gpu)
+    out: dict[int, GpuHolding] = {}
+    for g in found:
+        hold = holdings[g.nvml_pid]
+        if g.local_pid is not None:
+            hold.pid = g.local_pid
+        out[hold.pid] = hold
     return out
 
 

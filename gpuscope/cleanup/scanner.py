@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 import gpuscope.cleanup.model as m
 from gpuscope.cleanup.evidence import process_evidence, short_cmd
-from gpuscope.cleanup.gpu_holders import (GpuHolding, IdleTracker, gpu_holdings, holdings_from,
+from gpuscope.cleanup.gpu_holders import (GpuHolding, IdleTracker, gpu_holdings, holdings_from, local_holdings,
                                           open_gpu_backend)
 from gpuscope.cleanup.runlink import link_runs
 from gpuscope.cleanup.safety import Policy, listing_refusal
 from gpuscope.cleanup.shm import SHM_MIN_AGE_S
 from gpuscope.cleanup.snapshot import ProcInfo, ProcTable, ancestors, nvidia_files_open
 from gpuscope.cleanup.suspects import add_gpu_ghosts, add_shm_suspects, process_reasons, zombie_suspect
+from gpuscope.procs.namespace import in_host_pid_namespace
 
 if TYPE_CHECKING:
     from gpuscope.store.db import Connection
@@ -52,6 +53,7 @@ class Scanner:
         self._first_at: float | None = None
         self._zombie_seen: dict[tuple[int, float], float] = {}
         self.gpu_error: str | None = None
+        self._container = in_host_pid_namespace() is False   # NVML's pids are the host's: map them
 
     def close(self) -> None:
         """Release the GPU backend if this scanner opened it."""
@@ -83,8 +85,10 @@ class Scanner:
             self._first_at = table.at
         if self.backend is not None:
             try:
-                self.holdings = gpu_holdings(self.backend) if gpu_processes is None else \
-                    holdings_from(gpu_processes, gpu_devices or [])
+                if gpu_processes is None:
+                    self.holdings = local_holdings(gpu_holdings(self.backend), table, self._container)
+                else:
+                    self.holdings = holdings_from(gpu_processes, gpu_devices or [])
                 self.tracker.observe(table.at, table, self.holdings)
                 self.gpu_error = None
             except Exception as exc:  # noqa: BLE001 - a failing NVML read skips GPU evidence only

@@ -22,6 +22,8 @@ needs_unshare = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshar
 INNER = r'''
 import json, subprocess, sys
 from fakes.fake_nvml import FakeGpu, FakeNvml
+from gpuscope.cleanup.gpu_holders import GpuHolding, local_holdings
+from gpuscope.cleanup.snapshot import ProcTable
 from gpuscope.procs import namespace
 from gpuscope.telemetry.gpu import NvmlBackend
 
@@ -34,8 +36,12 @@ for line in sys.stdin:                       # each line: the host pids NVML rep
     host_pids = json.loads(line)
     nvml = FakeNvml([FakeGpu(processes={p: (i + 1) << 30 for i, p in enumerate(host_pids)})])
     pairs = [(s.pid, s.used_memory_bytes) for s in NvmlBackend(nvml).processes()]
-    found = namespace.map_gpu_pids(pairs, holds_gpu=lambda p: "gpu-holder" in p.cmdline)
+    holder = lambda p: "gpu-holder" in p.cmdline
+    found = namespace.map_gpu_pids(pairs, holds_gpu=holder)
+    held = {p: GpuHolding(p, mem, [0], None, None, True) for p, mem in pairs}
+    local = local_holdings(held, ProcTable.take(), True, holds_gpu=holder)   # cleanup's GPU holders
     print(json.dumps({g.nvml_pid: [g.local_pid, g.confidence, g.used_memory_bytes] for g in found}), flush=True)
+    print(json.dumps({pid: h.memory for pid, h in local.items()}), flush=True)
 for k in kids:
     k.kill()
     k.wait()
@@ -67,7 +73,9 @@ class Inside:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(json.dumps(host_pids) + "\n")
         self.proc.stdin.flush()
-        return {int(k): v for k, v in json.loads(self.proc.stdout.readline()).items()}
+        got = {int(k): v for k, v in json.loads(self.proc.stdout.readline()).items()}
+        self.holdings = {int(k): v for k, v in json.loads(self.proc.stdout.readline()).items()}
+        return got
 
     def close(self) -> None:
         assert self.proc.stdin is not None
@@ -117,9 +125,12 @@ def test_host_pids_are_matched_by_start_order_where_nothing_shows_them(inside):
     got = ns.map(list(reversed(holders)))       # NVML's order says nothing
     assert got[holders[0]] == [ns.hello["local"][0], "matched", 2 << 30]
     assert got[holders[1]] == [ns.hello["local"][1], "matched", 1 << 30]
+    # cleanup's GPU holders are keyed by the namespace's pids, the memory on the right process
+    assert ns.holdings == {ns.hello["local"][0]: 2 << 30, ns.hello["local"][1]: 1 << 30}
     # one more NVML process than holders here: no pairing is sure, every memory shown as unmapped
     got = ns.map(holders + [os.getpid()])
     assert [v[1] for v in got.values()] == ["unmapped"] * 3 and sum(v[2] for v in got.values()) == 6 << 30
+    assert sorted(ns.holdings) == sorted(holders + [os.getpid()])   # host pids kept, memory not dropped
 
 
 def test_in_the_host_namespace_a_pid_maps_to_itself():
