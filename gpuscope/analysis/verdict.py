@@ -130,6 +130,8 @@ def _part_clause(comp: "Comparison", m: "Metric", d: float, diff: float, fast: s
     phrase = m.help or m.title
     if m.name == "main_reimport" and _method(comp, slow) == "fork":
         phrase = FORK_REIMPORT_PHRASE
+    elif m.name == "process_start" and _method(comp, slow) == "forkserver":
+        phrase += " and the fork server's own start (the first start() waits for it)"
     text = (f"{phrase} {_signed(d)} ({_share(d, diff)}: {fmt(b, 'ms')} under {slow}, {fmt(a, 'ms')} "
             f"under {fast}")
     if m.name == "main_reimport" and comp.reimport_modules.get(slow):

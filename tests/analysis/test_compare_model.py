@@ -96,6 +96,16 @@ def test_the_reimport_names_its_slowest_modules():
     assert comp.to_json()["reimport_modules"]["spawn"][0] == ["slow_settings", 301.0]
 
 
+def test_forkserver_start_is_said_with_the_process_start():
+    fork = parted("fork", [0.50, 0.51], [_parts(2, 2, 50, 4), _parts(2, 2, 51, 4)])
+    server = parted("forkserver", [0.80, 0.82], [_parts(90, 0, 50, 4), _parts(95, 0, 51, 4)])
+    for f in server:
+        f.parts["process_start"] = 200.0
+    comp = build({"fork": fork, "forkserver": server})
+    assert ("starting the worker processes (start(): creating them, pickling their arguments) and the fork "
+            "server's own start (the first start() waits for it) +198 ms") in comp.verdict, comp.verdict
+
+
 def test_child_startup_alone_never_explains_a_difference():
     """Without parts (runs without event logs) the verdict names the metrics beyond noise, and the
     child start-up never alone: the re-import stands beside it."""
