@@ -46,11 +46,22 @@ def sql_columns(conn: sqlite3.Connection, table: str, names: list[str], nullness
     flagged = (names + [n for n in nullness if n in have and n not in names])[:MAX_MASKED]
     # every NULL flag in one packed column: each column costs a text round trip
     mask = " | ".join(f'(("{n}" IS NULL) << {i})' for i, n in enumerate(flagged)) or "0"
-    got = dense(conn, table, ["rowid", mask] + [f'ifnull("{n}", 0)' for n in names])
-    out = Columns(rowid=got[0], values=dict(zip(names, got[2:])), null={})
+    got = dense(conn, table, [mask] + [f'ifnull("{n}", 0)' for n in names])
+    out = Columns(rowid=_rowids(conn, table, len(got[0])), values=dict(zip(names, got[1:])), null={})
     for i, name in enumerate(flagged):
-        out.null[name] = (got[1] >> i) & 1 == 1
+        out.null[name] = (got[0] >> i) & 1 == 1
     return out
+
+
+def _rowids(conn: sqlite3.Connection, table: str, n: int) -> np.ndarray:
+    """The rowids of a table of ``n`` rows: lo..hi when that many fit (nsys numbers rows without
+    holes, and a column costs a scan), else read."""
+    lo, hi = pages.rowid_range(conn, table)
+    if lo is None or hi is None:
+        return np.zeros(0, np.int64)
+    if hi - lo + 1 == n:
+        return np.arange(lo, hi + 1, dtype=np.int64)
+    return dense(conn, table, ["rowid"])[0]
 
 
 def dense(conn: sqlite3.Connection, table: str, exprs: list[str], where: str = "") -> list[np.ndarray]:
