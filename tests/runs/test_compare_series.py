@@ -12,11 +12,11 @@ from pathlib import Path
 from gpuscope.analysis.comparison import compare_recorded, compare_runs
 from gpuscope.procs import membership
 from gpuscope.procs import read as procread
-from gpuscope.runrecord import open_run
 from gpuscope.runs.series import StartMethodSeries
 from gpuscope.spec import RunSpec
 from gpuscope.store import db
 from gpuscope.store import runs as store_runs
+from gpuscope.store.lookup import open_run
 from tests.runs.helpers import gpuscope, script, summary
 
 
