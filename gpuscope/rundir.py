@@ -78,6 +78,21 @@ def event_logs(run_dir: str | os.PathLike[str]) -> list[str]:
     return logs_in(os.path.join(run_dir, EVENTS))
 
 
+def find_export(run_dir: str | os.PathLike[str]) -> str | None:
+    """The run folder's nsys export: ``report.sqlite``, ``report.nsys-rep``, else the first of each
+    kind by name; None when it has none."""
+    folder = os.fspath(run_dir)
+    for name in (NSYS_BASENAME + ".sqlite", NSYS_BASENAME + ".nsys-rep"):
+        if os.path.exists(os.path.join(folder, name)):
+            return os.path.join(folder, name)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return None
+    found = [n for n in names if n.endswith(".sqlite")] + [n for n in names if n.endswith(".nsys-rep")]
+    return os.path.join(folder, found[0]) if found else None
+
+
 def logs_in(folder: str | os.PathLike[str]) -> list[str]:
     """The ``*.log`` files of ``folder``, sorted by name ([] when it cannot be listed)."""
     try:

@@ -23,6 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from gpuscope import rundir
 from gpuscope.finding import Finding, Severity, evidence, replace
 
 if TYPE_CHECKING:
@@ -83,21 +84,7 @@ class RunInputs:
     @property
     def export(self) -> str | None:
         """The run folder's nsys export (``.sqlite`` first), or None."""
-        return find_export(self.run_dir)
-
-
-def find_export(run_dir: str | os.PathLike[str]) -> str | None:
-    """A run folder's nsys export: ``report.sqlite``, ``report.nsys-rep``, else the first of each kind."""
-    folder = os.fspath(run_dir)
-    for name in ("report.sqlite", "report.nsys-rep"):
-        if os.path.exists(os.path.join(folder, name)):
-            return os.path.join(folder, name)
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        return None
-    found = [n for n in names if n.endswith(".sqlite")] + [n for n in names if n.endswith(".nsys-rep")]
-    return os.path.join(folder, found[0]) if found else None
+        return rundir.find_export(self.run_dir)
 
 
 Check = Callable[[RunInputs], "list[Finding]"]

@@ -400,8 +400,8 @@ def named_processes(rows: list[dict], logs: list) -> list[dict]:
 
 
 def find_export(run_dir: Path) -> Path | None:
-    """The run folder's nsys export (gpuscope.findings.registry.find_export), as a Path."""
-    from gpuscope.findings.registry import find_export as find
+    """The run folder's nsys export (gpuscope.rundir.find_export), as a Path."""
+    from gpuscope.rundir import find_export as find
 
     found = find(run_dir)
     return Path(found) if found is not None else None
