@@ -5,8 +5,8 @@ nsys 2022.4 export, of a real ``gpuscope run --nsys`` run folder (any one of its
 event logs, range files, spec, summary) and of a job folder of node runs, each opened the way
 ``gpuscope report --json`` and the app open them (``fuzz_worker.py``, in a child process, both
 read paths of an export). The parent sees a line before and after every case, so a case that does
-not finish within ``CASE_TIMEOUT_S`` is a hang; a sample of the export's mutations goes through the
-CLI itself.
+not finish within ``CASE_TIMEOUT_S`` is a hang; a sample of the export's mutations, and of the
+``.nsys-rep`` it came from (which ``nsys export`` reads), go through the CLI itself.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 WORKER = HERE / "fuzz_worker.py"
 CASE_TIMEOUT_S = 60     # a case takes well under a second; a minute without its end line is a hang
 CLI_SAMPLE = 12
+REP_SAMPLE = 8
 
 
 def fuzz(kind: str, source: Path, work: Path, seed: int, count: int, env: dict) -> dict[str, list[str]]:
@@ -142,30 +143,41 @@ def test_damaged_job_folders(tmp_path):
     assert out["ok"]
 
 
-@pytest.mark.nsys
-def test_damaged_exports_through_the_cli(export22, tmp_path):
+def _cli_cases(source: Path, suffix: str, count: int, seed: int, tmp_path: Path) -> None:
     """``gpuscope report --json`` itself: exit 0 with a JSON object, or exit 2 with one line."""
     sys.path.insert(0, str(HERE))
     from fuzz_worker import mutate
 
-    rng = random.Random(3408)
-    data = export22.read_bytes()
+    rng = random.Random(seed)
+    data = source.read_bytes()
     env = _env(tmp_path)
     seen = set()
-    for case in range(CLI_SAMPLE):
+    for case in range(count):
         bad, how = mutate(data, rng)
-        path = tmp_path / f"cli{case}.sqlite"
+        path = tmp_path / f"cli{case}{suffix}"
         path.write_bytes(bad)
         res = subprocess.run([sys.executable, "-m", "gpuscope", "report", "--json", "--no-cache", str(path)],
                              env=env, capture_output=True, text=True, timeout=CASE_TIMEOUT_S)
         assert res.returncode in (0, 2), (how, res.returncode, res.stderr[-1000:])
         if res.returncode == 0:
-            assert json.loads(res.stdout)["sqlite"] == str(path)
+            assert json.loads(res.stdout)["path"] == str(path)
         else:
             lines = res.stderr.strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith("gpuscope: error: "), (how, res.stderr)
             assert str(path) in lines[0], lines[0]   # the line names the file
         seen.add(res.returncode)
         path.unlink()
+        path.with_suffix(".sqlite").unlink(missing_ok=True)   # a .nsys-rep's export beside it
     shutil.rmtree(tmp_path / "home", ignore_errors=True)
     assert 2 in seen, "no CLI case was refused"
+
+
+@pytest.mark.nsys
+def test_damaged_exports_through_the_cli(export22, tmp_path):
+    _cli_cases(export22, ".sqlite", CLI_SAMPLE, 3408, tmp_path)
+
+
+@pytest.mark.nsys
+def test_damaged_nsys_reps_through_the_cli(export22, tmp_path):
+    """A damaged ``.nsys-rep``: nsys export refuses it (one line with its reason) or reads it."""
+    _cli_cases(export22.with_suffix(".nsys-rep"), ".nsys-rep", REP_SAMPLE, 3409, tmp_path)
