@@ -63,4 +63,20 @@ def test_hover_names_the_segment_and_its_milliseconds(qtbot, bars, tmp_path):
     assert bars.tooltip_at(bars._x(140.0), _row_y(bars, 0)) is None       # past the fork worker's bar
     qtbot.mouseMove(bars, QPoint(int(bars._x(140.0)), int(_row_y(bars, 1))))
     qtbot.waitUntil(lambda: QToolTip.isVisible() and "re-importing __main__" in QToolTip.text(), timeout=5_000)
-    save_shot(bars, "compare_startup_hover.png", tmp_path)
+    save_shot(_with_tooltip(bars), "compare_startup_hover.png", tmp_path)
+
+
+def _with_tooltip(widget):
+    """The widget with the tooltip shown over it drawn in (a grab leaves top-level tips out)."""
+    from PySide6.QtGui import QPainter
+    from PySide6.QtWidgets import QApplication, QLabel
+
+    tip = next(w for w in QApplication.topLevelWidgets() if w.inherits("QTipLabel") and w.isVisible())
+    image = widget.grab()
+    painter = QPainter(image)
+    painter.drawPixmap(widget.mapFromGlobal(tip.pos()), tip.grab())
+    painter.end()
+    shot = QLabel()
+    shot.setPixmap(image)
+    shot.resize(image.size())
+    return shot

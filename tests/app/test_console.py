@@ -152,7 +152,7 @@ def test_a_search_turns_follow_off_the_next_run_starts_following(qtbot):
     bar = console.text.verticalScrollBar()
     assert console.follow.isChecked() and bar.maximum() > 0 and bar.value() == bar.maximum()
     first = re.search(r"line \d+ of the flood", console.plain_text()).group(0)   # the oldest line kept
-    console.find.setText(first)
+    console.search.setText(first)
     assert console.find_next()
     assert not console.follow.isChecked() and bar.value() < bar.maximum()      # the match is in view
     wait_report(qtbot, w, timeout=60_000)
@@ -180,7 +180,7 @@ def test_ticking_follow_jumps_to_the_end(qtbot):
     console.show()
     console.append_chunks([("stdout", b"".join(b"line %d\n" % i for i in range(400)))])
     bar = console.text.verticalScrollBar()
-    console.find.setText("line 3\n"[:-1])
+    console.search.setText("line 3\n"[:-1])
     assert console.find_next() and not console.follow.isChecked()
     console.append_chunks([("stdout", b"".join(b"more %d\n" % i for i in range(300)))])
     assert bar.value() < bar.maximum()                # not following: the view stays at the match

@@ -43,7 +43,7 @@ def test_history_lists_runs_and_reopens_one(qtbot):
     qtbot.waitUntil(lambda: "past run" in w.live.title.text(), timeout=20_000)
     assert w.tabs.currentIndex() == 0
     assert {k[2] for k in w.live.plots["rss"].curves} == live_rss_pids
-    assert w.live.window.currentData() is None          # the whole run
+    assert w.live.span_choice.currentData() is None          # the whole run
     assert "task 0 done" in w.console.plain_text() and "start method spawn" in w.console.plain_text()
     roles = sorted(r.role for r in w.model.procs.values() if r.role)
     assert roles.count("pool worker") == 2

@@ -152,14 +152,14 @@ def test_run_button_visible_in_a_small_window(qtbot):
     w.resize(700, 450)
     qtbot.waitUntil(lambda: w.height() <= 460)
     p = w.panel
-    qtbot.waitUntil(lambda: p.scroll.verticalScrollBar().maximum() > 0)   # the fields do not fit: they scroll
+    qtbot.waitUntil(lambda: p.fields_scroll.verticalScrollBar().maximum() > 0)   # the fields do not fit: they scroll
     for button in (p.run_button, p.stop_button):
         assert button.isVisible()
         visible = button.visibleRegion().boundingRect()
         assert visible == button.rect(), (button.text(), visible, button.rect())   # not clipped by a viewport
         top_left = button.mapTo(w, button.rect().topLeft())
         assert w.rect().contains(top_left) and w.rect().contains(button.mapTo(w, button.rect().bottomRight()))
-    p.scroll.verticalScrollBar().setValue(p.scroll.verticalScrollBar().maximum())   # scrolling leaves them
+    p.fields_scroll.verticalScrollBar().setValue(p.fields_scroll.verticalScrollBar().maximum())   # scrolling leaves them
     assert p.run_button.visibleRegion().boundingRect() == p.run_button.rect()
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import html
 from typing import Any, Callable
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, QTimer, Signal
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, QTimer, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QHeaderView, QLabel, QMessageBox, QPushButton,
                                QSplitter, QTableView, QTextBrowser, QVBoxLayout, QWidget)
@@ -27,25 +27,31 @@ from gpuscope.cleanup import model as m
 from gpuscope.cleanup.evidence import human_bytes, human_s
 from gpuscope.cleanup.shm import SHM_MIN_AGE_S
 
+_ROOT = QModelIndex()     # the invisible root: a table's rows have no parent
 OBSERVE_EVERY_MS = 5000   # idle-GPU-holder evidence needs observations over a window
 AUTO_REFRESH_MS = 3000    # while the tab is shown: list again (a scan is cheap, off the GUI thread)
 _KIND = {m.KIND_PROCESS: "process", m.KIND_ZOMBIE: "zombie", m.KIND_SHM: "shared memory",
          m.KIND_GPU_GHOST: "GPU memory"}
 
 
+def _ev(s: m.Suspect) -> m.Evidence | dict[str, Any]:
+    """A suspect's evidence fields (none: empty)."""
+    return s.evidence if s.evidence is not None else {}
+
+
 def _kind(s: m.Suspect) -> str:
-    if s.kind == m.KIND_SHM and s.evidence.get("semaphore"):
+    if s.kind == m.KIND_SHM and _ev(s).get("semaphore"):
         return "semaphore"
     return _KIND.get(s.kind, s.kind)
 
 
 def _size(s: m.Suspect) -> int | None:
-    ev = s.evidence
+    ev = _ev(s)
     return ev.get("allocated_bytes") if s.kind == m.KIND_SHM else ev.get("rss_bytes")
 
 
 def _age(s: m.Suspect) -> float | None:
-    ev = s.evidence
+    ev = _ev(s)
     return ev.get("modified_s_ago") if s.kind == m.KIND_SHM else ev.get("age_s")
 
 
@@ -54,13 +60,13 @@ COLUMNS: list[tuple[str, Callable[[m.Suspect], Any], Callable[[Any], str]]] = [
     ("Kind", _kind, str),
     ("Target", lambda s: s.title, str),
     ("Why", lambda s: "; ".join(r.text for r in s.reasons), str),
-    ("User", lambda s: s.evidence.get("user") or s.evidence.get("owner") or "", str),
+    ("User", lambda s: _ev(s).get("user") or _ev(s).get("owner") or "", str),
     ("Age", _age, lambda v: human_s(v) if v is not None else "-"),
-    ("CPU %", lambda s: s.evidence.get("cpu_percent"), lambda v: "-" if v is None else f"{v:.0f}"),
+    ("CPU %", lambda s: _ev(s).get("cpu_percent"), lambda v: "-" if v is None else f"{v:.0f}"),
     ("RAM", _size, human_bytes),
-    ("GPU memory", lambda s: s.evidence.get("gpu_memory_bytes"), human_bytes),
-    ("Activity", lambda s: s.evidence.get("last_activity") or s.evidence.get("state") or "", str),
-    ("Run", lambda s: s.evidence.get("run_id") or "", str),
+    ("GPU memory", lambda s: _ev(s).get("gpu_memory_bytes"), human_bytes),
+    ("Activity", lambda s: _ev(s).get("last_activity") or _ev(s).get("state") or "", str),
+    ("Run", lambda s: _ev(s).get("run_id") or "", str),
     ("Action", lambda s: ", ".join(s.actions) or "advice only", str),
     ("Safety", lambda s: s.blocked or ("ok" if s.actions and s.identity is not None else s.advice or ""), str),
 ]
@@ -73,7 +79,7 @@ def actionable(s: m.Suspect) -> bool:
 
 def plan_line(s: m.Suspect, force: bool, grace_s: float) -> str:
     """What "clean up" will do to one suspect, in words (the confirmation lists these)."""
-    ev = s.evidence
+    ev = _ev(s)
     if s.kind == m.KIND_SHM and ev.get("semaphore"):
         return f"unlink the named semaphore {s.identity}"
     if s.kind == m.KIND_SHM:
@@ -102,10 +108,10 @@ class SuspectsModel(QAbstractTableModel):
     def selected(self) -> list[m.Suspect]:
         return [s for s in self.suspects if s.key in self.checked]
 
-    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = _ROOT) -> int:
         return 0 if parent.isValid() else len(self.suspects)
 
-    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = _ROOT) -> int:
         return 0 if parent.isValid() else len(COLUMNS)
 
     def headerData(self, section: int, orientation, role: int = Qt.ItemDataRole.DisplayRole):
@@ -113,13 +119,13 @@ class SuspectsModel(QAbstractTableModel):
             return COLUMNS[section][0]
         return None
 
-    def flags(self, index: QModelIndex):
+    def flags(self, index: QModelIndex | QPersistentModelIndex) -> Qt.ItemFlag:
         f = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
         if index.column() == 0 and actionable(self.suspects[index.row()]):
             f |= Qt.ItemFlag.ItemIsUserCheckable
         return f
 
-    def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
         s = self.suspects[index.row()]
@@ -139,7 +145,8 @@ class SuspectsModel(QAbstractTableModel):
             return QColor(120, 120, 120)
         return None
 
-    def setData(self, index: QModelIndex, value, role: int = Qt.ItemDataRole.EditRole) -> bool:
+    def setData(self, index: QModelIndex | QPersistentModelIndex, value: Any,
+                role: int = Qt.ItemDataRole.EditRole) -> bool:
         if role != Qt.ItemDataRole.CheckStateRole or index.column() != 0:
             return False
         s = self.suspects[index.row()]
@@ -154,7 +161,7 @@ class SuspectsModel(QAbstractTableModel):
 def evidence_html(s: m.Suspect) -> str:
     """The details pane: reasons, every evidence field, the safety verdict and advice."""
     rows = "".join(f"<tr><td><b>{html.escape(str(k))}</b></td><td>{html.escape(str(v))}</td></tr>"
-                   for k, v in s.evidence.items() if v not in (None, "", []))
+                   for k, v in _ev(s).items() if v not in (None, "", []))
     why = "".join(f"<li>{html.escape(r.text)} <i>[{html.escape(r.code)}]</i></li>" for r in s.reasons)
     out = f"<h3>{html.escape(s.title)}</h3><ul>{why}</ul><table cellspacing=3>{rows}</table>"
     if s.blocked:
@@ -352,7 +359,9 @@ class QtCleanup(QWidget):
         self.state.setText(f"{len(result.suspects)} suspect(s), {n_act} that gpuscope can clean up."
                            if result.suspects else "No leftovers found.")
         self.notes.setText("\n".join(f"Note: {n}" for n in result.notes))
-        self.layout().activate()
+        lay = self.layout()
+        if lay is not None:
+            lay.activate()
         self._update_buttons()
         self.sigRefreshed.emit(result)
 
@@ -397,8 +406,8 @@ class QtCleanup(QWidget):
         """Check a row by suspect key (``pid:123``, ``shm:name``); False if it cannot be checked."""
         for row, s in enumerate(self.model.suspects):
             if s.key == key:
-                return self.model.setData(self.model.index(row, 0), Qt.CheckState.Checked if on else Qt.CheckState.Unchecked,
-                                          Qt.ItemDataRole.CheckStateRole)
+                state = Qt.CheckState.Checked if on else Qt.CheckState.Unchecked
+                return self.model.setData(self.model.index(row, 0), state, Qt.ItemDataRole.CheckStateRole)
         return False
 
     def plan(self) -> list[str]:

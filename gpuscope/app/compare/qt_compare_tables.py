@@ -63,6 +63,13 @@ class _Table(QTableWidget):
         self.setWordWrap(False)
         self.labels: list[str] = []
 
+    def cell(self, row: int, column: int) -> QTableWidgetItem:
+        """The item of a filled cell (every cell of these tables is filled)."""
+        item = self.item(row, column)
+        if item is None:
+            raise LookupError(f"no item at ({row}, {column})")
+        return item
+
 
 def _mark(items: list[QTableWidgetItem], beyond: bool) -> None:
     if not beyond:
@@ -87,7 +94,7 @@ class MetricsTable(_Table):
 
     def set_comparison(self, cmp: Any) -> None:
         self.labels = list(cmp.labels)
-        self.ratio_labels = self.labels[1:] or [None]
+        self.ratio_labels: list[str | None] = [*self.labels[1:]] or [None]
         columns = ["Metric", *map(short_label, self.labels),
                    *(ratio_title(self.labels, lb) for lb in self.ratio_labels)]
         self.clear()
@@ -118,9 +125,9 @@ class MetricsTable(_Table):
         """metric name -> {label: median shown, "ratio": the first ratio shown} (from the cells)."""
         out: dict[str, dict[str, float | None]] = {}
         for r in range(self.rowCount()):
-            name = self.item(r, 0).data(Qt.ItemDataRole.UserRole)
-            d = {label: self.item(r, 1 + i).data(Qt.ItemDataRole.UserRole) for i, label in enumerate(self.labels)}
-            d["ratio"] = self.item(r, 1 + len(self.labels)).data(Qt.ItemDataRole.UserRole)
+            name = self.cell(r, 0).data(Qt.ItemDataRole.UserRole)
+            d = {label: self.cell(r, 1 + i).data(Qt.ItemDataRole.UserRole) for i, label in enumerate(self.labels)}
+            d["ratio"] = self.cell(r, 1 + len(self.labels)).data(Qt.ItemDataRole.UserRole)
             out[name] = d
         return out
 
@@ -170,11 +177,11 @@ class RangesTable(_Table):
         self._filter = text
         needle = text.strip().lower()
         for r in range(self.rowCount()):
-            name = self.item(r, 0).text().lower()
+            name = self.cell(r, 0).text().lower()
             self.setRowHidden(r, bool(needle) and needle not in name)
 
     def visible_names(self) -> list[str]:
-        return [self.item(r, 0).text() for r in range(self.rowCount()) if not self.isRowHidden(r)]
+        return [self.cell(r, 0).text() for r in range(self.rowCount()) if not self.isRowHidden(r)]
 
     def figures(self) -> dict[str, dict[str, Any]]:
         """range name -> {label: {"count", "total_ns", "avg_ns"}, "ratio": ...} (from the cells)."""
@@ -183,8 +190,8 @@ class RangesTable(_Table):
             d: dict[str, Any] = {}
             for i, label in enumerate(self.labels):
                 c = 1 + 3 * i
-                d[label] = {k: self.item(r, c + j).data(Qt.ItemDataRole.UserRole)
+                d[label] = {k: self.cell(r, c + j).data(Qt.ItemDataRole.UserRole)
                             for j, k in enumerate(("count", "total_ns", "avg_ns"))}
-            d["ratio"] = self.item(r, 1 + 3 * len(self.labels)).data(Qt.ItemDataRole.UserRole)
-            out[self.item(r, 0).text()] = d
+            d["ratio"] = self.cell(r, 1 + 3 * len(self.labels)).data(Qt.ItemDataRole.UserRole)
+            out[self.cell(r, 0).text()] = d
         return out

@@ -68,14 +68,15 @@ class QtStackedTimelines(QWidget):
         self.stack_layout.setContentsMargins(0, 0, 0, 0)
         self.stack_layout.setSpacing(2)
         self.stack_layout.addStretch(1)
-        self.scroll = QScrollArea(widgetResizable=True)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.scroll.setWidget(self.stack)
+        self.lanes_scroll = QScrollArea()
+        self.lanes_scroll.setWidgetResizable(True)
+        self.lanes_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.lanes_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.lanes_scroll.setWidget(self.stack)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.note)
-        lay.addWidget(self.scroll, 1)
+        lay.addWidget(self.lanes_scroll, 1)
 
     @property
     def timelines(self) -> dict[str, QtTimeline]:
@@ -117,7 +118,7 @@ class QtStackedTimelines(QWidget):
         if not self.lanes:
             return
         titles = sum(lane.title.sizeHint().height() + 6 for lane in self.lanes.values())
-        room = (self.scroll.viewport().height() - titles) // len(self.lanes)
+        room = (self.lanes_scroll.viewport().height() - titles) // len(self.lanes)
         for lane in self.lanes.values():
             lane.fit_height(room)
 

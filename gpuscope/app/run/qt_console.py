@@ -67,10 +67,12 @@ class QtConsole(QWidget):
         font.setFamily("monospace")
         font.setStyleHint(font.StyleHint.Monospace)
         self.text.setFont(font)
-        self.find = QLineEdit(placeholderText="Find in output (Enter: next, Shift+Enter: previous)")
-        self.find.setClearButtonEnabled(True)
-        self.find.setMinimumWidth(110)
-        self.follow = QCheckBox("Follow", checked=True)
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Find in output (Enter: next, Shift+Enter: previous)")
+        self.search.setClearButtonEnabled(True)
+        self.search.setMinimumWidth(110)
+        self.follow = QCheckBox("Follow")
+        self.follow.setChecked(True)
         self.follow.setToolTip("Keep the newest output in view (a search turns it off; every run starts with it on)")
         self.follow.toggled.connect(self._follow_toggled)
         # The document lays out lazily: its height (the bar's range) can grow after an insert has
@@ -84,7 +86,7 @@ class QtConsole(QWidget):
         clear = QPushButton("Clear")
         clear.clicked.connect(self.clear)
         bar = QHBoxLayout()
-        bar.addWidget(self.find, 1)
+        bar.addWidget(self.search, 1)
         bar.addWidget(self.status)
         bar.addWidget(self.kept)
         bar.addWidget(self.follow)
@@ -93,7 +95,7 @@ class QtConsole(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addLayout(bar)
         lay.addWidget(self.text)
-        self.find.returnPressed.connect(lambda: self.find_next(backward=False))
+        self.search.returnPressed.connect(lambda: self.find_next(backward=False))
         self._formats = {"stdout": QTextCharFormat(), "stderr": QTextCharFormat(), "gpuscope": QTextCharFormat()}
         self._formats["stderr"].setForeground(QColor("#c0392b"))
         self._formats["gpuscope"].setForeground(QColor("#2471a3"))
@@ -377,7 +379,7 @@ class QtConsole(QWidget):
 
     def find_next(self, backward: bool = False) -> bool:
         """Select the next match of the find box; wraps around once. A match turns Follow off."""
-        needle = self.find.text()
+        needle = self.search.text()
         if not needle:
             return False
         flags = QTextDocument.FindFlag.FindBackward if backward else QTextDocument.FindFlag(0)
@@ -395,7 +397,7 @@ class QtConsole(QWidget):
     def keyPressEvent(self, event) -> None:
         from PySide6.QtCore import Qt
 
-        if self.find.hasFocus() and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and \
+        if self.search.hasFocus() and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and \
                 event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
             self.find_next(backward=True)
             return

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtWidgets import (
@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QGridLayout,
     QGroupBox,
     QHBoxLayout,
+    QLayout,
     QLabel,
     QLineEdit,
     QPushButton,
@@ -95,7 +96,7 @@ class QtLaunchPanel(QWidget):
         self.kind.setToolTip("Run a script file, or a module as `python -m package.module`")
         self.script = _narrow(QComboBox(editable=True), 14)
         self.script.setToolTip("The Python script to run (drop a file here, or pick a recent one)")
-        self.script.lineEdit().setPlaceholderText(SCRIPT_HINT)
+        self.script_edit.setPlaceholderText(SCRIPT_HINT)
         # recent scripts: long paths lose their start, never the file name (full path in the tooltip)
         self.script.view().setTextElideMode(Qt.TextElideMode.ElideLeft)
         self._script_args: dict[str, str] = {}    # the arguments last run with each script
@@ -146,18 +147,20 @@ class QtLaunchPanel(QWidget):
         inner.addWidget(self.nsys)
         inner.addWidget(self.compare_box)
         inner.addStretch(1)
-        self.scroll = QScrollArea(widgetResizable=True)
-        self.scroll.setWidget(fields)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.fields_scroll = QScrollArea()
+        self.fields_scroll.setWidgetResizable(True)
+        self.fields_scroll.setWidget(fields)
+        self.fields_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.fields_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         # never narrower than its fields (they would be cut: there is no sideways scrolling)
-        self.setMinimumWidth(fields.minimumSizeHint().width() + self.scroll.verticalScrollBar().sizeHint().width())
+        bar_w = self.fields_scroll.verticalScrollBar().sizeHint().width()
+        self.setMinimumWidth(fields.minimumSizeHint().width() + bar_w)
         self.buttons = _row(self.run_button, self.stop_button)
-        self.buttons.layout().setContentsMargins(9, 4, 9, 6)
+        cast(QLayout, self.buttons.layout()).setContentsMargins(9, 4, 9, 6)
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         outer.setSpacing(0)
-        outer.addWidget(self.scroll, 1)
+        outer.addWidget(self.fields_scroll, 1)
         outer.addWidget(self.buttons)
 
     def _build_nsys(self) -> None:
@@ -236,12 +239,17 @@ class QtLaunchPanel(QWidget):
                 return
 
     @property
+    def script_edit(self) -> QLineEdit:
+        """The script box's line (the box is editable: it always has one)."""
+        return cast(QLineEdit, self.script.lineEdit())
+
+    @property
     def is_module(self) -> bool:
         return self.kind.currentData() == "module"
 
     def _kind_changed(self) -> None:
         module = self.is_module
-        self.script.lineEdit().setPlaceholderText(MODULE_HINT if module else SCRIPT_HINT)
+        self.script_edit.setPlaceholderText(MODULE_HINT if module else SCRIPT_HINT)
         self.browse_script.setEnabled(not module)
         self.target_label.setText("Module" if module else "Script")
         self.cwd.setPlaceholderText("(where the module is importable from)" if module else "(the script's folder)")
@@ -259,7 +267,7 @@ class QtLaunchPanel(QWidget):
     def _script_text_changed(self, text: str) -> None:
         """The full path in the tooltip; the line shows its end (the file name) when it is too long."""
         self.script.setToolTip(text or "The Python script to run (drop a file here, or pick a recent one)")
-        edit = self.script.lineEdit()
+        edit = self.script_edit
         if not edit.hasFocus():
             edit.setCursorPosition(len(text))
 

@@ -276,11 +276,11 @@ class QtLiveView(QWidget):
         self.elapsed = QLabel("elapsed 0:00")
         self.elapsed.setStyleSheet("font-size: 14pt; font-weight: bold;")
         self.title = ElidedLabel("")          # script · launcher · method · run id · pid, "…" when narrow
-        self.window = QComboBox()
+        self.span_choice = QComboBox()
         for text, seconds in WINDOWS:
-            self.window.addItem(text, seconds)
-        self.window.setCurrentIndex(1)
-        self.window.currentIndexChanged.connect(self._window_changed)
+            self.span_choice.addItem(text, seconds)
+        self.span_choice.setCurrentIndex(1)
+        self.span_choice.currentIndexChanged.connect(self._window_changed)
         self.show_tools = QCheckBox("show Nsight Systems processes")
         self.show_tools.setToolTip("nsys's own processes are drawn as one grey total; check to draw each")
         self.show_tools.setVisible(False)
@@ -290,7 +290,7 @@ class QtLiveView(QWidget):
         bar.addWidget(self.title, 1)
         bar.addWidget(self.show_tools)
         bar.addWidget(QLabel("show"))
-        bar.addWidget(self.window)
+        bar.addWidget(self.span_choice)
         self.plots = {name: _Plot(name) for name in TITLES}
         # no GPU: one line instead of the two GPU plots, which then leave CPU and RSS the room
         self.gpu_note = ElidedLabel()
@@ -377,12 +377,12 @@ class QtLiveView(QWidget):
         self.elapsed.setText(f"{state + ' ' if state else ''}{format_elapsed(seconds)}")
 
     def _window_changed(self) -> None:
-        self.window_s = self.window.currentData()
+        self.window_s = self.span_choice.currentData()
         self._plot_versions.clear()
         self.refresh()
 
     def set_whole_run(self) -> None:
-        self.window.setCurrentIndex(len(WINDOWS) - 1)
+        self.span_choice.setCurrentIndex(len(WINDOWS) - 1)
 
     # -- drawing --------------------------------------------------------------------------------
     def refresh(self) -> bool:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from PySide6.QtCore import QModelIndex, QPoint, QRect, Qt, Signal
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QPoint, QRect, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QIcon, QKeySequence, QPainter, QPen
 from PySide6.QtWidgets import (QAbstractItemView, QApplication, QMenu, QMessageBox, QTreeWidget, QTreeWidgetItem,
                                QWidget)
@@ -128,7 +128,7 @@ class _Item(QTreeWidgetItem):
     pinned = False
     pid = 0
 
-    def __lt__(self, other: QTreeWidgetItem) -> bool:  # type: ignore[override]
+    def __lt__(self, other: QTreeWidgetItem) -> bool:
         tree = self.treeWidget()
         header = tree.header() if tree is not None else None
         pa, pb = self.pinned, getattr(other, "pinned", False)
@@ -136,8 +136,9 @@ class _Item(QTreeWidgetItem):
             ascending = header is None or header.sortIndicatorOrder() == Qt.SortOrder.AscendingOrder
             return pb if ascending else pa
         col = header.sortIndicatorSection() if header is not None else 0
+        theirs = getattr(other, "keys", None)
         a = self.keys[col] if self.keys else None
-        b = other.keys[col] if getattr(other, "keys", None) else None
+        b = theirs[col] if theirs else None
         if a is None or b is None or a == b:
             return self.pid < getattr(other, "pid", 0)
         try:
@@ -183,17 +184,17 @@ class QtProcessTree(QTreeWidget):
         self.setTreePosition(COL["Process"])     # the tree lines before the name, as in htop
         self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.DefaultContextMenu)
-        header = self.headerItem()
+        head = self.headerItem()
         for name in NUMERIC:
-            header.setTextAlignment(COL[name], Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        header.setToolTip(COL["Process"], "the process's role (main, pool worker, torchrun agent, rank N): "
-                                          "its name in every view")
-        header.setToolTip(COL["OS name"], "the name the OS shows (ps, top): gpuscope names Python processes "
-                                          "gs:…; a program may rename itself (torchrun's agent: pt_elastic)")
+            head.setTextAlignment(COL[name], Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        head.setToolTip(COL["Process"], "the process's role (main, pool worker, torchrun agent, rank N): "
+                                        "its name in every view")
+        head.setToolTip(COL["OS name"], "the name the OS shows (ps, top): gpuscope names Python processes "
+                                        "gs:…; a program may rename itself (torchrun's agent: pt_elastic)")
         for name in ("Exit", "CPU time", "Peak RSS", "Lifetime"):
-            header.setToolTip(COL[name], "as `gpuscope run` prints it; ~ marks a figure sampled at 10 Hz")
-        self.items: dict[int, QTreeWidgetItem] = {}
-        self.group_items: dict[str, QTreeWidgetItem] = {}
+            head.setToolTip(COL[name], "as `gpuscope run` prints it; ~ marks a figure sampled at 10 Hz")
+        self.items: dict[int, _Item] = {}
+        self.group_items: dict[str, _Item] = {}
         self._parent_of: dict[int, int | str | None] = {}
         self._drawn = -1
         for i, w in enumerate(WIDTHS):
@@ -261,10 +262,14 @@ class QtProcessTree(QTreeWidget):
             if pid is not None:
                 out.append(pid)
             for i in range(item.childCount()):
-                walk(item.child(i))
+                child = item.child(i)
+                if child is not None:
+                    walk(child)
 
         for i in range(self.topLevelItemCount()):
-            walk(self.topLevelItem(i))
+            top = self.topLevelItem(i)
+            if top is not None:
+                walk(top)
         return out
 
     def refresh(self) -> bool:
@@ -322,7 +327,7 @@ class QtProcessTree(QTreeWidget):
                 if item.text(col) != text:
                     item.setText(col, text)
 
-    def _group_item(self, name: str) -> QTreeWidgetItem:
+    def _group_item(self, name: str) -> _Item:
         item = self.group_items.get(name)
         if item is None:
             item = self.group_items[name] = _Item()
@@ -332,8 +337,8 @@ class QtProcessTree(QTreeWidget):
             for col in range(len(COLUMNS)):
                 item.setForeground(col, QBrush(QColor(TOOL_GREY)))
                 item.setFont(col, font)
-            for col in NUMERIC:
-                item.setTextAlignment(COL[col], Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            for numeric in NUMERIC:
+                item.setTextAlignment(COL[numeric], Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             item.setToolTip(1, f"{name}'s own processes, not the program's (left out of the plots)")
             self.addTopLevelItem(item)
             item.setExpanded(False)
@@ -349,7 +354,7 @@ class QtProcessTree(QTreeWidget):
         parent = self.live_model.procs.get(row.ppid)
         return row.ppid if parent is not None and parent.user and row.ppid != row.pid else None
 
-    def _item(self, row: ProcRow) -> QTreeWidgetItem:
+    def _item(self, row: ProcRow) -> _Item:
         parent_pid = self._parent_key(row)
         item = self.items.get(row.pid)
         if item is not None and self._parent_of.get(row.pid) == parent_pid:
@@ -378,11 +383,11 @@ class QtProcessTree(QTreeWidget):
         return item
 
     # -- tree lines -----------------------------------------------------------------------------
-    def drawBranches(self, painter: QPainter, rect: QRect, index: QModelIndex) -> None:
+    def drawBranches(self, painter: QPainter, rect: QRect, index: QModelIndex | QPersistentModelIndex) -> None:
         """Tree lines: a row's children hang from a line under its [+]/[−] box (├─ to each, └─ to
         the last); │ where an ancestor's later siblings continue below this row."""
         chain = []
-        i = index.siblingAtColumn(0)
+        i = self.model().index(index.row(), 0, index.parent())
         while i.isValid():
             chain.append(i)
             i = i.parent()

@@ -153,12 +153,13 @@ class QtStacks(QWidget):
         self.cards_layout = QHBoxLayout(self.cards)
         self.cards_layout.setContentsMargins(2, 2, 2, 2)
         self.cards_layout.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
-        self.scroll = QScrollArea(self, widgetResizable=True)
-        self.scroll.setWidget(self.cards)
+        self.cards_scroll = QScrollArea(self)
+        self.cards_scroll.setWidgetResizable(True)
+        self.cards_scroll.setWidget(self.cards)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addLayout(bar)
-        lay.addWidget(self.scroll, 1)
+        lay.addWidget(self.cards_scroll, 1)
 
     def set_busy(self, text: str) -> None:
         self.head.setText(html.escape(text))
@@ -211,7 +212,7 @@ class QtStacks(QWidget):
         for c in self.card_widgets:
             c.set_selected(c in chosen)
         if chosen:
-            self.scroll.ensureWidgetVisible(chosen[0])
+            self.cards_scroll.ensureWidgetVisible(chosen[0])
         elif self.processes:
             self.head.setText(self.head.text() + html.escape(f" No stacks of pid {pid} (it has ended?)."))
         return chosen
@@ -219,8 +220,9 @@ class QtStacks(QWidget):
     def _fill(self, cards: list[_Card]) -> None:
         while self.cards_layout.count():
             item = self.cards_layout.takeAt(0)
-            if item.widget() is not None:
-                item.widget().deleteLater()
+            widget = item.widget() if item is not None else None
+            if widget is not None:
+                widget.deleteLater()
         self.card_widgets = list(cards)
         for c in cards:
             self.cards_layout.addWidget(c, 0, Qt.AlignmentFlag.AlignTop)

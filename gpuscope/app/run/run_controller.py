@@ -20,7 +20,6 @@ from gpuscope.app.bridge import RunBridge
 from gpuscope.spec import RunSpec
 
 if TYPE_CHECKING:
-    from pathlib import Path
 
     from gpuscope.runs.supervisor import Run, RunResult
 
@@ -96,19 +95,12 @@ class RunController(QObject):
         bridge.to_gui(self._started, run)
         if stop_now:
             run.stop()
-        done = threading.Event()
-        if spec.nsys.enabled:
-            threading.Thread(target=self._watch_program_end, args=(run.run_dir, done), daemon=True,
-                             name="gpuscope-program-end").start()
-        try:
-            return run.wait()
-        finally:
-            done.set()
-
-    def _watch_program_end(self, run_dir: Path, done: threading.Event) -> None:
-        """Under nsys, tell the GUI when the program has ended, before nsys has finished."""
-        for _ in api.watch_program_end(run_dir, done):
-            bridge.to_gui(self.sigProgramEnded.emit, run_dir)
+        if spec.nsys.enabled and run.events is not None:
+            # under nsys the GUI hears the program's end (its first process's exit record, as the
+            # run's event-log reader reads it) before nsys has finished
+            run_dir = run.run_dir
+            run.events.on_first_exit(lambda: bridge.to_gui(self.sigProgramEnded.emit, run_dir))
+        return run.wait()
 
     def _started(self, run: "Run") -> None:
         self._set_state(STOPPING if self._stop_wanted else RUNNING)
