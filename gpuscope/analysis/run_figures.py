@@ -280,7 +280,9 @@ def run_figures(row: Any, conn: Any = None) -> RunFigures:
     if root is not None:
         path, first_worker = critical_path(logs, root, refs, workers)
         fig.parts = wall_parts(path, rec.started_ns or None, rec.ended_ns or None)
-        fig.reimport_modules = reimport_modules(first_worker)
+        # under forkserver the server re-imports __main__ for its children: its log holds the imports
+        server = next((pe for pe in logs if pe.role == "forkserver"), None)
+        fig.reimport_modules = reimport_modules(first_worker) or reimport_modules(server)
     for pe in logs:
         fig.roles[pe.role] = fig.roles.get(pe.role, 0) + 1
     fig.ranges = _range_totals(logs)
