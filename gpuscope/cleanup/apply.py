@@ -11,7 +11,7 @@ from gpuscope.cleanup.model import ProcIdentity
 from gpuscope.cleanup.render import render_results
 from gpuscope.cleanup.safety import Policy, listing_refusal, static_refusal
 from gpuscope.cleanup.scanner import Scanner
-from gpuscope.cleanup.shm_actions import identify_segment
+from gpuscope.cleanup.shm_actions import identify_segment, name_refusal
 from gpuscope.cleanup.snapshot import read_process
 
 if TYPE_CHECKING:
@@ -52,9 +52,10 @@ def _plan(args, targets, shm_targets) -> list[dict[str, Any]]:
     return plan
 
 
-def _missing(action: str, target: str, message: str) -> m.ActionResult:
-    return m.ActionResult(action=action, target=target, identity={}, result="failed", ok=False,
-                          message=message)
+def _missing(action: str, target: str, message: str, refusal: str | None = None) -> m.ActionResult:
+    """No such target: refused when a rule refuses it whatever it is (pid 0, a path), else failed."""
+    return m.ActionResult(action=action, target=target, identity={}, result="refused" if refusal else "failed",
+                          ok=False, message=refusal or message)
 
 
 def act_on_targets(args: argparse.Namespace, conn: Connection,
@@ -88,7 +89,7 @@ def _do(args, conn, policy, targets, shm_targets) -> list[m.ActionResult]:
     results = []
     for pid, ident, suspect, _ in targets:
         if ident is None:
-            res = _missing("terminate", f"pid {pid}", f"pid {pid} does not exist")
+            res = _missing("terminate", f"pid {pid}", f"pid {pid} does not exist", static_refusal(pid))
             record(conn, res)
         else:
             res = act(ident, action=m.KILL if args.force and not _zombie(pid) else None,
@@ -97,7 +98,7 @@ def _do(args, conn, policy, targets, shm_targets) -> list[m.ActionResult]:
         results.append(res)
     for name, ident, _ in shm_targets:
         if ident is None:
-            res = _missing(m.UNLINK, f"/dev/shm/{name}", f"/dev/shm/{name} does not exist")
+            res = _missing(m.UNLINK, f"/dev/shm/{name}", f"/dev/shm/{name} does not exist", name_refusal(name))
             record(conn, res)
         else:
             res = act(ident, policy=policy, conn=conn)

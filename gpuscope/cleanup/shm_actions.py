@@ -21,7 +21,7 @@ def identify_segment(name: str, shm_dir: str = "/dev/shm") -> m.ShmIdentity | No
     return m.ShmIdentity(name, st.st_dev, st.st_ino)
 
 
-def _name_refusal(name: str) -> str | None:
+def name_refusal(name: str) -> str | None:
     if not name or "/" in name or name in (".", ".."):
         return f"refusing: {name!r} is not a shared memory segment name"
     return None
@@ -29,7 +29,7 @@ def _name_refusal(name: str) -> str | None:
 
 def _refusal(ident: m.ShmIdentity, path: str, policy: Policy) -> tuple[str | None, int]:
     """(refusal or None, allocated bytes). Raises FileNotFoundError when the segment is gone."""
-    why = _name_refusal(ident.name)
+    why = name_refusal(ident.name)
     if why:
         return why, 0
     st = os.lstat(path)

@@ -181,3 +181,13 @@ def test_a_pid_1_zombie_is_advice_for_a_non_root_user_too(tmp_path):
     out = json.loads(res.stdout)
     assert out["me"] == 1 and out["suspect"]["evidence"]["ppid"] == 1
     assert out["act"]["result"] == "advice" and "--init" in out["act"]["message"]
+
+
+def test_the_cli_refuses_pid_zero_and_below_and_paths_as_names(run_env):
+    from tests.cleanup.util import cli_json
+
+    rc, out = cli_json(run_env, "--no-gpu", "--kill", "0", "-1", "--unlink", "../etc/passwd", "--yes")
+    assert rc == 1
+    assert [(r["result"], r["message"]) for r in out["results"]] == [
+        ("refused", "refusing: 0 is not a process id"), ("refused", "refusing: -1 is not a process id"),
+        ("refused", "refusing: '../etc/passwd' is not a shared memory segment name")]
