@@ -8,8 +8,8 @@ reader (``trace.events.RunEvents``: its identity records, from a cursor), live o
 
 from __future__ import annotations
 
-import _signal  # the C module behind `signal`: numbers here, names when a rule fires
 import os
+import signal
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -25,8 +25,8 @@ KEYS = ("fork_threads", "child_exits", "role")
 MP_TARGETS = {"_handle_workers", "_handle_tasks", "_handle_results", "Queue._feed", "_feed",
               "Pool._handle_workers", "Pool._handle_tasks", "Pool._handle_results"}
 # Signals a parent or gpuscope sends on purpose (pool.terminate(), Stop): no finding.
-EXPECTED_SIGNALS = {_signal.SIGTERM, _signal.SIGINT}
-BAD_SIGNALS = {_signal.SIGKILL, _signal.SIGSEGV, _signal.SIGBUS, _signal.SIGABRT, _signal.SIGFPE, _signal.SIGILL}
+EXPECTED_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+BAD_SIGNALS = {signal.SIGKILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE, signal.SIGILL}
 
 
 @dataclass
@@ -164,10 +164,8 @@ def died_by_signal(facts: ProcessFacts, roles: dict[int, str], stopped: bool,
     bad = {}
     for pid, code in exits.items():
         num = -code
-        if code >= 0 or num in EXPECTED_SIGNALS or (stopped and num == _signal.SIGKILL) or num not in BAD_SIGNALS:
+        if code >= 0 or num in EXPECTED_SIGNALS or (stopped and num == signal.SIGKILL) or num not in BAD_SIGNALS:
             continue
-        import signal
-
         bad[pid] = signal.Signals(num)
     if not bad and not oom_killed:
         return []
@@ -178,7 +176,7 @@ def died_by_signal(facts: ProcessFacts, roles: dict[int, str], stopped: bool,
             "shared memory instead of copies", Severity.ERROR, (),
             evidence({"OOM kills": oom_killed}, ["cgroup memory.events: oom_kill +%d" % oom_killed]), None, None)]
     kinds = sorted({s.name for s in bad.values()})
-    killed = _signal.SIGKILL in bad.values()
+    killed = signal.SIGKILL in bad.values()
     lines = [f"pid {p} ({roles.get(p, 'child')}): {s.name}" for p, s in sorted(bad.items())]
     if oom_killed:
         lines.append(f"cgroup memory.events: oom_kill +{oom_killed} during the run")
