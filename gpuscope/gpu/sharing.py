@@ -240,10 +240,12 @@ def busy_cover(sw: _Sweep) -> _Cover:
     return _Cover(sw.t[first], sw.t[edge[~on[edge]]])
 
 
+_FLOOR_CANDIDATES = 64    # smallest delays tried first for the launch floor (exact: see _floor)
+
+
 def _queued(u: _Union, busy: _Cover) -> tuple[int | None, np.ndarray]:
     """(launch-to-start time of this process's work while the GPU ran only others' work, when each
-    union interval could have started at the earliest: its first launch plus the process's own
-    smallest launch-to-start delay among items that nothing of another process held up)."""
+    union interval could have started at the earliest: its first launch plus :func:`_floor`)."""
     known = (u.items_launch >= 0) & (u.items_launch <= u.items_start)
     if not known.any():
         none = np.full(len(u.start), _NO_TIME, np.int64)
@@ -252,21 +254,37 @@ def _queued(u: _Union, busy: _Cover) -> tuple[int | None, np.ndarray]:
     if len(a) > 1 and bool((a[1:] < a[:-1]).any()):
         o = np.argsort(a, kind="stable")
         a, b = a[o], b[o]
-    n = len(a)
-    # covered length before each launch and each start: busy time (anyone) and this process's own
-    on_busy = busy.at(np.concatenate([a, b]))
-    on_own = _Cover(u.start, u.end).at(np.concatenate([a, b]))
-    held = (on_busy[n:] - on_busy[:n]) - (on_own[n:] - on_own[:n])
-    alone = held == 0
-    floor = int((b - a)[alone].min()) if alone.any() else 0
+    own = _Cover(u.start, u.end)
+    floor = _floor(a, b, busy, own)
     ready = np.where(u.first_launch >= 0, u.first_launch + floor, _NO_TIME)
-    # the union of the windows [a, b): coverage is monotonic, so at a window's reach it is the running max
+    # the union of the windows [a, b): other processes' time inside it = busy time - own time
     reach = np.maximum.accumulate(b)
     first = np.flatnonzero(np.r_[True, a[1:] > reach[:-1]])
-    last = np.r_[first[1:] - 1, n - 1]
-    busy_in = np.maximum.accumulate(on_busy[n:])[last] - on_busy[:n][first]
-    own_in = np.maximum.accumulate(on_own[n:])[last] - on_own[:n][first]
-    return int(busy_in.sum() - own_in.sum()), ready
+    last = np.r_[first[1:] - 1, len(a) - 1]
+    return int(_inside(busy, a[first], reach[last]).sum() - _inside(own, a[first], reach[last]).sum()), ready
+
+
+def _inside(cover: _Cover, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Length of ``cover`` inside each ``[lo, hi)``."""
+    c = cover.at(np.concatenate([lo, hi]))
+    return c[len(lo):] - c[:len(lo)]
+
+
+def _floor(a: np.ndarray, b: np.ndarray, busy: _Cover, own: _Cover) -> int:
+    """The process's smallest launch-to-start delay among its items that no other process's work
+    held up (nothing but its own work ran between launch and start); 0 if there is none.
+
+    The smallest delays are tried first: if one of them was not held up, no item outside them can
+    have a smaller delay, so the answer is exact without looking at every item.
+    """
+    delay = b - a
+    if len(delay) > _FLOOR_CANDIDATES:
+        pick = np.argpartition(delay, _FLOOR_CANDIDATES - 1)[:_FLOOR_CANDIDATES]
+        free = _inside(busy, a[pick], b[pick]) == _inside(own, a[pick], b[pick])
+        if free.any():
+            return int(delay[pick][free].min())
+    free = _inside(busy, a, b) == _inside(own, a, b)
+    return int(delay[free].min()) if free.any() else 0
 
 
 # --------------------------------------------------------------------------- per device

@@ -127,3 +127,20 @@ def test_no_gpu_work_gives_an_empty_list(tmp_path):
     assert sharing_report.report_json(load_report(sx.write(tmp_path / "e.sqlite", sx.Export(), "2024.2"),
                                            use_cache=False)) == []
     assert sharing.analyse(sharing.Work(*(np.zeros(0, np.int64) for _ in range(5)))) == []
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_launch_floor_from_the_smallest_delays_equals_the_one_from_every_item(seed, monkeypatch):
+    """Thousands of items: the floor found among the 64 smallest delays gives the same switch cost
+    as looking at every item."""
+    rng = np.random.default_rng(seed)
+    n = 3000
+    dur = rng.integers(1, 50, n)
+    start = np.cumsum(dur + rng.integers(0, 20, n)) - dur
+    pid = np.repeat(rng.integers(1, 4, n // 10 + 1), 10)[:n]
+    work = sharing.Work(start=start, end=start + dur, pid=pid, device=np.zeros(n, np.int64),
+                        launch=np.maximum(start - rng.integers(0, 200, n), 0))
+    fast = sharing.analyse(work)
+    monkeypatch.setattr(sharing, "_FLOOR_CANDIDATES", 10**9)
+    assert sharing.analyse(work) == fast
+    assert fast[0].switch_ns is not None and fast[0].switches > 100
