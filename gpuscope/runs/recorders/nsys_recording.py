@@ -93,7 +93,8 @@ class NsysRecorder(BaseRecorder):
         while not self._done.wait(WATCH_S):
             tree = run_processes(ctx.pid, ctx.run_id)
             program = set(tree) - self.own_processes(tree)
-            finished = bool(program) and self._program_finished(ctx)
+            exited = self._program_finished(ctx)   # read every time: the run's reader tells of the end
+            finished = bool(program) and exited
             if program and not finished:
                 gone_at = None
                 continue
