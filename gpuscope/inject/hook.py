@@ -205,6 +205,8 @@ def _install(role):
     importhook.when_imported("multiprocessing.pool", _later("mpwrap", "patch_pool"))
     importhook.when_imported("multiprocessing.spawn", _later("mpwrap", "patch_spawn"))
     importhook.when_imported("multiprocessing.spawn", _later("reimport", "patch"))   # __main__'s re-import timed
+    if os.environ.get("GPUSCOPE_FORKSERVER_PRELOAD"):   # asked for: the forkserver imports these once
+        importhook.when_imported("multiprocessing.forkserver", _later("reimport", "preload"))
     importhook.when_imported("concurrent.futures.process", _later("mpwrap", "patch_executor"))
     importhook.when_imported("nvtx", _later("nvtxwrap", "install"))
     importhook.when_imported("ray", _later("raywrap", "install"))                     # Ray tasks, actors

@@ -9,6 +9,7 @@ Nothing is wrapped in any other process or at any other moment.
 """
 
 import builtins
+import os
 import sys
 
 from .disguise import disguise
@@ -16,6 +17,7 @@ from .eventlog import STATE, now
 from .frames import hide_frames
 
 TOP = 8          # modules named in the log, the slowest first
+PRELOAD_ENV = "GPUSCOPE_FORKSERVER_PRELOAD"     # modules, comma-separated (SetForkserverPreload's fix)
 _MAIN = ("__mp_main__", "__main__")
 
 
@@ -94,3 +96,17 @@ def patch(spawn_module):
             setattr(spawn_module, name, disguise(_timed(original, how), original, _gpuscope_reimport=True))
     except Exception as exc:
         STATE.error("patching multiprocessing.spawn for the re-import timer", exc)
+
+
+def preload(forkserver_module):
+    """The modules of ``GPUSCOPE_FORKSERVER_PRELOAD`` added to the forkserver's preload list (as
+    ``multiprocessing.set_forkserver_preload`` does) before its server starts: it imports them once
+    and its children start with them. The program's own call of it later still wins."""
+    try:
+        names = [n.strip() for n in os.environ.get(PRELOAD_ENV, "").split(",") if n.strip()]
+        server = getattr(forkserver_module, "_forkserver", None)
+        if names and server is not None:
+            have = list(getattr(server, "_preload_modules", None) or ["__main__"])
+            server.set_forkserver_preload(have + [n for n in names if n not in have])
+    except Exception as exc:
+        STATE.error("forkserver preload", exc)

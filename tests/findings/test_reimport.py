@@ -58,3 +58,12 @@ def test_under_forkserver_the_finding_names_the_preload(run_env):
     assert all(pe.main_reimport[2]["modules"][0][0] == "numpy" for pe in timed)
     (found,) = [f for f in analyse_run(folder) if f.code == "spawn-main-reimport"]
     assert "forkserver child(ren)" in found.title and found.action == SetForkserverPreload(("numpy",))
+
+
+def test_the_preload_fix_takes_the_imports_out_of_the_workers_start(run_env):
+    """SetForkserverPreload's fix as the hook applies it (GPUSCOPE_FORKSERVER_PRELOAD, what the
+    launch option sets): the server imports numpy once; the workers' re-import finds it loaded."""
+    folder, events = _run("reimport_heavy.py", "forkserver", {**run_env, "GPUSCOPE_FORKSERVER_PRELOAD": "numpy"})
+    timed = [pe for pe in events if pe.main_reimport is not None]
+    assert timed and all(pe.main_reimport[2]["modules"] == [] for pe in timed)
+    assert "spawn-main-reimport" not in [f.code for f in analyse_run(folder)]
