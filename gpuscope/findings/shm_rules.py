@@ -3,7 +3,7 @@ unlinked, and still in /dev/shm when the run ended (the ``D`` lines of inject/sh
 
 from __future__ import annotations
 
-from gpuscope.cleanup.shm_runs import left_by, still_present
+from gpuscope.procs.shm import left_by, still_present
 from gpuscope.finding import CleanupShm, Finding, Severity, evidence
 from gpuscope.findings.registry import Input, RunInputs, rule
 

@@ -1,4 +1,6 @@
-"""``/dev/shm``: its files, which live processes use them, and the one safe unlink.
+"""``/dev/shm``: its files, which live processes use them, the one safe unlink, and what a run's
+processes created and never unlinked (the ``D`` lines of inject/shmwatch.py, as the event-log
+reader gives them).
 
 A segment is "in use" when any process maps it (a line of ``/proc/<pid>/maps`` with its device
 and inode) or holds a file descriptor on it (``/proc/<pid>/fd``). A named semaphore
@@ -14,7 +16,9 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from gpuscope.procs.read import all_pids, exists, fd_links, maps_lines, maps_raw, read
 
@@ -183,3 +187,48 @@ def remove_unused(paths: set[str]) -> list[str]:
         except OSError:
             continue
     return removed
+
+
+@dataclass(frozen=True)
+class ShmMade:
+    """A segment (``kind`` "shm") or named semaphore ("sem") a process of a run created."""
+
+    name: str            # the file name in /dev/shm
+    kind: str
+    size: int | None
+    pid: int
+    where: str           # the user's file:line that created it ("" when unknown)
+    t_ns: int
+
+    def describe(self) -> str:
+        what = "shared memory segment" if self.kind == "shm" else "named semaphore"
+        size = f" of {self.size} bytes" if self.size else ""
+        at = f" at {self.where}" if self.where else ""
+        return f"{what} /dev/shm/{self.name}{size}, created by pid {self.pid}{at}"
+
+
+def left_by(events: Iterable[Any]) -> list[ShmMade]:
+    """What the run's processes created and none of them unlinked, in creation order (a
+    segment may be unlinked by another process than its creator). ``events``: each with ``pid``
+    and ``shm`` (``trace.events.ProcessEvents``, which this layer does not import)."""
+    lines = sorted(((t, pe.pid, info) for pe in events for t, info in pe.shm),
+                   key=lambda item: item[0])
+    made: dict[str, ShmMade] = {}
+    for t, pid, info in lines:
+        name = str(info.get("name") or "")
+        if not name:
+            continue
+        if info.get("op") == "create":
+            size = info.get("size")
+            made[name] = ShmMade(name, str(info.get("kind") or "shm"), int(size) if size else None, pid,
+                                 str(info.get("where") or ""), t)
+        elif info.get("op") == "unlink":
+            made.pop(name, None)
+    return list(made.values())
+
+
+def still_present(made: Iterable[ShmMade], shm_dir: str = SHM_DIR) -> list[ShmMade]:
+    """Those of ``made`` whose file is still in ``shm_dir``."""
+    return [m for m in made if os.path.isfile(os.path.join(shm_dir, m.name))]
+
+

@@ -7,9 +7,14 @@ See docs/TELEMETRY.md.
 
 from __future__ import annotations
 
-import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import logging
 
 
 def log() -> logging.Logger:
     """The telemetry logger (only a failure writes to it)."""
+    import logging  # here: `gpuscope run` loads telemetry while the program starts; only failures log
+
     return logging.getLogger("gpuscope.telemetry")

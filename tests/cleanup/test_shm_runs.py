@@ -81,7 +81,7 @@ def test_a_segment_unlinked_by_another_process_is_not_left():
     """left_by works across the run's processes (the reader's D lines, in time order)."""
     from types import SimpleNamespace
 
-    from gpuscope.cleanup.shm_runs import left_by
+    from gpuscope.procs.shm import left_by
 
     creator = SimpleNamespace(pid=10, shm=[(1, {"op": "create", "kind": "shm", "name": "psm_a", "size": 8,
                                                 "where": "x.py:1"}),
