@@ -138,3 +138,48 @@ def test_in_the_host_namespace_a_pid_maps_to_itself():
     got = namespace.map_gpu_pids([(me, 5), (999_999_999, 7)], host=True)
     assert [(g.local_pid, g.confidence) for g in got] == [(me, "exact"), (None, "unmapped")]
     assert "not visible" in got[1].label
+
+
+SAMPLER = r'''
+import json, subprocess, sys
+from fakes.fake_nvml import FakeGpu, FakeNvml
+from gpuscope.telemetry.gpu import NvmlBackend
+from gpuscope.telemetry.sampler import RunSampler
+
+child = subprocess.Popen([sys.executable, "-c", "import time; print(1, flush=True); time.sleep(60)", "gpu-holder"],
+                         stdout=subprocess.PIPE)
+child.stdout.readline()
+print(json.dumps({"local": [child.pid], "host_ns": None}), flush=True)
+host_pid = json.loads(sys.stdin.readline())[0]
+sampler = RunSampler(child.pid, 0.05, gpu=NvmlBackend(FakeNvml([FakeGpu(processes={host_pid: 500 << 20})])),
+                     host=False)
+batch = sampler.sample_once()
+print(json.dumps({"rows": [[g.pid, g.used_memory_bytes] for g in batch.gpu_processes],
+                  "members": [[p.pid, p.gpu_mem] for p in batch.processes], "notes": list(batch.notes)}), flush=True)
+child.kill()
+child.wait()
+'''
+
+
+@needs_unshare
+def test_the_sampler_keeps_gpu_memory_it_cannot_place(tmp_path):
+    """In a container whose processes hold no GPU device here, NVML's host pid cannot be placed:
+    the sampler keeps its row with the host pid and says so once, and puts it on no member."""
+    env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", sys.executable, "-c",
+                             SAMPLER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        local = json.loads(proc.stdout.readline())["local"][0]
+        host = next(pid for pid, info in read.snapshot().items()
+                    if "gpu-holder" in info.cmdline and read.nspids(pid) == (pid, local))
+        proc.stdin.write(json.dumps([host]) + "\n")
+        proc.stdin.flush()
+        out = json.loads(proc.stdout.readline())
+    finally:
+        proc.kill()
+        proc.wait()
+    assert out["rows"] == [[host, 500 << 20]]
+    assert out["members"] == [[local, None]]
+    assert out["notes"] == [f"GPU memory of host pid {host} (not visible in this PID namespace): gpuscope runs "
+                            "in a container's PID namespace"]
