@@ -24,7 +24,8 @@ def test_devices_report_every_metric():
     assert b.available and "2 GPU(s)" in b.reason
     d0, d1 = b.devices()
     assert (d0.name, d0.uuid, d0.util_gpu, d0.util_mem) == ("Fake H100", "GPU-fake-0", 40.0, 20.0)
-    assert (d0.mem_used, d0.mem_total, d0.temperature, d0.power_w, d0.sm_clock) == (2 << 30, 80 << 30, 55.0, 150.0, 1980)
+    assert (d0.mem_used, d0.mem_total, d0.temperature, d0.power_w, d0.sm_clock) == \
+        (2 << 30, 80 << 30, 55.0, 150.0, 1980)
     assert d1.util_gpu == 90.0 and d1.name == "Fake A100"
     assert b.take_notes() == []
 

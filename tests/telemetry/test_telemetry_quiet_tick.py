@@ -115,7 +115,8 @@ def test_a_host_sampler_gives_per_core_percentages_and_closes_its_files():
 def test_unexpected_proc_stat_text_falls_back():
     assert host.cpu_busy_idle(b"") is None
     assert host.cpu_busy_idle(b"cpu  1 2 3 4\ncpu0 1 x 3 4\n") is None
-    assert host.cpu_busy_idle(b"cpu  1 2 3 4 5 6 7 8 9 10\ncpu0 1 2 3 4 5 6 7 8 9 10\nintr 5 6\n") == [(55 - 9 - 10 - 9, 9)]  # all - guest - guest_nice - idle
+    ten = b"cpu  1 2 3 4 5 6 7 8 9 10\ncpu0 1 2 3 4 5 6 7 8 9 10\nintr 5 6\n"
+    assert host.cpu_busy_idle(ten) == [(55 - 9 - 10 - 9, 9)]  # all - guest - guest_nice - idle
     assert host._meminfo_kib(b"MemTotal:  10 kB\nMemAvailable: 4 kB\n", b"MemAvailable:") == 4
     assert host._meminfo_kib(b"MemTotal:  10 kB\n", b"SwapFree:") is None
 
