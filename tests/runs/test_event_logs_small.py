@@ -17,6 +17,7 @@ import pytest
 from gpuscope.findings import ipc_rules, pool_rules
 from gpuscope.inject.eventlog import pack_ranges
 from gpuscope.trace import events as ev
+from gpuscope.trace import process_events
 from gpuscope.trace.process_rows import row_from_events
 from gpuscope.runs.annotate_notes import _calls
 from tests.runs.helpers import gpuscope, summary
@@ -92,7 +93,7 @@ def _python(run: Path) -> list[ev.ProcessEvents]:
 
 def _numpy(run: Path, monkeypatch: pytest.MonkeyPatch) -> list[ev.ProcessEvents]:
     with monkeypatch.context() as m:
-        m.setattr(ev, "SMALL_LOG_RANGES", -1)
+        m.setattr(process_events, "SMALL_LOG_RANGES", -1)
         logs = ev.read_run_events(run)
         for pe in logs:
             pe.range_end(), pe.range_totals()   # the numpy path: each helper makes the array
