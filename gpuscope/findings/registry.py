@@ -54,7 +54,7 @@ class Input(enum.Enum):
 
 
 class OnStop(enum.Enum):
-    """What a rule does on a run that was stopped (or whose main process crashed)."""
+    """What a rule does on a run the user stopped (Ctrl-C, Stop)."""
 
     KEEP = "keep"        # its evidence is whole up to the stop
     SAY = "say"          # a stop can distort it: the finding says the run was stopped
@@ -71,7 +71,7 @@ class RunInputs:
     summary: dict[str, Any] = field(default_factory=dict)
     facts: ProcessFacts | None = None
     scanner: OutputScanner | None = None
-    stopped: bool = False        # stopped by the user (Ctrl-C, Stop), or its main process was killed
+    stopped: bool = False        # stopped by the user (Ctrl-C, Stop)
     oom_killed: int = 0
 
     @property
