@@ -28,6 +28,7 @@ class PartDef:
 
 PARTS: tuple[PartDef, ...] = (
     PartDef("launch", "Main program's start", "the main program's start (interpreter, gpuscope's hook)"),
+    PartDef("main", "Main program (no task to cut at)", "the main program (its logs hold no task to cut it at)"),
     PartDef("main_before_workers", "Main program before 1st worker",
             "the main program's own work before its first worker (its imports, set-up)"),
     PartDef("process_start", "Starting the worker processes",
@@ -68,18 +69,11 @@ def wall_parts(path: CriticalPath, started_ns: int | None, ended_ns: int | None)
     to_wall = root.wall_ns   # every process shares the monotonic clock: one anchor converts them all
     main_start = root.start_ns - hook_before(root)
     main_end = root.end_ns
-    marks: list[tuple[str, int | None]] = [
-        ("launch", to_wall(main_start)),
-        ("main_before_workers", _wall(to_wall, path.first_start_call)),
-        ("process_start", _wall(to_wall, path.worker_created)),
-        ("interpreter", _wall(to_wall, path.hook_start if path.hook_start is not None else path.ready)),
-        ("hook", _wall(to_wall, path.ready if path.hook_start is not None else None)),
-        ("main_reimport", _wall(to_wall, path.bootstrap)),
-        ("to_first_task", _wall(to_wall, path.first_task)),
-        ("tasks", _wall(to_wall, path.last_task_end)),
-        ("after_tasks", _wall(to_wall, main_end)),
-        ("finish", ended_ns),
-    ]
+    marks: list[tuple[str, int | None]] = [("launch", to_wall(main_start))]
+    if path.first_task is None:   # no worker ran a task or a range: the main program is one part
+        marks += [("main", _wall(to_wall, main_end)), ("finish", ended_ns)]
+    else:
+        marks += _task_marks(path, to_wall, main_end) + [("finish", ended_ns)]
     out: dict[str, float] = {}
     prev = started_ns
     for name, t in marks:
@@ -90,6 +84,21 @@ def wall_parts(path: CriticalPath, started_ns: int | None, ended_ns: int | None)
         out[name] = (t - prev) / 1e6
         prev = t
     return out
+
+
+def _task_marks(path: CriticalPath, to_wall: Callable[[int], int],
+                main_end: int | None) -> list[tuple[str, int | None]]:
+    """The boundaries from the main program's start to its end, through the first-task worker."""
+    return [
+        ("main_before_workers", _wall(to_wall, path.first_start_call)),
+        ("process_start", _wall(to_wall, path.worker_created)),
+        ("interpreter", _wall(to_wall, path.hook_start if path.hook_start is not None else path.ready)),
+        ("hook", _wall(to_wall, path.ready if path.hook_start is not None else None)),
+        ("main_reimport", _wall(to_wall, path.bootstrap)),
+        ("to_first_task", _wall(to_wall, path.first_task)),
+        ("tasks", _wall(to_wall, path.last_task_end)),
+        ("after_tasks", _wall(to_wall, main_end)),
+    ]
 
 
 def _wall(to_wall: Callable[[int], int], mono: int | None) -> int | None:
