@@ -10,9 +10,8 @@ hunk (say so on the board).
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["RunStream", "cleanup_apply", "cleanup_scanner", "compare_runs", "compare_series",
            "delete_runs", "findings", "gpu_unavailable_reason", "history", "live_findings", "latest_stacks",
            "load_report", "main_exited", "open_past_run", "open_run", "series_progress_text", "start_run",
-           "take_stacks", "watch_program_end"]
+           "take_stacks"]
 
 
 # -- runs ---------------------------------------------------------------------------------------
@@ -79,14 +78,6 @@ def main_exited(run_dir: str | Path) -> bool:
     from gpuscope.trace.events import main_exited as ended
 
     return bool(ended(run_dir))
-
-
-def watch_program_end(run_dir: str | Path, done: threading.Event, every_s: float = 0.2) -> Iterator[None]:
-    """Yields once when the program ends before ``done`` is set (under nsys, the report comes later)."""
-    while not done.wait(every_s):
-        if main_exited(run_dir):
-            yield None
-            return
 
 
 # -- stored runs --------------------------------------------------------------------------------

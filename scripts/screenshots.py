@@ -141,9 +141,12 @@ class Shooter:
         w.tabs.setCurrentIndex(0)
         w.bottom.setCurrentWidget(w.tree)
         roles = ("main", "pool worker")
-        self.wait(lambda: (not w.controller.busy) or (
-            w.controller.elapsed() > 2.5 and all(any(r.role == role for r in w.model.procs.values()) for role in roles)),
-            "the spawn pool's workers")
+
+        def seen(role: str) -> bool:
+            return any(r.role == role for r in w.model.procs.values())
+
+        self.wait(lambda: (not w.controller.busy) or (w.controller.elapsed() > 2.5 and all(map(seen, roles))),
+                  "the spawn pool's workers")
         self.shoot("run")                               # mid-run (or just after, on a slow machine)
         self.finish("spawn")
 

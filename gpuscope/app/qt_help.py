@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NamedTuple, cast
 
 from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QAction, QDesktopServices, QKeySequence, QShortcut
-from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QHeaderView, QMainWindow, QMenu, QMessageBox, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QHeaderView, QMainWindow, QMenu, QMessageBox, QTableWidget,
+                               QTableWidgetItem, QVBoxLayout, QWidget)
 
 import gpuscope
 
@@ -64,12 +66,14 @@ def _menu_titles(window: QMainWindow) -> dict[int, str]:
     def walk(menu: QMenu, title: str) -> None:
         for action in menu.actions():
             titles[id(action)] = title
-            if action.menu() is not None:
-                walk(action.menu(), title)
+            sub = action.menu()
+            if isinstance(sub, QMenu):
+                walk(sub, title)
 
     for top in window.menuBar().actions():
-        if top.menu() is not None:
-            walk(top.menu(), top.text().replace("&", "") + " menu")
+        menu = top.menu()
+        if isinstance(menu, QMenu):
+            walk(menu, top.text().replace("&", "") + " menu")
     return titles
 
 
@@ -96,7 +100,8 @@ def collect_shortcuts(window: QMainWindow) -> list[Shortcut]:
             rows.append(Shortcut(keys, what, where))
 
     for action in window.findChildren(QAction):
-        keys = ", ".join(s.toString(QKeySequence.SequenceFormat.NativeText) for s in action.shortcuts() if not s.isEmpty())
+        native = QKeySequence.SequenceFormat.NativeText
+        keys = ", ".join(s.toString(native) for s in action.shortcuts() if not s.isEmpty())
         what = action.text().replace("&", "").rstrip("…").strip() or action.toolTip()
         parent = action.parent()
         add(keys, what, menus.get(id(action)) or _area(parent if isinstance(parent, QWidget) else None))
@@ -113,6 +118,15 @@ def collect_shortcuts(window: QMainWindow) -> list[Shortcut]:
             for keys, what in table:
                 add(keys, what, getattr(cls, "KEY_HELP_AREA", cls.__name__))
     return rows
+
+
+class HelpMenu(NamedTuple):
+    """The Help menu and its actions (the window keeps them by these names)."""
+
+    menu: QMenu
+    keys_action: QAction
+    methods_action: QAction
+    about_action: QAction
 
 
 class ShortcutsDialog(QDialog):
@@ -169,7 +183,7 @@ def start_method_text() -> str:
     return "\n".join(START_METHOD_RULE)
 
 
-def build_help_menu(window: QMainWindow) -> QMenu:
+def build_help_menu(window: QMainWindow) -> HelpMenu:
     """Help → Keyboard shortcuts, Start methods, Documentation ▸, About gpuscope."""
     menu = window.menuBar().addMenu("&Help")
     keys = QAction("&Keyboard shortcuts", window, shortcut=QKeySequence("F1"))
@@ -190,8 +204,7 @@ def build_help_menu(window: QMainWindow) -> QMenu:
     about = QAction("&About gpuscope", window)
     about.triggered.connect(lambda: show_dialog(_message(window, "About gpuscope", about_text())))
     menu.addAction(about)
-    window.help_menu, window.keys_action, window.methods_action, window.about_action = menu, keys, methods, about
-    return menu
+    return HelpMenu(menu, keys, methods, about)
 
 
 def about_text() -> str:
@@ -212,7 +225,7 @@ def show_dialog(dialog: QDialog) -> QDialog:
     dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
     parent = dialog.parent()
     if parent is not None:
-        parent.last_help_dialog = dialog
+        cast(Any, parent).last_help_dialog = dialog   # the window keeps the last one open
     dialog.open()
     return dialog
 

@@ -8,6 +8,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from gpuscope.errors import UserError
@@ -65,12 +66,12 @@ XCB_PACKAGES: dict[str, tuple[str, str]] = {
 }
 
 
-def xcb_wanted(env: "dict[str, str] | None" = None) -> bool:
+def xcb_wanted(env: Mapping[str, str] | None = None) -> bool:
     """Whether Qt will try its xcb plugin first: on Linux, with QT_QPA_PLATFORM unset or naming xcb first."""
-    env = os.environ if env is None else env
+    environ = os.environ if env is None else env
     if not sys.platform.startswith("linux"):
         return False
-    first = (env.get("QT_QPA_PLATFORM") or "xcb").split(";")[0].split(":")[0].strip()
+    first = (environ.get("QT_QPA_PLATFORM") or "xcb").split(";")[0].split(":")[0].strip()
     return first == "xcb"
 
 

@@ -156,7 +156,9 @@ class Scripted(QObject):
 
     def _quit(self) -> None:
         self.window.close()
-        QApplication.instance().quit()
+        app = QApplication.instance()
+        if app is not None:
+            app.quit()
 
     # -- the picture ----------------------------------------------------------------------------
     def _show_tab(self) -> None:
@@ -181,10 +183,9 @@ class Scripted(QObject):
         if not self.args.screenshot or self.shot_taken:
             return
         self._show_tab()
-        app = QApplication.instance()
         for _ in range(3):
             self.window.tick()
-            app.processEvents()   # (runs the timeline's fit() queued by the tab change)
+            QApplication.processEvents()   # (runs the timeline's fit() queued by the tab change)
         path = Path(self.args.screenshot).expanduser()
         path.parent.mkdir(parents=True, exist_ok=True)
         if not self.window.grab().save(str(path)):

@@ -147,9 +147,9 @@ class LiveModel:
         for group in totals.keys() - set(self.groups):
             self.groups.append(group)
         for i, group in enumerate(self.groups):
-            acc = totals.get(group)
+            found = totals.get(group)
             for key in GROUP_KEYS:
-                self._buf("group", key, i).append(t, acc[key] if acc else float("nan"))
+                self._buf("group", key, i).append(t, found[key] if found else float("nan"))
 
     def add_ray_store(self, samples: list[dict[str, int]]) -> None:
         """Object store samples of a Ray run (``ray_store.jsonl``; same clock as the batches)."""

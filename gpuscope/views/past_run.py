@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from gpuscope import rundir as layout
+
+if TYPE_CHECKING:
+    import sqlite3
 
 TAIL_BYTES = 4 << 20
 
@@ -50,7 +53,7 @@ def load_past_run(run_id: str, run_dir: str | os.PathLike[str], started_ns: int 
 
     conn = db.connect()
     try:
-        series = load_series(conn, run_id)
+        series = load_series(cast("sqlite3.Connection", conn), run_id)   # the store's wrapper answers alike
     finally:
         conn.close()
     folder = Path(run_dir)

@@ -22,11 +22,15 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpuscope.views import timeline_query as Q
 from gpuscope.trace import timeline as T
+from gpuscope.views import timeline_query as Q
+
+if TYPE_CHECKING:
+    from gpuscope.trace.flows import Flows
 
 BASE_NS = 256          # g_0: level 1 merges items shorter than 4 × BASE_NS
 MAX_LEVELS = 24
@@ -159,7 +163,7 @@ class TimelineLayout:
     t_max: int
     mixed_sources: bool    # nsys and gpuscope ranges side by side: mark gpuscope's
     names: Q.RangeNames | None = None    # every NVTX range's full name (labels, highlight, measure)
-    flows: object | None = None          # gpuscope.trace.flows.Flows: pool job submitted -> task taken
+    flows: Flows | None = None           # pool job submitted -> task taken
 
     @property
     def n_items(self) -> int:
@@ -257,7 +261,7 @@ INJECTED_PREFIX = "gpuscope:"   # gpuscope's own ranges (pool tasks, --annotate)
 def _without_injected_colour(color: np.ndarray, names: Q.RangeNames) -> np.ndarray:
     """Colours with gpuscope's own ranges' set to none: nvtx gives them its default blue under nsys,
     gpuscope's logs none, so they get their name's palette colour in both."""
-    injected = np.array([bool(n) and n.startswith(INJECTED_PREFIX) for n in names.names], dtype=bool)
+    injected = np.array([n is not None and n.startswith(INJECTED_PREFIX) for n in names.names], dtype=np.bool_)
     if not injected.any():
         return color
     out = np.asarray(color, dtype=np.uint32).copy()
@@ -424,7 +428,7 @@ def build_layout(tl: T.Timeline) -> TimelineLayout:
     blocks = []
     # a job across nodes: one group of lanes per node (in node order), its processes by first activity
     group_order = {g: i for i, g in enumerate(dict.fromkeys(tl.groups[p] for p in sorted(tl.groups)))}
-    for pid in sorted(pids, key=lambda p: (group_order.get(tl.groups.get(p), -1), first[p], p)):
+    for pid in sorted(pids, key=lambda p: (group_order.get(tl.groups.get(p, ''), -1), first[p], p)):
         # per thread (main thread first): its NVTX lanes, then its CUDA API lane
         lanes = sorted(nv.get(pid, []) + api.get(pid, []),
                        key=lambda ln: (ln.tid != pid, ln.tid, _CALL_ORDER.get(ln.kind, 0), ln.source, ln.style))

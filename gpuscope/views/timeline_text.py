@@ -56,6 +56,7 @@ def range_details(layout: L.TimelineLayout, lane: L.Lane, row: L.Row | None, pos
     or (``row`` None) an NVTX mark."""
     tl = layout.timeline
     if row is None:   # pos indexes lane.marks
+        assert lane.mark_ref is not None, "a mark on a lane without marks"
         return _mark(tl, lane, int(lane.mark_ref[pos]), domains)
     i = int(row.ref[pos])
     if lane.kind == L.KIND_GPU_SHARE:

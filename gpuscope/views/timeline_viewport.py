@@ -212,7 +212,7 @@ class Viewport:
 
     def mark_position(self, index: int) -> tuple[float, float] | None:
         for s in self.slots:
-            if s.lane is not None and s.depth == 0 and s.lane.mark_ref is not None:
+            if s.lane is not None and s.depth == 0 and s.lane.mark_ref is not None and s.lane.marks is not None:
                 hit = np.flatnonzero(s.lane.mark_ref == index)
                 if len(hit):
                     return self.x_of(s.lane.marks[hit[0]]), self.y_of(s) + 3

@@ -89,9 +89,9 @@ def test_console_flood_stays_responsive_bounded_and_searchable(qtbot):
     gaps.sort()
     assert max(inserted) <= w.console.per_tick + 1, (max(inserted), f"longest GUI gaps {gaps[-3:]}")
     assert w.console.lines_skipped > 0 and "lines skipped here (output flood)" in text
-    w.console.find.setText("line 99990 of")
+    w.console.search.setText("line 99990 of")
     assert w.console.find_next() and w.console.text.textCursor().selectedText() == "line 99990 of"
-    w.console.find.setText("no such text")
+    w.console.search.setText("no such text")
     assert not w.console.find_next() and w.console.status.text() == "not found"
     wait_report(qtbot, w)
     assert w.last_error is None
@@ -106,7 +106,7 @@ def test_console_streams_and_partial_utf8(qtbot):
     c.append_chunks([("stdout", b"a\n" + euro[:1]), ("stderr", b"oops\n")])
     c.append_chunks([("stdout", euro[1:] + b"\n")])
     assert c.plain_text().splitlines() == ["a", "oops", "€"]
-    c.find.setText("oops")
+    c.search.setText("oops")
     assert c.find_next()
     assert c.text.textCursor().charFormat().foreground().color().name() == "#c0392b"   # stderr in red
     c.append_chunks([("stdout", b"".join(b"%d\n" % i for i in range(10)))])

@@ -118,6 +118,7 @@ class CoverageBanner(QFrame):
         self.head.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.apply_button = QPushButton("Apply to next run", self)
         self.apply_button.clicked.connect(self._apply)
+        self.folded = True
         self.fold_button = QToolButton(self)
         self.fold_button.setAutoRaise(True)
         self.fold_button.clicked.connect(lambda: self.set_folded(not self.folded))

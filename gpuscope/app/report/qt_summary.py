@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QLineEdit, QTableView, QTabWidget,
                                QVBoxLayout, QWidget)
@@ -20,6 +20,7 @@ from gpuscope.app.widgets.qt_elided_label import ElidedLabel
 from gpuscope.trace.summary import RECORD_MARK, source_text
 
 RAW_ROLE = Qt.ItemDataRole.UserRole
+_ROOT = QModelIndex()     # the invisible root: a table's rows have no parent
 
 
 @dataclass(frozen=True)
@@ -142,10 +143,10 @@ class RowsModel(QAbstractTableModel):
         self.rows = list(rows)
         self.endResetModel()
 
-    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = _ROOT) -> int:
         return 0 if parent.isValid() else len(self.rows)
 
-    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = _ROOT) -> int:
         return 0 if parent.isValid() else len(self.columns)
 
     def headerData(self, section: int, orientation, role: int = Qt.ItemDataRole.DisplayRole):
@@ -153,7 +154,7 @@ class RowsModel(QAbstractTableModel):
             return self.columns[section].title
         return None
 
-    def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
         col, row = self.columns[index.column()], self.rows[index.row()]
@@ -166,7 +167,8 @@ class RowsModel(QAbstractTableModel):
                 return ""
             return col.text(v) if col.text else str(v)
         if role == Qt.ItemDataRole.TextAlignmentRole:
-            return int((Qt.AlignmentFlag.AlignRight if col.numeric else Qt.AlignmentFlag.AlignLeft) | Qt.AlignmentFlag.AlignVCenter)
+            side = Qt.AlignmentFlag.AlignRight if col.numeric else Qt.AlignmentFlag.AlignLeft
+            return int(side | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.BackgroundRole and getattr(row, "source", None):
             return RECORD_TINT
         return None
@@ -175,7 +177,8 @@ class RowsModel(QAbstractTableModel):
 class RawSortProxy(QSortFilterProxyModel):
     """Sorts on the raw value (``RAW_ROLE``: numbers as numbers); filters on any text column."""
 
-    def lessThan(self, left: QModelIndex, right: QModelIndex) -> bool:
+    def lessThan(self, left: QModelIndex | QPersistentModelIndex,
+                 right: QModelIndex | QPersistentModelIndex) -> bool:
         a, b = left.data(RAW_ROLE), right.data(RAW_ROLE)
         try:
             return a < b

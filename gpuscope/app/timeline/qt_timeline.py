@@ -408,7 +408,8 @@ class QtTimeline(QWidget):
             Qt.Key.Key_PageUp: lambda: self.pan_px(0, self.height() * 0.8),
             Qt.Key.Key_PageDown: lambda: self.pan_px(0, -self.height() * 0.8),
         }
-        if key in actions and not event.modifiers() & (Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier):
+        chord = event.modifiers() & (Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier)
+        if key in actions and not chord:
             actions[key]()
             event.accept()
         else:

@@ -84,6 +84,8 @@ class RowPainter:
     def paint_marks(self, p: QPainter, lane: L.Lane, tl: T.Timeline, t0: float, nspp: float,
                     x_off: float, y: float, width: float, size: float = 7.0) -> None:
         """NVTX marks as small downward triangles, at most one per pixel column."""
+        if lane.marks is None or lane.mark_ref is None:
+            return
         t1 = t0 + nspp * width
         i0 = int(np.searchsorted(lane.marks, np.int64(math.floor(t0))))
         i1 = int(np.searchsorted(lane.marks, np.int64(math.ceil(t1)), side="right"))
@@ -301,8 +303,8 @@ def paint_highlight(view, p: QPainter, slots: list, hl_rows: dict, t0: float) ->
                 room = min(r.right(), GUTTER + w) - left_x - 3
                 if room >= 12:
                     p.setPen(RowPainter.text_color(c))
-                    p.drawText(QRectF(left_x, r.top(), room, r.height()), _LEFT_MIDDLE,
-                               p.fontMetrics().elidedText(s.row.label(at, strings), Qt.TextElideMode.ElideRight, int(room)))
+                    text = p.fontMetrics().elidedText(s.row.label(at, strings), Qt.TextElideMode.ElideRight, int(room))
+                    p.drawText(QRectF(left_x, r.top(), room, r.height()), _LEFT_MIDDLE, text)
 
 
 def paint_measure(view, p: QPainter, m) -> None:  # m: timeline_query.Measure
@@ -371,8 +373,9 @@ def _measure_box(view, p: QPainter, m, ca: float, cb: float, right_edge: float) 
                    fm.elidedText(a, Qt.TextElideMode.ElideRight, int(name_w if b else bw - 16)))
         if k == 0:
             p.setFont(view.font())
-        p.drawText(QRectF(box.left() + 16 + name_w, y, cnt_w, lh), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight, b)
-        p.drawText(QRectF(box.left() + 24 + name_w + cnt_w, y, dur_w, lh), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight, c)
+        right = Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight
+        p.drawText(QRectF(box.left() + 16 + name_w, y, cnt_w, lh), right, b)
+        p.drawText(QRectF(box.left() + 24 + name_w + cnt_w, y, dur_w, lh), right, c)
 
 
 FLOW_COLOR = QColor(70, 70, 90, 190)

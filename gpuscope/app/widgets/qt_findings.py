@@ -241,6 +241,7 @@ class FindingsStrip(QFrame):
         self.setObjectName("findingsStrip")
         self.head = QLabel(self)
         self.head.setTextFormat(Qt.TextFormat.RichText)
+        self.folded = False
         self.fold_button = QToolButton(self)
         self.fold_button.setAutoRaise(True)
         self.fold_button.clicked.connect(lambda: self.set_folded(not self.folded))

@@ -19,7 +19,9 @@ class QtStatus:
         # long messages must not widen the window: the full text is in the tooltip
         self.state_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.elapsed_label = QLabel("")
-        self.progress = QProgressBar(maximumWidth=160, textVisible=False)
+        self.progress = QProgressBar()
+        self.progress.setMaximumWidth(160)
+        self.progress.setTextVisible(False)
         self.progress.setRange(0, 0)          # the core's long steps give no fraction: a busy bar
         self.task_label = QLabel()
         self.cancel_button = QPushButton("Cancel")
