@@ -11,9 +11,12 @@ import argparse
 import json
 import os
 import platform
+import stat
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
+
+from gpuscope.errors import UserError
 
 DESCRIPTION = ("Check which Nsight Systems builds are installed, whether their importer runs, whether the "
                "nvtx package records under them (a real one-line profile), and whether NVML sees a GPU. "
@@ -57,7 +60,6 @@ def run(args: argparse.Namespace) -> int:
 
 def collect(args: argparse.Namespace) -> list[Check]:
     """All checks, in display order."""
-    from gpuscope.errors import UserError
     from gpuscope.nsys import locate
 
     checks = [check_python(), check_nvtx(args.python)]
@@ -100,8 +102,6 @@ def check_qt_platform() -> Check:
 
 def check_store() -> Check:
     """The run store reads as a healthy SQLite file, and the data folder is private."""
-    import stat
-
     from gpuscope import paths
     from gpuscope.store import recovery
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
+import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -10,11 +14,9 @@ from pathlib import Path
 from gpuscope.errors import UserError
 from gpuscope.nsys.reader import version_tuple
 
+
 def sqlite_for_rep(rep: Path) -> Path:
     """Where the export of ``rep`` goes: beside it if that folder is writable, else the cache."""
-    import hashlib
-    import os
-
     from gpuscope import paths
 
     beside = rep.with_suffix(".sqlite")
@@ -28,8 +30,6 @@ def sqlite_for_rep(rep: Path) -> Path:
 
 def rep_version(rep: Path) -> str | None:
     """The nsys version that wrote a .nsys-rep: its "2023.4.4.54-<build>" string (first 4 MB)."""
-    import re
-
     with open(rep, "rb") as fh:
         head = fh.read(4 << 20)
     m = re.search(rb"(20[2-9]\d\.\d+\.\d+\.\d+)-[0-9a-f]{6,}", head)
@@ -81,9 +81,6 @@ def pick_nsys(version: str | None):
 def _run_bounded(cmd: list[str], timeout_s: float, env: dict[str, str] | None = None, *, what: str = "",
                  cancel: threading.Event | None = None) -> None:
     """Run an nsys step in its own process group; on timeout or ``cancel`` kill the whole group."""
-    import signal
-    import subprocess
-
     full_env = env if env is not None else dict(os.environ)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, encoding="utf-8", errors="replace",
                             start_new_session=True, env=full_env)

@@ -8,6 +8,7 @@ cached, parsed, under ``<cache>/timelines``.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 import threading
@@ -185,8 +186,6 @@ CACHE_FORMAT = 3
 
 
 def _cache_file(p_sqlite: Path) -> Path:
-    import hashlib
-
     from gpuscope import paths
 
     st = p_sqlite.stat()

@@ -12,6 +12,7 @@ Nothing here knows about SQLite or event logs: readers (``gpuscope.nsys.reader``
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field, fields
 from types import ModuleType
@@ -379,8 +380,6 @@ _SCALARS = ("wall_base_ns", "mono_base_ns", "duration_ns", "nvtx_last_ns")
 
 def save(tl: Timeline, path, extra: dict | None = None) -> None:
     """Write ``tl`` (and a JSON-able ``extra``) to an uncompressed .npz file."""
-    import json
-
     arrays = {f"{t}.{k}": v for t in _TABLES for k, v in getattr(tl, t).columns().items()}
     meta = {"format": CACHE_FORMAT, "scalars": {k: getattr(tl, k) for k in _SCALARS},
             "notes": tl.notes, "extra": extra or {}}
@@ -395,8 +394,6 @@ def save(tl: Timeline, path, extra: dict | None = None) -> None:
 
 def load_meta(path) -> tuple[dict, list[str]]:
     """(extra, notes) of a file written by :func:`save`, without reading the columns."""
-    import json
-
     with np.load(path, allow_pickle=False) as z:
         meta = json.loads(z["meta"].tobytes().decode())
     if meta.get("format") != CACHE_FORMAT:
@@ -406,8 +403,6 @@ def load_meta(path) -> tuple[dict, list[str]]:
 
 def load(path) -> tuple[Timeline, dict]:
     """Read a Timeline written by :func:`save`; returns (timeline, extra). Raises ValueError if stale."""
-    import json
-
     with np.load(path, allow_pickle=False) as z:
         meta = json.loads(z["meta"].tobytes().decode())
         if meta.get("format") != CACHE_FORMAT:
