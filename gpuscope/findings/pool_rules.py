@@ -19,7 +19,6 @@ Task times come as int lists for small logs and numpy arrays for big ones
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -93,8 +92,9 @@ def _concat(parts: Sequence[Any]) -> Any:
 
 
 def _median(values: Any) -> float:
-    if isinstance(values, list):
-        return float(statistics.median(values))
+    if isinstance(values, list):   # statistics.median's value; statistics imports decimal, fractions, random
+        ordered, half = sorted(values), len(values) // 2
+        return float(ordered[half]) if len(values) % 2 else (ordered[half - 1] + ordered[half]) / 2
     import numpy as np
 
     return float(np.median(values))
