@@ -35,7 +35,7 @@ def status_kib(field):
 
 def start_ticks():
     """This process's start in clock ticks after boot (field 22 of its stat): with the pid, the
-    identity others see it by (gpuscope.procs.ProcKey); None where it cannot be read."""
+    identity others see it by (gpuscope.procs.key.ProcKey); None where it cannot be read."""
     try:
         fd = os.open(_SELF + "/stat", os.O_RDONLY | os.O_CLOEXEC)
         try:

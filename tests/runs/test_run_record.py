@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpuscope.errors import UserError
-from gpuscope.procs import ProcKey
+from gpuscope.procs.key import ProcKey
 from gpuscope.runrecord import RunRecord, read_folder
 from gpuscope.status import ExitStatus, RunStatus
 from gpuscope.store import db, rebuild
