@@ -256,15 +256,25 @@ def _has_pool(run: RunInputs) -> bool:
     return run.has_role("pool worker")
 
 
+def _pools(run: RunInputs) -> dict[int, list[Worker]]:
+    """The run's pools (:func:`workers`), read once for the three rules."""
+    return run.once("pool_rules.workers", lambda: workers(run.events))
+
+
 def _groups(run: RunInputs) -> list[list[Worker]]:
     """Each pool's workers that ran tasks (cut ones included: :func:`workers`)."""
-    return [busy for _, group in sorted(workers(run.events).items()) if (busy := [w for w in group if len(w.t0)])]
+    return [busy for _, group in sorted(_pools(run).items()) if (busy := [w for w in group if len(w.t0)])]
+
+
+def _too_small(run: RunInputs) -> list[Finding | None]:
+    """tasks-too-small per pool of :func:`_groups`, once (load-imbalance defers to it)."""
+    return run.once("pool_rules.too_small", lambda: [tasks_too_small(g) for g in _groups(run)])
 
 
 @rule("tasks-too-small", inputs=Input.EVENTS, applies=_has_pool,
       title="pool tasks so short that moving them costs more than running them")
 def _tasks_too_small(run: RunInputs) -> list[Finding]:
-    return [f for g in _groups(run) if (f := tasks_too_small(g)) is not None]
+    return [f for f in _too_small(run) if f is not None]
 
 
 @rule("load-imbalance", inputs=Input.EVENTS, applies=_has_pool, on_stop=OnStop.SAY,
@@ -273,12 +283,12 @@ def _load_imbalance(run: RunInputs) -> list[Finding]:
     # with tasks too small, "busy" is mostly overhead and who got them is chance: one finding, one fix
     main = next((pe for pe in run.events if pe.role in ("main", "torchrun agent")), None)
     stop_ns = main.end_ns if main is not None else None
-    return [f for g in _groups(run) if tasks_too_small(g) is None
+    return [f for g, small in zip(_groups(run), _too_small(run)) if small is None
             and (f := load_imbalance(g, run.stopped, stop_ns)) is not None]
 
 
 @rule("startup-dominated", inputs=Input.EVENTS, applies=_has_pool, on_stop=OnStop.SAY,
       title="spawn/forkserver pool workers spent most of their lives starting")
 def _startup_dominated(run: RunInputs) -> list[Finding]:
-    groups = [g for _, g in sorted(workers(run.events).items()) if any(len(w.t0) for w in g)]
+    groups = [g for _, g in sorted(_pools(run).items()) if any(len(w.t0) for w in g)]
     return [f for g in groups if (f := startup_dominated(g)) is not None]

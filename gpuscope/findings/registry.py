@@ -73,6 +73,13 @@ class RunInputs:
     scanner: OutputScanner | None = None
     stopped: bool = False        # stopped by the user (Ctrl-C, Stop)
     oom_killed: int = 0
+    _made: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def once(self, key: str, make: Callable[[], Any]) -> Any:
+        """``make()``'s value, made once per run for every rule that asks (several rules, one reading)."""
+        if key not in self._made:
+            self._made[key] = make()
+        return self._made[key]
 
     @property
     def roles(self) -> dict[int, str]:

@@ -33,10 +33,13 @@ class Start:
 
 def _first_work(pe: ProcessEvents) -> int | None:
     """Its first task's start, else its first range's, else its end."""
-    tasks = [nid for nid, n in pe.names.items() if n.kind == "task"]
-    rows = pe.range_rows() if pe.range_count else []
-    starts = [r[0] for r in rows if r[3] in tasks] or [r[0] for r in rows]
-    return min(starts) if starts else pe.end_ns
+    if pe.range_count:
+        tasks = [nid for nid, n in pe.names.items() if n.kind == "task"]
+        for nids in ([tasks] if tasks else []) + [None]:
+            starts, _ = pe.range_times(nids)     # in start order (a list, or an array for a big log)
+            if len(starts):
+                return int(starts[0])
+    return pe.end_ns
 
 
 def starts(events: list[ProcessEvents]) -> list[Start]:
