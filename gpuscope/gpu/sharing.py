@@ -87,8 +87,9 @@ def work_of(tl: T.Timeline) -> Work:
     k, m = tl.kernels, tl.memops
     pid = np.concatenate([k.pid, m.pid]).astype(np.int64)
     corr = np.concatenate([k.correlation, m.correlation]).astype(np.int64)
-    return Work(start=np.concatenate([k.start_ns, m.start_ns]).astype(np.int64),
-                end=np.concatenate([k.end_ns, m.end_ns]).astype(np.int64),
+    start = np.concatenate([k.start_ns, m.start_ns]).astype(np.int64)
+    # a damaged row that ends before it starts counts as an instant, never as negative time
+    return Work(start=start, end=np.maximum(np.concatenate([k.end_ns, m.end_ns]).astype(np.int64), start),
                 pid=pid, device=np.concatenate([k.device, m.device]).astype(np.int64),
                 launch=launches(tl.cuda_api, pid, corr))
 

@@ -144,3 +144,10 @@ def test_the_launch_floor_from_the_smallest_delays_equals_the_one_from_every_ite
     monkeypatch.setattr(sharing, "_FLOOR_CANDIDATES", 10**9)
     assert sharing.analyse(work) == fast
     assert fast[0].switch_ns is not None and fast[0].switches > 100
+
+
+def test_a_kernel_that_ends_before_it_starts_counts_as_an_instant(tmp_path):
+    ex = sx.Export(kernels=[sx.Kernel(1, 0, 0, 10 * US), sx.Kernel(2, 0, 30 * US, 20 * US)])
+    d = sharing_report.report_json(load_report(sx.write(tmp_path / "bad.sqlite", ex, "2024.2"), use_cache=False))[0]
+    assert (d["busy_s"], d["concurrent_s"]) == (10e-6, 0.0)
+    assert {p["pid"]: p["gpu_s"] for p in d["processes"]} == {1: 10e-6, 2: 0.0}
