@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +46,8 @@ def platform_facts() -> dict[str, str]:
             return {k: str(saved[k]) for k in ("python", "platform", "host")}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
+    import platform   # what the cache saves: this import and its `uname -p`
+
     facts = {"python": platform.python_version(), "platform": platform.platform(), "host": platform.node()}
     try:
         tmp = f"{path}.{os.getpid()}.tmp"

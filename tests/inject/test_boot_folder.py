@@ -63,6 +63,8 @@ def test_the_modules_the_hook_loads_itself_are_what_an_import_makes_of_their_spe
     assert out.returncode == 0, out.stderr[-2000:]
     count, differ = out.stdout.split(" ", 1)
     assert int(count) >= 9 and differ.strip() == "[]", out.stdout
-    cached = subprocess.run([sys.executable, "-c", "import sys; print(sys.modules['_gpuscope_inject.hook'].__cached__)"],
-                            env=env, capture_output=True, text=True, timeout=120).stdout.strip()
-    assert "__pycache__" not in cached and cached.endswith(".pyc") and os.path.basename(cached).startswith("hook."), cached
+    probe = "import sys; print(sys.modules['_gpuscope_inject.hook'].__cached__)"
+    cached = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                            timeout=120).stdout.strip()
+    assert "__pycache__" not in cached and cached.endswith(".pyc"), cached
+    assert os.path.basename(cached).startswith("hook."), cached

@@ -89,7 +89,8 @@ def test_the_wrappers_load_when_the_program_imports_what_they_wrap(tmp_path):
     code = ("import multiprocessing.pool, sys, concurrent.futures.process as p; "
             "print(' '.join(sorted(sys.modules)), "
             "getattr(multiprocessing.pool.Pool.__init__, '__wrapped__', None) is not None or "
-            "any(getattr(getattr(multiprocessing.pool, n, None), '__wrapped__', None) for n in dir(multiprocessing.pool)))")
+            "any(getattr(getattr(multiprocessing.pool, n, None), '__wrapped__', None) "
+            "for n in dir(multiprocessing.pool)))")
     mods = _modules(_env(tmp_path), code)
     _no_errors(tmp_path)
     assert "_gpuscope_inject.mpwrap" in mods and "True" in mods

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuscope.trace.events import read_run_events
+from gpuscope.trace.events import ProcessEvents, read_run_events
 from tests.inject.conftest import injected_env, make_bare_python, site_packages
 
 LEAK = str(Path(__file__).resolve().parents[1] / "findings" / "scripts" / "shm_leak.py")
@@ -28,7 +28,7 @@ def _pythons() -> list[str]:
     return found
 
 
-def _by_role(run_dir: Path) -> dict[str, object]:
+def _by_role(run_dir: Path) -> dict[str, ProcessEvents]:
     """The run's main process and resource tracker, as gpuscope reads their logs."""
     return {pe.role: pe for pe in read_run_events(run_dir) if pe.role in ("main", "resource tracker")}
 
