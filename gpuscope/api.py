@@ -10,6 +10,7 @@ hunk (say so on the board).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,13 +30,14 @@ if TYPE_CHECKING:
     from gpuscope.runs.supervisor import Run
     from gpuscope.spec import RunSpec
     from gpuscope.telemetry.batch import SampleBatch
+    from gpuscope.telemetry.ray_store import StoreTail
     from gpuscope.views.history import HistoryData
     from gpuscope.views.past_run import PastRun
 
 __all__ = ["RunStream", "cleanup_apply", "cleanup_scanner", "compare_runs", "compare_series",
            "delete_runs", "findings", "gpu_unavailable_reason", "history", "live_findings", "latest_stacks",
-           "load_report", "main_exited", "open_past_run", "open_run", "series_progress_text", "start_run",
-           "take_stacks"]
+           "load_report", "main_exited", "open_past_run", "open_run", "ray_store_tail", "saved_findings",
+           "series_progress_text", "start_run", "stop_process", "take_stacks"]
 
 
 # -- runs ---------------------------------------------------------------------------------------
@@ -109,14 +111,30 @@ def delete_runs(ids: Sequence[str]) -> tuple[int, int]:
     return delete(list(ids))
 
 
-def load_report(path: str | Path, events_only: bool = False, note: str | None = None) -> Report:
+def load_report(path: str | Path, events_only: bool = False, note: str | None = None,
+                cancel: threading.Event | None = None) -> Report:
     """An nsys report, export or run folder as one ``Report`` (``events_only``: the run folder's
-    own event logs alone, while nsys is still writing its report)."""
+    own event logs alone, while nsys is still writing its report; ``cancel`` set: stop, also a
+    running nsys export)."""
     from gpuscope.nsys import report as nsys_report
 
     if events_only:
         return nsys_report.load_events(path, note=nsys_report.PENDING_NOTE if note is None else note)
-    return nsys_report.load_report(path)
+    return nsys_report.load_report(path, cancel=cancel)
+
+
+def saved_findings(run_dir: str | Path) -> list[Finding]:
+    """The findings a run saved while it ran (its folder's list), without analysing it again."""
+    from gpuscope.findings.engine import read_saved
+
+    return read_saved(Path(run_dir))
+
+
+def ray_store_tail(run_dir: str | Path) -> StoreTail:
+    """A reader of a Ray run's object store samples, each call the new ones (docs/RAY.md)."""
+    from gpuscope.telemetry.ray_store import StoreTail as Tail
+
+    return Tail(Path(run_dir))
 
 
 def findings(run_dir: str | Path) -> list[Finding]:
@@ -195,6 +213,20 @@ def cleanup_scanner(conn: Any = None, **options: Any) -> tuple[Scanner, Any]:
 
     store: Any = conn if conn is not None else connect()
     return _Scanner(conn=store, **options), store
+
+
+def stop_process(pid: int, start_time: float | None, kill: bool, grace_s: float,
+                 run_id: str | None = None) -> ActionResult | None:
+    """Stop (SIGTERM, then SIGKILL after ``grace_s``) or kill one process with cleanup's safety
+    rules and identity check; None when it has ended already."""
+    from gpuscope.cleanup import model as m
+    from gpuscope.cleanup.actions import act, identify
+    from gpuscope.cleanup.safety import Policy
+
+    ident = m.ProcIdentity(pid, start_time) if start_time is not None else identify(pid)
+    if ident is None:
+        return None
+    return act(ident, action=m.KILL if kill else m.TERMINATE, policy=Policy(grace_s=grace_s), run_id=run_id)
 
 
 def cleanup_apply(suspects: Sequence[Suspect], force: bool, grace_s: float,

@@ -42,7 +42,7 @@ def test_a_flood_is_bounded_and_says_what_it_dropped():
 
 def test_findings_batches_and_progress_are_drained_once():
     s = RunStream()
-    s.on_finding("f1")       # type: ignore[arg-type]
+    s.on_finding("f1")
     s.on_batch("b1")
     s.on_progress("importing")
     assert (s.drain_findings(), s.drain_batches(), s.drain_progress()) == (["f1"], ["b1"], ["importing"])

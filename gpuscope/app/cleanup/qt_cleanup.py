@@ -21,6 +21,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QHeaderView, QLabel, QMessageBox, QPushButton,
                                QSplitter, QTableView, QTextBrowser, QVBoxLayout, QWidget)
 
+from gpuscope import api
 from gpuscope.app import bridge, workers
 from gpuscope.app.report.qt_summary import RAW_ROLE, RawSortProxy
 from gpuscope.cleanup import model as m
@@ -282,11 +283,8 @@ class QtCleanup(QWidget):
     def _ensure(self):
         """The scanner and store connection (made on first use, on a worker thread)."""
         if self._scanner is None:
-            from gpuscope.cleanup import Scanner
-            from gpuscope.store.db import connect
-
-            self._conn = (self._connect or connect)()
-            self._scanner = Scanner(conn=self._conn, **self._scanner_args)
+            self._scanner, self._conn = api.cleanup_scanner(self._connect() if self._connect else None,
+                                                            **self._scanner_args)
         return self._scanner
 
     def _submit(self, fn, on_done, label: str) -> None:
@@ -443,18 +441,11 @@ class QtCleanup(QWidget):
         targets = self.model.selected()
         if not targets or self.busy:
             return
-        from gpuscope.cleanup import Policy
-        from gpuscope.cleanup.model import KILL
-
-        force = self.force_box.isChecked()
-        policy = Policy(grace_s=self.grace_s)
+        force, grace_s = self.force_box.isChecked(), self.grace_s
 
         def work(task: workers.Task) -> list[m.ActionResult]:
-            from gpuscope.cleanup import perform
-
             self._ensure()
-            return [perform(s, KILL if force and s.kind == m.KIND_PROCESS else None, policy=policy,
-                            conn=self._conn) for s in targets]
+            return api.cleanup_apply(targets, force, grace_s, self._conn)
 
         self.state.setText(f"Cleaning up {len(targets)} target(s)…")
         self._submit(work, self._cleaned, "cleanup")

@@ -32,13 +32,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gpuscope import api
 from gpuscope.app import bridge, workers
 from gpuscope.app.compare.qt_compare_startup import QtStartupBars
 from gpuscope.app.compare.qt_compare_tables import MetricsTable, RangesTable
 from gpuscope.app.compare.qt_compare_timelines import QtStackedTimelines, load_layouts
 from gpuscope.app.widgets.qt_findings import FindingsList
 from gpuscope.finding import Finding
-from gpuscope.findings.engine import read_saved
 
 WARN_STYLE = ("color: #8a4500; background: #fff3cd; border: 1px solid #e0b252; border-radius: 3px; "
               "padding: 4px;")
@@ -70,7 +70,7 @@ def findings_by_label(cmp: Any) -> list[Finding]:
     for label in cmp.labels:
         for run_id in cmp.runs.get(label, []):
             folder = cmp.run_dirs.get(run_id)
-            for f in read_saved(Path(folder)) if folder else []:
+            for f in api.saved_findings(folder) if folder else []:
                 key = (label, f.code)
                 if key not in out:
                     title = f.title if len(cmp.labels) < 2 else f"[{label}] {f.title}"

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gpuscope import api
 from gpuscope.app import bridge, workers
 from gpuscope.app.report.qt_summary import QtSummaryTables
 from gpuscope.app.timeline.qt_timeline import QtTimeline
@@ -361,10 +362,8 @@ class QtReportView(QWidget):
 
     @classmethod
     def _load(cls, task: workers.Task, path: Path):
-        from gpuscope.nsys.report import load_report
-
         task.progress(f"Reading {path.name}…")
-        report = load_report(path, cancel=task.cancel_event)  # Cancel also stops a running nsys export
+        report = api.load_report(path, cancel=task.cancel_event)  # Cancel also stops a running nsys export
         if task.cancelled:
             return None
         return cls._lay_out(task, report)

@@ -36,6 +36,7 @@ from PySide6.QtGui import QBrush, QColor, QIcon, QKeySequence, QPainter, QPen
 from PySide6.QtWidgets import (QAbstractItemView, QApplication, QMenu, QMessageBox, QTreeWidget, QTreeWidgetItem,
                                QWidget)
 
+from gpuscope import api
 from gpuscope.app import workers
 from gpuscope.views.live_model import LiveModel, ProcRow
 from gpuscope.app.widgets.qt_findings import badge_icon, finding_pids
@@ -503,18 +504,10 @@ class QtProcessTree(QTreeWidget):
         a confirmation, through the Cleanup tab's rules (:func:`gpuscope.cleanup.actions.act`: the
         identity the sampler saw is re-checked through a pidfd; gpuscope itself, its ancestors,
         PID 1 and other users' processes are refused). The result comes as ``sigMessage``."""
-        from gpuscope.cleanup import model as cm
-        from gpuscope.cleanup.actions import act, identify
-        from gpuscope.cleanup.safety import Policy
-
         row = self.live_model.procs.get(pid) if pid is not None else None
         if row is None:
             return None
         if not row.alive or self.live_model.finished:
-            self._say(f"pid {pid} ({row.display}) has ended: nothing to stop", True)
-            return None
-        ident = cm.ProcIdentity(row.pid, row.create_time) if row.create_time is not None else identify(row.pid)
-        if ident is None:
             self._say(f"pid {pid} ({row.display}) has ended: nothing to stop", True)
             return None
         verb = "Kill" if kill else "Stop"
@@ -526,14 +519,16 @@ class QtProcessTree(QTreeWidget):
                 + "The same safety rules as the Cleanup tab apply.")
         if not self.confirm(f"{verb} a process", text):
             return None
-        action = cm.KILL if kill else cm.TERMINATE
-        policy = Policy(grace_s=self.grace_s)
-        run_id = self.run_id
+        run_id, grace_s, start = self.run_id, self.grace_s, row.create_time
+        target = row.pid
 
         def work(task: workers.Task) -> Any:
-            return act(ident, action=action, policy=policy, run_id=run_id)
+            return api.stop_process(target, start, kill, grace_s, run_id)
 
         def done(res: Any) -> None:
+            if res is None:
+                self._say(f"pid {pid} ({row.display}) has ended: nothing to stop", True)
+                return
             self._say(res.message if res.result != "gone" else f"pid {pid} had already ended", not res.ok)
             self.sigActionDone.emit(res)
 

@@ -22,7 +22,6 @@ from gpuscope.app.bridge import RunBridge
 from gpuscope.app.run.run_controller import IDLE, RunController
 from gpuscope.app.run.run_findings import RunFindings
 from gpuscope.status import RunStatus
-from gpuscope.telemetry.ray_store import StoreTail
 from gpuscope.views.left_running import LeftRunning
 from gpuscope.views.live_model import LiveModel
 from gpuscope.views.procroles import RoleReader
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
     from gpuscope.runs.supervisor import Run, RunResult
     from gpuscope.spec import RunSpec
     from gpuscope.store.runs import RunRow
+    from gpuscope.telemetry.ray_store import StoreTail
     from gpuscope.views.past_run import PastRun
 
 TICK_MS = 100
@@ -144,7 +144,7 @@ class RunSession(QObject):
         self.tab.console.set_log_folder(run.run_dir)      # where all of the output is (skip notes name it)
         self.roles = RoleReader(run.run_dir)
         self.findings.started(run)
-        self.ray_store = StoreTail(run.run_dir)   # a Ray run's object store (docs/RAY.md)
+        self.ray_store = api.ray_store_tail(run.run_dir)   # a Ray run's object store (docs/RAY.md)
         live.set_gpu_reason(self.controller.gpu_reason)
         live.title.setText(f"{live.title.text()} · run {run.run_id} · pid {run.pid}")
         self._print_notes(run.notes)
