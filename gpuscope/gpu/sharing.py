@@ -82,16 +82,34 @@ class Lane:
 
 # --------------------------------------------------------------------------- input
 
+NODE_SPAN = 1 << 16      # a job across nodes: device code = node index * NODE_SPAN + device
+
+
 def work_of(tl: T.Timeline) -> Work:
-    """The kernels, memcpys and memsets of ``tl`` as one :class:`Work`, launches joined from ``cuda_api``."""
+    """The kernels, memcpys and memsets of ``tl`` as one :class:`Work`, launches joined from ``cuda_api``.
+
+    A job across nodes (``tl.groups``) has GPU 0 on every node: the device becomes a code that
+    :func:`device_of` turns back into (node, device).
+    """
     k, m = tl.kernels, tl.memops
     pid = np.concatenate([k.pid, m.pid]).astype(np.int64)
     corr = np.concatenate([k.correlation, m.correlation]).astype(np.int64)
     start = np.concatenate([k.start_ns, m.start_ns]).astype(np.int64)
+    device = np.concatenate([k.device, m.device]).astype(np.int64)
+    if tl.groups and len(pid):
+        nodes = sorted(set(tl.groups.values()))
+        index = {p: nodes.index(g) for p, g in tl.groups.items()}
+        device = device + np.array([index.get(p, 0) for p in pid.tolist()], dtype=np.int64) * NODE_SPAN
     # a damaged row that ends before it starts counts as an instant, never as negative time
     return Work(start=start, end=np.maximum(np.concatenate([k.end_ns, m.end_ns]).astype(np.int64), start),
-                pid=pid, device=np.concatenate([k.device, m.device]).astype(np.int64),
-                launch=launches(tl.cuda_api, pid, corr))
+                pid=pid, device=device, launch=launches(tl.cuda_api, pid, corr))
+
+
+def device_of(tl: T.Timeline, code: int) -> tuple[str | None, int]:
+    """(node label or None, device number) of a device code of :func:`work_of`."""
+    if not tl.groups:
+        return None, code
+    return sorted(set(tl.groups.values()))[code // NODE_SPAN], code % NODE_SPAN
 
 
 def launches(api: T.Calls, pid: np.ndarray, corr: np.ndarray) -> np.ndarray:

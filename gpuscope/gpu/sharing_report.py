@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from gpuscope.gpu.sharing import DeviceSharing, of_timeline
+from typing import TYPE_CHECKING
+
+from gpuscope.gpu.sharing import DeviceSharing, device_of, of_timeline
+
+if TYPE_CHECKING:
+    from gpuscope.trace.timeline import Timeline
 
 
 def rank_of(role: str | None) -> int | None:
@@ -13,14 +18,20 @@ def rank_of(role: str | None) -> int | None:
     return None
 
 
-def to_json(found: list[DeviceSharing], roles: dict[int, str] | None = None) -> list[dict]:
-    """The ``gpu_sharing`` list of ``gpuscope report --json`` (seconds; see docs/GPU-SHARING.md)."""
+def to_json(found: list[DeviceSharing], roles: dict[int, str] | None = None,
+            tl: Timeline | None = None) -> list[dict]:
+    """The ``gpu_sharing`` list of ``gpuscope report --json`` (seconds; see docs/GPU-SHARING.md).
+    ``tl``: the Timeline analysed, for a job across nodes (each device then names its node)."""
     roles = roles or {}
 
     def s(ns: int | None) -> float | None:
         return None if ns is None else round(ns / 1e9, 9)
 
-    return [{"device": d.device, "busy_s": s(d.busy_ns), "concurrent_s": s(d.concurrent_ns),
+    def where(code: int) -> dict:
+        node, device = device_of(tl, code) if tl is not None else (None, code)
+        return {"device": device, "node": node} if node is not None else {"device": device}
+
+    return [{**where(d.device), "busy_s": s(d.busy_ns), "concurrent_s": s(d.concurrent_ns),
              "switches": d.switches, "switch_s": s(d.switch_ns), "span_s": s(d.span_ns),
              "processes": [{"pid": p.pid, "rank": rank_of(roles.get(p.pid)), "role": roles.get(p.pid),
                             "gpu_s": s(p.gpu_ns), "share": round(p.share, 6), "queued_s": s(p.queued_ns),
@@ -38,7 +49,7 @@ def report_json(report) -> list[dict]:
         return []
     cov = getattr(report, "coverage", None)
     roles = {p.pid: p.role for p in getattr(cov, "processes", [])} if cov is not None else {}
-    return to_json(of_timeline(tl), roles)
+    return to_json(of_timeline(tl), roles, tl)
 
 
 def text_lines(rows: list[dict]) -> list[str]:
@@ -51,7 +62,8 @@ def text_lines(rows: list[dict]) -> list[str]:
 
     out = ["", "GPU sharing (who ran when on each GPU; times in ms)"]
     for d in rows:
-        out.append(f"  GPU {d['device']}: busy {ms(d['busy_s'])}, two or more processes at once "
+        node = f"{d['node']} " if d.get("node") else ""
+        out.append(f"  {node}GPU {d['device']}: busy {ms(d['busy_s'])}, two or more processes at once "
                    f"{ms(d['concurrent_s'])}, {d['switches']} switch(es) between processes costing "
                    f"{ms(d['switch_s'])}")
         for p in d["processes"]:

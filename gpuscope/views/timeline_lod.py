@@ -368,8 +368,9 @@ def gpu_share_block(tl: T.Timeline) -> ProcessBlock | None:
         color = np.array([hue.get(p, SEVERAL_COLOR) for p in seg.pid.tolist()], dtype=np.uint32)
         row = build_row(seg.start, seg.end, np.arange(len(seg.start), dtype=np.int64), color,
                         np.full(len(seg.start), -1, np.int32), labels=labels, label_id=label_id)
-        lanes.append(Lane(pid=GPUS_PID, kind=KIND_GPU_SHARE, label=f"GPU {seg.device}: who ran", rows=[row],
-                          device=seg.device, segments=seg))
+        node, device = sharing.device_of(tl, seg.device)
+        lanes.append(Lane(pid=GPUS_PID, kind=KIND_GPU_SHARE, label=f"{node + ' ' if node else ''}GPU {device}: who ran",
+                          rows=[row], device=device, segments=seg))
     return ProcessBlock(pid=GPUS_PID, label="GPUs: who ran when", lanes=lanes,
                         full_name="GPUs: whose work was on each GPU (several at once: dark)")
 

@@ -151,3 +151,19 @@ def test_a_kernel_that_ends_before_it_starts_counts_as_an_instant(tmp_path):
     d = sharing_report.report_json(load_report(sx.write(tmp_path / "bad.sqlite", ex, "2024.2"), use_cache=False))[0]
     assert (d["busy_s"], d["concurrent_s"]) == (10e-6, 0.0)
     assert {p["pid"]: p["gpu_s"] for p in d["processes"]} == {1: 10e-6, 2: 0.0}
+
+
+def test_a_job_across_nodes_keeps_each_nodes_gpus_apart(tmp_path):
+    """GPU 0 of node 0 and GPU 0 of node 1 are two devices (a merged job Timeline's ``groups``)."""
+    from gpuscope.views import timeline_lod as L
+
+    ex = sx.Export(kernels=[sx.Kernel(1, 0, 0, 10 * US), sx.Kernel(2, 0, 5 * US, 15 * US)])
+    tl = load_report(sx.write(tmp_path / "job.sqlite", ex, "2024.2"), use_cache=False).timeline
+    tl.groups = {1: "node 0 · a", 2: "node 1 · b"}
+    rows = sharing_report.to_json(sharing.of_timeline(tl), {}, tl)
+    assert [(d["node"], d["device"], d["busy_s"], d["concurrent_s"]) for d in rows] == [
+        ("node 0 · a", 0, 10e-6, 0.0), ("node 1 · b", 0, 10e-6, 0.0)]
+    assert any("node 1 · b GPU 0" in line for line in sharing_report.text_lines(rows))
+    block = L.gpu_share_block(tl)
+    assert block is not None and [ln.label for ln in block.lanes] == ["node 0 · a GPU 0: who ran",
+                                                                      "node 1 · b GPU 0: who ran"]
