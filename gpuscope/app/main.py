@@ -74,10 +74,3 @@ def run_app(args: argparse.Namespace) -> int:
         script.begin()
     code = app.exec()
     return script.exit_code if script is not None else code
-
-
-def main() -> int:
-    """Entry point for a GUI launcher (``gpuscope-gui``): the same as ``gpuscope gui``."""
-    from gpuscope.cli import main as cli_main
-
-    return cli_main(["gui", *sys.argv[1:]])
