@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -205,7 +206,7 @@ if __name__ == "__main__":
             queue.put(1)
         for _ in range(nproc):
             queue.put(None)
-    pids = [done.get(timeout=300) for _ in procs]
+    pids = [done.get(timeout=120) for _ in procs]
     for p in procs:
         p.join()
     print("workers " + json.dumps(sorted(pids)), flush=True)
@@ -221,6 +222,7 @@ torch.cuda.synchronize()
 print("workers " + json.dumps([os.getpid()]), flush=True)
 """
 
+CASE_TIMEOUT_S = 150      # one recorded case (nsys start, CUDA start of each worker, export)
 TOLERANCE = 0.25          # recorded kernel lengths and GPU times within 25 % of what was launched
 CONCURRENT_MAX = 0.05     # without MPS, processes on one GPU should (almost) never run at once
 
@@ -261,15 +263,31 @@ def run_case(tmp: str, python: str, case: Case, kernels: int, cycles: int) -> tu
            else [case.method, str(case.nproc), str(kernels), str(cycles), case.mode])
     env = {**os.environ, "GPUSCOPE_HOME": str(Path(tmp, "home"))}
     fork = ["--nsys-fork", "on"] if case.method == "fork" else []      # children that never exec
-    proc = subprocess.run([sys.executable, "-m", "gpuscope", "run", "--json", "--nsys", *fork, "--python", python,
-                           str(script), *job], cwd=ROOT, env=env, capture_output=True, text=True, timeout=150)
-    lines = proc.stdout.strip().splitlines()
+    out, err = gpuscope_run([sys.executable, "-m", "gpuscope", "run", "--json", "--nsys", *fork, "--python", python,
+                             str(script), *job], env, CASE_TIMEOUT_S)
+    lines = out.strip().splitlines()
     pids: list[int] = next((json.loads(ln.split(" ", 1)[1]) for ln in lines if ln.startswith("workers ")), [])
     try:
         return json.loads(lines[-1])["run_dir"], pids
     except (IndexError, ValueError, KeyError):
-        print(proc.stdout[-2000:], proc.stderr[-2000:], flush=True)
+        print(out[-2000:], err[-2000:], flush=True)
         return None, pids
+
+
+def gpuscope_run(cmd: list[str], env: dict, timeout: float) -> tuple[str, str]:
+    """(stdout, stderr) of a ``gpuscope run``; past ``timeout`` it gets Ctrl-C (it stops its whole
+    process tree and nsys), then a kill: a hung case costs its limit, never the rest of the call."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        return out, err + f"\ngpu_smoke: stopped after {timeout:.0f} s"
 
 
 def sharing_checks(case: Case, report, pids: list[int], kernels: int, kernel_ms: float,

@@ -97,3 +97,15 @@ def test_sharing_checks_fail_when_the_processes_ran_at_once(smoke, tmp_path):
     failed = {r[0] for r in smoke.results if not r[1]}
     assert "2 x fork own: without MPS the processes never ran at once" in failed
     assert "2 x fork own: gpu-time-sliced found" in failed
+
+
+def test_a_hung_case_is_stopped_with_its_process_tree(smoke, tmp_path):
+    script = tmp_path / "hang.py"
+    script.write_text("import os, time\nprint('hang pid', os.getpid(), flush=True)\ntime.sleep(120)\n")
+    env = {**os.environ, "GPUSCOPE_HOME": str(tmp_path / "home")}
+    out, err = smoke.gpuscope_run([sys.executable, "-m", "gpuscope", "run", str(script)], env, 4)
+    assert "gpu_smoke: stopped after 4 s" in err
+    pid = int(out.split("hang pid", 1)[1].split()[0])
+    from gpuscope.procs.read import alive
+
+    assert not alive(pid)
