@@ -145,10 +145,10 @@ def findings_checks(tmp: str, python: str) -> None:
     job = Path(tmp, "fork_job.py")
     job.write_text(FORK_JOB)
     env = {**os.environ, "GPUSCOPE_HOME": str(Path(tmp, "home"))}
-    proc = subprocess.run([sys.executable, "-m", "gpuscope", "run", "--json", "--quiet", "--python", python,
-                           str(job)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=150)
+    out, _ = gpuscope_run([sys.executable, "-m", "gpuscope", "run", "--json", "--quiet", "--python", python,
+                           str(job)], env, 150)
     try:
-        run_dir = json.loads(proc.stdout.strip().splitlines()[-1])["run_dir"]
+        run_dir = json.loads(out.strip().splitlines()[-1])["run_dir"]
     except (IndexError, ValueError, KeyError):
         check("findings: cuda-after-fork", False, "no JSON summary")
         return
