@@ -20,7 +20,10 @@ length (``torch.cuda._sleep``, calibrated once in a process of its own) on one G
 - 2 and 4 processes (``--quick``: 2), started by fork and by spawn;
 - ``own``: each process launches its kernels back to back; ``queue``: the processes take work
   items from one shared multiprocessing queue (one kernel and a synchronize per item);
-- ``one``: the same total work from one process on one stream, the reference.
+- ``one``: the 2-process cases' total work from one process on one stream, the reference.
+
+Cases run most telling first (2 processes, the reference, 4 processes, the queue); one that could
+not end within ``--budget`` (default 540 s for the whole call) is not started and fails.
 
 Checked against the kernels' known length, on the run's ``gpu_sharing`` (``gpuscope report
 --json``): the recorded kernels last the calibrated length, the cuda trace reaches the report's
@@ -241,9 +244,13 @@ class Case:
 
 
 def cases(quick: bool) -> list[Case]:
-    counts = (2,) if quick else (2, 4)
-    modes = ("own",) if quick else ("own", "queue")
-    return [Case(n, m, mode) for n in counts for m in ("fork", "spawn") for mode in modes] + [Case(4, "-", "one")]
+    """The most telling first (a spent --budget drops the last): 2 processes, the reference, then
+    4 processes, then the shared queue."""
+    first = [Case(2, "spawn", "own"), Case(2, "fork", "own"), Case(2, "-", "one")]
+    if quick:
+        return first
+    return first + [Case(4, m, "own") for m in ("spawn", "fork")] + [Case(n, m, "queue") for n in (2, 4)
+                                                                      for m in ("spawn", "fork")]
 
 
 def calibrate(python: str) -> float:
@@ -343,7 +350,10 @@ def sharing_checks(case: Case, report, pids: list[int], kernels: int, kernel_ms:
     return figures
 
 
-def sharing_experiment(tmp: str, python: str, quick: bool, kernels: int, kernel_ms: float) -> list[dict]:
+def sharing_experiment(tmp: str, python: str, quick: bool, kernels: int, kernel_ms: float,
+                       deadline: float) -> list[dict]:
+    """The cases in turn; a case that could not end before ``deadline`` (time.monotonic) is not
+    started, and says so as a failed check."""
     from gpuscope.findings.engine import analyse_run
     from gpuscope.gpu import mps
     from gpuscope.nsys.report import load_report
@@ -355,11 +365,23 @@ def sharing_experiment(tmp: str, python: str, quick: bool, kernels: int, kernel_
     check("MPS is off for the sharing experiment", not state.active, state.describe())
     if state.active:
         return [{"mps": state.to_dict()}]
+    from gpuscope.errors import UserError
+    from gpuscope.nsys.locate import find_nsys
+
+    try:
+        nsys = find_nsys()
+    except UserError as exc:
+        check("nsys for the sharing experiment", False, str(exc))
+        return [{"mps": state.to_dict()}]
+    print(f"gpu_smoke: recording with nsys {nsys.version} ({nsys.nsys})", flush=True)
     cycles = int(calibrate(python) * kernel_ms)
     out: list[dict] = [{"mps": state.to_dict(), "kernel_ms": kernel_ms, "kernels_per_process": kernels,
-                        "sleep_cycles": cycles}]
+                        "sleep_cycles": cycles, "nsys": nsys.version}]
     for case in cases(quick):
         t = time.monotonic()
+        if t + CASE_TIMEOUT_S > deadline:
+            check(f"{case.name}: recorded under nsys", False, "not started: the call's --budget is spent")
+            continue
         run_dir, pids = run_case(tmp, python, case, kernels, cycles)
         if run_dir is None or not pids:
             check(f"{case.name}: recorded under nsys", False, f"run folder {run_dir}, workers {pids}")
@@ -380,20 +402,25 @@ def main() -> int:
     ap.add_argument("--python", default=sys.executable, help="interpreter with CUDA torch for the job")
     ap.add_argument("--seconds", type=float, default=8.0, help="how long the telemetry job computes")
     ap.add_argument("--out", metavar="FIGURES.json", help="write the figures of every check as JSON")
-    ap.add_argument("--quick", action="store_true", help="sharing: 2 processes, own work only (fork, spawn)")
+    ap.add_argument("--quick", action="store_true", help="sharing: 2 processes (spawn, fork) and the one-process reference only")
     ap.add_argument("--kernels", type=int, default=40, help="sharing: kernels per process (default 40)")
     ap.add_argument("--kernel-ms", type=float, default=5.0, help="sharing: length of each kernel (default 5 ms)")
+    ap.add_argument("--budget", type=float, default=540.0,
+                    help="seconds for the whole call (default 540): sharing cases that could not end in it are "
+                         "not started")
     which = ap.add_mutually_exclusive_group()
     which.add_argument("--skip-sharing", action="store_true", help="only the telemetry and findings checks")
     which.add_argument("--sharing-only", action="store_true", help="only the sharing experiment")
     args = ap.parse_args()
+    started = time.monotonic()
     preflight(args.python)
     figures: dict = {}
     with tempfile.TemporaryDirectory(prefix="gpuscope-smoke-") as tmp:
         if not args.sharing_only:
             telemetry_and_findings(tmp, args)
         if not args.skip_sharing:
-            figures["sharing"] = sharing_experiment(tmp, args.python, args.quick, args.kernels, args.kernel_ms)
+            figures["sharing"] = sharing_experiment(tmp, args.python, args.quick, args.kernels, args.kernel_ms,
+                                                    started + args.budget)
     figures["checks"] = [{"name": n, "ok": ok, "detail": d} for n, ok, d in results]
     if args.out:
         Path(args.out).write_text(json.dumps(figures, indent=1, default=str))
