@@ -402,7 +402,8 @@ def main() -> int:
     ap.add_argument("--python", default=sys.executable, help="interpreter with CUDA torch for the job")
     ap.add_argument("--seconds", type=float, default=8.0, help="how long the telemetry job computes")
     ap.add_argument("--out", metavar="FIGURES.json", help="write the figures of every check as JSON")
-    ap.add_argument("--quick", action="store_true", help="sharing: 2 processes (spawn, fork) and the one-process reference only")
+    ap.add_argument("--quick", action="store_true",
+                    help="sharing: 2 processes (spawn, fork) and the one-process reference only")
     ap.add_argument("--kernels", type=int, default=40, help="sharing: kernels per process (default 40)")
     ap.add_argument("--kernel-ms", type=float, default=5.0, help="sharing: length of each kernel (default 5 ms)")
     ap.add_argument("--budget", type=float, default=540.0,
