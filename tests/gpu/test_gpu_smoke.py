@@ -109,3 +109,13 @@ def test_a_hung_case_is_stopped_with_its_process_tree(smoke, tmp_path):
     from gpuscope.procs.read import alive
 
     assert not alive(pid)
+
+
+def test_sharing_checks_of_the_one_process_reference(smoke, tmp_path):
+    ks = [sx.Kernel(21, 0, i * 5 * MS, (i + 1) * 5 * MS, 0, name="spin_kernel") for i in range(8)]
+    report = load_report(sx.write(tmp_path / "one.sqlite", sx.Export(kernels=ks), "2023.4"), use_cache=False)
+    smoke.sharing_checks(smoke.Case(2, "-", "one"), report, [21], 4, 5.0,
+                         gpu_rules.time_sliced_findings(report.timeline, {}))
+    assert [(name, ok) for name, ok, _ in smoke.results if not ok] == []
+    assert "one process: no switch, nothing concurrent" in {name for name, _, _ in smoke.results}
+    assert len(smoke.results) == 6
