@@ -167,3 +167,18 @@ def test_a_job_across_nodes_keeps_each_nodes_gpus_apart(tmp_path):
     block = L.gpu_share_block(tl)
     assert block is not None and [ln.label for ln in block.lanes] == ["node 0 · a GPU 0: who ran",
                                                                       "node 1 · b GPU 0: who ran"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_damaged_values_give_figures_not_exceptions(seed):
+    """Extreme times, devices and pids (a damaged export): the analysis runs to its end."""
+    rng = np.random.default_rng(seed)
+    n = 200
+    big = np.iinfo(np.int64).max // 4
+    start = rng.integers(-big, big, n)
+    work = sharing.Work(start=start, end=start + rng.integers(0, 10**6, n), pid=rng.integers(0, 1 << 24, n),
+                        device=rng.integers(-5, 1 << 40, n), launch=rng.integers(-big, big, n))
+    found = sharing.analyse(work)
+    assert sum(len(d.processes) for d in found) == len(set(zip(work.device.tolist(), work.pid.tolist())))
+    assert len(sharing.lanes(work)) == len(found)
+    assert sharing_report.to_json(found)
