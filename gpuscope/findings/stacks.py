@@ -164,20 +164,24 @@ def outside_tool() -> tuple[str, str] | None:
     return None
 
 
-def read_from_outside(pid: int, role: str) -> ProcessStacks:
-    """A process gpuscope's hook did not reach (not Python, isolated, or its own handler)."""
-    tool = outside_tool()
+def read_from_outside(pid: int, role: str, *, nonblocking: bool = False, timeout_s: float = 10.0,
+                      tool: tuple[str, str] | None = None) -> ProcessStacks:
+    """A process gpuscope's hook did not reach (not Python, isolated, or its own handler);
+    ``nonblocking``: py-spy reads without pausing the process (a running one's stack may tear);
+    ``tool``: (name, path) of the reader, else :func:`outside_tool`'s."""
+    tool = tool or outside_tool()
     if tool is None:
         return ProcessStacks(pid, role, source="none",
                              note="not reached by gpuscope's hook, and neither py-spy nor pystack is installed "
                                   "(pip install py-spy) to read it from outside")
     name, path = tool
-    argv = [path, "dump", "--pid", str(pid)] if name == "py-spy" else [path, "remote", str(pid)]
+    argv = ([path, "dump", "--pid", str(pid), "--json", *(["--nonblocking"] if nonblocking else [])]
+            if name == "py-spy" else [path, "remote", str(pid)])
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return ProcessStacks(pid, role, source="none", note=f"{name} failed: {exc}")
-    threads = parse_outside(proc.stdout)
+    threads = parse_py_spy_json(proc.stdout) if name == "py-spy" else parse_outside(proc.stdout)
     if threads:
         return ProcessStacks(pid, role, threads, source=name, note=f"read by {name}")
     from gpuscope.procs.read import exists
@@ -192,6 +196,23 @@ def _first_line(proc: subprocess.CompletedProcess[str]) -> str:
     lines = [ln.strip() for ln in (proc.stderr or proc.stdout or "").splitlines() if ln.strip()]
     first = lines[0] if lines else f"exit status {proc.returncode}"
     return first.removeprefix("Error: ")[:200]
+
+
+def parse_py_spy_json(text: str) -> list[ThreadStack]:
+    """``py-spy dump --json`` as threads (frames most recent first, as py-spy lists them)."""
+    import json
+
+    try:
+        rows = json.loads(text)
+    except ValueError:
+        return parse_outside(text)
+    threads = []
+    for t in rows if isinstance(rows, list) else []:
+        frames = [Frame(str(f.get("name", "?")), str(f.get("filename", "?")), int(f.get("line") or 0))
+                  for f in t.get("frames") or ()]
+        threads.append(ThreadStack(str(t.get("thread_name") or f"thread {t.get('os_thread_id')}"), frames,
+                                   int(t.get("os_thread_id") or t.get("thread_id") or 0)))
+    return threads
 
 
 _OUTSIDE_THREAD = re.compile(r'^\s*(?:Thread|Traceback for thread) (0x[0-9a-fA-F]+|\d+)\s*(?:\((.*?)\))?(.*)$')
