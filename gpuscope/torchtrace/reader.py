@@ -1,0 +1,262 @@
+"""Read one Kineto Chrome trace (the PyTorch profiler's ``export_chrome_trace``, plain or .gz)
+as columns, streaming: ``ijson`` (C backend) over ``traceEvents``, never a whole ``json.load``.
+
+Times: Kineto writes ``ts``/``dur`` in microseconds (three decimals, so nanoseconds) after the
+trace's ``baseTimeNanoseconds`` (Unix time); older traces have absolute Unix microseconds and no
+base. ``ts_ns`` is ``base + ts * 1000 + clock_offset_ns``: with the offset that gpuscope measured
+at profile start it is gpuscope's ``CLOCK_MONOTONIC`` nanoseconds (docs/TORCH-PROFILER.md).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, cast
+
+import ijson
+import numpy as np
+
+from gpuscope.errors import UserError
+
+# trace-level keys kept as metadata (the rest, e.g. deviceProperties, too)
+HEAD_LIMIT = 8 << 20      # bytes of the file's start kept to read the metadata before traceEvents
+TAIL_LIMIT = 1 << 16      # bytes of its end kept for the keys after traceEvents (traceName)
+INT_COLUMNS = ("ts_ns", "dur_ns", "pid", "tid", "external_id", "correlation", "seq_num", "stream", "device",
+               "mem_bytes", "mem_device_type")
+CPU_MEMORY_DEVICES = {0, 2, 5}        # c10 DeviceType CPU, MKLDNN, IDEEP: torch's CPU memory
+SEQ_KEYS = ("Seq", "seq", "seq_num")  # a collective's sequence number in newer record_param_comms args
+
+
+@dataclass
+class TorchTrace:
+    """One profiled process's events as numpy columns (one row per trace event kept)."""
+
+    path: str
+    pid: int
+    rank: int | None
+    meta: dict[str, Any]
+    strings: list[str]                      # name, cat and shapes ids index this table
+    cols: dict[str, np.ndarray]
+    clock_offset_ns: int = 0
+    clock_uncertainty_ns: int | None = None   # None: not measured (the trace's own clock)
+    skipped: int = 0                        # events without the keys a reader needs
+    thread_names: dict[int, str] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.cols["ts_ns"])
+
+    def string_id(self, text: str) -> int:
+        """The id of ``text`` in the string table, -1 if the trace never uses it."""
+        try:
+            return self.strings.index(text)
+        except ValueError:
+            return -1
+
+    def named(self, name: str) -> np.ndarray:
+        """Indices of the events called ``name`` (a table row's events, to highlight)."""
+        return np.flatnonzero(self.cols["name"] == self.string_id(name))
+
+    def is_cat(self, *cats: str) -> np.ndarray:
+        """Boolean mask: the events whose category is one of ``cats``."""
+        ids = [self.string_id(c) for c in cats]
+        return np.isin(self.cols["cat"], [i for i in ids if i >= 0])
+
+
+class _Tap:
+    """A file wrapper that keeps the head and the tail of what ijson reads (the trace's metadata)."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw, self.head, self.tail, self.read_bytes = raw, bytearray(), b"", 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.raw.read(n)
+        self.read_bytes += len(data)
+        if len(self.head) < HEAD_LIMIT:
+            self.head += data[:HEAD_LIMIT - len(self.head)]
+        self.tail = (self.tail + data)[-TAIL_LIMIT:]
+        return data
+
+
+class _Columns:
+    """Growing columns and the string table while the events stream by."""
+
+    def __init__(self) -> None:
+        self.ints = {k: array("q") for k in INT_COLUMNS}
+        self.name, self.cat, self.shapes, self.ph = array("i"), array("i"), array("i"), array("B")
+        self.ids: dict[str, int] = {}
+        self.strings: list[str] = []
+        self.skipped = 0
+        self.thread_names: dict[int, str] = {}
+        self.pids: dict[int, int] = {}
+
+    def sid(self, text: str) -> int:
+        got = self.ids.get(text)
+        if got is None:
+            got = self.ids[text] = len(self.strings)
+            self.strings.append(text)
+        return got
+
+    def add(self, ev: dict[str, Any], base_ns: int) -> None:
+        ph, ts, pid = ev.get("ph"), ev.get("ts"), ev.get("pid")
+        if ph == "M":
+            if ev.get("name") == "thread_name" and isinstance(ev.get("tid"), int):
+                self.thread_names[ev["tid"]] = str((ev.get("args") or {}).get("name", ""))
+            return
+        if ph not in ("X", "i", "I") or not isinstance(ts, (int, float)) or not isinstance(pid, int):
+            self.skipped += ph is None or not isinstance(ts, (int, float))   # Kineto's own spans have text pids
+            return
+        args = ev.get("args") or {}
+        tid = ev.get("tid")
+        dur = ev.get("dur")
+        ints = self.ints
+        ints["ts_ns"].append(base_ns + round(ts * 1000))
+        ints["dur_ns"].append(round(dur * 1000) if isinstance(dur, (int, float)) else -1)
+        ints["pid"].append(pid)
+        ints["tid"].append(tid if isinstance(tid, int) else -1)
+        ints["external_id"].append(_int(args.get("External id")))
+        ints["correlation"].append(_int(args.get("correlation")))
+        ints["seq_num"].append(_int(next((args[k] for k in SEQ_KEYS if k in args), None)))
+        ints["stream"].append(_int(args.get("stream")))
+        ints["device"].append(_int(args.get("device", args.get("Device Id"))))
+        ints["mem_bytes"].append(_int(args.get("Bytes")) if "Bytes" in args else 0)
+        ints["mem_device_type"].append(_int(args.get("Device Type")))
+        self.name.append(self.sid(str(ev.get("name", ""))))
+        self.cat.append(self.sid(str(ev.get("cat", ""))))
+        self.ph.append(ord(ph[0]))
+        dims = args.get("Input Dims")
+        self.shapes.append(self.sid(shapes_text(dims)) if dims is not None else -1)
+        if ev.get("cat") in ("cpu_op", "user_annotation"):
+            self.pids[pid] = self.pids.get(pid, 0) + 1
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        out = {k: np.frombuffer(v, dtype=np.int64) if len(v) else np.zeros(0, np.int64) for k, v in self.ints.items()}
+        for key, arr, dtype in (("name", self.name, np.int32), ("cat", self.cat, np.int32),
+                                ("shapes", self.shapes, np.int32), ("ph", self.ph, np.uint8)):
+            out[key] = np.frombuffer(arr, dtype=dtype) if len(arr) else np.zeros(0, dtype)
+        return out
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1
+
+
+def shapes_text(dims: Any) -> str:
+    """An op's input shapes as ``torch``'s ``key_averages(group_by_input_shape=True)`` prints them:
+    a tensor list (``[[[5]], ...]`` in the trace) counts as no shape, as torch records it."""
+    if not isinstance(dims, list):
+        return "[]"
+    kept = [d if isinstance(d, list) and all(isinstance(x, int) for x in d) else [] for d in dims]
+    return str(kept)
+
+
+def _open(path: Path) -> IO[bytes]:
+    with open(path, "rb") as probe:
+        magic = probe.read(2)
+    if magic == b"\x1f\x8b":
+        return cast("IO[bytes]", gzip.GzipFile(path, "rb"))
+    return open(path, "rb")
+
+
+def _head_meta(head: bytes) -> dict[str, Any]:
+    """The trace-level keys before ``traceEvents`` (ijson events over the kept head)."""
+    meta: dict[str, Any] = {}
+    builder: Any = None
+    key: str | None = None
+    depth = 0
+    try:
+        for prefix, event, value in ijson.parse(head, use_float=True):
+            if builder is not None:
+                builder.event(event, value)
+                depth += (event in ("start_map", "start_array")) - (event in ("end_map", "end_array"))
+                if depth == 0:
+                    meta[str(key)], builder = builder.value, None
+            elif prefix == "" and event == "map_key":
+                if value == "traceEvents":
+                    break
+                key = value
+            elif key is not None and prefix == key:
+                builder = ijson.ObjectBuilder()
+                builder.event(event, value)
+                depth = 1 if event in ("start_map", "start_array") else 0
+                if depth == 0:
+                    meta[key], builder = builder.value, None
+    except ijson.JSONError:
+        pass     # the head ends inside the events: what came before is kept
+    return meta
+
+
+def _tail_meta(tail: bytes) -> dict[str, Any]:
+    """The keys after the ``traceEvents`` array (``traceName``): the last ``]`` whose rest reads as
+    the end of an object."""
+    text = tail.decode("utf-8", "replace")
+    pos = len(text)
+    while True:
+        pos = text.rfind("]", 0, pos)
+        if pos < 0:
+            return {}
+        rest = text[pos + 1:].strip()
+        if rest.startswith(","):
+            try:
+                got = json.loads("{" + rest[1:])
+            except ValueError:
+                continue
+            if isinstance(got, dict):
+                return got
+        elif rest == "}":
+            return {}
+
+
+def read_trace(path: str | Path, *, clock_offset_ns: int = 0, clock_uncertainty_ns: int | None = None,
+               pid: int | None = None, rank: int | None = None) -> TorchTrace:
+    """Read ``path`` (a Kineto Chrome trace, plain or gzip). A corrupt, truncated or foreign file
+    raises :class:`UserError` naming it."""
+    path = Path(path)
+    cols = _Columns()
+    base_ns = 0
+    try:
+        raw = _open(path)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the torch trace ({exc.strerror or exc})") from None
+    tap = _Tap(raw)
+    seen = 0
+    try:
+        with raw:
+            events = ijson.items(tap, "traceEvents.item", use_float=True, buf_size=1 << 18)
+            first = True
+            for ev in events:
+                if first:   # the metadata (baseTimeNanoseconds) precede the events in Kineto's files
+                    base_ns = _base_ns(_head_meta(bytes(tap.head)))
+                    first = False
+                if isinstance(ev, dict):
+                    cols.add(ev, base_ns)
+                seen += 1
+    except (ijson.JSONError, EOFError, OSError, gzip.BadGzipFile, UnicodeDecodeError, ValueError) as exc:
+        raise UserError(f"{path}: the torch trace is cut short or corrupt after {seen} events "
+                        f"({_why(exc)})") from None
+    meta = _head_meta(bytes(tap.head))
+    meta.update(_tail_meta(tap.tail))
+    if "traceEvents" not in tap.head.decode("utf-8", "replace") and not seen:
+        raise UserError(f"{path}: no traceEvents: not a PyTorch profiler (Kineto) trace")
+    base_ns = _base_ns(meta)
+    out = cols.arrays()
+    if clock_offset_ns:
+        out["ts_ns"] = out["ts_ns"] + clock_offset_ns
+    dist = meta.get("distributedInfo")
+    dist = dist if isinstance(dist, dict) else {}
+    found_rank = rank if rank is not None else _int(dist.get("rank"))
+    main_pid = pid if pid is not None else (max(cols.pids, key=cols.pids.__getitem__) if cols.pids else -1)
+    return TorchTrace(str(path), main_pid, found_rank if found_rank >= 0 else None, meta, cols.strings, out,
+                      clock_offset_ns, clock_uncertainty_ns, cols.skipped, cols.thread_names)
+
+
+def _base_ns(meta: dict[str, Any]) -> int:
+    base = meta.get("baseTimeNanoseconds")
+    return base if isinstance(base, int) and not isinstance(base, bool) else 0
+
+
+def _why(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:120]
