@@ -120,3 +120,25 @@ def test_unwritable_perfetto(tmp_path, run_env):
     assert_one_line_error(report([str(p), "--perfetto", str(tmp_path / "no" / "dir" / "x.json")], run_env),
                           "cannot write")
 
+
+
+@pytest.mark.parametrize("damage", ["no-pid", "rank-text", "list", "clock-end-offset"])
+def test_damaged_node_record(tmp_path, run_env, damage):
+    """A job folder whose node.json is valid JSON but not what the node recorder writes."""
+    import json
+
+    from tests.runs.jobfolder import make_job
+
+    job = make_job(tmp_path / "job", nnodes=2, nproc=1, steps=3)
+    meta_file = sorted(job.glob("*/node.json"))[1]
+    meta = json.loads(meta_file.read_text())
+    if damage == "no-pid":
+        del meta["processes"][1]["pid"]
+    elif damage == "rank-text":
+        meta["processes"][1]["rank"] = "one"
+    elif damage == "list":
+        meta = [meta]
+    else:
+        del meta["clock_end"]["offset_ns"]
+    meta_file.write_text(json.dumps(meta))
+    assert_one_line_error(report([str(job)], run_env), str(meta_file), "not a node record")
