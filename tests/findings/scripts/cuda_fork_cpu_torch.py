@@ -8,7 +8,7 @@ import torch
 if __name__ == "__main__":
     try:
         torch.cuda.init()
-    except Exception as exc:  # CPU-only torch: "Torch not compiled with CUDA enabled"
+    except Exception as exc:  # noqa: BLE001 - CPU-only torch: "Torch not compiled with CUDA enabled"
         print("cuda init failed:", type(exc).__name__, exc)
     print("initialized", torch.cuda.is_initialized())
     with mp.get_context("fork").Pool(2) as pool:

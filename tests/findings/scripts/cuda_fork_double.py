@@ -6,7 +6,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu_double"))
-import torch  # noqa: E402  (the double)
+import torch  # the double
 
 assert torch.__version__.endswith("test-double")
 

@@ -8,6 +8,6 @@ print("dumps", type(ForkingPickler.dumps(data)).__name__, hashlib.sha256(Forking
 print("protocol 2", hashlib.sha256(ForkingPickler.dumps(data, 2)).hexdigest())
 try:
     ForkingPickler.dumps(threading.Lock())
-except Exception as exc:
+except Exception as exc:  # noqa: BLE001 - the error the program would see, printed
     print("error", type(exc).__name__, exc)
 print("wrapped name", ForkingPickler.dumps.__name__)
