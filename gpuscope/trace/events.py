@@ -59,7 +59,8 @@ class _LogState:
         self.rows: list[RangeRow] = []  # R lines (ranges in text form)
         self.damaged = False
         self.ranges_offset = 0          # bytes of the .ranges file read
-        self.ranges_data = bytearray()  # its whole blocks
+        self.ranges_parts: list[bytes] = []   # its whole blocks, as read (joined when asked for)
+        self.ranges_size = 0
         self.ranges_pending = b""       # the start of a block not yet whole
         self.blocks: list[tuple[int, int]] = []
         self.ranges_cut = False
@@ -95,9 +96,10 @@ class _LogState:
         pending = self.ranges_pending + data
         blocks, self.ranges_cut = _blocks(pending)
         whole = blocks[-1][0] + 25 * blocks[-1][1] if blocks else 0
-        base = len(self.ranges_data)
-        self.ranges_data += pending[:whole]
-        self.blocks.extend((base + off, count) for off, count in blocks)
+        if whole:
+            self.ranges_parts.append(pending if whole == len(pending) else pending[:whole])
+            self.blocks.extend((self.ranges_size + off, count) for off, count in blocks)
+            self.ranges_size += whole
         self.ranges_pending = pending[whole:]
 
     def _line(self, line: str, new: list[tuple[str, int, Any]]) -> None:
@@ -161,7 +163,10 @@ class _LogState:
                            truncated=self.damaged or bool(self.tail) or self.ranges_cut,
                            info_times=list(self.info_times), children=list(self.children), jobs=list(self.jobs),
                            tasks=list(self.tasks), main_reimport=self.main_reimport, shm=list(self.shm))
-        pe._raw = (list(self.rows), bytes(self.ranges_data), list(self.blocks))
+        if len(self.ranges_parts) > 1:   # joined once; what a later read adds joins it then
+            self.ranges_parts = [b"".join(self.ranges_parts)]
+        data = self.ranges_parts[0] if self.ranges_parts else b""
+        pe._raw = (list(self.rows), data, list(self.blocks))
         return pe
 
 
