@@ -115,7 +115,7 @@ class Straggler:
     rank: int
     steps_slowest: int
     steps: int
-    extra_us: float                   # its time over the median rank's, summed over those steps
+    extra_us: float                   # its work over the other ranks' median, summed over those steps
 
     def to_dict(self) -> dict[str, Any]:
         return {"rank": self.rank, "steps_slowest": self.steps_slowest, "steps": self.steps,
@@ -131,7 +131,8 @@ def straggler(rows: Sequence[StepRow]) -> Straggler | None:
     for r in shared:
         wins[r.slowest_rank] = wins.get(r.slowest_rank, 0) + 1
     rank = max(wins, key=lambda k: (wins[k], -k))
-    extra = sum(r.work_us(rank) - r.median_us for r in shared if r.slowest_rank == rank)
+    extra = sum(r.work_us(rank) - statistics.median(r.work_us(o) for o in r.by_rank if o != rank)
+                for r in shared if r.slowest_rank == rank)
     return Straggler(rank, wins[rank], len(shared), extra)
 
 

@@ -110,8 +110,8 @@ def print_text(t: TorchOps, out: IO[str], limit: int = 15) -> None:
     if t.straggler:
         g = t.straggler
         out.write(f"\nStraggler: rank {g.rank}, slowest in {g.steps_slowest} of {g.steps} steps "
-                  f"({g.extra_us / 1000:.2f} ms more work than the median rank, time waiting in collectives "
-                  "left out)\n")
+                  f"({g.extra_us / 1000:.2f} ms more work than the other ranks' median; time waiting in "
+                  "collectives left out)\n")
     for line in t.problems:
         out.write(f"! {line}\n")
 
