@@ -9,7 +9,10 @@ runs and settings, and takes each picture at both sizes:
 - ``run-*.png``: the Run tab while the spawn pool runs (launch panel, live plots, process tree);
 - ``report-*.png``: the Report tab with that run's report (timeline and summaries);
 - ``history-*.png``: the History tab with the three runs;
-- ``help-shortcuts.png``: Help → Keyboard shortcuts.
+- ``help-shortcuts.png``: Help → Keyboard shortcuts;
+- ``compare-startup-hover.png``: a fork vs spawn series' start-up chart, a spawn worker's
+  re-import of ``__main__`` hovered (the tooltip drawn in);
+- ``history-series.png``: History with that series expanded into its runs.
 
 Without ``DISPLAY`` it starts itself again under ``xvfb-run`` (Xvfb, the xcb platform: a real X
 window, not Qt's offscreen renderer); ``--offscreen`` uses Qt's offscreen platform instead. The
@@ -167,6 +170,71 @@ class Shooter:
             w.history.sigLoaded.disconnect(loaded.append)
         self.shoot("history", history)
         self.shoot_help()
+        self.shoot_series()
+
+    def save(self, pixmap, name: str) -> None:
+        path = self.out / name
+        if not pixmap.save(str(path)):
+            raise SystemExit(f"screenshots: cannot write {path}")
+        self.saved.append(path)
+        print(f"screenshots: {path} ({pixmap.width()}x{pixmap.height()})", flush=True)
+
+    def shoot_series(self) -> None:
+        """A fork vs spawn series from the launch panel: its start-up chart hovered, then History."""
+        from PySide6.QtCore import QPoint
+        from PySide6.QtGui import QPainter, QPixmap
+        from PySide6.QtWidgets import QApplication, QToolTip
+
+        from gpuscope.app.compare.qt_compare_startup import AXIS_H, ROW_H
+        from gpuscope.views.startup_segments import segments
+
+        w = self.w
+        w.panel.set_script(str(DEMO))
+        w.panel.args.setText("1")
+        for method, box in w.panel.compare_methods.items():
+            box.setChecked(method in ("fork", "spawn"))
+        w.panel.repeat.setValue(1)
+        shown: list[object] = []
+        w.compare.sigShown.connect(shown.append)
+        w.panel.compare_button.click()
+        self.wait(lambda: bool(shown), "the fork vs spawn series", timeout=4 * self.args.timeout)
+        bars = w.compare.view.startup
+        self.settle(0.4)
+        rows = bars.rows()
+        i = next((k for k, (label, _, _) in enumerate(rows) if label == "spawn"), 0)
+        drawn = segments(rows[i][2])     # the re-import of __main__, else the longest segment
+        longest = next((s for s in drawn if s.name == "re-importing __main__"), max(drawn, key=lambda s: s.ms))
+        x, y = bars._x((longest.start_ms + longest.end_ms) / 2), bars.top + AXIS_H + i * ROW_H + ROW_H / 2
+        text = bars.tooltip_at(x, y)
+        if text is None:
+            raise SystemExit(f"screenshots: nothing to hover at ({x:.0f}, {y:.0f}) of the start-up chart")
+        QToolTip.showText(bars.mapToGlobal(QPoint(int(x), int(y))), text, bars)   # what hovering there shows
+        self.settle(0.4)
+        tip = next((t for t in QApplication.topLevelWidgets() if t.inherits("QTipLabel") and t.isVisible()), None)
+        if tip is None:
+            raise SystemExit("screenshots: the start-up chart showed no tooltip")
+        chart, tip_image = bars.grab(), tip.grab()
+        # the tip where it appears, just below-right of the pointer (the screen may have moved it)
+        at = QPoint(int(min(x + 12, max(0, chart.width() - tip_image.width()))), int(y + 14))
+        image = QPixmap(max(chart.width(), at.x() + tip_image.width()),
+                        max(chart.height(), at.y() + tip_image.height() + 2))
+        image.fill(bars.palette().window().color())
+        painter = QPainter(image)
+        painter.drawPixmap(0, 0, chart)
+        painter.drawPixmap(at, tip_image)
+        painter.end()
+        QToolTip.hideText()
+        self.save(image, "compare-startup-hover.png")
+        loaded: list[int] = []
+        w.history.sigLoaded.connect(loaded.append)
+        w.tabs.setCurrentWidget(w.history)
+        self.wait(lambda: bool(loaded), "the History list")
+        series = next((line.series for line in w.history.lines if line.series is not None), None)
+        if series is None:
+            raise SystemExit("screenshots: History shows no series line")
+        w.history.toggle_series(series.id)
+        self.settle(0.4)
+        self.save(w.history.grab(), "history-series.png")
 
     def shoot_help(self) -> None:
         """Help → Keyboard shortcuts, the dialog alone (one size: it does not depend on the window's)."""

@@ -66,6 +66,8 @@ def test_screenshots_script_makes_the_acceptance_set(tmp_path, run_env, gpuscope
         for w, h in ((1280, 800), (800, 500)):
             assert png_size(tmp_path / f"{tab}-{w}x{h}.png") == (w, h), (tab, w, h, proc.stderr.decode()[-1000:])
     assert png_size(tmp_path / "help-shortcuts.png")[0] >= 400
+    assert png_size(tmp_path / "compare-startup-hover.png")[0] >= 300     # the chart, the tooltip drawn in
+    assert png_size(tmp_path / "history-series.png")[0] >= 600
     from gpuscope.store import db, runs
 
     assert runs.list_runs(db.connect()) == []      # its runs went to its own temporary home
