@@ -11,10 +11,8 @@ from apphelpers import make_window, script, wait_report
 from gpuscope.views.launch_checks import fork_warning, gpu_features
 from gpuscope.app.settings import open_settings
 from gpuscope.errors import UserError
-from gpuscope.finding import SetStartMethod
-from gpuscope.findings.fixes import fix_for_text
+from gpuscope.finding import SetNsysForkTracing, SetStartMethod
 from gpuscope.spec_checks import START_METHOD_HELP
-from gpuscope.trace import coverage as C
 
 pytestmark = pytest.mark.gui
 
@@ -105,12 +103,12 @@ def test_apply_a_report_fix_to_the_next_run(qtbot):
     w = make_window(qtbot)
     p = w.panel
     p.method.setCurrentIndex(p.method.findData("fork"))
-    w.apply_fix(fix_for_text(C.FIX_FORK)[1])           # the banner's first fix of a fork run
+    w.apply_fix(SetNsysForkTracing(True))              # the banner's first fix of a fork run
     assert p.nsys.isChecked() and p.fork.currentData() == "on" and p.method.currentData() == "fork"
     assert "nsys fork = on" in w.state_label.text() and w.tabs.currentIndex() == 0
     w.apply_fix(SetStartMethod("spawn"))
     assert p.method.currentData() == "spawn"
-    w.apply_fix(fix_for_text(C.FIX_NVTX)[1])            # a version pin: nothing to set
+    w.apply_fix(None)                                  # a version pin: nothing to set
     assert "by hand" in w.state_label.text()
 
 
@@ -130,7 +128,7 @@ def test_module_run_from_the_panel(qtbot, gpuscope_home):
         p.run_button.click()
     result = ended.args[0]
     assert result.status == "exited", result
-    roles = sorted(r["role"] for r in result.processes if r["ranges"])
+    roles = sorted(r.role for r in result.processes if r.ranges)
     assert roles == ["main", "pool worker", "pool worker"], result.processes
     w.tick()
     assert "results 2 module modpkg.pooljob args ['a']" in w.console.plain_text()
@@ -159,7 +157,8 @@ def test_run_button_visible_in_a_small_window(qtbot):
         assert visible == button.rect(), (button.text(), visible, button.rect())   # not clipped by a viewport
         top_left = button.mapTo(w, button.rect().topLeft())
         assert w.rect().contains(top_left) and w.rect().contains(button.mapTo(w, button.rect().bottomRight()))
-    p.fields_scroll.verticalScrollBar().setValue(p.fields_scroll.verticalScrollBar().maximum())   # scrolling leaves them
+    bar = p.fields_scroll.verticalScrollBar()
+    bar.setValue(bar.maximum())                                         # scrolling leaves them
     assert p.run_button.visibleRegion().boundingRect() == p.run_button.rect()
 
 

@@ -38,8 +38,10 @@ from gpuscope.app import bridge, workers
 from gpuscope.app.report.qt_summary import QtSummaryTables
 from gpuscope.app.timeline.qt_timeline import QtTimeline
 from gpuscope.app.widgets.qt_findings import FindingsList
-from gpuscope.finding import Finding, Severity, evidence
-from gpuscope.findings.fixes import describe, fix_for_text, launch_changes
+from gpuscope.finding import Finding
+from gpuscope.findings.fixes import describe, launch_changes
+from gpuscope.trace.coverage import MISSED
+from gpuscope.trace.coverage import coverage_findings as _coverage_findings
 from gpuscope.trace.summary import RECORD_MARK
 from gpuscope.views import timeline_lod as L
 from gpuscope.views import timeline_text as TT
@@ -49,34 +51,13 @@ if TYPE_CHECKING:
 
 REPORT_FILTER = "Nsight Systems reports (*.nsys-rep *.sqlite);;All files (*)"
 SYNC_LAYOUT_ITEMS = 200_000   # a layout short enough for the GUI thread: below it show_report lays out there
-MISSED = "nsys-missed-ranges"     # the finding of processes whose ranges nsys did not keep
 
 
-def coverage_findings(report) -> list[Finding]:
+def coverage_findings(report: Any) -> list[Finding]:
     """The report's coverage and nsys diagnostics as one list of findings (the format of every other
-    finding): one per group of processes nsys missed for the same reason (those with a known cause
-    first: their fix is the one "Apply" offers), then nsys's own diagnostics."""
-    out: list[Finding] = []
-    cov = getattr(report, "coverage", None)
-    missing = cov.missing if cov is not None else []
-    groups: dict[tuple, list] = {}
-    for p in sorted(missing, key=lambda p: not p.forked):
-        groups.setdefault((p.status, p.role, p.start_method, p.reason, p.fix), []).append(p)
-    for (status, role, method, reason, fix), procs in groups.items():
-        pids = ", ".join(f"pid {p.pid}" for p in procs)
-        kept = ", ".join(f"{p.nsys_ranges} of {p.gpuscope_ranges}" for p in procs)
-        shown = ["their ranges are drawn from gpuscope's own records (hatched, marked gpuscope)"] \
-            if status == "missing" else []
-        out.append(Finding(
-            MISSED, f"{pids} ({role}, {method or '?'}): nsys has {kept} ranges — {reason or ''}",
-            fix or "", Severity.WARNING, tuple(p.pid for p in procs),
-            evidence({"processes": len(procs), "ranges in nsys": sum(p.nsys_ranges for p in procs),
-                      "ranges gpuscope recorded": sum(p.gpuscope_ranges for p in procs)}, shown,
-                     [p.pid for p in procs]),
-            fix_for_text(fix)[1] if fix else None, None, "nsys"))
-    out += [f if isinstance(f, Finding) else Finding.from_dict({**f, "source": "nsys"})
-            for f in getattr(report, "findings", []) or []]
-    return out
+    finding): one per group of processes nsys missed for the same reason, then nsys's own
+    diagnostics (``gpuscope.trace.coverage.coverage_findings``: structured fixes, no text parsed)."""
+    return _coverage_findings(getattr(report, "coverage", None), getattr(report, "findings", []) or [])
 
 
 def one_line(text: str) -> str:
