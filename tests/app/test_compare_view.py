@@ -220,3 +220,23 @@ def test_run_id_labels_are_shortened_in_narrow_places():
     assert short_label("20261201-042530-bca58ab9") == "042530-bca58ab9"
     assert short_label("fork") == "fork" and short_label("fork 2") == "fork 2"
     assert ratio_title(["20261201-042530-bca58ab9", "20261201-042531-57787081"]) == "042531-57787081 / 042530-bca58ab9"
+
+
+def test_where_the_wall_time_goes_is_a_table_beside_the_metrics(qtbot, tmp_path):
+    from dataclasses import replace
+
+    parts = [Metric("interpreter", "ms", {"fork": Spread(1.0, 0.8, 1.2, 2), "spawn": Spread(30.0, 28.0, 33.0, 2)},
+                    30.0, True, "Worker interpreter start-up", ratios={"spawn": 30.0}),
+             Metric("main_reimport", "ms", {"fork": None, "spawn": Spread(245.0, 240.0, 250.0, 2)}, None, False,
+                    "Worker re-importing __main__")]
+    view = _view(qtbot)
+    with qtbot.waitSignal(view.sigShown, timeout=30_000):
+        view.show_comparison(_comparison(tmp_path))
+    assert not view.metric_tabs.isTabVisible(1)            # no breakdown: no tab
+    with qtbot.waitSignal(view.sigShown, timeout=30_000):
+        view.show_comparison(replace(_comparison(tmp_path), breakdown=parts))
+    assert view.metric_tabs.isTabVisible(1) and view.metric_tabs.tabText(1) == "Where the wall time goes"
+    figs = view.breakdown.figures()
+    assert figs["main_reimport"] == {"fork": None, "spawn": 245.0, "ratio": None}
+    assert figs["interpreter"]["ratio"] == 30.0
+    assert view.breakdown.cell(1, 0).text() == "Worker re-importing __main__"

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSplitter,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -115,6 +116,7 @@ class QtCompareView(QWidget):
         self.export_md.clicked.connect(self._ask_markdown)
         self.export_json.clicked.connect(self._ask_json)
         self.metrics = MetricsTable()
+        self.breakdown = MetricsTable()     # the wall time's parts, in the order a run goes through them
         self.startup = QtStartupBars()
         self.timelines = QtStackedTimelines()
         self.ranges = RangesTable()
@@ -134,7 +136,15 @@ class QtCompareView(QWidget):
         head.addWidget(self.export_md, 0, Qt.AlignmentFlag.AlignTop)
         head.addWidget(self.export_json, 0, Qt.AlignmentFlag.AlignTop)
         top = QSplitter(Qt.Orientation.Horizontal)
-        top.addWidget(_section("Metrics (median over the repeats, min–max in brackets)", self.metrics))
+        self.metric_tabs = QTabWidget()
+        self.metric_tabs.setDocumentMode(True)
+        self.metric_tabs.addTab(self.metrics, "Metrics")
+        self.metric_tabs.addTab(self.breakdown, "Where the wall time goes")
+        self.metric_tabs.setTabToolTip(1, "The wall time cut into consecutive parts (main program's start, "
+                                          "starting the workers, their interpreter, gpuscope's hook, re-importing "
+                                          "__main__, set-up to the first task, the tasks, the end): where a "
+                                          "difference comes from")
+        top.addWidget(_section("Median over the repeats, min–max in brackets", self.metric_tabs))
         bars = QScrollArea(widgetResizable=True)     # many workers: the bars scroll
         bars.setFrameShape(QFrame.Shape.NoFrame)
         bars.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -189,6 +199,9 @@ class QtCompareView(QWidget):
         self.findings.set_findings(found)
         self.findings.setVisible(bool(found))
         self.metrics.set_comparison(cmp)
+        parts = list(getattr(cmp, "breakdown", []) or [])
+        self.breakdown.set_metrics(list(cmp.labels), parts)
+        self.metric_tabs.setTabVisible(1, bool(parts))
         self.ranges.set_comparison(cmp)
         self.startup.set_startup(cmp.startup, cmp.labels)
         self._fit_sections()

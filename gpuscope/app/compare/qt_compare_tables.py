@@ -93,15 +93,19 @@ class MetricsTable(_Table):
     """Metric | one column per label (median, min–max over the repeats) | ratio."""
 
     def set_comparison(self, cmp: Any) -> None:
-        self.labels = list(cmp.labels)
+        self.set_metrics(list(cmp.labels), list(cmp.metrics))
+
+    def set_metrics(self, labels: list[str], metrics: list[Any]) -> None:
+        """One row per ``Metric`` (``gpuscope.analysis.comparison``), one column per label, the ratios."""
+        self.labels = labels
         self.ratio_labels: list[str | None] = [*self.labels[1:]] or [None]
         columns = ["Metric", *map(short_label, self.labels),
                    *(ratio_title(self.labels, lb) for lb in self.ratio_labels)]
         self.clear()
         self.setColumnCount(len(columns))
         self.setHorizontalHeaderLabels(columns)
-        self.setRowCount(len(cmp.metrics))
-        for r, m in enumerate(cmp.metrics):
+        self.setRowCount(len(metrics))
+        for r, m in enumerate(metrics):
             name = QTableWidgetItem(m.title or m.name)
             name.setData(Qt.ItemDataRole.UserRole, m.name)
             name.setToolTip(f"{m.help} ({m.name})" if getattr(m, "help", "") else m.name)
