@@ -120,21 +120,9 @@ class ProcessRow:
             out[f.name] = value
         return out
 
-    # Read access by JSON key (``row["pid"]``, ``row.get("role")``) for callers written when
-    # rows were dicts; new code reads the attributes.
-    def __getitem__(self, key: str) -> Any:
-        if key not in _FIELD_NAMES:
-            raise KeyError(key)
-        return self.to_dict()[key] if key == "top_ranges" else getattr(self, key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self[key] if key in _FIELD_NAMES else default
-
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | ProcessRow) -> ProcessRow:
+    def from_dict(cls, data: dict[str, Any]) -> ProcessRow:
         """Read a row back; unknown keys are ignored, missing ones take their defaults."""
-        if isinstance(data, ProcessRow):
-            data = data.to_dict()
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["top_ranges"] = [t if isinstance(t, TopRange) else TopRange(str(t["name"]), int(t["count"]),
@@ -170,9 +158,6 @@ class SampledProcess:
 def sampled_from_summary(summary: dict[int, dict[str, Any]]) -> list[SampledProcess]:
     """The sampler's ``process_summary()`` as records, by pid."""
     return [SampledProcess.from_summary(pid, data) for pid, data in sorted(summary.items())]
-
-
-_FIELD_NAMES = frozenset(f.name for f in fields(ProcessRow))
 
 
 def as_row(value: ProcessRow | dict[str, Any]) -> ProcessRow:

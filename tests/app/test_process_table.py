@@ -29,7 +29,7 @@ from gpuscope.views.live_model import LiveModel
 from gpuscope.app.run.qt_process_tree import COL, ENDED_GREY, PID_ROLE, QtProcessTree
 from gpuscope.runs.table import format_table
 from gpuscope.telemetry.batch import ProcSample, SampleBatch, StartedProc
-from gpuscope.trace.process_row import ProcessRow, display_name
+from gpuscope.trace.process_row import display_name
 from tests import requires
 from tests.app.timeline_support import save_shot
 
@@ -104,7 +104,7 @@ def test_sort_keeps_tree_and_after_run_figures_are_the_cli_table(qtbot, gpuscope
 
     result = _end(qtbot, w, stop)
     assert result.status == "exited", w.console.plain_text()[-2000:]
-    records = {r["pid"]: ProcessRow.from_dict(r) for r in result.processes}
+    records = {r.pid: r for r in result.processes}
     workers = [p for p, r in records.items() if r.role == "pool worker"]
     assert len(workers) == 3
     for pid, rec in records.items():
@@ -157,7 +157,7 @@ def test_worker_killed_from_outside_is_ended_with_its_exit_status(qtbot, gpuscop
     assert not tree.items[victim].icon(0).isNull()          # kept through a flat/tree switch
     save_shot(w.bottom, "process-table-ended-live.png", SHOTS)
     result = _end(qtbot, w, stop)
-    rec = ProcessRow.from_dict(next(r for r in result.processes if r["pid"] == victim))
+    rec = next(r for r in result.processes if r.pid == victim)
     # the run's record says it too (its parent reaped it), and the table shows the record
     assert (rec.exit_signal, rec.exit_source, rec.exit_code) == ("SIGKILL", "parent", None)
     assert tree.items[victim].text(COL["Exit"]) == "SIGKILL" and " SIGKILL " in _cli_line(result, victim)
@@ -327,7 +327,7 @@ def test_torchrun_agent_has_one_name_in_every_view(qtbot, gpuscope_home):
     qtbot.waitUntil(lambda: w.last_result is not None, timeout=120_000)
     assert w.last_result.status == "exited", w.console.plain_text()[-2000:]
     wait_report(qtbot, w)
-    rec = ProcessRow.from_dict(next(r for r in w.last_result.processes if r["pid"] == agent["pid"]))
+    rec = next(r for r in w.last_result.processes if r.pid == agent["pid"])
     assert rec.name == "gs:agent"                            # the record keeps the name gpuscope gave
     assert w.last_report.timeline.process_name(agent["pid"]) == rec.display_name == "torchrun agent"
     assert w.model.procs[agent["pid"]].display == "torchrun agent"

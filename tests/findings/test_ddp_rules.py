@@ -44,7 +44,7 @@ def test_skipped_collective_both_stacks_and_the_finding_names_the_rank(capsys):
     codes = [f.code for f in live.findings]
     assert "no-progress" in codes and "rank-not-in-collective" in codes, codes
     f = next(f for f in live.findings if f.code == "rank-not-in-collective")
-    by_role = {p["role"]: p["pid"] for p in live.result.processes}
+    by_role = {p.role: p.pid for p in live.result.processes}
     assert f.pids == (by_role["rank 1"],) and f.severity == "error"
     assert f.title.startswith("rank 1 is elsewhere (elsewhere (ddp_skip.py:16)) while rank 0 waits in all_reduce "
                               "(called from main (ddp_skip.py:28))"), f.title
@@ -59,7 +59,7 @@ def test_skipped_collective_both_stacks_and_the_finding_names_the_rank(capsys):
     assert any((fr["function"], fr["line"]) == ("main", 28) for fr in top0)
     assert (top1[0]["function"], Path(top1[0]["file"]).name, top1[0]["line"]) == ("elsewhere", "ddp_skip.py", 16)
     assert live.result.status == "stopped"
-    assert not [p for p in live.result.processes if p.get("pid") and pid_alive(p["pid"])]
+    assert not [p for p in live.result.processes if p.pid and pid_alive(p.pid)]
     after = call_json(capsys, "findings", live.run_id)
     assert "rank-not-in-collective" in {x["code"] for x in after["findings"]}
 

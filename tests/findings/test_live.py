@@ -53,7 +53,7 @@ def test_fork_deadlock_fork_with_threads_then_no_progress_then_stacks(capsys):
     assert "2 pool workers (MainThread): child (fork_deadlock.py:16)" in stacks_json["text"]
     # the signal never ended a process: the run was stopped by us, not by a dump
     assert live.result.status == "stopped"
-    assert not [p for p in live.result.processes if p.get("pid") and pid_alive(p["pid"])]
+    assert not [p for p in live.result.processes if p.pid and pid_alive(p.pid)]
     # after the run: the saved findings and the command agree
     saved = json.loads((live.run_dir / "findings.json").read_text())
     assert {"fork-with-threads", "no-progress"} <= {f["code"] for f in saved["findings"]}

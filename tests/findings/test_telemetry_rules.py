@@ -33,8 +33,8 @@ def test_cow_lost_when_fork_workers_read_inherited_objects():
     cow = [f for f in live.final if f.code == "cow-lost"]
     assert cow, [f.line() for f in live.final]
     f = cow[0]
-    workers = [p for p in live.result.processes if p.get("role") == "pool worker"]
-    assert set(f.pids) <= {p["pid"] for p in workers} and len(f.pids) >= 1, (f.pids, workers)
+    workers = [p for p in live.result.processes if p.role == "pool worker"]
+    assert set(f.pids) <= {p.pid for p in workers} and len(f.pids) >= 1, (f.pids, workers)
     assert f.evidence.number("parent RSS MiB") >= 150
     assert f.evidence.number("max child USS MiB") >= 0.5 * f.evidence.number("parent RSS MiB")
     assert "gc.freeze()" in f.fix and "shared_memory" in f.fix
