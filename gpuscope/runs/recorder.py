@@ -14,14 +14,20 @@ calls, for every recorder of a run:
 4. ``on_output(stream, chunk)``: the program's output as it arrives, on the output thread.
 5. ``main_exited(ctx)``: the run's first process has ended; others may still be ending
    (multiprocessing's resource tracker reads the end of its pipe as the main process exits, and
-   ends a few ms later; a program's own children may take longer): begin what does not need them
+   ends a moment later; a program's own children may take longer): begin what does not need them
    gone, while ``Run`` waits for them (the last telemetry sample, the event logs read ahead).
 6. ``program_ended(ctx)``: the program's processes are gone (or stopped); heavy work may follow.
 7. ``finish(outcome)``: add to the run's result (notes, processes, findings, files); may take long
    (nsys import and export) and must honour ``outcome.cancelled`` when set (a Stop while finishing:
    end any tool started, keep what was recorded). Called in the recorders' order (event logs first,
-   so ``outcome.events`` and ``outcome.processes`` are filled for the others), and also when the program could not be
-   started (``outcome.launched`` is False) so that a recorder can release what ``prepare`` took.
+   so ``outcome.events`` and ``outcome.processes`` are filled for the others), and also when the
+   program could not be started (``outcome.launched`` is False) so that a recorder can release
+   what ``prepare`` took. Recorders contribute through ``Outcome``'s typed fields; ``Run`` makes
+   the run's record (:class:`gpuscope.runrecord.RunRecord`) from them.
+
+The run's event logs are read by one reader, ``ctx.events`` (:class:`gpuscope.trace.events.RunEvents`,
+shared by every recorder): ``ctx.events.on_first_exit(callback)`` tells of the program's end as
+its first process writes its exit record (under nsys, before nsys has finished).
 
 Two optional hooks serve stopping: ``own_processes(tree)`` names the processes of the tree that
 belong to the recorder, not to the program (nsys and its launcher): a first Stop ends only the
