@@ -36,6 +36,7 @@ COMMANDS = {
     "compare": "compare two runs side by side",
     "findings": "what went wrong in a run: findings with evidence and fixes",
     "stacks": "the Python stacks of every process of a running (or stuck) run",
+    "attach": "follow a running Python job gpuscope did not start (tree, roles, stacks, findings)",
 }
 
 

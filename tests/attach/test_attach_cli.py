@@ -1,0 +1,166 @@
+"""``gpuscope attach PID`` on real jobs started outside gpuscope (no injection, no test double)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuscope.procs.read import snapshot
+
+pytestmark = pytest.mark.timeout(180)
+
+POOL_JOB = """
+import multiprocessing as mp, sys, time
+def work(x):
+    time.sleep(0.3)
+    return x * x
+if __name__ == "__main__":
+    mp.set_start_method("spawn")
+    with mp.Pool(3) as pool:
+        out = []
+        for i in range(int(sys.argv[1])):
+            out += pool.map(work, range(3))
+    print("result", sum(out), flush=True)
+    sys.exit(3)
+"""
+
+DEADLOCK_JOB = """
+import multiprocessing as mp, threading, time
+LOCK = threading.Lock()
+def hold():
+    with LOCK:
+        time.sleep(3600)
+def wait_for_the_lock(x):
+    with LOCK:          # held by a thread of the parent at fork time: never released in the child
+        return x
+if __name__ == "__main__":
+    mp.set_start_method("fork")
+    threading.Thread(target=hold, daemon=True).start()
+    time.sleep(0.2)
+    with mp.Pool(2) as pool:
+        pool.map(wait_for_the_lock, range(4))
+"""
+
+
+def _start(tmp_path: Path, code: str, *args: str) -> subprocess.Popen[bytes]:
+    script = tmp_path / "job.py"
+    script.write_text(code)
+    return subprocess.Popen([sys.executable, str(script), *args], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _wait_for_children(pid: int, n: int, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        procs = snapshot()
+        tree, todo = set(), [pid]
+        while todo:
+            p = todo.pop()
+            tree.add(p)
+            todo += [q.pid for q in procs.values() if q.ppid == p and q.pid not in tree]
+        if len(tree) - 1 >= n:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the job did not start {n} children")
+
+
+def _attach(run_env: dict[str, str], pid: int, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gpuscope", "attach", str(pid), *args], env=run_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _final(out: str) -> dict:
+    lines = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
+    assert lines and lines[-1]["final"] is True
+    return lines[-1]
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)      # the test's own job (its own session)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)
+
+
+def test_spawn_pool_roles_and_the_job_unchanged(tmp_path, run_env):
+    job = _start(tmp_path, POOL_JOB, "20")
+    before = sorted(os.listdir(tmp_path))
+    try:
+        _wait_for_children(job.pid, 4)
+        got = _attach(run_env, job.pid, "--duration", "3", "--json")
+        assert got.returncode == 0, got.stderr
+        view = _final(got.stdout)
+        roles = {p["pid"]: p["role"] for p in view["processes"]}
+        assert roles[job.pid] == "main"
+        assert sorted(r for r in roles.values() if r != "main") == ["pool worker"] * 3 + ["resource tracker"]
+        for p in view["processes"]:
+            assert set(p) >= {"pid", "ppid", "role", "rank", "cmdline", "cpu_s", "rss_bytes", "gpu_mem_bytes", "state"}
+        out, err = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            _kill_group(job)
+    assert job.returncode == 3                              # its own exit code and output
+    assert out == b"result 100\n" and err == b""
+    assert sorted(os.listdir(tmp_path)) == before          # nothing left in the job's folder
+    run = json.loads((Path(run_env["GPUSCOPE_HOME"]) / "runs" / view["run_id"] / "summary.json").read_text())
+    assert run["kind"] == "attached" and {p["role"] for p in run["processes"]} >= {"pool worker", "main"}
+
+
+def test_fork_pool_deadlock_names_the_waiting_function_and_looks_stuck(tmp_path, run_env):
+    job = _start(tmp_path, DEADLOCK_JOB)
+    try:
+        _wait_for_children(job.pid, 2)
+        time.sleep(1.0)
+        got = _attach(run_env, job.pid, "--duration", "5", "--stacks", "--json")
+        assert got.returncode == 0, got.stderr
+        view = _final(got.stdout)
+        workers = [p for p in view["stacks"]["processes"] if p["role"] == "pool worker"]
+        assert len(workers) == 2, view["stacks"]["processes"]
+        for w in workers:
+            functions = [f["function"] for t in w["threads"] for f in t["frames"]]
+            assert "wait_for_the_lock" in functions
+        codes = {f["code"]: f for f in view["findings"]}
+        assert "looks-stuck" in codes, view["findings"]
+        assert any("wait_for_the_lock" in line for line in codes["looks-stuck"]["evidence"]["excerpts"])
+    finally:
+        _kill_group(job)
+    findings = subprocess.run([sys.executable, "-m", "gpuscope", "findings", view["run_id"], "--json"], env=run_env,
+                              capture_output=True, text=True, timeout=60)
+    assert findings.returncode == 0, findings.stderr
+    assert "looks-stuck" in findings.stdout
+
+
+def test_a_pool_that_sleeps_between_tasks_does_not_look_stuck(tmp_path, run_env):
+    job = _start(tmp_path, POOL_JOB, "40")
+    try:
+        _wait_for_children(job.pid, 4)
+        got = _attach(run_env, job.pid, "--duration", "4", "--stacks", "--json", "--stuck-after", "1")
+        assert got.returncode == 0, got.stderr
+        assert "looks-stuck" not in {f["code"] for f in _final(got.stdout)["findings"]}
+    finally:
+        _kill_group(job)
+
+
+@pytest.mark.parametrize("pid", ["999999999", "0"])
+def test_nothing_to_attach_is_one_line_and_exit_2(run_env, pid):
+    got = _attach(run_env, int(pid))
+    assert got.returncode == 2 and "no process" in got.stderr and len(got.stderr.strip().splitlines()) == 1
+
+
+def test_a_process_that_is_not_python(run_env):
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        got = _attach(run_env, sleeper.pid)
+        assert got.returncode == 2 and "not a Python program" in got.stderr, got.stderr
+        assert "Traceback" not in got.stderr
+    finally:
+        sleeper.kill()
+        sleeper.wait()
