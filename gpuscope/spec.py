@@ -62,6 +62,8 @@ class RunSpec:
     rdzv_id: str | None = None             # the job id every node shares
     rdzv_timeout_s: int | None = None      # torchrun's join_timeout (None: torchrun's default, 600 s)
     job_dir: str | None = None             # shared folder the node runs are copied into
+    # modules the forkserver imports once for all its children (multiprocessing.set_forkserver_preload)
+    forkserver_preload: tuple[str, ...] = ()
 
     @property
     def multinode(self) -> bool:
@@ -96,8 +98,9 @@ class RunSpec:
         for pattern in self.annotate:
             if ":" not in pattern or not pattern.split(":", 1)[1]:
                 raise UserError(f"--annotate takes MODULE:QUALNAME (globs allowed), not {pattern!r}")
+        preload = tuple(_checked_module(m, "--forkserver-preload") for m in self.forkserver_preload)
         common = dict(cwd=str(cwd), python=python, args=tuple(self.args), annotate=tuple(self.annotate),
-                      nproc=int(self.nproc), **_checked_nodes(self, cwd))
+                      nproc=int(self.nproc), forkserver_preload=preload, **_checked_nodes(self, cwd))
         if self.module:
             return replace(self, script=f"-m {_checked_module(self.module)}",
                            module=_checked_module(self.module), **common)
@@ -124,6 +127,7 @@ class RunSpec:
         kwargs = {k: v for k, v in d.items() if k in known}
         kwargs["args"] = tuple(kwargs.get("args", ()))
         kwargs["annotate"] = tuple(kwargs.get("annotate", ()))
+        kwargs["forkserver_preload"] = tuple(kwargs.get("forkserver_preload", ()))
         kwargs["env"] = tuple(sorted((kwargs.get("env") or {}).items()))
         return cls(nsys=nsys_opts, **kwargs)
 
@@ -182,9 +186,9 @@ def _checked_nodes(spec: RunSpec, cwd: Path) -> dict[str, Any]:
 _MODULE_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
 
 
-def _checked_module(module: str) -> str:
+def _checked_module(module: str, flag: str = "-m") -> str:
     """A dotted module name (whether it exists is the interpreter's to say, in the run)."""
     name = module.strip()
     if not re.fullmatch(_MODULE_NAME, name):
-        raise UserError(f"-m takes a module name such as package.module, not {module!r}")
+        raise UserError(f"{flag} takes a module name such as package.module, not {module!r}")
     return name

@@ -45,6 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nproc", type=int, default=1, help="torchrun: processes per node")
     p.add_argument("--python", help="interpreter to run the script with (default: this one)")
     p.add_argument("--cwd", help="working directory")
+    p.add_argument("--forkserver-preload", default="", metavar="MODULE[,MODULE...]",
+                   help="modules the forkserver imports once for all its children (as "
+                        "multiprocessing.set_forkserver_preload; the program's own call wins)")
     p.add_argument("--annotate", action="append", default=[], metavar="MODULE:QUALNAME",
                    help="add a range around matching functions (globs allowed); repeatable")
     p.add_argument("--interval", type=float, default=0.1, help="telemetry sampling interval in s (0.02-1)")
@@ -147,6 +150,8 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     return RunSpec(script=script, module=module, args=tuple(rest), cwd=args.cwd, python=args.python,
                    start_method=args.start_method, launcher=args.launcher, nproc=args.nproc,
                    annotate=tuple(args.annotate), nsys=nsys, sample_interval_s=args.interval,
+                   forkserver_preload=tuple(m.strip() for m in getattr(args, "forkserver_preload", "").split(",")
+                                            if m.strip()),
                    **_node_options(args))
 
 

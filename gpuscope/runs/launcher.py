@@ -46,6 +46,10 @@ def build_command(spec: RunSpec, run_id: str, run_dir: str | Path, base_env: dic
         env["GPUSCOPE_ANNOTATE"] = "\n".join(spec.annotate)
     else:
         env.pop("GPUSCOPE_ANNOTATE", None)
+    if spec.forkserver_preload:   # the hook adds them to the forkserver's preload (inject/reimport.py)
+        env["GPUSCOPE_FORKSERVER_PRELOAD"] = ",".join(spec.forkserver_preload)
+    else:
+        env.pop("GPUSCOPE_FORKSERVER_PRELOAD", None)
     # Nothing else changes: live output comes from a pty (gpuscope.runs.output), not PYTHONUNBUFFERED.
     if spec.launcher == "torchrun":
         argv = [python, "-m", "torch.distributed.run", "--nproc-per-node", str(spec.nproc),
