@@ -31,6 +31,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(stragglers; default: the longest range every rank repeats)")
     parser.add_argument("--redact", metavar="OUT.sqlite", help="write a shareable copy of the .sqlite export "
                         "without the program's environment and arguments (see docs/STORE.md) and exit")
+    parser.add_argument("--torch-ops", action="store_true", help="the run's PyTorch profiler tables: per rank "
+                        "key_averages, operators over ranks, steps and the straggler (docs/TORCH-PROFILER.md)")
+    parser.add_argument("--rank", type=int, metavar="N", help="with --torch-ops: only this rank")
+    parser.add_argument("--sort", default="self_cpu", choices=("self_cpu", "cpu_total", "self_cuda", "cuda_total"),
+                        help="with --torch-ops: the column the tables are sorted by (default self_cpu)")
+    parser.add_argument("--shapes", action="store_true", help="with --torch-ops: group the rows by input shapes")
 
 
 def _run_dir(run_id: str) -> Path:
@@ -70,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
     numpy_import.preload()   # before anything loads numpy: one BLAS thread, env put back
     if args.redact:
         return _redact(args)
+    if getattr(args, "torch_ops", False):
+        return _torch_ops(args)
     target, run_dir = resolve(args)
     report = _load(target, run_dir, args)
     has_data = any(p["nvtx_ranges"] or p["marks"] or p["kernels"] for p in report.processes)
@@ -89,6 +97,23 @@ def run(args: argparse.Namespace) -> int:
         print_text(report, sys.stdout)
         if args.perfetto:
             print(f"\nPerfetto trace written to {args.perfetto} (open it in https://ui.perfetto.dev)")
+    return 0
+
+
+def _torch_ops(args: argparse.Namespace) -> int:
+    """``--torch-ops``: the run's torch profiler tables (gpuscope.torchtrace.report)."""
+    from gpuscope.torchtrace import report as torch_report
+
+    target, run_dir = resolve(args)
+    folder = run_dir or target
+    if not folder.is_dir():
+        raise UserError(f"{folder}: --torch-ops reads a gpuscope run (folder or id), not a file")
+    ops = torch_report.torch_ops(folder, rank=args.rank, sort=args.sort, by_shapes=args.shapes)
+    if args.json:
+        json.dump(torch_report.to_json(ops), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        torch_report.print_text(ops, sys.stdout)
     return 0
 
 

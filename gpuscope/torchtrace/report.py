@@ -64,6 +64,8 @@ def torch_ops(run_dir: str | Path, rank: int | None = None, sort: str = "self_cp
     run = load_run(run_dir)
     if not run.traces and not run.problems:
         raise UserError(f"{run_dir}: no torch traces in this run (record one with gpuscope run --torch-profile)")
+    if not run.traces:
+        raise UserError("; ".join(run.problems))
     return build(run, rank, sort, by_shapes)
 
 
