@@ -51,6 +51,7 @@ class Input(enum.Enum):
     NSYS = "nsys"              # an nsys export and its diagnostics
     STACKS = "stacks"          # Python stacks taken while it runs
     PROCS = "procs"            # the live processes (/proc, /dev/shm)
+    TORCH = "torch"            # the run's PyTorch profiler traces
 
 
 class OnStop(enum.Enum):

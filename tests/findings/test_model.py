@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from gpuscope.findings.fixes import describe, fix_for_text, launch_changes
-from gpuscope.finding import (CleanupPids, CleanupShm, Finding, SetNsysForkTracing, SetStartMethod, Severity,
-                                     StopRun, evidence, fix_from_dict, merge)
+from gpuscope.finding import (CleanupPids, CleanupShm, Finding, SetForkserverPreload, SetNsysForkTracing,
+                              SetStartMethod, Severity, StopRun, evidence, fix_from_dict, merge)
+from gpuscope.findings.fixes import describe, launch_changes
 from gpuscope.nsys import diagnostics as D
 from gpuscope.trace import coverage as C
 
@@ -64,13 +64,20 @@ def test_apply_fix_uses_the_structured_action():
     assert describe(SetStartMethod("spawn")) == "start method → spawn"
 
 
-def test_gpuscope_fix_texts_map_by_identity_not_by_words():
-    # FIX_FLUSH names neither spawn nor the flag; FIX_FORK_HANDLES mentions "--nsys" but means spawn.
-    assert fix_for_text(C.FIX_FORK) == (True, SetNsysForkTracing(True))
-    assert launch_changes(fix_for_text(C.FIX_FORK_HANDLES)[1]) == {"start_method": "spawn"}
-    assert launch_changes(fix_for_text(C.FIX_FLUSH)[1]) == {} and launch_changes(fix_for_text(C.FIX_NVTX)[1]) == {}
-    assert launch_changes(fix_for_text(D.ADVICE_DISCARDED)[1]) == {"nsys": "on", "nsys_fork": "on"}
-    assert fix_for_text("reworded advice that names spawn") == (False, None)
+def test_coverage_gives_its_fixes_typed():
+    """Each reason nsys missed a process comes with its structured fix, made where it is decided."""
+    from gpuscope.trace.coverage import _why_missing
+
+    class Log:          # what _why_missing reads of a process's log
+        def __init__(self, forked: bool, exit: dict | None = None) -> None:
+            self.header, self.info, self.start_method, self.exit = {"forked": forked}, {}, "fork", exit
+
+    assert _why_missing(Log(True), None, [])[1:] == (C.FIX_FORK, SetNsysForkTracing(True))
+    assert launch_changes(_why_missing(Log(True), True, [])[2]) == {"start_method": "spawn"}
+    assert _why_missing(Log(False), None, [])[1:] == (C.FIX_FLUSH, None)                   # a code change
+    assert _why_missing(Log(False, {}), None, [{"code": "nvtx-incompatible", "title": "t"}])[1:] == (C.FIX_NVTX, None)
+    assert launch_changes(SetForkserverPreload(("numpy", "pandas"))) == {"start_method": "forkserver",
+                                                                          "forkserver_preload": "numpy,pandas"}
 
 
 def test_nsys_diagnostics_are_findings_with_actions(tmp_path):
