@@ -177,7 +177,7 @@ class _Relay:
     HOLD_S = 10.0
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()   # a note from a signal handler may come while the main thread writes one
         self._mid = {1: False, 2: False}
         self._shared = _same_destination(1, 2)
         self._last = 1
