@@ -131,6 +131,9 @@ _os_exit = os._exit
 
 def _exit_now(code):
     """``os._exit`` skips atexit: record the end and flush this process's log first."""
+    torchprof = _loaded("torchprof")
+    if torchprof is not None:   # os._exit skips atexit: save the torch profiler's trace first
+        torchprof.at_exit("os._exit")
     try:
         STATE.exit(code, "os._exit")
     except Exception:
@@ -210,6 +213,8 @@ def _install(role):
     importhook.when_imported("concurrent.futures.process", _later("mpwrap", "patch_executor"))
     importhook.when_imported("nvtx", _later("nvtxwrap", "install"))
     importhook.when_imported("ray", _later("raywrap", "install"))                     # Ray tasks, actors
+    if os.environ.get("GPUSCOPE_TORCH_PROFILE"):   # --torch-profile: torch.profiler in torch processes
+        importhook.when_imported("torch", _later("torchprof", "on_torch"))
     if os.environ.get("GPUSCOPE_ANNOTATE", "").strip():   # the patterns' module only for --annotate
         _install_annotate(role, atexit)
 
