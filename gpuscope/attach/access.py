@@ -56,6 +56,19 @@ def has_ptrace_capability() -> bool:
         return False
 
 
+def _caps(pid: int | str, field_name: str) -> int:
+    try:
+        return int(status_fields(pid).get(field_name, "0"), 16)
+    except ValueError:
+        return 0
+
+
+def _more_capable(pid: int) -> bool:
+    """The kernel lets a process without CAP_SYS_PTRACE read another only when the other's
+    capabilities are a subset of its own."""
+    return bool(_caps(pid, "CapPrm") & ~_caps("self", "CapPrm"))
+
+
 def user_name(uid: int | None) -> str:
     if uid is None:
         return "an unknown user"
@@ -83,6 +96,10 @@ def refusal(pid: int, root_pid: int | None = None) -> Refusal | None:
         fix = ("start the container with --cap-add SYS_PTRACE" if me == 0
                else f"run it as that user: sudo -u {_login(uid)} gpuscope attach {target}")
         return Refusal("other-user", why, fix)
+    if not cap and _more_capable(pid):
+        return Refusal("no-ptrace-capability", "it holds capabilities that gpuscope lacks, and gpuscope runs "
+                       "without CAP_SYS_PTRACE", "start the container with --cap-add SYS_PTRACE (or run gpuscope "
+                       "with sudo)")
     if scope == 3:
         return Refusal("ptrace-scope", "kernel.yama.ptrace_scope is 3: no process may read another's memory",
                        "boot with kernel.yama.ptrace_scope=1 or lower (3 cannot be lowered while the system runs)")

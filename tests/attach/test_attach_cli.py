@@ -164,3 +164,73 @@ def test_a_process_that_is_not_python(run_env):
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+TORCH_JOB = """
+import time
+import torch.distributed as dist
+dist.init_process_group("gloo")
+dist.barrier()
+time.sleep(3600)
+"""
+
+
+def test_torchrun_agent_and_ranks(tmp_path, run_env):
+    script = tmp_path / "ddp.py"
+    script.write_text(TORCH_JOB)
+    torchrun = str(Path(sys.executable).parent / "torchrun")
+    job = subprocess.Popen([torchrun, "--nproc-per-node", "2", "--master-port", "0", str(script)], cwd=tmp_path,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait_for_children(job.pid, 2, timeout_s=120)
+        got = _attach(run_env, job.pid, "--duration", "2", "--json")
+        assert got.returncode == 0, got.stderr
+        view = _final(got.stdout)
+        roles = sorted(p["role"] for p in view["processes"])
+        assert roles == ["rank 0", "rank 1", "torchrun agent"], roles
+        assert sorted(p["rank"] for p in view["processes"] if p["rank"] is not None) == [0, 1]
+    finally:
+        _kill_group(job)
+
+
+OTHER_USER_JOB = """
+import os, time
+child = os.fork()
+if child == 0:                      # becomes nobody's process (no exec: the interpreter is root's)
+    os.setgroups([])
+    os.setgid(65534)
+    os.setuid(65534)
+    time.sleep(3600)
+    os._exit(0)
+print(child, flush=True)
+time.sleep(3600)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to start a process of another user")
+def test_another_users_process_is_refused_with_the_reason_and_the_rest_shown(tmp_path, run_env):
+    # the job runs as root, its child as nobody (65534); gpuscope attaches as root without CAP_SYS_PTRACE
+    # (as in a container), so only the root-owned process may be read
+    script = tmp_path / "job.py"
+    script.write_text(OTHER_USER_JOB)
+    script.chmod(0o644)
+    job = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, stdout=subprocess.PIPE,
+                           start_new_session=True)
+    try:
+        nobodys = int(job.stdout.readline())
+        got = subprocess.run(["setpriv", "--inh-caps=-sys_ptrace", "--bounding-set=-sys_ptrace",
+                              sys.executable, "-m", "gpuscope", "attach", str(job.pid), "--duration", "2",
+                              "--stacks", "--json", "--no-record"],
+                             env=run_env, capture_output=True, text=True, timeout=120)
+        assert got.returncode == 0, got.stderr
+        view = _final(got.stdout)
+        assert {p["pid"] for p in view["processes"]} == {job.pid, nobodys}       # shown, both
+        refused = {r["reason"]: r for r in view["refused"]}
+        other = refused["other-user"]
+        assert other["pids"] == [nobodys] and "nobody (uid 65534)" in other["text"], other
+        assert "CAP_SYS_PTRACE" in other["text"] and "SYS_PTRACE" in other["fix"]
+        # root's own process holds capabilities the stripped gpuscope lacks: refused too, said so
+        assert refused["no-ptrace-capability"]["pids"] == [job.pid]
+        assert all(p["note"].startswith("not readable: ") for p in view["stacks"]["processes"])
+    finally:
+        _kill_group(job)
