@@ -14,7 +14,8 @@ from typing import Any
 
 from gpuscope.errors import UserError
 from gpuscope.spec_checks import (LAUNCHERS, NSYS_TIMEOUT_S, NSYS_TRACE, START_METHODS,
-                                  checked_python as _checked_python, checked_script as _checked_script)
+                                  checked_python as _checked_python, checked_ranks, checked_schedule,
+                                  checked_script as _checked_script)
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,42 @@ class NsysOptions:
         if self.trace_fork is not None:
             return self.trace_fork
         return start_method in ("fork", "default")
+
+
+@dataclass(frozen=True)
+class TorchProfileOptions:
+    """``--torch-profile``: torch.profiler in the run's torch processes (docs/TORCH-PROFILER.md)."""
+
+    enabled: bool = False
+    ranks: tuple[int, ...] | None = None        # None: every torch process of the run
+    schedule: tuple[int, ...] | None = None     # WAIT, WARMUP, ACTIVE, REPEAT optimizer steps; None: all
+    shapes: bool = False
+    memory: bool = False
+    stack: bool = False
+
+    def validated(self) -> TorchProfileOptions:
+        """The options checked (UserError, one line); the sub-options need ``--torch-profile``."""
+        if not self.enabled:
+            if self != TorchProfileOptions():
+                raise UserError("the --torch-profile-* options need --torch-profile")
+            return self
+        return replace(self, ranks=checked_ranks(self.ranks), schedule=checked_schedule(self.schedule))
+
+    def env_value(self) -> str:
+        """What the hook reads (GPUSCOPE_TORCH_PROFILE, inject/torchprof.py)."""
+        import json
+
+        return json.dumps({"ranks": None if self.ranks is None else list(self.ranks),
+                           "schedule": None if self.schedule is None else list(self.schedule),
+                           "shapes": self.shapes, "memory": self.memory, "stack": self.stack})
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> TorchProfileOptions:
+        d = d or {}
+        ranks, steps = d.get("ranks"), d.get("schedule")
+        return cls(enabled=bool(d.get("enabled")), ranks=None if ranks is None else tuple(int(r) for r in ranks),
+                   schedule=None if steps is None else tuple(int(s) for s in steps), shapes=bool(d.get("shapes")),
+                   memory=bool(d.get("memory")), stack=bool(d.get("stack")))
 
 
 @dataclass(frozen=True)
@@ -62,6 +99,7 @@ class RunSpec:
     rdzv_id: str | None = None             # the job id every node shares
     rdzv_timeout_s: int | None = None      # torchrun's join_timeout (None: torchrun's default, 600 s)
     job_dir: str | None = None             # shared folder the node runs are copied into
+    torch_profile: TorchProfileOptions = field(default_factory=TorchProfileOptions)
     # modules the forkserver imports once for all its children (multiprocessing.set_forkserver_preload)
     forkserver_preload: tuple[str, ...] = ()
 
@@ -101,6 +139,7 @@ class RunSpec:
         preload = tuple(_checked_module(m, "--forkserver-preload") for m in self.forkserver_preload)
         common = dict(cwd=str(cwd), python=python, args=tuple(self.args), annotate=tuple(self.annotate),
                       nproc=int(self.nproc), forkserver_preload=preload, **_checked_nodes(self, cwd))
+        common["torch_profile"] = self.torch_profile.validated()
         if self.module:
             return replace(self, script=f"-m {_checked_module(self.module)}",
                            module=_checked_module(self.module), **common)
@@ -116,6 +155,7 @@ class RunSpec:
     def from_dict(cls, d: dict[str, Any]) -> RunSpec:
         d = dict(d)
         nsys = d.pop("nsys", None) or {}
+        torch_profile = TorchProfileOptions.from_dict(d.pop("torch_profile", None))
         nsys_opts = NsysOptions(
             enabled=bool(nsys.get("enabled", False)),
             trace=tuple(nsys.get("trace", NsysOptions.trace)),
@@ -129,7 +169,7 @@ class RunSpec:
         kwargs["annotate"] = tuple(kwargs.get("annotate", ()))
         kwargs["forkserver_preload"] = tuple(kwargs.get("forkserver_preload", ()))
         kwargs["env"] = tuple(sorted((kwargs.get("env") or {}).items()))
-        return cls(nsys=nsys_opts, **kwargs)
+        return cls(nsys=nsys_opts, torch_profile=torch_profile, **kwargs)
 
 
 _ENDPOINT = r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.:-]+?):(?P<port>[0-9]{1,5})"

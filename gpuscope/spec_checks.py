@@ -22,6 +22,33 @@ NSYS_TRACE = ("nvtx", "osrt", "cuda")   # NsysOptions' defaults
 NSYS_TIMEOUT_S = 600.0
 
 
+def parse_ints(text: str, option: str) -> tuple[int, ...]:
+    """``0,2`` as (0, 2); UserError naming ``option`` when it is not a list of whole numbers."""
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise UserError(f"{option} takes whole numbers separated by commas, not {text!r}") from None
+
+
+def checked_ranks(ranks: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """``--torch-profile-ranks``: None (all) or distinct ranks from 0."""
+    if ranks is None:
+        return None
+    if not ranks or any(r < 0 for r in ranks):
+        raise UserError(f"--torch-profile-ranks takes 'all' or ranks from 0 such as 0,2, not {ranks}")
+    return tuple(sorted(set(ranks)))
+
+
+def checked_schedule(steps: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """``--torch-profile-schedule WAIT,WARMUP,ACTIVE[,REPEAT]`` (REPEAT 0: cycles until the end)."""
+    if steps is None:
+        return None
+    if len(steps) not in (3, 4) or any(s < 0 for s in steps) or steps[2] < 1:
+        raise UserError("--torch-profile-schedule takes WAIT,WARMUP,ACTIVE[,REPEAT] optimizer steps "
+                        f"(ACTIVE at least 1, none negative), not {','.join(map(str, steps))}")
+    return (*steps, 1) if len(steps) == 3 else tuple(steps)
+
+
 def default_python() -> str:
     """This interpreter; in a frozen (PyInstaller) app, whose executable is the app, python3 on PATH."""
     if getattr(sys, "frozen", False):
