@@ -142,7 +142,7 @@ class RunSession(QObject):
     def _run_started(self, run: Run) -> None:
         live = self.tab.live
         self.tab.console.set_log_folder(run.run_dir)      # where all of the output is (skip notes name it)
-        self.roles = RoleReader(run.run_dir)
+        self.roles = RoleReader(run.run_dir, events=run.events)   # the run's one event-log reader
         self.findings.started(run)
         self.ray_store = api.ray_store_tail(run.run_dir)   # a Ray run's object store (docs/RAY.md)
         live.set_gpu_reason(self.controller.gpu_reason)
