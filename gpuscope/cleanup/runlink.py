@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from gpuscope.cleanup.evidence import human_s
 from gpuscope.cleanup.snapshot import ProcInfo, ProcTable
 from gpuscope.procs.membership import RUN_ID_VAR, Reason
+from gpuscope.status import RunStatus
 from gpuscope.store.runs import FINAL_STATUSES
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ def link_runs(conn: Connection, table: ProcTable) -> dict[int, RunLink]:
             continue
         run_id = proc.environ.get(RUN_ID_VAR)
         run = runs.get(run_id) if run_id else None
-        if run is not None and run["status"] in FINAL_STATUSES:
+        if run is not None and RunStatus.parse(run["status"]).final:
             links[proc.pid] = RunLink(run["id"], run["status"], run["ended_ns"],
                                       "GPUSCOPE_RUN_ID in its environment", reason=Reason.ENV)
     _link_children(table, links)

@@ -19,7 +19,7 @@ def root_signal(run: RunInputs) -> list[Finding]:
     """The program's first process itself died by a signal (not a Stop)."""
     summary = run.summary
     sig = summary.get("signal")
-    if not sig or summary.get("status") == "stopped" or sig in ("SIGTERM", "SIGINT"):
+    if not sig or run.stopped or sig in ("SIGTERM", "SIGINT"):
         return []
     root = next((p for p, r in run.roles.items() if r in ("main", "torchrun agent")), None)
     return [Finding("died-by-signal", f"the program's first process died by {sig}",
