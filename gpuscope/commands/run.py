@@ -14,8 +14,8 @@ from gpuscope.errors import UserError
 from gpuscope.runs import early as early_start
 from gpuscope.runs.pipes import widen_pipe
 from gpuscope.runs.slurm import node_options
-from gpuscope.spec import NsysOptions, RunSpec
-from gpuscope.spec_checks import LAUNCHERS, NSYS_TIMEOUT_S, NSYS_TRACE, START_METHODS
+from gpuscope.spec import NsysOptions, RunSpec, TorchProfileOptions
+from gpuscope.spec_checks import LAUNCHERS, NSYS_TIMEOUT_S, NSYS_TRACE, START_METHODS, parse_ints
 from gpuscope.status import RunStatus
 
 DESCRIPTION = (
@@ -59,6 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", "-q", action="store_true",
                    help="print nothing of gpuscope's own on stderr (no notes, no table), except errors")
     add_nsys_options(p.add_argument_group("Nsight Systems"), "the run", "the program")
+    add_torch_profile_options(p.add_argument_group("PyTorch profiler (docs/TORCH-PROFILER.md)"))
     n = p.add_argument_group("torchrun across nodes (docs/MULTINODE.md; under srun, SLURM_* fill absent flags)")
     n.add_argument("--nnodes", type=int, default=None, help="number of nodes of the job")
     n.add_argument("--node-rank", type=int, default=None, help="this node's rank (0 .. nnodes-1)")
@@ -72,6 +73,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run a module as `python -m MODULE`; every argument after MODULE is the module's")
     p.add_argument("script", nargs="?", help="the Python script to run (or use -m MODULE)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script or module")
+
+
+def add_torch_profile_options(g: Any) -> None:
+    """The --torch-profile options: torch.profiler in the run's torch processes, without edits."""
+    g.add_argument("--torch-profile", action="store_true",
+                   help="run torch.profiler in every torch process of the run (a trace per process in the run)")
+    g.add_argument("--torch-profile-ranks", default="all", metavar="all|R,R",
+                   help="profile only these ranks (default: all torch processes)")
+    g.add_argument("--torch-profile-schedule", default=None, metavar="WAIT,WARMUP,ACTIVE[,REPEAT]",
+                   help="profile these steps, a step being one optimizer.step() (default: the whole process)")
+    g.add_argument("--torch-profile-shapes", action="store_true", help="record operators' input shapes")
+    g.add_argument("--torch-profile-memory", action="store_true", help="record tensor memory")
+    g.add_argument("--torch-profile-stack", action="store_true", help="record Python stacks (large traces)")
+
+
+def torch_profile_options(args: argparse.Namespace) -> TorchProfileOptions:
+    """The --torch-profile options as given (checked by RunSpec.validated)."""
+    ranks = (getattr(args, "torch_profile_ranks", None) or "all").strip()
+    steps = getattr(args, "torch_profile_schedule", None)
+    return TorchProfileOptions(enabled=bool(getattr(args, "torch_profile", False)),
+                               ranks=None if ranks == "all" else parse_ints(ranks, "--torch-profile-ranks"),
+                               schedule=parse_ints(steps, "--torch-profile-schedule") if steps else None,
+                               shapes=bool(getattr(args, "torch_profile_shapes", False)),
+                               memory=bool(getattr(args, "torch_profile_memory", False)),
+                               stack=bool(getattr(args, "torch_profile_stack", False)))
 
 
 def output_cap(args: argparse.Namespace) -> int | None:
@@ -152,7 +178,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
                    annotate=tuple(args.annotate), nsys=nsys, sample_interval_s=args.interval,
                    forkserver_preload=tuple(m.strip() for m in getattr(args, "forkserver_preload", "").split(",")
                                             if m.strip()),
-                   **_node_options(args))
+                   torch_profile=torch_profile_options(args), **_node_options(args))
 
 
 def _node_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -63,6 +63,44 @@ class NsysSummary:
         return cls.from_dict(result.to_dict())
 
 
+@dataclass
+class TorchTraceFile:
+    """One torch.profiler trace of the run (``--torch-profile``, docs/TORCH-PROFILER.md).
+
+    ``path`` is relative to the run folder. A profiler timestamp (``baseTimeNanoseconds`` + ``ts``
+    µs × 1000) plus ``clock_offset_ns`` is gpuscope's clock (CLOCK_MONOTONIC ns, the event logs'),
+    within ``clock_uncertainty_ns``; ``source``: ``gpuscope`` (its profiler) or ``program`` (a trace
+    the program exported itself); ``events``: the profiler's events (None: not counted)."""
+
+    path: str
+    pid: int
+    rank: int | None = None
+    events: int | None = None
+    clock_offset_ns: int | None = None
+    clock_uncertainty_ns: int | None = None
+    clock_method: str | None = None      # marker | realtime (docs/TORCH-PROFILER.md)
+    source: str = "gpuscope"
+    cycle: int = 1                       # the schedule's cycle (1 without a schedule)
+    role: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "pid": self.pid, "rank": self.rank, "events": self.events,
+                "clock_offset_ns": self.clock_offset_ns, "clock_uncertainty_ns": self.clock_uncertainty_ns,
+                "clock_method": self.clock_method, "source": self.source, "cycle": self.cycle, "role": self.role}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TorchTraceFile:
+        def num(key: str) -> int | None:
+            value = d.get(key)
+            return None if value is None else int(value)
+
+        return cls(path=str(d.get("path") or ""), pid=int(d.get("pid") or 0), rank=num("rank"),
+                   events=num("events"), clock_offset_ns=num("clock_offset_ns"),
+                   clock_uncertainty_ns=num("clock_uncertainty_ns"), clock_method=_text(d.get("clock_method")),
+                   source=str(d.get("source") or "gpuscope"), cycle=int(d.get("cycle") or 1),
+                   role=_text(d.get("role")))
+
+
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
@@ -89,6 +127,7 @@ class RunRecord:
     findings: list[Finding] = field(default_factory=list)
     spec: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, Any] = field(default_factory=dict)
+    torch_traces: list[TorchTraceFile] = field(default_factory=list)   # --torch-profile
 
     @property
     def run_dir(self) -> Path:
@@ -135,6 +174,7 @@ class RunRecord:
             "findings": [f.to_dict() for f in self.findings],
             "started_ns": self.started_ns,
             "ended_ns": self.ended_ns or None,
+            "torch_traces": [t.to_dict() for t in self.torch_traces],
         }
 
     @classmethod
@@ -162,4 +202,6 @@ class RunRecord:
                    escaped=[int(p) for p in data.get("escaped") or ()],
                    notes=[str(n) for n in data.get("notes") or ()], error=data.get("error"),
                    nsys=NsysSummary.from_dict(nsys) if isinstance(nsys, dict) else None,
-                   findings=list(findings), spec=dict(spec or {}), versions=dict(versions or {}))
+                   findings=list(findings), spec=dict(spec or {}), versions=dict(versions or {}),
+                   torch_traces=[TorchTraceFile.from_dict(t) for t in data.get("torch_traces") or ()
+                                 if isinstance(t, dict)])

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Protocol
 
     from gpuscope.finding import Finding
-    from gpuscope.runrecord.model import NsysSummary
+    from gpuscope.runrecord.model import NsysSummary, TorchTraceFile
     from gpuscope.trace.process_row import SampledProcess
     from gpuscope.trace.events import RunEvents
     from gpuscope.trace.process_row import ProcessRow
@@ -138,6 +138,7 @@ class Outcome:
     sampled: list[SampledProcess] = field(default_factory=list)    # what the sampler saw (telemetry)
     nsys: NsysSummary | None = None       # the nsys recording's result (nsys)
     findings: list[Finding] = field(default_factory=list)          # the run's findings (findings)
+    torch_traces: list[TorchTraceFile] = field(default_factory=list)   # --torch-profile's traces
 
 
 if TYPE_CHECKING:   # the interface every recorder implements (type checkers only: BaseRecorder is its runtime form)

@@ -365,7 +365,8 @@ class Run(InRunFolder):
                            started_ns=self.started_ns, ended_ns=ended_ns, processes=outcome.processes,
                            left_running=left, escaped=escaped, notes=list(self.notes), error=outcome.error,
                            nsys=NsysSummary.of(outcome.nsys), findings=list(outcome.findings),
-                           spec=self.spec.to_dict(), versions=dict(self._versions))
+                           spec=self.spec.to_dict(), versions=dict(self._versions),
+                           torch_traces=list(outcome.torch_traces))
         self._record(result)
         return result
 

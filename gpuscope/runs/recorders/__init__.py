@@ -28,6 +28,10 @@ def default_recorders(spec: RunSpec, store_path: Any = None) -> list[BaseRecorde
         from gpuscope.runs.recorders.nsys_recording import NsysRecorder
 
         recorders.append(NsysRecorder())
+    if spec.torch_profile.enabled:   # after the event logs: their process rows say why a trace is missing
+        from gpuscope.runs.recorders.torch_profile import TorchProfileRecorder
+
+        recorders.append(TorchProfileRecorder())
     if spec.multinode:   # last: copies what the others wrote into the job folder
         from gpuscope.runs.recorders.node_job import NodeJobRecorder
 
