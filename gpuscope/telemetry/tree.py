@@ -233,7 +233,8 @@ class ProcessTree:
         for rec in self._all:
             out[rec.pid] = {
                 "pid": rec.pid, "ppid": rec.ppid, "name": rec.name, "cmdline": list(rec.cmdline),
-                "create_time": rec.create_time, "first_seen_ns": rec.first_ns, "last_seen_ns": rec.last_ns,
+                "create_time": rec.create_time, "start_ticks": rec.start_ticks,
+                "first_seen_ns": rec.first_ns, "last_seen_ns": rec.last_ns,
                 "state": rec.state, "alive": rec.alive, "via": rec.via, "escaped": rec.escaped,
                 "orphaned": rec.orphaned, "cpu_seconds": rec.ticks / CLK_TCK,
                 "peak_rss_bytes": rec.peak_rss, "uss_bytes": rec.uss, "threads": rec.threads,

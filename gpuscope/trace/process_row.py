@@ -139,6 +139,7 @@ class SampledProcess:
 
     pid: int
     ppid: int | None = None
+    start_ticks: int | None = None          # with the pid, its identity (gpuscope.procs.ProcKey)
     name: str | None = None                 # the OS name (comm) when last seen
     cmdline: list[str] = field(default_factory=list)
     create_time: float | None = None        # epoch seconds, as /proc gives it
@@ -149,7 +150,7 @@ class SampledProcess:
     @classmethod
     def from_summary(cls, pid: int, data: dict[str, Any]) -> SampledProcess:
         """One entry of the sampler's ``process_summary()``."""
-        return cls(pid=int(pid), ppid=data.get("ppid"), name=data.get("name"),
+        return cls(pid=int(pid), ppid=data.get("ppid"), start_ticks=data.get("start_ticks"), name=data.get("name"),
                    cmdline=list(data.get("cmdline") or []), create_time=data.get("create_time"),
                    cpu_seconds=data.get("cpu_seconds"), peak_rss_bytes=data.get("peak_rss_bytes"),
                    peak_gpu_mem_bytes=data.get("peak_gpu_mem_bytes"))

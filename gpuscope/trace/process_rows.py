@@ -108,7 +108,8 @@ def _exec_of_fork_child(row: ProcessRow, name: str | None) -> None:
 
 def _not_injected_row(t: SampledProcess) -> ProcessRow:
     """A process gpuscope could not inject: not Python, isolated (-I/-E/-S), or nsys itself."""
-    row = ProcessRow(pid=t.pid, ppid=t.ppid, role=PROGRAM_ROLES.get(t.name or "", NOT_INJECTED), name=t.name,
+    row = ProcessRow(pid=t.pid, ppid=t.ppid, start_ticks=t.start_ticks,
+                     role=PROGRAM_ROLES.get(t.name or "", NOT_INJECTED), name=t.name,
                      info={"cmdline": list(t.cmdline), "create_time": t.create_time})
     _merge_sampled(row, t)
     return row
@@ -129,11 +130,18 @@ def build_rows(run_dir: str | os.PathLike[str], root_role: str = "main", root_ex
 
 
 def add_sampled(rows: list[ProcessRow], seen: list[SampledProcess]) -> None:
-    """The sampler's per-process figures into ``rows``; a process it saw without a log gets a row."""
+    """The sampler's per-process figures into ``rows``; a process it saw without a log gets a row.
+    A process is known by its key (pid and start): figures of another process that had the same
+    pid (a pid reused during the run) are not merged into a row."""
     logged = {row.pid for row in rows}
     by_pid = {t.pid: t for t in seen}
     for row in rows:
         t = by_pid.get(row.pid)
-        if t is not None:
+        if t is not None and _same_process(row, t):
             _merge_sampled(row, t)
     rows.extend(_not_injected_row(t) for pid, t in sorted(by_pid.items()) if pid not in logged)
+
+
+def _same_process(row: ProcessRow, t: SampledProcess) -> bool:
+    """Whether the sampled process is the row's: the same start where both know it."""
+    return row.start_ticks is None or t.start_ticks is None or row.start_ticks == t.start_ticks

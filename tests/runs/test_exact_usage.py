@@ -98,3 +98,21 @@ def test_table_marks_sampled_figures():
     assert "DataLoader worker #1" in line and "0.25 s" in line and "~" not in line
     assert "~1.50 s" in next(ln for ln in lines if ln.split()[0] == "11")
     assert any(ln.strip().startswith("(~ sampled") for ln in lines)
+
+
+def test_sampled_figures_go_to_the_same_process_only():
+    """Rows are keyed by (pid, start ticks): the sampler's figures of another process that reused a
+    logged process's pid are not merged into its row; without a start on either side the pid decides."""
+    from gpuscope.runrecord import SampledProcess
+    from gpuscope.trace.process_rows import add_sampled
+
+    logged = ProcessRow(pid=10, start_ticks=500, role="pool worker")
+    older_log = ProcessRow(pid=11, role="pool worker")                 # a log written before start_ticks
+    rows = [logged, older_log]
+    add_sampled(rows, [SampledProcess(10, start_ticks=900, cpu_seconds=4.0, peak_rss_bytes=9 * MIB),
+                       SampledProcess(11, start_ticks=700, cpu_seconds=1.0, peak_rss_bytes=5 * MIB)])
+    assert (logged.cpu_seconds, logged.peak_rss_bytes) == (None, None)    # another process's figures
+    assert (older_log.cpu_seconds, older_log.cpu_source) == (1.0, "sampled")
+    add_sampled(rows, [SampledProcess(10, start_ticks=500, cpu_seconds=2.0)])
+    assert (logged.cpu_seconds, logged.cpu_source) == (2.0, "sampled") and len(rows) == 2
+    assert logged.key is not None and logged.key.start == 500 and older_log.key is None

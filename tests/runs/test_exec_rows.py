@@ -17,6 +17,8 @@ def test_fork_then_exec_keeps_one_row(run_env):
     rows = result["processes"]
     pids = [p["pid"] for p in rows]
     assert len(pids) == len(set(pids)), rows
+    # every row is keyed by its process's start (pid + start ticks), the exec'd one's from before its exec
+    assert all(isinstance(p["start_ticks"], int) for p in rows), rows
     child = [p for p in rows if p["info"].get("before_exec") == "fork child"]
     assert len(child) == 1 and child[0]["role"] == "subprocess" and child[0]["exit_code"] == 0, rows
     assert child[0]["info"]["argv"][1:3] == ["-c", "print('child python')"]
