@@ -94,9 +94,8 @@ def finish_run(run_id: str, folder: str, started_ns: int, procs: list[AttachedPr
     record = RunRecord(run_id=run_id, run_folder=folder, status=status, exit=ExitStatus(None, None),
                        started_ns=started_ns, ended_ns=time.time_ns(), processes=rows(procs, summary),
                        left_running=[p.pid for p in procs if p.alive] if ended else [],
-                       notes=notes, findings=list(findings))
-    data = {**record.to_json(), "kind": KIND}
-    _write_json(os.path.join(folder, layout.SUMMARY), data)
+                       notes=notes, findings=list(findings), kind=KIND)
+    _write_json(os.path.join(folder, layout.SUMMARY), record.to_json())
     engine.save(folder, list(findings))
     if stacks is not None and stacks.processes:
         save_latest(Path(folder), stacks.processes)

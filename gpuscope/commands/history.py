@@ -126,7 +126,8 @@ def _list(rows: list[RunRow], args: argparse.Namespace) -> int:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created_ns / 1e9))
         exit_text = r.signal or ("-" if r.exit_code is None else str(r.exit_code))
         dur = f"{r.duration_s:.1f} s" if r.duration_s is not None else "-"
-        launch = r.start_method if r.launcher == "python" else f"torchrun×{r.spec.get('nproc')}"
+        launch = (r.start_method if r.launcher == "python" else r.launcher if r.launcher == "attached"
+                  else f"torchrun×{r.spec.get('nproc')}")
         print(f"{r.id:<24} {started:<19} {r.status.label:<8} {exit_text:<9} {dur:>8} {retention.human(sizes[r.id]):>9} "
               f"{launch:<16} {r.script}")
     runs_total = retention.disk_usage(paths.runs_dir())

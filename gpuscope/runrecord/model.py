@@ -127,6 +127,7 @@ class RunRecord:
     findings: list[Finding] = field(default_factory=list)
     spec: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, Any] = field(default_factory=dict)
+    kind: str = "run"        # "run": gpuscope started it; "attached": gpuscope attach followed it
     torch_traces: list[TorchTraceFile] = field(default_factory=list)   # --torch-profile
 
     @property
@@ -175,6 +176,7 @@ class RunRecord:
             "started_ns": self.started_ns,
             "ended_ns": self.ended_ns or None,
             "torch_traces": [t.to_dict() for t in self.torch_traces],
+            "kind": self.kind,
         }
 
     @classmethod
@@ -204,4 +206,5 @@ class RunRecord:
                    nsys=NsysSummary.from_dict(nsys) if isinstance(nsys, dict) else None,
                    findings=list(findings), spec=dict(spec or {}), versions=dict(versions or {}),
                    torch_traces=[TorchTraceFile.from_dict(t) for t in data.get("torch_traces") or ()
-                                 if isinstance(t, dict)])
+                                 if isinstance(t, dict)],
+                   kind=str(data.get("kind") or "run"))
