@@ -79,6 +79,10 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "torch_ops", False):
         return _torch_ops(args)
     target, run_dir = resolve(args)
+    from gpuscope.attach import report as attached
+    if target.is_dir() and attached.is_attached(target):       # gpuscope attach's session: no logs, no export
+        print(json.dumps(attached.report_json(target), indent=1) if args.json else attached.report_text(target))
+        return 0
     report = _load(target, run_dir, args)
     has_data = any(p["nvtx_ranges"] or p["marks"] or p["kernels"] for p in report.processes)
     if report.sqlite_path is not None and not has_data and "NVTX_EVENTS" not in report.tables:
