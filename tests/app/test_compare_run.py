@@ -65,7 +65,7 @@ def test_fork_vs_spawn_from_the_launch_panel(qtbot, run_env, gpuscope_home):
     assert set(tls) == {"fork", "spawn"}
     assert all(tl.layout_model is not None for tl in tls.values())
     fork_tl, spawn_tl = tls["fork"], tls["spawn"]
-    assert fork_tl._span() == spawn_tl._span()
+    assert fork_tl.vp.span() == spawn_tl.vp.span()
     assert fork_tl.view_range()[0] == pytest.approx(spawn_tl.view_range()[0])
     assert fork_tl.ns_per_px == pytest.approx(spawn_tl.ns_per_px)
     spawn_tl.zoom(3.0)

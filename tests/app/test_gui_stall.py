@@ -60,13 +60,13 @@ class PaintLog(QObject):
 
 def test_a_quiet_run_paints_one_plot_at_a_time_and_not_the_whole_run_tab(qtbot, monkeypatch):
     role_reads: list[str] = []          # the threads the processes' roles were read on
-    real_lookup = procroles.RoleReader._lookup
+    real_refresh = procroles.RoleReader._refresh
 
     def lookup(self):
         role_reads.append(threading.current_thread().name)
-        return real_lookup(self)
+        return real_refresh(self)
 
-    monkeypatch.setattr(procroles.RoleReader, "_lookup", lookup)
+    monkeypatch.setattr(procroles.RoleReader, "_refresh", lookup)
     w = make_window(qtbot)
     qtbot.wait(300)                     # the window's first paint is not the run's
     fill(w, "quiet_sleep.py", "2.6", "default")
