@@ -12,8 +12,8 @@ from tests.runs.helpers import gpuscope, summary
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
 
-def _run(script: str, method: str, run_env: dict[str, str]) -> tuple[Path, list]:
-    proc = gpuscope("run", "--json", "-q", str(SCRIPTS / script), method, env=run_env, timeout=240)
+def _run(script: str, method: str, run_env: dict[str, str], *flags: str) -> tuple[Path, list]:
+    proc = gpuscope("run", "--json", "-q", *flags, str(SCRIPTS / script), method, env=run_env, timeout=240)
     assert proc.returncode == 0, proc.stderr.decode()
     folder = Path(summary(proc)["run_dir"])
     from gpuscope.trace.events import read_run_events
@@ -61,9 +61,10 @@ def test_under_forkserver_the_finding_names_the_preload(run_env):
 
 
 def test_the_preload_fix_takes_the_imports_out_of_the_workers_start(run_env):
-    """SetForkserverPreload's fix as the hook applies it (GPUSCOPE_FORKSERVER_PRELOAD, what the
-    launch option sets): the server imports numpy once; the workers' re-import finds it loaded."""
-    folder, events = _run("reimport_heavy.py", "forkserver", {**run_env, "GPUSCOPE_FORKSERVER_PRELOAD": "numpy"})
+    """SetForkserverPreload's fix applied (`gpuscope run --forkserver-preload numpy`, which the launch
+    panel's forkserver_preload field sets; the hook adds them to the preload list): the server imports
+    numpy once; the workers' re-import finds it loaded."""
+    folder, events = _run("reimport_heavy.py", "forkserver", run_env, "--forkserver-preload", "numpy")
     timed = [pe for pe in events if pe.main_reimport is not None]
     assert timed and all(pe.main_reimport[2]["modules"] == [] for pe in timed)
     assert "spawn-main-reimport" not in [f.code for f in analyse_run(folder)]
