@@ -153,3 +153,21 @@ def test_the_cli_lists_the_rules(capsys):
     assert by_id["no-progress"] == ["live", "events,output,stacks,telemetry", "keep"]
     rows = {r["id"]: r for r in call_json(capsys, "findings", "--rules")["rules"]}
     assert rows["spawn-main-reimport"]["inputs"] == ["events"] and rows["spawn-main-reimport"]["phases"] == ["after"]
+
+
+def test_every_rules_applies_on_a_plain_run_imports_no_numpy(tmp_path):
+    """Every rule module is loaded and every applies= asked at the end of every run: a run without
+    what a rule reads (here: an empty folder) must not pay for its readers (numpy, nsys, torch)."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, sys\n"
+            "from gpuscope.findings import registry\n"
+            f"found = registry.run_after(registry.RunInputs({str(tmp_path)!r}))\n"
+            "print(json.dumps([[f.code for f in found], sorted(m for m in ('numpy', 'torch', 'sqlite3') "
+            "if m in sys.modules)]))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    codes, heavy = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert codes == [] and heavy == [], (codes, heavy)
