@@ -123,7 +123,7 @@ def test_torchrun_exitcode_lines_name_the_killed_rank(run_env):
     proc = gpuscope("run", "--json", "-q", "--launcher", "torchrun", "--nproc", "2",
                     str(SCRIPTS / "torchrun_killed.py"), env=run_env, timeout=240)
     data = summary(proc)
-    killed = int(next(ln for ln in proc.stdout.decode().splitlines() if ln.startswith("rank 1 ")).split()[-1])
+    killed = next(p["pid"] for p in data["processes"] if p["role"] == "rank 1")
     found = _codes(analyse_run(Path(data["run_dir"])))
     f = found["died-by-signal"]
     assert killed in f.pids and f"pid {killed} (rank 1): SIGKILL" in f.evidence.excerpts, f
