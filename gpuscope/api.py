@@ -120,7 +120,12 @@ def load_report(path: str | Path, events_only: bool = False, note: str | None = 
 
     if events_only:
         return nsys_report.load_events(path, note=nsys_report.PENDING_NOTE if note is None else note)
-    return nsys_report.load_report(path, cancel=cancel)
+    report = nsys_report.load_report(path, cancel=cancel)
+    if Path(path).is_dir():   # a run folder: its PyTorch profiler traces join the timeline and the tables
+        from gpuscope.views import torch_ops
+
+        torch_ops.attach(report, Path(path))
+    return report
 
 
 def saved_findings(run_dir: str | Path) -> list[Finding]:

@@ -41,6 +41,7 @@ class Report:
     coverage: object | None = None  # gpuscope.trace.coverage.Coverage for a gpuscope run
     tables: set[str] = field(default_factory=set)   # tables of the export
     job: dict | None = None        # a job across nodes: nodes, clocks, ranks, stragglers (gpuscope.nsys.job)
+    torch: object | None = None    # the run's PyTorch profiler traces (gpuscope.views.torch_ops.TorchReport)
     loaded: T.Timeline | None = field(default=None, repr=False)
     loader: Callable[[], T.Timeline] | None = field(default=None, repr=False)
 

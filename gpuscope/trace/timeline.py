@@ -29,7 +29,8 @@ except ImportError:   # not built (no C compiler at install time): nesting_depth
 # Range/mark sources.
 SOURCE_NSYS = 0
 SOURCE_GPUSCOPE = 1
-SOURCE_NAMES = ("nsys", "gpuscope")
+SOURCE_TORCH = 2          # a PyTorch profiler trace of the run (gpuscope.views.torch_ops adds them)
+SOURCE_NAMES = ("nsys", "gpuscope", "torch")
 
 # Range styles (nsys eventType 59/70 -> push/pop, 60/71 -> start/end).
 STYLE_PUSHPOP = 0
@@ -253,6 +254,10 @@ class Timeline:
     notes: list[str] = field(default_factory=list)
     # pid -> lane group (a job across nodes: "node 1 · host"); empty for one machine. Not cached.
     groups: dict[int, str] = field(default_factory=dict)
+    # Rows of PyTorch profiler traces, appended after the report is read (not cached): table ->
+    # its first such row (kernels), and pid -> how that process's trace was put on this clock.
+    torch_rows: dict[str, int] = field(default_factory=dict)
+    torch_clocks: dict[int, str] = field(default_factory=dict)
 
     def nbytes(self) -> int:
         """Memory held by all columns (strings not included)."""

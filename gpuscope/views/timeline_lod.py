@@ -292,6 +292,8 @@ def nvtx_lanes(tl: T.Timeline, names: Q.RangeNames | None = None) -> dict[int, l
             label = _thread_label(tl, pid, tid, tnames)
             if sty == T.STYLE_STARTEND:
                 label += " start/end"
+            if src == T.SOURCE_TORCH:
+                label += " torch ops"
             lane = Lane(pid=pid, kind=KIND_NVTX, label=label, rows=[], tid=tid, source=src, style=sty)
             lanes[(pid, tid, src, sty)] = lane
             out.setdefault(pid, []).append(lane)
@@ -338,13 +340,17 @@ def gpu_lanes(tl: T.Timeline) -> dict[int, list[Lane]]:
     color = np.r_[default_colors(kname, np.zeros(len(k), np.uint32), tl.strings.values),
                   np.full(len(m), MEMOP_COLOR, np.uint32)]
     out: dict[int, list[Lane]] = {}
-    order, heads, tails = _groups(pid, dev, stream)
+    # kernels of PyTorch profiler traces (appended last) get lanes of their own beside nsys's
+    torch = np.r_[np.arange(len(k)) >= tl.torch_rows.get("kernels", len(k)), np.zeros(len(m), bool)]
+    order, heads, tails = _groups(pid, dev, stream, torch.astype(np.int64))
     for h, t in zip(heads.tolist(), tails.tolist()):
         idx = order[h:t]
         i0 = int(idx[0])
-        lane = Lane(pid=int(pid[i0]), kind=KIND_GPU, label=f"GPU {dev[i0]} stream {stream[i0]}",
+        lane = Lane(pid=int(pid[i0]), kind=KIND_GPU,
+                    label=f"GPU {dev[i0]} stream {stream[i0]}" + (" torch" if torch[i0] else ""),
                     rows=[build_row(start[idx], end[idx], ref[idx], color[idx], name[idx], memop[idx])],
-                    device=int(dev[i0]), stream=int(stream[i0]))
+                    device=int(dev[i0]), stream=int(stream[i0]),
+                    source=T.SOURCE_TORCH if torch[i0] else T.SOURCE_NSYS)
         out.setdefault(lane.pid, []).append(lane)
     return out
 

@@ -68,7 +68,10 @@ def matching(tl: T.Timeline, summary_key: str, name: str, naming: str = "plain",
     hit = [i for i, n in enumerate(names) if n == name]
     if not hit:
         return table, np.zeros(0, np.int64)
-    return table, np.flatnonzero(np.isin(ids, hit)).astype(np.int64)
+    index = np.flatnonzero(np.isin(ids, hit)).astype(np.int64)
+    if table == "ranges":   # the NVTX summary's rows: not the PyTorch profiler's events
+        index = index[tl.ranges.source[index] != T.SOURCE_TORCH]
+    return table, index
 
 
 def longest(tl: T.Timeline, table: str, index: np.ndarray) -> int:
@@ -82,7 +85,7 @@ def longest(tl: T.Timeline, table: str, index: np.ndarray) -> int:
 
 @dataclass
 class MeasureRow:
-    kind: str          # "nvtx", "kernel", "memop", "cuda_api", "osrt"
+    kind: str          # "nvtx", "torch", "kernel", "memop", "cuda_api", "osrt"
     name: str
     count: int         # items that overlap the span
     inside_ns: int     # their time inside the span (clipped to it)
@@ -116,13 +119,18 @@ def measure(tl: T.Timeline, t0: float, t1: float, names: RangeNames | None = Non
         if not len(hit):
             continue
         text, ids = item_names(tl, table, names if table == "ranges" else None)
-        s, e = tab.start_ns[hit], tab.end_ns[hit]
-        inside = np.minimum(e, b) - np.maximum(s, a)
-        k = ids[hit]
-        count = np.bincount(k, minlength=len(text))
-        ins = np.bincount(k, weights=inside, minlength=len(text))
-        tot = np.bincount(k, weights=e - s, minlength=len(text))
-        for j in np.flatnonzero(count).tolist():
-            rows.append(MeasureRow(_KIND[table], text[j], int(count[j]), int(ins[j]), int(tot[j])))
+        groups = [(_KIND[table], hit)]
+        if table == "ranges":   # the PyTorch profiler's events apart from NVTX ranges
+            torch = tab.source[hit] == T.SOURCE_TORCH
+            groups = [("nvtx", hit[~torch]), ("torch", hit[torch])]
+        for kind, sel in groups:
+            s, e = tab.start_ns[sel], tab.end_ns[sel]
+            inside = np.minimum(e, b) - np.maximum(s, a)
+            k = ids[sel]
+            count = np.bincount(k, minlength=len(text))
+            ins = np.bincount(k, weights=inside, minlength=len(text))
+            tot = np.bincount(k, weights=e - s, minlength=len(text))
+            for j in np.flatnonzero(count).tolist():
+                rows.append(MeasureRow(kind, text[j], int(count[j]), int(ins[j]), int(tot[j])))
     rows.sort(key=lambda r: (-r.inside_ns, -r.count, r.name))
     return Measure(a, b, rows)

@@ -61,6 +61,8 @@ def range_details(layout: L.TimelineLayout, lane: L.Lane, row: L.Row | None, pos
     i = int(row.ref[pos])
     if lane.kind == L.KIND_GPU_SHARE:
         return _gpu_share(tl, lane, i, row.label(pos, tl.strings.values))
+    if lane.kind == L.KIND_NVTX and lane.source == T.SOURCE_TORCH:
+        return _torch_op(tl, lane, i, row.label(pos, tl.strings.values))
     if lane.kind == L.KIND_NVTX:
         return _nvtx(tl, lane, i, int(row.color[pos]), domains, row.label(pos, tl.strings.values))
     if lane.kind == L.KIND_API:
@@ -89,6 +91,22 @@ def _nvtx(tl: T.Timeline, lane: L.Lane, i: int, color: int, domains: dict, label
             "domain": domains.get((int(r.pid[i]), int(r.domain_id[i]))), "color": _hex(color),
             "end_missing": bool(flags & T.FLAG_END_MISSING),
             "ended_on_tid": int(r.end_tid[i]) if flags & T.FLAG_OTHER_THREAD else None}
+
+
+def _torch_op(tl: T.Timeline, lane: L.Lane, i: int, label: str) -> dict[str, Any]:
+    """An event of a PyTorch profiler trace (an operator, a label, a runtime call)."""
+    r = tl.ranges
+    pid = int(r.pid[i])
+    return {"kind": "torch", "index": i, "name": label, **_timing(int(r.start_ns[i]), int(r.end_ns[i]), pid, tl),
+            "tid": int(r.tid[i]), "thread": lane.label, "depth": int(r.depth[i]), "source": "torch",
+            "clock": tl.torch_clocks.get(pid)}
+
+
+def lane_note(lane: L.Lane, tl: T.Timeline) -> str:
+    """What a lane's label tooltip adds: whose records it draws (torch: how its clock was set)."""
+    if lane.source == T.SOURCE_TORCH:
+        return " — " + tl.torch_clocks.get(lane.pid, "PyTorch profiler trace")
+    return " — gpuscope's own records" if lane.source == T.SOURCE_GPUSCOPE else ""
 
 
 def _mark(tl: T.Timeline, lane: L.Lane, i: int, domains: dict) -> dict[str, Any]:
@@ -134,6 +152,12 @@ def _gpu_share(tl: T.Timeline, lane: L.Lane, i: int, label: str) -> dict[str, An
 
 def _kernel(tl: T.Timeline, i: int) -> dict[str, Any]:
     k = tl.kernels
+    if i >= tl.torch_rows.get("kernels", len(k)):   # a PyTorch profiler trace's GPU event
+        pid = int(k.pid[i])
+        return {"kind": "kernel", "index": i, "name": tl.name(k.name_id[i]) or "(kernel)",
+                **_timing(int(k.start_ns[i]), int(k.end_ns[i]), pid, tl), "device": int(k.device[i]),
+                "stream": int(k.stream[i]), "correlation": int(k.correlation[i]), "source": "torch",
+                "clock": tl.torch_clocks.get(pid)}
     return {"kind": "kernel", "index": i, "name": tl.name(k.name_id[i]) or "(kernel)",
             "short_name": tl.name(k.short_name_id[i]),
             **_timing(int(k.start_ns[i]), int(k.end_ns[i]), int(k.pid[i]), tl),
@@ -147,7 +171,7 @@ _LABELS = (("duration_ns", "duration"), ("start_ns", "start"), ("end_ns", "end")
            ("pid", "pid"), ("tid", "tid"), ("thread", "thread"), ("depth", "depth"), ("domain", "domain"),
            ("style", "style"), ("source", "source"), ("device", "device"), ("stream", "stream"),
            ("bytes", "bytes"), ("grid", "grid"), ("block", "block"), ("correlation", "correlation"),
-           ("color", "color"), ("ended_on_tid", "ended on thread"))
+           ("color", "color"), ("ended_on_tid", "ended on thread"), ("clock", "clock"))
 
 
 def detail_pairs(d: dict[str, Any]) -> list[tuple[str, str]]:
@@ -174,7 +198,8 @@ def detail_pairs(d: dict[str, Any]) -> list[tuple[str, str]]:
 def tooltip_html(d: dict[str, Any]) -> str:
     rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>"
                    for k, v in detail_pairs(d) if k in ("duration", "start", "process", "pid", "tid",
-                                                        "depth", "source", "device", "stream", "domain"))
+                                                        "depth", "source", "device", "stream", "domain",
+                                                        "clock"))
     return f"<b>{html.escape(str(d['name']))}</b><table>{rows}</table>"
 
 

@@ -198,7 +198,8 @@ class Viewport:
         """Widget position of the middle of a range/kernel/mark (by timeline index)."""
         if kind == "mark":
             return self.mark_position(index)
-        want = {"nvtx": L.KIND_NVTX, "cuda_api": L.KIND_API, "osrt": L.KIND_OSRT}.get(kind, L.KIND_GPU)
+        want = {"nvtx": L.KIND_NVTX, "torch": L.KIND_NVTX, "cuda_api": L.KIND_API,
+                "osrt": L.KIND_OSRT}.get(kind, L.KIND_GPU)
         for s in self.slots:
             if s.row is None or s.lane is None or s.lane.kind != want:
                 continue

@@ -47,6 +47,7 @@ from gpuscope.views import timeline_lod as L
 from gpuscope.views import timeline_text as TT
 
 if TYPE_CHECKING:
+    from gpuscope.app.report.qt_torch_ops import QtTorchOps
     from gpuscope.finding import Fix
 
 REPORT_FILTER = "Nsight Systems reports (*.nsys-rep *.sqlite);;All files (*)"
@@ -206,6 +207,7 @@ class QtReportView(QWidget):
         super().__init__(parent)
         bridge.install()
         self.report: Any = None
+        self.torch_ops: QtTorchOps | None = None   # the Torch ops tab of a run with PyTorch profiler traces
         self._task: workers.Task | None = None
         self._settings = settings
         self._own_settings: QSettings | None = None
@@ -385,6 +387,7 @@ class QtReportView(QWidget):
     def _show_tables(self, report, ranges: str) -> None:
         self.summary.show_report(report)
         self._wire_summary_rows()
+        self._show_torch(report)
         self.banner.show_report(report)
         self.details.clear()
         version = f"nsys {report.nsys_version}" if report.nsys_version else "gpuscope event logs"
@@ -449,6 +452,19 @@ class QtReportView(QWidget):
         name = getattr(row, "name", None)
         if name is not None and self.report is not None:
             self.timeline.highlight_name(key, name, self.report.naming)
+
+    def _show_torch(self, report) -> None:
+        """The Torch ops tab (second, after the NVTX ranges) for a run with PyTorch profiler traces."""
+        torch = getattr(report, "torch", None)
+        self.torch_ops = None
+        if torch is None:
+            return
+        from gpuscope.app.report.qt_torch_ops import QtTorchOps
+
+        self.torch_ops = QtTorchOps(self.summary)
+        self.torch_ops.show_torch(torch)
+        self.torch_ops.sigHighlight.connect(self.timeline.highlight)
+        self.summary.insertTab(min(1, self.summary.count()), self.torch_ops, f"Torch ops ({len(torch.ranks)} ranks)")
 
     def _measured(self, m) -> None:
         """A measured span (shift+drag on the timeline) in the details pane; None: cleared."""

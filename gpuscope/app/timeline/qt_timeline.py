@@ -457,10 +457,10 @@ class QtTimeline(QWidget):
         item = self.item_at(pos)
         if item is None and pos.x() < GUTTER:
             s = self.slot_at(pos.y())
-            if s is not None:
+            if s is not None and self.vp.layout is not None:
                 text = s.block.full_name + (f" (pid {s.block.pid})" if s.block.pid != L.GPUS_PID else "")
                 if s.lane is not None:
-                    text += f"\n{s.lane.label}" + (" — gpuscope's own records" if s.lane.source else "")
+                    text += f"\n{s.lane.label}" + TT.lane_note(s.lane, self.vp.layout.timeline)
                 QToolTip.showText(event.globalPosition().toPoint(), text, self)
                 return
         if item is None:
