@@ -1,7 +1,8 @@
 """The Python process trees one could attach to: the rows of the app's picker.
 
-A tree's root is a Python process whose parent is not Python (a shell, a scheduler, init), so a
-pool's workers or torchrun's ranks are counted in their job, not listed on their own. Each row
+A tree's root is a Python process whose parent is not Python (a shell, init) or that leads its own
+process group (a shell's job, a scheduler's child): a pool's workers or torchrun's ranks share
+their parent's group, so they are counted in their job, not listed on their own. Each row
 sums the tree: processes, CPU (since it started), RSS and, where NVML reads, GPU memory.
 """
 
@@ -66,8 +67,10 @@ def list_trees(all_users: bool = False, gpu: GpuBackend | None = None) -> list[T
     rows = []
     for p in procs.values():
         parent = procs.get(p.ppid)
-        if p.pid == me or p.is_zombie or not roles.is_python(p) or (parent is not None and roles.is_python(parent)):
+        if p.pid == me or p.is_zombie or not roles.is_python(p):
             continue
+        if parent is not None and roles.is_python(parent) and p.pgid != p.pid:
+            continue                 # a worker of a Python parent (a job leads its own process group)
         if not all_users and p.uid != uid:
             continue
         tree, todo = [p], list(kids.get(p.pid, ()))

@@ -86,18 +86,17 @@ def read(path: str, roles: dict[int, str], seconds: float = 0.0, top_n: int = 10
         m = _PROFILE_NAME.search(str(prof.get("name", "")))
         pid = int(m.group(1)) if m else 0
         role = roles.get(pid, "process")
-        weights = prof.get("weights") or [1] * len(prof.get("samples", []))
-        for stack, weight in zip(prof.get("samples", []), weights):
+        for stack in prof.get("samples", []):    # one per sample (py-spy's weights are its interval)
             if not stack:
                 continue
             leaf = stack[-1]                      # speedscope stacks run from the root to the leaf
-            n = int(weight)
+            n = 1
             counts.setdefault(role, {})[leaf] = counts.get(role, {}).get(leaf, 0) + n
             per_pid[pid] = per_pid.get(pid, 0) + n
             total += n
     top: dict[str, list[TopFunction]] = {}
     for role, by_frame in counts.items():
-        all_n = sum(by_frame.values())
+        all_n = sum(by_frame.values()) or 1
         best = sorted(by_frame.items(), key=lambda kv: -kv[1])[:top_n]
         top[role] = [TopFunction(str(frames[i].get("name", "?")), str(frames[i].get("file", "")),
                                  int(frames[i].get("line") or 0), n, n / all_n) for i, n in best if i < len(frames)]

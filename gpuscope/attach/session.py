@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from gpuscope.telemetry.sampler import RunSampler
 
 FIRST_PICTURE_S = 5.0      # how long start() waits for the sampler's first tick
+PROBES = 4                 # stack reads to tell what a spawned or forked child runs
+PROBE_AFTER_S = 1.0        # wait between them: this, times the reads so far
 
 
 def check_target(pid: int) -> ProcInfo:
@@ -89,7 +91,7 @@ class AttachSession:
         self._first = threading.Event()
         self._ended = threading.Event()
         self._probe_wake = threading.Event()
-        self._probed: set[int] = set()
+        self._probed: dict[int, tuple[int, float]] = {}     # pid -> (stack reads for its role, last one)
         self._closing = False
         self._probe: threading.Thread | None = None
         self._detached = False
@@ -172,12 +174,19 @@ class AttachSession:
         while not self._closing:
             self._probe_wake.wait(1.0)
             self._probe_wake.clear()
+            now = time.monotonic()
             with self._lock:
                 todo = {pid: (self._roles[pid].role, True) for pid, p in self._procs.items()
-                        if p.alive and p.python and self._roles[pid].refinable and pid not in self._probed}
-                self._probed.update(todo)
+                        if p.alive and p.python and self._roles[pid].refinable and self._probe_due(pid, now)}
+                for pid in todo:
+                    self._probed[pid] = (self._probed.get(pid, (0, 0.0))[0] + 1, now)
             if todo and not self._closing:
                 self._refine(read_tree(todo, root_pid=self.root_pid, nonblocking=self.nonblocking))
+
+    def _probe_due(self, pid: int, now: float) -> bool:
+        """A child still starting (importing) shows no worker yet: read it again, a few times, slower."""
+        count, last = self._probed.get(pid, (0, 0.0))
+        return count < PROBES and now - last >= PROBE_AFTER_S * count
 
     def _refine(self, stacks: TreeStacks) -> None:
         with self._lock:
@@ -201,7 +210,7 @@ class AttachSession:
         got = read_tree(todo, root_pid=self.root_pid, nonblocking=self.nonblocking)
         self._refine(got)
         with self._lock:
-            self._probed.update(p.pid for p in got.processes if p.threads)
+            self._probed.update({p.pid: (PROBES, time.monotonic()) for p in got.processes if p.threads})
             self._stacks = got
             self.watch.stacks_read(time.monotonic(), got)
         return got
