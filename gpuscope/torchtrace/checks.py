@@ -15,7 +15,7 @@ from gpuscope.torchtrace.report import RankOps, TorchOps
 
 SLOW_SHARE = 0.2          # the straggler's extra work per step, as a share of the median step
 SLOW_STEPS = 2 / 3        # ... in at least this share of the steps
-WAIT_SHARE = 0.25         # a rank's time waiting in collectives, share of its step time
+WAIT_SHARE = 0.25         # a rank's time waiting in collectives, share of its step time (median step)
 LOADER_SHARE = 0.4        # DataLoader's __next__ inside a step, share of the step (median step)
 LOADER_PREFIX = "enumerate(DataLoader)#"
 IDLE_SHARE = 0.5          # GPU idle between a step's kernels, share of their span (median step)
@@ -82,9 +82,11 @@ def collective_waits(t: TorchOps) -> list[Wait]:
     for c in t.collectives:
         last[c.last_rank] = last.get(c.last_rank, 0) + 1
     for x in t.ranks:
-        step_us = sum(s.by_rank.get(x.rank, 0.0) for s in t.steps)
-        wait_us = sum(s.wait_by_rank.get(x.rank, 0.0) for s in t.steps)
-        if step_us > 0 and wait_us >= WAIT_SHARE * step_us:
+        mine = [s for s in t.steps if s.by_rank.get(x.rank, 0.0) > 0]
+        step_us = sum(s.by_rank[x.rank] for s in mine)
+        wait_us = sum(s.wait_by_rank.get(x.rank, 0.0) for s in mine)
+        shares = [s.wait_by_rank.get(x.rank, 0.0) / s.by_rank[x.rank] for s in mine]
+        if shares and statistics.median(shares) >= WAIT_SHARE:     # the median step: one hiccup is no pattern
             others = {r: n for r, n in last.items() if r != x.rank}
             out.append(Wait(x.rank, x.trace.pid, wait_us, step_us,
                             max(others, key=lambda r: others[r]) if others else -1))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 from array import array
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
@@ -28,6 +29,10 @@ INT_COLUMNS = ("ts_ns", "dur_ns", "pid", "tid", "external_id", "correlation", "s
                "mem_bytes", "mem_device_type")
 CPU_MEMORY_DEVICES = {0, 2, 5}        # c10 DeviceType CPU, MKLDNN, IDEEP: torch's CPU memory
 SEQ_KEYS = ("Seq", "seq", "seq_num")  # a collective's sequence number in newer record_param_comms args
+CHUNK = 4096              # events parsed before their columns are filled (bounded memory)
+KEPT_PH = ("X", "i", "I")
+NUMBERS = (int, float)
+OP_CATS = ("cpu_op", "user_annotation")   # the profiled process's own events: its pid
 
 
 @dataclass
@@ -99,6 +104,55 @@ class _Columns:
             self.strings.append(text)
         return got
 
+    def add_chunk(self, evs: list[Any], base_ns: int) -> None:
+        """Add a chunk of events column by column (comprehensions: the hot path); a chunk with a
+        value of an unexpected type goes event by event through :meth:`add`."""
+        keep = [e for e in evs if type(e) is dict and e.get("ph") in KEPT_PH and type(e.get("pid")) is int
+                and type(e.get("ts")) in NUMBERS]
+        if len(keep) != len(evs):
+            for e in evs:
+                if type(e) is dict and not (e.get("ph") in KEPT_PH and type(e.get("pid")) is int
+                                            and type(e.get("ts")) in NUMBERS):
+                    self.add(e, base_ns)      # metadata, skipped and odd events: the careful path
+        try:
+            self._columns(keep, base_ns)
+        except (TypeError, ValueError, OverflowError, KeyError):
+            n = len(self.name)
+            for arr in (*self.ints.values(), self.cat, self.shapes, self.ph):
+                del arr[n:]
+            for e in keep:
+                self.add(e, base_ns)
+
+    def _columns(self, evs: list[dict[str, Any]], base_ns: int) -> None:
+        empty: dict[str, Any] = {}
+        args = [e.get("args") or empty for e in evs]
+        ints = self.ints
+        n = len(self.name)
+        try:
+            ints["ts_ns"].extend([base_ns + round(e["ts"] * 1000) for e in evs])
+            ints["dur_ns"].extend([round(e["dur"] * 1000) if "dur" in e else -1 for e in evs])
+            ints["pid"].extend([e["pid"] for e in evs])
+            ints["tid"].extend([t if type(t := e.get("tid")) is int else -1 for e in evs])
+            ints["external_id"].extend([a.get("External id", -1) for a in args])
+            ints["correlation"].extend([a.get("correlation", -1) for a in args])
+            ints["seq_num"].extend([a.get("Seq", a.get("seq", a.get("seq_num", -1))) if a else -1 for a in args])
+            ints["stream"].extend([a.get("stream", -1) for a in args])
+            ints["device"].extend([a.get("device", a.get("Device Id", -1)) if a else -1 for a in args])
+            ints["mem_bytes"].extend([a.get("Bytes", 0) for a in args])
+            ints["mem_device_type"].extend([a.get("Device Type", -1) for a in args])
+            ids, sid = self.ids, self.sid
+            self.cat.extend([ids[c] if c in ids else sid(c) for c in [e.get("cat", "") for e in evs]])
+            self.ph.extend([ord(e["ph"]) for e in evs])
+            self.shapes.extend([-1 if d is None else sid(_shapes_fast(d))
+                                for d in [a.get("Input Dims") for a in args]])
+            self.name.extend([ids[c] if c in ids else sid(c) for c in [e.get("name", "") for e in evs]])
+        except BaseException:
+            for arr in (*ints.values(), self.cat, self.shapes, self.ph):
+                del arr[n:]
+            raise
+        for pid, n_ops in Counter([e["pid"] for e in evs if e.get("cat") in OP_CATS]).items():
+            self.pids[pid] = self.pids.get(pid, 0) + n_ops
+
     def add(self, ev: dict[str, Any], base_ns: int) -> None:
         ph, ts, pid = ev.get("ph"), ev.get("ts"), ev.get("pid")
         if ph == "M":
@@ -128,7 +182,7 @@ class _Columns:
         self.ph.append(ord(ph[0]))
         dims = args.get("Input Dims")
         self.shapes.append(self.sid(shapes_text(dims)) if dims is not None else -1)
-        if ev.get("cat") in ("cpu_op", "user_annotation"):
+        if ev.get("cat") in OP_CATS:
             self.pids[pid] = self.pids.get(pid, 0) + 1
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -141,6 +195,11 @@ class _Columns:
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else -1
+
+
+def _shapes_fast(dims: Any) -> str:
+    text = str(dims)
+    return text if "[[[" not in text and isinstance(dims, list) else shapes_text(dims)
 
 
 def shapes_text(dims: Any) -> str:
@@ -225,14 +284,20 @@ def read_trace(path: str | Path, *, clock_offset_ns: int = 0, clock_uncertainty_
     try:
         with raw:
             events = ijson.items(tap, "traceEvents.item", use_float=True, buf_size=1 << 18)
-            first = True
+            chunk: list[Any] = []
             for ev in events:
-                if first:   # the metadata (baseTimeNanoseconds) precede the events in Kineto's files
+                chunk.append(ev)
+                if len(chunk) == CHUNK:
+                    if not seen:   # the metadata (baseTimeNanoseconds) precede the events in Kineto's files
+                        base_ns = _base_ns(_head_meta(bytes(tap.head)))
+                    cols.add_chunk(chunk, base_ns)
+                    seen += len(chunk)
+                    chunk = []
+            if chunk:
+                if not seen:
                     base_ns = _base_ns(_head_meta(bytes(tap.head)))
-                    first = False
-                if isinstance(ev, dict):
-                    cols.add(ev, base_ns)
-                seen += 1
+                cols.add_chunk(chunk, base_ns)
+                seen += len(chunk)
     except (ijson.JSONError, EOFError, OSError, gzip.BadGzipFile, UnicodeDecodeError, ValueError) as exc:
         raise UserError(f"{path}: the torch trace is cut short or corrupt after {seen} events "
                         f"({_why(exc)})") from None

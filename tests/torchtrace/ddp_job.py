@@ -67,6 +67,8 @@ def worker(rank: int, world: int, out: str, steps: int, gz: bool, slow_rank: int
         for i in range(3 * (steps + 1)):
             SlowData.slow = i >= 2 * (steps + 1)
             x, y = next(batches)
+            with torch.profiler.record_function("equal_part"):
+                time.sleep(0.03)              # the same on every rank: a step long beside scheduling noise
             if rank == slow_rank and steps + 1 <= i < 2 * (steps + 1):
                 with torch.profiler.record_function("slow_part"):
                     time.sleep(0.15)          # this rank's extra work: the others wait in allreduce
