@@ -1,4 +1,4 @@
-"""Findings of a finished run, from its folder: event logs, stderr, the summary and the live findings.
+"""Findings of a finished run, from its folder: event logs, stderr, the run's record and the live findings.
 
 ``analyse_run(run_dir)`` is what ``gpuscope findings RUN_ID`` and the end of a run use. The rules
 are the registry's (:mod:`gpuscope.findings.registry`): every after-run check runs on one
@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuscope import rundir
 from gpuscope.finding import Finding, merge
 from gpuscope.findings import process_rules, registry
 from gpuscope.findings.output_rules import OutputScanner
 from gpuscope.trace.events import ProcessEvents, read_run_events
+
+if TYPE_CHECKING:
+    from gpuscope.runrecord import RunRecord
 
 FINDINGS_FILE = "findings.json"
 STDERR_LIMIT = 64 << 20       # read at most this much of stderr.log (its last bytes)
@@ -61,30 +64,28 @@ def scan_stderr(path: str | os.PathLike[str]) -> OutputScanner:
     return scanner
 
 
-def _summary(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], bool]:
-    """(the run's record in its JSON form, whether it was stopped): {} while it has no summary."""
+def _record(run_dir: str | os.PathLike[str]) -> RunRecord | None:
+    """The finished run's record (None while it has no summary)."""
     from gpuscope.runrecord import read_folder
-    from gpuscope.status import RunStatus
 
     if not os.path.isfile(os.path.join(run_dir, rundir.SUMMARY)):
-        return {}, False
-    record = read_folder(run_dir)
-    return record.to_json(), record.status is RunStatus.STOPPED
+        return None
+    return read_folder(run_dir)
 
 
 def analyse_events(run_dir: str | os.PathLike[str], events: list[ProcessEvents] | None = None, *,
                    stopped: bool = False, scanner: OutputScanner | None = None, oom_killed: int = 0,
                    facts: process_rules.ProcessFacts | None = None,
-                   summary: dict[str, Any] | None = None) -> list[Finding]:
-    """Every after-run rule's findings (the summary's rules too when ``summary`` is given: the live
-    recorder calls this before the summary exists). ``oom_killed``: OOM kills the run's cgroup
+                   record: RunRecord | None = None) -> list[Finding]:
+    """Every after-run rule's findings (the record's rules too when ``record`` is given: the live
+    recorder calls this before the record exists). ``oom_killed``: OOM kills the run's cgroup
     counted while it ran (the live recorder knows it); ``facts``: what the live recorder's scans of
     the logs gathered (only what they have not read yet is read here)."""
     events = read_run_events(run_dir) if events is None else events
     facts = process_rules.ProcessFacts() if facts is None else facts
     process_rules.scan_info(os.path.join(run_dir, rundir.EVENTS), facts)
     scanner = scanner if scanner is not None else scan_stderr(os.path.join(run_dir, rundir.STDERR))
-    run = registry.RunInputs(os.fspath(run_dir), events, scanner.findings(), summary or {}, facts, scanner,
+    run = registry.RunInputs(os.fspath(run_dir), events, scanner.findings(), record, facts, scanner,
                              stopped, oom_killed)
     found = registry.run_after(run)
     if any(f.code == "cuda-after-fork" for f in found):
@@ -102,8 +103,11 @@ def load_rules() -> None:
 
 def analyse_run(run_dir: str | os.PathLike[str]) -> list[Finding]:
     """Every finding of a finished run, one list: recomputed from the folder, plus the saved live ones."""
-    summary, stopped = _summary(run_dir)
-    found = analyse_events(run_dir, stopped=stopped, summary=summary)
+    from gpuscope.status import RunStatus
+
+    record = _record(run_dir)
+    stopped = record is not None and record.status is RunStatus.STOPPED
+    found = analyse_events(run_dir, stopped=stopped, record=record)
     saved = read_saved(run_dir)
     if any(f.code == "cuda-after-fork" and f.pids for f in found):   # the live stderr-only one is merged in
         saved = [f for f in saved if not (f.code == "cuda-after-fork" and not f.pids)]

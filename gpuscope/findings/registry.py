@@ -29,6 +29,7 @@ from gpuscope.finding import Finding, Severity, evidence, replace
 if TYPE_CHECKING:
     from gpuscope.findings.output_rules import OutputScanner
     from gpuscope.findings.process_rules import ProcessFacts
+    from gpuscope.runrecord import RunRecord
     from gpuscope.trace.events import ProcessEvents
 
 
@@ -69,7 +70,7 @@ class RunInputs:
     run_dir: str
     events: list[ProcessEvents] = field(default_factory=list)
     output: list[Finding] = field(default_factory=list)      # the stderr rules' findings
-    summary: dict[str, Any] = field(default_factory=dict)
+    record: RunRecord | None = None          # the finished run's record (None: the live recorder's end)
     facts: ProcessFacts | None = None
     scanner: OutputScanner | None = None
     stopped: bool = False        # stopped by the user (Ctrl-C, Stop)

@@ -1,24 +1,21 @@
 """Rules on the run's summary: how its first process ended, what it left running, nsys's diagnostics.
 
-They read ``summary.json`` (written when the run ends), so they run on a finished run
-(``gpuscope findings``, the app's past runs), not in the live recorder's last step.
+They read the run's record (``summary.json``, written when the run ends), so they run on a
+finished run (``gpuscope findings``, the app's past runs), not in the live recorder's last step.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from gpuscope.finding import CleanupPids, Finding, Severity, evidence
+from gpuscope.finding import CleanupPids, Finding, Severity, evidence, replace
 from gpuscope.findings.registry import Input, OnStop, Phase, RunInputs, declare, rule
 
 
 @rule("first-process-died", codes=("died-by-signal",), inputs={Input.SUMMARY, Input.EVENTS},
       title="the program's first process died by a signal (not a Stop)", on_stop=OnStop.KEEP,
-      applies=lambda run: bool(run.summary.get("signal")))
+      applies=lambda run: run.record is not None and bool(run.record.exit.signal))
 def root_signal(run: RunInputs) -> list[Finding]:
     """The program's first process itself died by a signal (not a Stop)."""
-    summary = run.summary
-    sig = summary.get("signal")
+    sig = run.record.exit.signal if run.record is not None else None
     if not sig or run.stopped or sig in ("SIGTERM", "SIGINT"):
         return []
     root = next((p for p, r in run.roles.items() if r in ("main", "torchrun agent")), None)
@@ -28,17 +25,17 @@ def root_signal(run: RunInputs) -> list[Finding]:
 
 
 @rule("left-running", inputs={Input.SUMMARY, Input.PROCS}, title="processes of the run still running after it ended",
-      applies=lambda run: bool(run.summary.get("left_running")))
+      applies=lambda run: run.record is not None and bool(run.record.left_running))
 def left_running(run: RunInputs) -> list[Finding]:
     """Processes alive after the run ended by itself that are still alive now (a resource tracker
     finishing its clean-up a moment later is no finding)."""
     from gpuscope.procs.membership import has_run_tag
     from gpuscope.procs.read import alive
 
-    summary = run.summary
-    run_id = str(summary.get("run_id", ""))
-    pids = tuple(sorted(int(p) for p in summary.get("left_running") or () if alive(int(p))
-                        and has_run_tag(int(p), run_id)))
+    record = run.record
+    if record is None:
+        return []
+    pids = tuple(sorted(p for p in record.left_running if alive(p) and has_run_tag(p, record.run_id)))
     if not pids:
         return []
     return [Finding("left-running", f"{len(pids)} process(es) of the run were still running after it ended",
@@ -53,11 +50,11 @@ NSYS_CODES = ("nvtx-incompatible", "nvtx-domain-only", "nvtx-discarded-handles",
 
 @rule("nsys-diagnostics", inputs={Input.NSYS, Input.SUMMARY}, codes=NSYS_CODES,
       title="nsys's own diagnostics: NVTX rejected, discarded or not collected",
-      applies=lambda run: bool((run.summary.get("nsys") or {}).get("findings")))
+      applies=lambda run: bool(run.record and run.record.nsys and run.record.nsys.findings))
 def nsys_findings(run: RunInputs) -> list[Finding]:
-    """The findings nsys's diagnostics (nsys/diagnostics.py) saved in the summary."""
-    rows: list[Any] = ((run.summary.get("nsys") or {}).get("findings")) or []
-    return [Finding.from_dict({**r, "source": "nsys"}) for r in rows if isinstance(r, dict) and "code" in r]
+    """The findings nsys's diagnostics (nsys/diagnostics.py) saved with the run's record."""
+    nsys = run.record.nsys if run.record is not None else None
+    return [replace(f, source="nsys") for f in nsys.findings] if nsys is not None else []
 
 
 # decided by the report's coverage (trace/coverage.py: coverage_findings; numpy, so not imported here)
