@@ -97,3 +97,32 @@ def python_of(infos: dict[int, ProcInfo]) -> dict[int, bool]:
     from gpuscope.attach.roles import is_python
 
     return {pid: is_python(info) and not info.is_zombie for pid, info in infos.items()}
+
+
+def stacks_of_tree(root_pid: int, nonblocking: bool = True) -> TreeStacks:
+    """One read of every process of the tree rooted at ``root_pid`` (``gpuscope stacks PID`` for a
+    job gpuscope did not start): roles from the outside, made precise by the stacks."""
+    from gpuscope.attach import roles
+    from gpuscope.attach.session import check_target
+    from gpuscope.procs.read import snapshot
+
+    check_target(root_pid)
+    procs = snapshot()
+    tree: dict[int, roles.Role] = {}
+    order = [root_pid]
+    while order:
+        pid = order.pop(0)
+        info = procs.get(pid)
+        if info is None:
+            continue
+        parent = procs.get(info.ppid)
+        prole = tree.get(info.ppid)
+        tree[pid] = roles.classify(info, (parent, prole) if parent is not None and prole is not None else None,
+                                   pid == root_pid)
+        order += sorted(p.pid for p in procs.values() if p.ppid == pid and p.pid not in tree)
+    python = python_of({pid: procs[pid] for pid in tree})
+    got = read_tree({pid: (role.role, python[pid]) for pid, role in tree.items()}, root_pid=root_pid,
+                    nonblocking=nonblocking)
+    for ps in got.processes:
+        ps.role = roles.refined(tree[ps.pid], ps).role if ps.threads else ps.role
+    return got

@@ -45,7 +45,12 @@ def run(args: argparse.Namespace) -> int:
     from gpuscope.findings import stacks
     from gpuscope.findings.runref import resolve
 
-    run_id, run_dir = resolve(args.target, args.latest)
+    try:
+        run_id, run_dir = resolve(args.target, args.latest)
+    except UserError:
+        if not (args.target or "").isdigit() or args.latest:
+            raise
+        return _any_tree(int(args.target), args.json)     # a job gpuscope did not start (gpuscope.attach)
     pids = stacks.alive_run_pids(run_id)
     live = bool(pids)
     if live:
@@ -61,4 +66,18 @@ def run(args: argparse.Namespace) -> int:
                                      "processes": [p.to_dict() for p in procs]}) + "\n")
     else:
         print(_text(run_id, live, procs))
+    return 0
+
+
+def _any_tree(pid: int, as_json: bool) -> int:
+    """The stacks of the Python process tree rooted at ``pid``, read from outside (py-spy)."""
+    from gpuscope.attach.stacks import stacks_of_tree
+
+    got = stacks_of_tree(pid)
+    if as_json:
+        sys.stdout.write(json.dumps({"run_id": None, "root_pid": pid, "live": True, **got.to_dict()}) + "\n")
+        return 0
+    print(_text(f"(not a gpuscope run) of pid {pid}", True, got.processes))
+    for r in got.refused:
+        print(f"cannot read {r.line()}")
     return 0

@@ -234,3 +234,22 @@ def test_another_users_process_is_refused_with_the_reason_and_the_rest_shown(tmp
         assert all(p["note"].startswith("not readable: ") for p in view["stacks"]["processes"])
     finally:
         _kill_group(job)
+
+
+def test_gpuscope_stacks_of_a_tree_gpuscope_did_not_start(tmp_path, run_env):
+    job = _start(tmp_path, DEADLOCK_JOB)
+    try:
+        _wait_for_children(job.pid, 2)
+        got = subprocess.run([sys.executable, "-m", "gpuscope", "stacks", str(job.pid), "--json"], env=run_env,
+                             capture_output=True, text=True, timeout=60)
+        assert got.returncode == 0, got.stderr
+        data = json.loads(got.stdout)
+        assert data["run_id"] is None and data["root_pid"] == job.pid
+        by_role: dict[str, list] = {}
+        for p in data["processes"]:
+            by_role.setdefault(p["role"], []).append(p)
+        assert len(by_role["pool worker"]) == 2 and len(by_role["main"]) == 1
+        main_threads = {t["name"] for t in by_role["main"][0]["threads"]}
+        assert "MainThread" in main_threads and any("hold" in n for n in main_threads)
+    finally:
+        _kill_group(job)
