@@ -23,7 +23,6 @@ from gpuscope.runs.output import OutputPump
 from gpuscope.runs.pipes import open_output
 from gpuscope.runs.recorder import BaseRecorder, InRunFolder, Launch, Outcome, RunContext, overrides
 from gpuscope.runs.recorders import default_recorders
-from gpuscope.runrecord.model import NsysSummary, RunRecord
 from gpuscope.runs.versions import versions
 from gpuscope.status import ExitStatus, RunStatus, signal_name
 from gpuscope.spec import RunSpec
@@ -36,8 +35,10 @@ if TYPE_CHECKING:
     import subprocess
 
     from gpuscope.runs.early import EarlyStart
+    from gpuscope.runrecord.model import RunRecord
     from gpuscope.trace.events import RunEvents
 
+    RunResult = RunRecord
     Progress = Callable[[str], None]
 
 # json, gpuscope.procs (/proc) and the store are imported where used: after the program started.
@@ -45,7 +46,14 @@ STOP_GRACE_S = 2.5
 EMPTY_GRACE_S = 0.5   # output still open this long after the run's last process ended: held by one that escaped
 
 
-RunResult = RunRecord   # what ``Run.wait`` returns: the run's record (gpuscope.runrecord)
+def __getattr__(name: str) -> Any:
+    """``RunResult``: what ``Run.wait`` returns, the run's record (gpuscope.runrecord.RunRecord),
+    imported when first asked for: the record's classes are made after the program started."""
+    if name == "RunResult":
+        from gpuscope.runrecord.model import RunRecord
+
+        return RunRecord
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Run(InRunFolder):
@@ -361,6 +369,8 @@ class Run(InRunFolder):
 
         escaped = sorted(set(self._escaped_on_stop) | {p for p in left if (i := read_stat(p)) and
                                                        i.sid != self._proc.pid})
+        from gpuscope.runrecord.model import NsysSummary, RunRecord   # the record: made after the program
+
         result = RunRecord(run_id=self.run_id, run_folder=self.run_folder, status=status, exit=exit_status,
                            started_ns=self.started_ns, ended_ns=ended_ns, processes=outcome.processes,
                            left_running=left, escaped=escaped, notes=list(self.notes), error=outcome.error,
