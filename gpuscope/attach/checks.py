@@ -9,17 +9,21 @@
 - ``zombie``: a process ended and its parent has not waited for it, seen on two samples;
 - ``oom-kill``: the tree's memory cgroup counted an OOM kill since attaching;
 - ``memory-pressure``: the host's memory nearly all used while attached;
-- ``idle-gpu-memory``: a process holds GPU memory and used neither the GPU nor the CPU for
-  ``stuck_after_s``.
+- the telemetry rules of :class:`gpuscope.findings.telemetry_rules.TelemetryWatch` on the tree's
+  samples (``idle-gpu-memory``, ``cuda-contexts``, ``input-bound``, ``cow-lost``).
+
+The codes are declared in ``gpuscope/findings/attach_rules.py`` (``gpuscope findings --rules``).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gpuscope.finding import Finding, Severity, evidence, now_ns
+from gpuscope.findings.telemetry_rules import TelemetryWatch
 
 if TYPE_CHECKING:
     from gpuscope.attach.stacks import TreeStacks
@@ -28,7 +32,6 @@ if TYPE_CHECKING:
 
 IDLE_CPU = 0.02             # CPU seconds per second of the whole tree below which it does nothing
 MEMORY_PRESSURE = 0.95      # share of the host's memory in use
-GPU_IDLE_MIN_BYTES = 256 << 20
 
 
 def wakeups(pid: int) -> int | None:
@@ -63,7 +66,7 @@ class Watch:
     _last_t: float = 0.0
     _stacks: list[tuple[float, dict[int, tuple]]] = field(default_factory=list)
     _zombie_seen: dict[int, int] = field(default_factory=dict)
-    _gpu_busy_at: dict[int, float] = field(default_factory=dict)
+    telemetry: TelemetryWatch = field(default_factory=TelemetryWatch)
     _max_mem_share: float = 0.0
     _oom_now: int | None = None
 
@@ -92,11 +95,7 @@ class Watch:
         host = batch.host
         if host is not None and host.mem_total:
             self._max_mem_share = max(self._max_mem_share, host.mem_used / host.mem_total)
-        for s in batch.processes:
-            if not s.gpu_mem or (s.sm_util or 0) > 0 or (s.cpu or 0) > 1:
-                self._gpu_busy_at[s.pid] = t
-            else:
-                self._gpu_busy_at.setdefault(s.pid, t)
+        self.telemetry.add(batch)
 
     def stacks_read(self, t: float, stacks: TreeStacks) -> None:
         self._stacks = [*self._stacks[-7:], (t, stack_key(stacks))]
@@ -143,7 +142,10 @@ class Watch:
                                "or a machine with more memory", Severity.WARNING,
                                evidence=evidence({"max memory used %": round(100 * self._max_mem_share, 1)}),
                                first_seen_ns=now_ns(), source="live"))
-        out += self._idle_gpu(t, procs)
+        forked = {p.pid for p in procs if p.start_method == "fork" and p.alive}
+        roles = {p.pid: p.role for p in procs}
+        self.telemetry.read_uss(forked, time.monotonic_ns())
+        out += self.telemetry.findings(forked, roles, time.monotonic_ns())
         return out
 
     def _oom(self) -> list[Finding]:
@@ -157,20 +159,6 @@ class Watch:
                         "while attached", "lower the memory use per process (fewer workers, smaller batches) "
                         "or raise the job's memory limit", Severity.ERROR,
                         evidence=evidence({"oom kills": n}, [self.oom_path or ""]),
-                        first_seen_ns=now_ns(), source="live")]
-
-    def _idle_gpu(self, t: float, procs: list[AttachedProcess]) -> list[Finding]:
-        idle = [p for p in procs if p.alive and (p.gpu_mem_bytes or 0) >= GPU_IDLE_MIN_BYTES
-                and t - self._gpu_busy_at.get(p.pid, t) >= self.stuck_after_s]
-        if not idle:
-            return []
-        held = sum(p.gpu_mem_bytes or 0 for p in idle)
-        return [Finding("idle-gpu-memory", f"{len(idle)} process(es) hold {held / 2**30:.1f} GiB of GPU memory "
-                        f"and used neither the GPU nor the CPU for {self.stuck_after_s:.0f} s",
-                        "free it (del the tensors, torch.cuda.empty_cache()) or end the processes that only hold it",
-                        Severity.WARNING, tuple(p.pid for p in idle),
-                        evidence({"GPU memory bytes": held},
-                                 [f"pid {p.pid} ({p.role}): {(p.gpu_mem_bytes or 0) / 2**20:.0f} MiB" for p in idle]),
                         first_seen_ns=now_ns(), source="live")]
 
 

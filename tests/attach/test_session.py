@@ -112,14 +112,17 @@ time.sleep(3600)
 """
 
 
-def test_idle_gpu_memory_from_the_samples(tmp_path):
+def test_idle_gpu_memory_from_the_samples(tmp_path, monkeypatch):
+    from gpuscope.findings import telemetry_rules
+
+    monkeypatch.setattr(telemetry_rules, "IDLE_S", 1.0)      # the telemetry rule's own, on the attached tree
     job = _job(tmp_path, IDLE_HOLDER)
     session = AttachSession(job.pid, 0.1, record=False, gpu=_fake_gpu({job.pid: 2 << 30}), stuck_after_s=1.0)
     try:
         session.start()
         _until(lambda: "idle-gpu-memory" in {f.code for f in session.findings()})
         (found,) = [f for f in session.findings() if f.code == "idle-gpu-memory"]
-        assert found.pids == (job.pid,) and "2.0 GiB" in found.title
+        assert found.pids == (job.pid,) and "2048 MiB" in found.title
     finally:
         session.detach()
         _end(job)
