@@ -89,9 +89,13 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{report.sqlite_path}: no NVTX or CUDA data in this export "
                         "(record with nsys profile --trace=nvtx[,cuda])")
     if args.perfetto:
+        from gpuscope.torchtrace.perfetto import run_events
         from gpuscope.trace import perfetto
+        tl = report.timeline
+        folder = run_dir or target
+        torch_dir = str(folder) if folder.is_dir() and not tl.torch_rows else None   # not twice when attached
         try:
-            perfetto.write(report.timeline, args.perfetto)
+            perfetto.write(tl, args.perfetto, extra=run_events(torch_dir, tl.wall_base_ns, tl.mono_base_ns))
         except OSError as exc:
             raise UserError(f"cannot write {args.perfetto}: {exc.strerror}") from None
     if args.json:

@@ -19,8 +19,7 @@ from gpuscope.findings.registry import Input, RunInputs, rule
 if TYPE_CHECKING:
     from gpuscope.torchtrace.report import TorchOps
 
-TORCH = getattr(Input, "TORCH", Input.EVENTS)   # the registry's input kind for torch traces, once it has one
-
+TORCH = Input.TORCH
 SLOW_FIX = ("every other rank waits for this one at each collective: make its share of the work equal "
             "(the operators listed take longer on it: uneven batch or sequence lengths, a rank-only branch "
             "such as logging or evaluation on rank 0, a slower device or a CPU contended by other processes)")

@@ -28,6 +28,7 @@ FILTERED = {"[memory]", "[OutOfMemory]", "profiler::_record_function_enter",
             "profiler::_record_function_enter_new", "profiler::_record_function_exit", "aten::is_leaf",
             "aten::output_nr", "aten::_version"}
 ASYNC_PREFIXES = ("gloo:", "nccl:", "mpi:", "ucc:", "xccl:")
+GPUSCOPE_MARKERS = "gpuscope:"       # gpuscope's own clock markers in the traces it records: not ops
 SORT_KEYS = {"self_cpu": "self_cpu_us", "cpu_total": "cpu_total_us", "self_cuda": "self_cuda_us",
              "cuda_total": "cuda_total_us"}
 
@@ -85,7 +86,8 @@ def op_events(tr: TorchTrace) -> OpEvents:
     c = tr.cols
     names = np.array(tr.strings, dtype=object)
     ph_x = c["ph"] == ord("X")
-    filtered = np.isin(c["name"], [tr.string_id(n) for n in FILTERED if tr.string_id(n) >= 0])
+    hidden = [i for i, n in enumerate(tr.strings) if n in FILTERED or n.startswith(GPUSCOPE_MARKERS)]
+    filtered = np.isin(c["name"], hidden)
     idx = np.flatnonzero(ph_x & ~filtered & ~tr.is_cat(*NOT_OPS))
     start = c["ts_ns"][idx]
     end = start + np.maximum(c["dur_ns"][idx], 0)

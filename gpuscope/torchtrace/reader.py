@@ -325,3 +325,24 @@ def _base_ns(meta: dict[str, Any]) -> int:
 def _why(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text[:120]
+
+
+def merge(traces: list[TorchTrace]) -> TorchTrace:
+    """One process's traces (a schedule's cycles) as one: columns joined, string ids remapped."""
+    if len(traces) == 1:
+        return traces[0]
+    strings: list[str] = []
+    ids: dict[str, int] = {}
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in traces[0].cols}
+    for tr in traces:
+        remap = np.array([ids.setdefault(s, len(ids)) for s in tr.strings] or [0], np.int32)
+        for k, col in tr.cols.items():
+            if k in ("name", "cat", "shapes"):
+                col = np.where(col >= 0, remap[np.maximum(col, 0)], -1).astype(np.int32)
+            parts[k].append(col)
+    strings = list(ids)
+    first = traces[0]
+    return TorchTrace(first.path, first.pid, first.rank, first.meta, strings,
+                      {k: np.concatenate(v) for k, v in parts.items()}, first.clock_offset_ns,
+                      first.clock_uncertainty_ns, sum(t.skipped for t in traces),
+                      {k: v for t in traces for k, v in t.thread_names.items()})

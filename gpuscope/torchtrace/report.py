@@ -10,7 +10,7 @@ from typing import IO, Any
 from gpuscope.errors import UserError
 from gpuscope.torchtrace import ranks as R
 from gpuscope.torchtrace.ops import SORT_KEYS, OpRow, key_averages, sort_rows
-from gpuscope.torchtrace.reader import TorchTrace
+from gpuscope.torchtrace.reader import TorchTrace, merge
 from gpuscope.torchtrace.run import TorchRun, load_run
 
 
@@ -42,7 +42,7 @@ def build(run: TorchRun, rank: int | None = None, sort: str = "self_cpu", by_sha
     if sort not in SORT_KEYS:
         raise UserError(f"--sort {sort!r}: choose one of {', '.join(SORT_KEYS)}")
     out = TorchOps(problems=list(run.problems), sort=sort)
-    for pos, tr in enumerate(run.traces):
+    for pos, tr in enumerate(_per_process(run.traces)):
         r = R.rank_of(tr, pos)
         out.ranks.append(RankOps(r, tr, sort_rows(key_averages(tr, by_shapes), sort), R.steps_of(tr, r)))
     if rank is not None:
@@ -56,6 +56,14 @@ def build(run: TorchRun, rank: int | None = None, sort: str = "self_cpu", by_sha
     out.steps = R.step_table(steps, R.waits_by_step(out.collectives, steps))
     out.straggler = R.straggler(out.steps)
     return out
+
+
+def _per_process(traces: list[TorchTrace]) -> list[TorchTrace]:
+    """A process's several traces (a schedule's cycles) joined into one, in the traces' order."""
+    groups: dict[tuple[int | None, int], list[TorchTrace]] = {}
+    for tr in traces:
+        groups.setdefault((tr.rank, tr.pid), []).append(tr)
+    return [merge(sorted(g, key=lambda t: int(t.cols["ts_ns"].min()) if len(t) else 0)) for g in groups.values()]
 
 
 def torch_ops(run_dir: str | Path, rank: int | None = None, sort: str = "self_cpu",

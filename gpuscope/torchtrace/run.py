@@ -7,14 +7,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuscope.errors import UserError
 from gpuscope.runrecord.folder import read_json
-from gpuscope.torchtrace.reader import TorchTrace, read_trace
+
+if TYPE_CHECKING:
+    from gpuscope.torchtrace.reader import TorchTrace
 
 TORCH_DIR = "torch"
 SUFFIXES = (".json", ".json.gz")
+META_SUFFIX = ".meta.json"          # gpuscope's note beside each trace it recorded (pid, rank, clock)
+LOST_NOTE = "torch profiler:"       # the run's note of a process that lost its trace
 
 
 @dataclass
@@ -63,7 +67,24 @@ def find_traces(run_dir: str | Path) -> list[TraceRef]:
     folder = run_dir / TORCH_DIR
     if not folder.is_dir():
         return []
-    return [TraceRef(str(p)) for p in sorted(folder.iterdir()) if p.is_file() and p.name.endswith(SUFFIXES)]
+    refs = []
+    for p in sorted(folder.iterdir()):
+        if not p.is_file() or not p.name.endswith(SUFFIXES) or p.name.endswith(META_SUFFIX):
+            continue
+        stem = p.name[: -len(".json.gz")] if p.name.endswith(".json.gz") else p.name[: -len(".json")]
+        meta = read_json(str(folder / (stem + META_SUFFIX))) or {}
+        refs.append(TraceRef(str(p), _int_or_none(meta.get("pid")), _int_or_none(meta.get("rank")),
+                             _int_or_none(meta.get("clock_offset_ns")) or 0,
+                             _int_or_none(meta.get("clock_uncertainty_ns"))))
+    return refs
+
+
+def lost_notes(run_dir: str | Path) -> list[str]:
+    """The run's notes about processes that lost their trace (the recorder writes them)."""
+    summary = read_json(os.path.join(run_dir, "summary.json")) or {}
+    notes = summary.get("notes")
+    return [str(n)[len(LOST_NOTE):].strip() for n in notes if str(n).startswith(LOST_NOTE) and "lost" in str(n)] \
+        if isinstance(notes, list) else []
 
 
 def _who(ref: TraceRef) -> str:
@@ -74,7 +95,9 @@ def _who(ref: TraceRef) -> str:
 def load_run(run_dir: str | Path, expected_ranks: set[int] | None = None) -> TorchRun:
     """Read every trace of the run; ``expected_ranks``: the ranks the run had (a rank without a
     trace is a problem line)."""
-    out = TorchRun(str(run_dir))
+    from gpuscope.torchtrace.reader import read_trace
+
+    out = TorchRun(str(run_dir), problems=lost_notes(run_dir))
     for ref in find_traces(run_dir):
         if ref.lost or not ref.path:
             out.problems.append(f"{_who(ref)}: no torch trace ({ref.lost or 'the run lists none'})")
@@ -100,5 +123,6 @@ def _problem_rank(line: str) -> int | None:
 
 
 def has_traces(run_dir: str | Path) -> bool:
-    """Cheap: the run lists torch traces or has a ``torch/`` folder."""
-    return bool(find_traces(run_dir))
+    """Cheap (no numpy, no trace read): the run lists torch traces, or has trace files in ``torch/``,
+    or notes a process that lost its trace."""
+    return bool(find_traces(run_dir)) or bool(lost_notes(run_dir))

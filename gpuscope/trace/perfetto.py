@@ -12,9 +12,10 @@ Times are µs as decimal numbers with all nine ns digits kept (``ts = 1234.567``
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Iterable, Iterator
 
 from gpuscope.trace import timeline as T
 
@@ -111,15 +112,16 @@ def events(tl: T.Timeline, include_calls: bool = True) -> Iterator[str]:
         yield from _calls(tl.osrt, "osrt", name)
 
 
-def write(tl: T.Timeline, out: str | Path | IO[str], include_calls: bool = True) -> int:
-    """Write the trace JSON to ``out`` (a path or a text stream); returns the number of events."""
+def write(tl: T.Timeline, out: str | Path | IO[str], include_calls: bool = True, extra: Iterable[str] = ()) -> int:
+    """Write the trace JSON to ``out`` (a path or a text stream); returns the number of events.
+    ``extra``: more event JSON strings on the same clock (the run's torch traces)."""
     if isinstance(out, (str, Path)):
         with open(out, "w", encoding="utf-8") as fh:
-            return write(tl, fh, include_calls)
+            return write(tl, fh, include_calls, extra)
     other = {"generator": "gpuscope", "wall_base_ns": tl.wall_base_ns, "mono_base_ns": tl.mono_base_ns}
     out.write('{"displayTimeUnit":"ns","otherData":' + json.dumps(other) + ',"traceEvents":[\n')
     n = 0
-    for ev in events(tl, include_calls):
+    for ev in itertools.chain(events(tl, include_calls), extra):
         out.write(ev if n == 0 else ",\n" + ev)
         n += 1
     out.write("\n]}\n")
