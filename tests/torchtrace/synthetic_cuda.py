@@ -64,8 +64,7 @@ def make_trace(path: Path, *, steps: int = 4, kernels: int = 30, kernel_us: floa
         b.cpu(f"ProfilerStep#{n}", t, step_dur, cat="user_annotation")
         at = t + 5.0
         for _ in range(kernels):
-            lin = b.cpu("aten::linear", at, per_kernel - 2.0, **{"Input Dims": [[32, 64], [64, 64], []]})
-            del lin
+            b.cpu("aten::linear", at, per_kernel - 2.0)
             mm = b.cpu("aten::mm", at + 1.0, per_kernel - 4.0)
             b.launch(mm, at + 2.0, at + 6.0, kernel_us)
             at += per_kernel
