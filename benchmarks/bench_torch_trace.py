@@ -15,6 +15,7 @@ import argparse
 import gzip
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -141,6 +142,7 @@ def main() -> None:
         child(*a.child)
         return
     loaders = a.loaders.split(",")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # a stop still deletes the big file
     with tempfile.TemporaryDirectory(prefix="bench-torch-trace-") as d:
         tmp = Path(d)
         source = Path(a.source) if a.source else _real_trace(tmp)
