@@ -71,7 +71,7 @@ def test_summary_first_then_timeline_gui_never_blocked(qtbot, tmp_path, monkeypa
         nvtx = view.summary.tables.get("nvtx")
         counts = nvtx.column_values("Count") if nvtx is not None else []
         seen.append((kind, time.perf_counter(), sum(int(str(c).replace(",", "")) for c in counts),
-                     view.timeline._layout is not None))
+                     view.timeline.layout_model is not None))
 
     view.sigSummary.connect(lambda r: note("summary"))
     view.sigLoaded.connect(lambda r: note("loaded"))
@@ -91,7 +91,7 @@ def test_summary_first_then_timeline_gui_never_blocked(qtbot, tmp_path, monkeypa
     assert [k for k, *_ in seen] == ["summary", "loaded"]
     (_, t_sum, n_sum, tl_at_sum), (_, t_tl, n_tl, tl_at_end) = seen
     assert n_sum == total and not tl_at_sum       # tables complete while the timeline is still empty
-    assert tl_at_end and len(view.timeline._layout.timeline.ranges) == total and n_tl == total
+    assert tl_at_end and len(view.timeline.layout_model.timeline.ranges) == total and n_tl == total
     assert t_sum < t_tl
     ticks = [t for t in ticks if t0 <= t <= t_tl]
     late = max(b - a for a, b in zip(ticks, ticks[1:])) - 0.010
