@@ -387,9 +387,3 @@ def main_exited(run_dir: str | os.PathLike[str]) -> bool:
     events = RunEvents(run_dir)
     events.refresh(ranges=False)
     return events.first_exited
-
-
-def log_has_exit(path: str | os.PathLike[str]) -> bool:
-    """Whether a process's log ends with its exit record (X line)."""
-    pe = read_log(path)
-    return pe is not None and pe.exit is not None
