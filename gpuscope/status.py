@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from signal import Signals
 
 
 class RunStatus(str, Enum):
@@ -94,21 +95,8 @@ def describe_run(status: object, exit_code: int | None = None, signal: str | Non
 
 
 def signal_name(num: int) -> str:
-    """``signal.Signals(num).name``, or ``SIG<num>`` for a number it does not name, read from ``_signal``
-    (the C module behind ``signal``): building signal's enums costs more than this table
-    (docs/BENCHMARKS.md), and every pool whose workers are terminated asks this."""
-    global _SIGNAL_NAMES
-    if _SIGNAL_NAMES is None:
-        import _signal
-
-        names: dict[int, str] = {}
-        # signal's enum: the upper-case SIG* names but SIG_*; of aliases (SIGIOT = SIGABRT) the
-        # first by name, as Enum._convert_ sorts them.
-        for name in sorted(dir(_signal)):
-            if name.startswith("SIG") and not name.startswith("SIG_") and name.isupper():
-                names.setdefault(getattr(_signal, name), name)
-        _SIGNAL_NAMES = names
-    return _SIGNAL_NAMES.get(num) or f"SIG{num}"
-
-
-_SIGNAL_NAMES: dict[int, str] | None = None
+    """``signal.Signals(num).name``, or ``SIG<num>`` for a number it does not name."""
+    try:
+        return Signals(num).name
+    except ValueError:
+        return f"SIG{num}"

@@ -9,8 +9,8 @@ starts first; gpuscope's own imports and store work follow while it runs.
 
 from __future__ import annotations
 
-import _signal   # the C module behind `signal`, without building its enums (names: status.signal_name)
 import os
+import signal
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -290,7 +290,7 @@ class Run(InRunFolder):
             self._stop_thread.start()
             return
         self.progress("stopping at once: killing the run's processes and abandoning what was still recorded")
-        self._signal_all(_signal.SIGKILL)
+        self._signal_all(signal.SIGKILL)
         self._each("abandon")
 
     def _tree(self) -> dict[int, ProcInfo]:
@@ -328,11 +328,11 @@ class Run(InRunFolder):
         return len(targets)
 
     def _escalate(self, grace_s: float) -> None:
-        for sig in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGKILL):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
             self.progress(f"stopping: sending {signal_name(sig)} to the run's processes")
             if self._signal_all(sig, program_only=True) == 0:
                 break
-            deadline = time.monotonic() + (grace_s if sig != _signal.SIGKILL else 5.0)
+            deadline = time.monotonic() + (grace_s if sig != signal.SIGKILL else 5.0)
             while time.monotonic() < deadline:
                 if not self._program():
                     break
