@@ -276,11 +276,10 @@ def _library_missing() -> str | None:
 
     if not sys.platform.startswith("linux") or "pynvml" in sys.modules:
         return None
-    # what ctypes.CDLL(name) does on Linux, without importing ctypes: the loader's own dlopen
-    import _ctypes
+    import ctypes
 
     try:
-        _ctypes.dlopen("libnvidia-ml.so.1", _ctypes.RTLD_LOCAL)
+        ctypes.CDLL("libnvidia-ml.so.1")
     except OSError:
         return "NVML Shared Library Not Found"     # str(pynvml.NVMLError(NVML_ERROR_LIBRARY_NOT_FOUND))
     return None
