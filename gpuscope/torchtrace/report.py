@@ -83,6 +83,15 @@ def _clock(tr: TorchTrace) -> dict[str, Any]:
             "clock": "gpuscope monotonic" if measured or tr.clock_offset_ns else "trace (wall clock)"}
 
 
+def clock_text(tr: TorchTrace) -> str:
+    """How the trace's times were put on gpuscope's clock, in words."""
+    if tr.clock_uncertainty_ns is not None:
+        return f"on gpuscope's clock ±{tr.clock_uncertainty_ns / 1000:.1f} µs"
+    if tr.clock_offset_ns:
+        return "on gpuscope's clock (uncertainty not measured)"
+    return "on the trace's own wall clock (no offset measured)"
+
+
 def to_json(t: TorchOps) -> dict[str, Any]:
     """``{"ranks": [{"rank", "pid", "ops": [...]}], "ops_across_ranks": [...], "steps": [...]}``."""
     return {
@@ -99,7 +108,7 @@ def to_json(t: TorchOps) -> dict[str, Any]:
 def print_text(t: TorchOps, out: IO[str], limit: int = 15) -> None:
     """Per rank the first ``limit`` rows, the steps, the straggler, then the problems."""
     for x in t.ranks:
-        out.write(f"\nTorch ops, rank {x.rank} (pid {x.trace.pid}), by {t.sort}:\n")
+        out.write(f"\nTorch ops, rank {x.rank} (pid {x.trace.pid}), by {t.sort}; {clock_text(x.trace)}:\n")
         out.write(f"  {'name':<48} {'count':>6} {'self CPU':>11} {'CPU total':>11} {'self CUDA':>11} "
                   f"{'CUDA total':>11}\n")
         for op in x.ops[:limit]:
