@@ -183,6 +183,17 @@ class AttachSession:
             if todo and not self._closing:
                 self._refine(read_tree(todo, root_pid=self.root_pid, nonblocking=self.nonblocking))
 
+    def _last_probe(self) -> None:
+        """Before the record is written: one more read of the children whose role is still
+        unsettled (detached before the role probe got to them)."""
+        from gpuscope.attach.stacks import read_tree
+
+        with self._lock:
+            todo = {pid: (self._roles[pid].role, True) for pid, p in self._procs.items()
+                    if p.alive and p.python and self._roles[pid].refinable}
+        if todo:
+            self._refine(read_tree(todo, root_pid=self.root_pid, nonblocking=self.nonblocking))
+
     def _probe_due(self, pid: int, now: float) -> bool:
         """A child still starting (importing) shows no worker yet: read it again, a few times, slower."""
         count, last = self._probed.get(pid, (0, 0.0))
@@ -271,6 +282,7 @@ class AttachSession:
             self.sampler.stop(final_sample=False)
         if self._probe is not None:
             self._probe.join(timeout=15)
+        self._last_probe()
         view = self.view()
         if not view.ended:
             self._notes.append("detached while the job still ran (gpuscope sent it nothing)")

@@ -61,7 +61,11 @@ def run(args: argparse.Namespace) -> int:
     if args.profile is not None and args.profile <= 0:
         raise UserError("--profile must be more than 0 seconds")
     session = AttachSession(args.pid, args.interval, record=not args.no_record, stuck_after_s=_stuck_after(args))
-    session.start()
+    try:
+        session.start()
+    except KeyboardInterrupt:
+        session.detach()              # Ctrl-C while attaching: the session is recorded as far as it got
+        return 130
     profiler = _start_profile(session, args.profile)
     try:
         _follow(session, args)

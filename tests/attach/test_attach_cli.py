@@ -253,3 +253,34 @@ def test_gpuscope_stacks_of_a_tree_gpuscope_did_not_start(tmp_path, run_env):
         assert "MainThread" in main_threads and any("hold" in n for n in main_threads)
     finally:
         _kill_group(job)
+
+
+def test_ctrl_c_only_detaches_and_the_report_reads_the_session(tmp_path, run_env):
+    job = _start(tmp_path, POOL_JOB, "30")
+    try:
+        _wait_for_children(job.pid, 4)
+        attach = subprocess.Popen([sys.executable, "-m", "gpuscope", "attach", str(job.pid), "--json",
+                                   "--interval", "0.5"], env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
+        assert attach.stdout is not None
+        interval_lines = [json.loads(attach.stdout.readline()) for _ in range(2)]   # one per interval
+        assert [line["final"] for line in interval_lines] == [False, False]
+        attach.send_signal(signal.SIGINT)
+        rest, err = attach.communicate(timeout=60)
+        assert attach.returncode == 0, err
+        view = _final(rest)
+        assert not view["ended"] and any("detached" in n for n in view["notes"])
+        assert job.poll() is None                     # the job was sent nothing: it goes on
+        out, _ = job.communicate(timeout=120)
+        assert job.returncode == 3 and out == b"result 150\n"
+    finally:
+        if job.poll() is None:
+            _kill_group(job)
+    report = subprocess.run([sys.executable, "-m", "gpuscope", "report", view["run_id"]], env=run_env,
+                            capture_output=True, text=True, timeout=60)
+    assert report.returncode == 0, report.stderr
+    assert f"attached run {view['run_id']}" in report.stdout and "pool worker" in report.stdout, report.stdout
+    history = subprocess.run([sys.executable, "-m", "gpuscope", "history"], env=run_env, capture_output=True,
+                             text=True, timeout=60)
+    (row,) = [ln for ln in history.stdout.splitlines() if ln.startswith(view["run_id"])]
+    assert "attached" in row and "job.py" in row
