@@ -3,7 +3,8 @@ loader (``traceinsight``, not a gpuscope dependency), time and peak memory, on t
 
 The file (>= 1 GB by default) is made by replicating the events of a real trace (each copy shifted
 in time, its ids offset), written to a temporary folder and deleted at the end. Each loader runs in
-its own process; its peak RSS is the kernel's ``VmHWM``. Rounds alternate the loaders; the median
+its own process; its peak RSS is the kernel's ``VmHWM``, its CPU time ``time.process_time()``
+(steadier than wall time on a shared machine). Rounds alternate the loaders; the median
 is printed. Figures and the machine's load: docs/TORCH-PROFILER.md ("Reading").
 
     .venv/bin/python benchmarks/bench_torch_trace.py [--size-mb 1100] [--rounds 3] [--source TRACE]
@@ -77,10 +78,10 @@ def child(loader: str, path: str) -> None:
     import warnings
 
     warnings.simplefilter("ignore")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     n = CHILD[loader](path)
-    print(json.dumps({"loader": loader, "wall_s": time.perf_counter() - t0, "hwm_mb": _hwm_kb() / 1024,
-                      "events": n}))
+    print(json.dumps({"loader": loader, "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+                      "hwm_mb": _hwm_kb() / 1024, "events": n}))
 
 
 def _real_trace(tmp: Path) -> Path:
@@ -163,12 +164,14 @@ def main() -> None:
                     continue
                 got = json.loads(done.stdout.strip().splitlines()[-1])
                 results[name].append(got)
-                print(f"  round {r + 1} {name}: {got['wall_s']:.1f} s, peak {got['hwm_mb']:.0f} MiB, "
+                print(f"  round {r + 1} {name}: {got['wall_s']:.1f} s ({got['cpu_s']:.1f} s CPU), "
+                      f"peak {got['hwm_mb']:.0f} MiB, "
                       f"{got['events']} events (load {os.getloadavg()[0]:.1f})", flush=True)
         print(f"\nmedian of {a.rounds} rounds, {size / 2**20:.0f} MiB file:")
         for name, rows in results.items():
             if rows:
                 print(f"  {name:<16} {statistics.median(x['wall_s'] for x in rows):7.1f} s  "
+                      f"CPU {statistics.median(x['cpu_s'] for x in rows):7.1f} s  "
                       f"peak {statistics.median(x['hwm_mb'] for x in rows):7.0f} MiB")
 
 
