@@ -30,8 +30,8 @@ from PySide6.QtWidgets import (
 from gpuscope.app.settings import get_json, push_recent, set_json
 from gpuscope.errors import UserError
 from gpuscope.findings.fixes import describe, launch_changes
-from gpuscope.spec import LAUNCHERS, START_METHODS, NsysOptions, RunSpec
-from gpuscope.spec_checks import START_METHOD_HELP
+from gpuscope.spec import LAUNCHERS, START_METHODS, NsysOptions, RunSpec, TorchProfileOptions
+from gpuscope.spec_checks import START_METHOD_HELP, parse_ints
 from gpuscope.views.launch_checks import default_python, fork_warning
 
 if TYPE_CHECKING:
@@ -122,6 +122,7 @@ class QtLaunchPanel(QWidget):
         self.nproc = QSpinBox(minimum=1, maximum=512, value=2, prefix="nproc ")
         self.annotate = QLineEdit(placeholderText="module:function, module:Class.* (comma separated)")
         self._build_nsys()
+        self._build_torch_profile()
         self._build_compare()
         self.run_button = QPushButton("▶ Run")
         self.run_button.setDefault(True)
@@ -145,6 +146,7 @@ class QtLaunchPanel(QWidget):
         inner = QVBoxLayout(fields)
         inner.addLayout(form)
         inner.addWidget(self.nsys)
+        inner.addWidget(self.torch_profile)
         inner.addWidget(self.compare_box)
         inner.addStretch(1)
         self.fields_scroll = QScrollArea()
@@ -175,6 +177,38 @@ class QtLaunchPanel(QWidget):
         nsys_form = QFormLayout(self.nsys)
         nsys_form.addRow("trace", _grid(list(self.traces.values()), 3))
         nsys_form.addRow("fork children", self.fork)
+
+    def _build_torch_profile(self) -> None:
+        """--torch-profile's choices (docs/TORCH-PROFILER.md)."""
+        self.torch_profile = QGroupBox("Profile with torch.profiler", checkable=True, checked=False)
+        self.torch_profile.setToolTip("torch.profiler in every torch process of the run, the script unedited: "
+                                      "a trace per process in the run (gpuscope run --torch-profile)")
+        self.tp_ranks = QLineEdit(placeholderText="all (or ranks: 0,2)")
+        self.tp_schedule = QLineEdit(placeholderText="the whole process (or WAIT,WARMUP,ACTIVE[,REPEAT])")
+        self.tp_schedule.setToolTip("Optimizer steps to profile: a step is one optimizer.step()")
+        self.tp_options = {k: QCheckBox(k) for k in ("shapes", "memory", "stack")}
+        tp_form = QFormLayout(self.torch_profile)
+        tp_form.addRow("ranks", self.tp_ranks)
+        tp_form.addRow("schedule", self.tp_schedule)
+        tp_form.addRow("record", _row(*self.tp_options.values()))
+
+    def torch_profile_options(self) -> TorchProfileOptions:
+        """The torch.profiler group as options (checked by RunSpec.validated)."""
+        if not self.torch_profile.isChecked():
+            return TorchProfileOptions()
+        ranks = self.tp_ranks.text().strip()
+        steps = self.tp_schedule.text().strip()
+        return TorchProfileOptions(
+            enabled=True, ranks=parse_ints(ranks, "torch.profiler ranks") if ranks and ranks != "all" else None,
+            schedule=parse_ints(steps, "torch.profiler schedule") if steps else None,
+            **{k: box.isChecked() for k, box in self.tp_options.items()})
+
+    def _set_torch_profile(self, options: TorchProfileOptions) -> None:
+        self.torch_profile.setChecked(options.enabled)
+        self.tp_ranks.setText("" if options.ranks is None else ",".join(map(str, options.ranks)))
+        self.tp_schedule.setText("" if options.schedule is None else ",".join(map(str, options.schedule)))
+        for k, box in self.tp_options.items():
+            box.setChecked(bool(getattr(options, k)))
 
     def _build_compare(self) -> None:
         self.compare_box = QGroupBox("Compare start methods")
@@ -338,7 +372,8 @@ class QtLaunchPanel(QWidget):
         return RunSpec(script=script, module=module, args=args, cwd=cwd,
                        python=self.python.text().strip() or default_python(), start_method=self.method.currentData(),
                        launcher=self.launcher.currentText(),
-                       nproc=self.nproc.value(), annotate=annotate, nsys=nsys).validated()
+                       nproc=self.nproc.value(), annotate=annotate, nsys=nsys,
+                       torch_profile=self.torch_profile_options()).validated()
 
     def _on_run(self) -> None:
         try:
@@ -395,6 +430,7 @@ class QtLaunchPanel(QWidget):
             box.setChecked(t in spec.nsys.trace)
         fork = next(key for key, value, _ in FORK_CHOICES if value == spec.nsys.trace_fork)
         self.fork.setCurrentIndex(self.fork.findData(fork))
+        self._set_torch_profile(spec.torch_profile)
         self._update_method_help()
         default = RunSpec(script="")
         left = [text for text, differs in (
@@ -407,6 +443,15 @@ class QtLaunchPanel(QWidget):
         target = f"-m {spec.module}" if spec.is_module else Path(spec.script).name
         line = f"launch panel: the settings of {target} {shlex.join(spec.args)}".rstrip()
         return line + (f" (not carried, the panel has no field for: {'; '.join(left)})" if left else "")
+
+    def _torch_profile_fields(self) -> dict[str, object]:
+        """The group's fields as saved (kept even when they do not parse yet)."""
+        try:
+            options = self.torch_profile_options()
+        except UserError:
+            options = TorchProfileOptions(enabled=self.torch_profile.isChecked())
+        return {"enabled": options.enabled, "ranks": options.ranks, "schedule": options.schedule,
+                **{k: box.isChecked() for k, box in self.tp_options.items()}}
 
     # -- settings -------------------------------------------------------------------------------
     def load(self, s: QSettings) -> None:
@@ -430,6 +475,7 @@ class QtLaunchPanel(QWidget):
         for m, box in self.compare_methods.items():
             box.setChecked(m in d.get("compare_methods", list(COMPARE_DEFAULT)))
         self.repeat.setValue(int(d.get("compare_repeat", 3)))
+        self._set_torch_profile(TorchProfileOptions.from_dict(d.get("torch_profile")))
         self._update_method_help()
 
     def save(self, s: QSettings, ran: bool = False) -> None:
@@ -441,7 +487,8 @@ class QtLaunchPanel(QWidget):
             "nproc": self.nproc.value(), "annotate": self.annotate.text(), "nsys": self.nsys.isChecked(),
             "nsys_trace": [t for t, b in self.traces.items() if b.isChecked()],
             "nsys_fork": self.fork.currentData(),
-            "compare_methods": self.compare_choice()[0], "compare_repeat": self.repeat.value()})
+            "compare_methods": self.compare_choice()[0], "compare_repeat": self.repeat.value(),
+            "torch_profile": self._torch_profile_fields()})
         if ran and script:
             recent = push_recent(s, script)
             self._script_args[script] = self.args.text()
