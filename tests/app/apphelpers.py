@@ -109,7 +109,7 @@ def start_nsys_run(qtbot: Any, window: Any, while_running: Any = None, timeout: 
             window.panel.run_button.click()
         seen = {"ok": while_running is None}
 
-        def ended() -> bool:
+        def ended(seen: dict[str, bool] = seen) -> bool:
             if not seen["ok"] and window.last_result is None:
                 seen["ok"] = bool(while_running(window))
             return window.last_result is not None

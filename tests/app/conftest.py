@@ -9,14 +9,14 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")   # before any Qt import
 
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import sys
+import time
+from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # apphelpers.py
 
-import pytest  # noqa: E402
-from apphelpers import processes_with_env  # noqa: E402
+import pytest
+from apphelpers import processes_with_env
 
 
 @pytest.fixture(autouse=True)

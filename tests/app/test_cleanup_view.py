@@ -33,7 +33,7 @@ def leaked_shm():
     name = PREFIX + uuid.uuid4().hex[:10]
     shm = shared_memory.SharedMemory(name=name, create=True, size=1 << 20)
     shm.buf[: 1 << 20] = b"x" * (1 << 20)
-    resource_tracker.unregister(shm._name, "shared_memory")  # noqa: SLF001 - the usual leak
+    resource_tracker.unregister(shm._name, "shared_memory")
     shm.close()
     yield name
     if os.path.exists(f"/dev/shm/{name}"):

@@ -77,7 +77,8 @@ def test_shift_drag_measures_the_span_and_what_it_holds(view, qtbot, tmp_path):
     assert m.duration_ns == pytest.approx(t - s - 4 * view.ns_per_px, abs=2)
     main = {r.name: r for r in m.rows if r.kind == "nvtx"}
     # the workload: per epoch 3 steps of forward + backward, all inside the measured span
-    assert (main["epoch"].count, main["step"].count, main["forward"].count, main["backward"].count) == (1, STEPS, STEPS, STEPS)
+    counts = (main["epoch"].count, main["step"].count, main["forward"].count, main["backward"].count)
+    assert counts == (1, STEPS, STEPS, STEPS)
     assert main["epoch"].inside_ns == m.duration_ns                       # the epoch covers the whole span
     fw = _named(tl, "forward")
     fw = fw[(tl.ranges.start_ns[fw] <= m.t1) & (tl.ranges.end_ns[fw] >= m.t0)]

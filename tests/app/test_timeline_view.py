@@ -148,7 +148,8 @@ def test_gpu_stream_lanes_from_kernels(qtbot):
     tl = T.Timeline()
     k = 6
     names = [tl.strings.intern(n) for n in ("gemm", "relu")]
-    tl.kernels = T.Kernels(start_ns=np.arange(k, dtype=np.int64) * 1000, end_ns=np.arange(k, dtype=np.int64) * 1000 + 600,
+    starts = np.arange(k, dtype=np.int64) * 1000
+    tl.kernels = T.Kernels(start_ns=starts, end_ns=starts + 600,
                            pid=np.full(k, 42, np.int32), device=np.zeros(k, np.int32), context=np.ones(k, np.int32),
                            stream=np.array([7, 7, 7, 13, 13, 13], np.int32), correlation=np.arange(k, dtype=np.int64),
                            name_id=np.array(names * 3, np.int32), short_name_id=np.array(names * 3, np.int32),

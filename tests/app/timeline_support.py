@@ -260,11 +260,16 @@ def synthetic_timeline(n_ranges: int = 1_000_000, n_procs: int = 4, threads: int
         mid_len = dur_outer // 10
         m_start = (o_start[:, None] + np.arange(10)[None, :] * mid_len[:, None]).ravel()
         m_end = m_start + np.repeat(mid_len * 9 // 10, 10)
-        s += [m_start]; e += [m_end]; d += [np.ones(len(m_start))]; nm += [np.full(len(m_start), names[1])]
+        s.append(m_start)
+        e.append(m_end)
+        d.append(np.ones(len(m_start)))
+        nm.append(np.full(len(m_start), names[1]))
         in_len = (m_end - m_start) // 4
         i_start = (m_start[:, None] + np.arange(4)[None, :] * in_len[:, None]).ravel()
         i_end = i_start + np.repeat(in_len * 3 // 4, 4)
-        s += [i_start]; e += [i_end]; d += [np.full(len(i_start), 2)]
+        s.append(i_start)
+        e.append(i_end)
+        d.append(np.full(len(i_start), 2))
         nm += [np.array(names[2:])[rng.integers(0, 3, len(i_start))]]
         start, end = np.concatenate(s), np.concatenate(e)
         k = len(start)
