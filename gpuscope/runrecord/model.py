@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpuscope.status import ExitStatus, RunStatus
-from gpuscope.trace.process_row import ProcessRow
+from gpuscope.trace.process_row import ProcessRow, SampledProcess
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -128,6 +128,7 @@ class RunRecord:
     spec: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, Any] = field(default_factory=dict)
     kind: str = "run"        # "run": gpuscope started it; "attached": gpuscope attach followed it
+    sampled: list[SampledProcess] = field(default_factory=list)   # the sampler's view of each process
     torch_traces: list[TorchTraceFile] = field(default_factory=list)   # --torch-profile
 
     @property
@@ -177,6 +178,7 @@ class RunRecord:
             "ended_ns": self.ended_ns or None,
             "torch_traces": [t.to_dict() for t in self.torch_traces],
             "kind": self.kind,
+            "sampled": [t.to_dict() for t in self.sampled],
         }
 
     @classmethod
@@ -207,4 +209,6 @@ class RunRecord:
                    findings=list(findings), spec=dict(spec or {}), versions=dict(versions or {}),
                    torch_traces=[TorchTraceFile.from_dict(t) for t in data.get("torch_traces") or ()
                                  if isinstance(t, dict)],
-                   kind=str(data.get("kind") or "run"))
+                   kind=str(data.get("kind") or "run"),
+                   sampled=[SampledProcess.from_summary(int(t["pid"]), t) for t in data.get("sampled") or ()
+                            if isinstance(t, dict) and isinstance(t.get("pid"), int)])

@@ -375,6 +375,7 @@ class Run(InRunFolder):
                            started_ns=self.started_ns, ended_ns=ended_ns, processes=outcome.processes,
                            left_running=left, escaped=escaped, notes=list(self.notes), error=outcome.error,
                            nsys=NsysSummary.of(outcome.nsys), findings=list(outcome.findings),
+                           sampled=list(outcome.sampled),
                            spec=self.spec.to_dict(), versions=dict(self._versions),
                            torch_traces=list(outcome.torch_traces))
         self._record(result)

@@ -156,6 +156,12 @@ class SampledProcess:
                    peak_gpu_mem_bytes=data.get("peak_gpu_mem_bytes"))
 
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (the record's ``sampled``); :meth:`from_summary` reads it back."""
+        return {f.name: (list(getattr(self, f.name)) if f.name == "cmdline" else getattr(self, f.name))
+                for f in fields(self)}
+
+
 def sampled_from_summary(summary: dict[int, dict[str, Any]]) -> list[SampledProcess]:
     """The sampler's ``process_summary()`` as records, by pid."""
     return [SampledProcess.from_summary(pid, data) for pid, data in sorted(summary.items())]

@@ -54,6 +54,10 @@ def test_open_run_reads_the_record_the_run_printed(finished, gpuscope_home, monk
     main = next(p for p in by_id.processes if p.role == "main")
     assert main.key is not None and main.key.pid == main.pid
     assert by_id.process(main.key) is main and by_id.process(ProcKey(main.pid, main.key.start + 1)) is None
+    # the sampler's per-process summaries are records of the run too, keyed the same way
+    sampled = {t.pid: t for t in by_id.sampled}
+    assert main.pid in sampled and sampled[main.pid].start_ticks == main.key.start
+    assert sampled[main.pid].cmdline[-1].endswith("exit_kinds.py")
     assert find_run(finished["run_id"][:-3]) == (finished["run_id"], finished["run_dir"])
 
 
