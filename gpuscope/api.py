@@ -84,7 +84,7 @@ def main_exited(run_dir: str | Path) -> bool:
 
 # -- stored runs --------------------------------------------------------------------------------
 def open_run(ref: str | Path) -> Any:
-    """The typed record of one run, by id or folder (the record helper's ``runrecord.open_run``)."""
+    """The typed record of one run, by id or folder (:func:`gpuscope.store.lookup.open_run`)."""
     from gpuscope.store.lookup import open_run as _open_run
 
     return _open_run(ref)

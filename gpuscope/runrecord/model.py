@@ -1,7 +1,7 @@
 """The typed record of one run: what it was, its processes, findings and nsys result.
 
 :class:`RunRecord` is the one shape a run has after it ended (``gpuscope run`` returns it, the
-run folder keeps it as ``summary.json``, :func:`gpuscope.runrecord.open_run` reads it back). Its
+run folder keeps it as ``summary.json``, :func:`gpuscope.store.lookup.open_run` reads it back). Its
 JSON form (``to_json``) is what ``gpuscope run --json`` prints; docs/STORE.md says which file
 holds what. This module is light (dataclasses and the status enum): ``gpuscope run`` imports it
 before the program starts.

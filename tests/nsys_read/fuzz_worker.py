@@ -54,10 +54,8 @@ def _open(path: Path, run: bool) -> None:
     json.dumps(to_json(rep))
     rep.timeline   # noqa: B018 - the full read the app does after its tables
     if run:
-        try:
-            from gpuscope.store.lookup import open_run
-        except ImportError:   # before the run record's lookup moved to the store
-            from gpuscope.runrecord import open_run
+        from gpuscope.store.lookup import open_run
+
         open_run(path)
 
 
