@@ -9,6 +9,8 @@
 - ``zombie``: a process ended and its parent has not waited for it, seen on two samples;
 - ``oom-kill``: the tree's memory cgroup counted an OOM kill since attaching;
 - ``memory-pressure``: the host's memory nearly all used while attached;
+- ``leaked-shm``: once the tree has ended, a ``/dev/shm`` file one of its processes mapped or held
+  open (seen by the scans every ``SHM_EVERY_S``) is still there and nobody uses it;
 - the telemetry rules of :class:`gpuscope.findings.telemetry_rules.TelemetryWatch` on the tree's
   samples (``idle-gpu-memory``, ``cuda-contexts``, ``input-bound``, ``cow-lost``).
 
@@ -67,6 +69,7 @@ class Watch:
     _stacks: list[tuple[float, dict[int, tuple]]] = field(default_factory=list)
     _zombie_seen: dict[int, int] = field(default_factory=dict)
     telemetry: TelemetryWatch = field(default_factory=TelemetryWatch)
+    shm_refs: dict[str, int] = field(default_factory=dict)      # /dev/shm path -> a pid that used it
     _max_mem_share: float = 0.0
     _oom_now: int | None = None
 
@@ -96,6 +99,34 @@ class Watch:
         if host is not None and host.mem_total:
             self._max_mem_share = max(self._max_mem_share, host.mem_used / host.mem_total)
         self.telemetry.add(batch)
+
+    def note_shm(self, pids: list[int]) -> None:
+        """The /dev/shm files the tree's live processes map or hold open now."""
+        from gpuscope.procs.shm import refs_of
+
+        for pid in pids:
+            for path in refs_of(pid):
+                self.shm_refs.setdefault(path, pid)
+
+    def _leaked_shm(self, procs: list[AttachedProcess]) -> list[Finding]:
+        """Once nothing of the tree runs: what it used and nobody removed or uses."""
+        if not self.shm_refs or any(p.alive and p.state != "zombie" for p in procs):
+            return []
+        from gpuscope.finding import CleanupShm
+        from gpuscope.procs.shm import users_of
+
+        left = sorted(p for p in self.shm_refs if os.path.exists(p) and not users_of(p))[:16]
+        if not left:
+            return []
+        size = sum(os.path.getsize(p) for p in left if os.path.exists(p))
+        lines = [f"{p} ({os.path.getsize(p)} bytes), used by pid {self.shm_refs[p]}" for p in left]
+        return [Finding("leaked-shm", f"{len(left)} shared memory file(s) the job used are still in /dev/shm after "
+                        f"it ended ({size} bytes): they hold RAM until someone removes them",
+                        "unlink() each segment once in the process that created it (or use SharedMemoryManager); "
+                        "gpuscope cleanup can remove them", Severity.WARNING,
+                        tuple(sorted({self.shm_refs[p] for p in left})),
+                        evidence({"files": len(left), "bytes": size}, lines),
+                        CleanupShm(tuple(os.path.basename(p) for p in left)), now_ns(), "live")]
 
     def stacks_read(self, t: float, stacks: TreeStacks) -> None:
         self._stacks = [*self._stacks[-7:], (t, stack_key(stacks))]
@@ -136,6 +167,7 @@ class Watch:
                                         [f"pid {p.pid} ({p.role}), parent {p.ppid}" for p in zombies]),
                                first_seen_ns=now_ns(), source="live"))
         out += self._oom()
+        out += self._leaked_shm(procs)
         if self._max_mem_share >= MEMORY_PRESSURE:
             out.append(Finding("memory-pressure", f"the host's memory was {self._max_mem_share:.0%} used while "
                                "attached: the job risks the OOM killer or swapping", "fewer or smaller workers, "

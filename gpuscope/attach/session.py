@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 FIRST_PICTURE_S = 5.0      # how long start() waits for the sampler's first tick
 PROBES = 4                 # stack reads to tell what a spawned or forked child runs
 PROBE_AFTER_S = 1.0        # wait between them: this, times the reads so far
+SHM_EVERY_S = 5.0          # how often the tree's /dev/shm files are listed (its maps and descriptors)
 
 
 def check_target(pid: int) -> ProcInfo:
@@ -171,10 +172,14 @@ class AttachSession:
         """Read once the stack of each child whose command line does not say what it runs."""
         from gpuscope.attach.stacks import read_tree
 
+        shm_at = 0.0
         while not self._closing:
             self._probe_wake.wait(1.0)
             self._probe_wake.clear()
             now = time.monotonic()
+            if now - shm_at >= SHM_EVERY_S:
+                shm_at = now
+                self._scan_shm()
             with self._lock:
                 todo = {pid: (self._roles[pid].role, True) for pid, p in self._procs.items()
                         if p.alive and p.python and self._roles[pid].refinable and self._probe_due(pid, now)}
@@ -182,6 +187,15 @@ class AttachSession:
                     self._probed[pid] = (self._probed.get(pid, (0, 0.0))[0] + 1, now)
             if todo and not self._closing:
                 self._refine(read_tree(todo, root_pid=self.root_pid, nonblocking=self.nonblocking))
+
+    def _scan_shm(self) -> None:
+        with self._lock:
+            pids = [pid for pid, p in self._procs.items() if p.alive and p.state != "zombie"]
+        scratch = checks.Watch(self.root_pid)
+        scratch.note_shm(pids)           # read outside the lock: maps of every process
+        with self._lock:
+            for path, pid in scratch.shm_refs.items():
+                self.watch.shm_refs.setdefault(path, pid)
 
     def _last_probe(self) -> None:
         """Before the record is written: one more read of the children whose role is still

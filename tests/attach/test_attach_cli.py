@@ -83,10 +83,21 @@ def _final(out: str) -> dict:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)      # the test's own job (its own session)
-    except ProcessLookupError:
-        pass
+    """End the test's own job: SIGTERM to its group first (the resource tracker ignores it, sees its
+    parent go and unlinks the pool's semaphores), SIGKILL to what is left."""
+    for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            proc.poll()
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
     proc.wait(timeout=30)
 
 

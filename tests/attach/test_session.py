@@ -51,10 +51,21 @@ def _job(tmp_path: Path, code: str) -> subprocess.Popen[str]:
 
 
 def _end(proc: subprocess.Popen[str]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)      # the test's own job
-    except ProcessLookupError:
-        pass
+    """End the test's own job: SIGTERM to its group first (the resource tracker ignores it, sees its
+    parent go and unlinks the pool's semaphores), SIGKILL to what is left."""
+    for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            proc.poll()
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
     proc.wait(timeout=30)
 
 
@@ -187,3 +198,34 @@ def test_a_root_that_ends_leaving_a_child_is_left_running(tmp_path):
 def test_command_lines_of_known_roles(argv, role):
     found = roles.by_command(argv)
     assert found is not None and found.role == role
+
+
+SHM_LEAKER = """
+import time
+from multiprocessing import resource_tracker, shared_memory
+shm = shared_memory.SharedMemory(create=True, size=1 << 20)
+resource_tracker.unregister(shm._name, "shared_memory")    # nobody will unlink it
+print(shm.name, flush=True)
+time.sleep(2)
+"""
+
+
+def test_shared_memory_the_job_leaves_behind(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(SHM_LEAKER)
+    job = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert job.stdout is not None
+    name = job.stdout.readline().strip().lstrip("/")
+    session = AttachSession(job.pid, 0.1, record=False)
+    try:
+        session.start()
+        assert session.wait_ended(30)
+        view = session.detach()
+        (found,) = [f for f in view.findings if f.code == "leaked-shm"]
+        assert found.pids == (job.pid,) and f"/dev/shm/{name}" in found.evidence.excerpts[0]
+        assert found.action is not None and found.action.names == (name,)
+    finally:
+        session.detach()
+        _end(job)
+        if os.path.exists(f"/dev/shm/{name}"):
+            os.unlink(f"/dev/shm/{name}")        # the test's own segment
