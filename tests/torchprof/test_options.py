@@ -3,6 +3,8 @@ processes without torch (or an interpreter without it) untouched."""
 
 from __future__ import annotations
 
+import glob
+import os
 import subprocess
 import sys
 
@@ -49,13 +51,18 @@ def test_ranks_not_chosen_are_not_profiled(run_env):
     assert not list((ran.run_dir / "torch").glob("rank0-*"))
 
 
-@pytest.mark.parametrize("python", ["venv", "/usr/bin/python3"])
+def _interpreters_without_torch() -> list[str]:
+    """Other interpreters of this machine that have no torch (the system's, pyenv's newest)."""
+    pyenv = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[3-9]*/bin/python3")))
+    found = [p for p in ("/usr/bin/python3", *pyenv) if os.access(p, os.X_OK)]
+    return [p for p in found if subprocess.run([p, "-c", "import torch"], capture_output=True).returncode != 0]
+
+
+@pytest.mark.parametrize("python", ["venv", *_interpreters_without_torch()])
 def test_without_torch_nothing_happens(run_env, python):
     """The hook in a process that never imports torch, or in an interpreter that has none."""
     interpreter = sys.executable if python == "venv" else python
     args = [] if python == "venv" else ["--python", interpreter]
-    if subprocess.run([interpreter, "-c", "import torch"], capture_output=True).returncode == 0 and args:
-        pytest.skip(f"{interpreter} has torch")
     with_it = gpuscope_run(run_env, *args, "--torch-profile", str(SCRIPTS / "no_torch.py"), "try" if args else "no")
     without = gpuscope_run(run_env, *args, str(SCRIPTS / "no_torch.py"), "try" if args else "no")
     assert with_it.returncode == without.returncode == 3
