@@ -218,7 +218,8 @@ def collectives(traces: dict[int, TorchTrace], steps: dict[int, list[Step]]) -> 
             name = tr.strings[c["name"][i]]
             ts, dur, seq = int(c["ts_ns"][i]), int(c["dur_ns"][i]), int(c["seq_num"][i])
             if seq >= 0:
-                key: tuple[Any, ...] = ("seq", name, seq)
+                group = int(c["group"][i])
+                key: tuple[Any, ...] = ("seq", tr.strings[group] if group >= 0 else "", seq)
             else:
                 step = _step_at(steps.get(rank, []), starts, ts)
                 base = ("step", step, name)

@@ -29,6 +29,7 @@ INT_COLUMNS = ("ts_ns", "dur_ns", "pid", "tid", "external_id", "correlation", "s
                "mem_bytes", "mem_device_type")
 CPU_MEMORY_DEVICES = {0, 2, 5}        # c10 DeviceType CPU, MKLDNN, IDEEP: torch's CPU memory
 SEQ_KEYS = ("Seq", "seq", "seq_num")  # a collective's sequence number in newer record_param_comms args
+GROUP_KEY = "Process Group Name"      # ... and its process group: a sequence number counts within one
 CHUNK = 4096              # events parsed before their columns are filled (bounded memory)
 KEPT_PH = ("X", "i", "I")
 NUMBERS = (int, float)
@@ -91,6 +92,7 @@ class _Columns:
     def __init__(self) -> None:
         self.ints = {k: array("q") for k in INT_COLUMNS}
         self.name, self.cat, self.shapes, self.ph = array("i"), array("i"), array("i"), array("B")
+        self.group = array("i")     # a collective's process group name (string id), -1 elsewhere
         self.ids: dict[str, int] = {}
         self.strings: list[str] = []
         self.skipped = 0
@@ -118,7 +120,7 @@ class _Columns:
             self._columns(keep, base_ns)
         except (TypeError, ValueError, OverflowError, KeyError):
             n = len(self.name)
-            for arr in (*self.ints.values(), self.cat, self.shapes, self.ph):
+            for arr in (*self.ints.values(), self.cat, self.shapes, self.ph, self.group):
                 del arr[n:]
             for e in keep:
                 self.add(e, base_ns)
@@ -145,9 +147,10 @@ class _Columns:
             self.ph.extend([ord(e["ph"]) for e in evs])
             self.shapes.extend([-1 if d is None else sid(_shapes_fast(d))
                                 for d in [a.get("Input Dims") for a in args]])
+            self.group.extend([-1 if g is None else sid(str(g)) for g in [a.get(GROUP_KEY) for a in args]])
             self.name.extend([ids[c] if c in ids else sid(c) for c in [e.get("name", "") for e in evs]])
         except BaseException:
-            for arr in (*ints.values(), self.cat, self.shapes, self.ph):
+            for arr in (*ints.values(), self.cat, self.shapes, self.ph, self.group):
                 del arr[n:]
             raise
         for pid, n_ops in Counter([e["pid"] for e in evs if e.get("cat") in OP_CATS]).items():
@@ -182,13 +185,15 @@ class _Columns:
         self.ph.append(ord(ph[0]))
         dims = args.get("Input Dims")
         self.shapes.append(self.sid(shapes_text(dims)) if dims is not None else -1)
+        self.group.append(self.sid(str(args[GROUP_KEY])) if args.get(GROUP_KEY) is not None else -1)
         if ev.get("cat") in OP_CATS:
             self.pids[pid] = self.pids.get(pid, 0) + 1
 
     def arrays(self) -> dict[str, np.ndarray]:
         out = {k: np.frombuffer(v, dtype=np.int64) if len(v) else np.zeros(0, np.int64) for k, v in self.ints.items()}
         for key, arr, dtype in (("name", self.name, np.int32), ("cat", self.cat, np.int32),
-                                ("shapes", self.shapes, np.int32), ("ph", self.ph, np.uint8)):
+                                ("shapes", self.shapes, np.int32), ("ph", self.ph, np.uint8),
+                                ("group", self.group, np.int32)):
             out[key] = np.frombuffer(arr, dtype=dtype) if len(arr) else np.zeros(0, dtype)
         return out
 
@@ -337,7 +342,7 @@ def merge(traces: list[TorchTrace]) -> TorchTrace:
     for tr in traces:
         remap = np.array([ids.setdefault(s, len(ids)) for s in tr.strings] or [0], np.int32)
         for k, col in tr.cols.items():
-            if k in ("name", "cat", "shapes"):
+            if k in ("name", "cat", "shapes", "group"):
                 col = np.where(col >= 0, remap[np.maximum(col, 0)], -1).astype(np.int32)
             parts[k].append(col)
     strings = list(ids)

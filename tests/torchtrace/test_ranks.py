@@ -43,3 +43,36 @@ def test_cli_json_per_rank(ddp_cycles, tmp_path):
     one = subprocess.run([sys.executable, "-m", "gpuscope", "report", str(run), "--torch-ops", "--rank", "1"],
                          capture_output=True, text=True, timeout=120)
     assert one.returncode == 0 and "rank 1" in one.stdout and "rank 0 (pid" not in one.stdout
+
+
+def _nccl_rank(path, rank: int, late_us: float) -> None:
+    """SYNTHETIC: a rank's record_param_comms events with Seq and process group (newer torch's args),
+    each arriving ``late_us`` after the step starts; an extra group's call in between."""
+    events = []
+    for n in range(3):
+        t0 = 1000.0 + n * 10_000
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 10 + rank,
+                       "tid": 1, "ts": t0, "dur": 9000.0, "args": {}})
+        events.append({"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 10 + rank, "tid": 1,
+                       "ts": t0 + late_us, "dur": 8000.0 - late_us,
+                       "args": {"Seq": n, "Process Group Name": "0", "Collective name": "allreduce"}})
+        if rank == 0:   # a call in another group with the same Seq: not matched with group 0's
+            events.append({"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 10, "tid": 1,
+                           "ts": t0 + 10, "dur": 5.0,
+                           "args": {"Seq": n, "Process Group Name": "7", "Collective name": "broadcast"}})
+    path.write_text(json.dumps({"distributedInfo": {"rank": rank}, "baseTimeNanoseconds": 0,
+                                "traceEvents": events}))
+
+
+def test_collectives_matched_by_seq_and_group(tmp_path):
+    run = tmp_path / "run"
+    (run / "torch").mkdir(parents=True)
+    _nccl_rank(run / "torch" / "r0.json", 0, late_us=100.0)
+    _nccl_rank(run / "torch" / "r1.json", 1, late_us=3100.0)
+    t = torch_ops(run)
+    matched = sorted(t.collectives, key=lambda c: c.key)
+    assert [c.key for c in matched] == [("seq", "0", 0), ("seq", "0", 1), ("seq", "0", 2)]
+    for c in matched:
+        assert c.last_rank == 1 and c.wait_ns(0) == 3_000_000 and c.wait_ns(1) == 0
+    assert [s.wait_by_rank[0] for s in t.steps] == [3000.0] * 3
+    assert t.straggler is not None and t.straggler.rank == 1
