@@ -295,3 +295,33 @@ def test_ctrl_c_only_detaches_and_the_report_reads_the_session(tmp_path, run_env
                              text=True, timeout=60)
     (row,) = [ln for ln in history.stdout.splitlines() if ln.startswith(view["run_id"])]
     assert "attached" in row and "job.py" in row
+
+
+DATALOADER_JOB = """
+import time
+import torch
+from torch.utils.data import DataLoader, Dataset
+class Slow(Dataset):
+    def __len__(self):
+        return 10_000
+    def __getitem__(self, i):
+        time.sleep(0.05)
+        return torch.zeros(2)
+if __name__ == "__main__":
+    for batch in DataLoader(Slow(), batch_size=4, num_workers=2):
+        pass
+"""
+
+
+def test_dataloader_workers_are_told_by_their_stacks(tmp_path, run_env):
+    job = _start(tmp_path, DATALOADER_JOB)
+    try:
+        _wait_for_children(job.pid, 2, timeout_s=120)
+        got = _attach(run_env, job.pid, "--duration", "2", "--json")
+        assert got.returncode == 0, got.stderr
+        view = _final(got.stdout)
+        roles = sorted(p["role"] for p in view["processes"])
+        assert roles == ["DataLoader worker", "DataLoader worker", "main"], roles
+        assert {p["start_method"] for p in view["processes"] if p["role"] == "DataLoader worker"} == {"fork"}
+    finally:
+        _kill_group(job)
