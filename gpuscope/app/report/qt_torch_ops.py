@@ -47,42 +47,42 @@ def _pct(v: float) -> str:
 def op_columns(rows: list[OpRow]) -> list[Column]:
     """torch's key_averages columns for these rows: CUDA and memory columns only when recorded,
     input shapes when the rows are grouped by them."""
-    self_cpu = sum(r.self_cpu_us for r in rows) or 1.0
-    self_cuda = sum(r.self_cuda_us for r in rows) or 1.0
+    self_cpu = float(sum(r.self_cpu_us for r in rows)) or 1.0
+    self_cuda = float(sum(r.self_cuda_us for r in rows)) or 1.0
     cols = [Column("Name", lambda r: r.name, numeric=False)]
     if any(r.shapes for r in rows):
         cols.append(Column("Input Shapes", lambda r: r.shapes, numeric=False))
-    cols += [Column("Self CPU %", lambda r: 100 * r.self_cpu_us / self_cpu, _pct),
-             Column("Self CPU", lambda r: r.self_cpu_us, torch_time),
-             Column("CPU total %", lambda r: 100 * r.cpu_total_us / self_cpu, _pct),
-             Column("CPU total", lambda r: r.cpu_total_us, torch_time),
-             Column("CPU time avg", lambda r: r.cpu_total_us / max(r.count, 1), torch_time)]
+    cols += [Column("Self CPU %", lambda r: 100 * float(r.self_cpu_us) / self_cpu, _pct),
+             Column("Self CPU", lambda r: float(r.self_cpu_us), torch_time),
+             Column("CPU total %", lambda r: 100 * float(r.cpu_total_us) / self_cpu, _pct),
+             Column("CPU total", lambda r: float(r.cpu_total_us), torch_time),
+             Column("CPU time avg", lambda r: float(r.cpu_total_us) / max(r.count, 1), torch_time)]
     if any(r.self_cuda_us or r.cuda_total_us for r in rows):
-        cols += [Column("Self CUDA", lambda r: r.self_cuda_us, torch_time),
-                 Column("Self CUDA %", lambda r: 100 * r.self_cuda_us / self_cuda, _pct),
-                 Column("CUDA total", lambda r: r.cuda_total_us, torch_time),
-                 Column("CUDA time avg", lambda r: r.cuda_total_us / max(r.count, 1), torch_time)]
+        cols += [Column("Self CUDA", lambda r: float(r.self_cuda_us), torch_time),
+                 Column("Self CUDA %", lambda r: 100 * float(r.self_cuda_us) / self_cuda, _pct),
+                 Column("CUDA total", lambda r: float(r.cuda_total_us), torch_time),
+                 Column("CUDA time avg", lambda r: float(r.cuda_total_us) / max(r.count, 1), torch_time)]
     if any(r.cpu_mem or r.self_cpu_mem for r in rows):
-        cols += [Column("CPU Mem", lambda r: r.cpu_mem, torch_memory),
-                 Column("Self CPU Mem", lambda r: r.self_cpu_mem, torch_memory)]
+        cols += [Column("CPU Mem", lambda r: int(r.cpu_mem), torch_memory),
+                 Column("Self CPU Mem", lambda r: int(r.self_cpu_mem), torch_memory)]
     if any(r.cuda_mem or r.self_cuda_mem for r in rows):
-        cols += [Column("CUDA Mem", lambda r: r.cuda_mem, torch_memory),
-                 Column("Self CUDA Mem", lambda r: r.self_cuda_mem, torch_memory)]
-    cols.append(Column("# of Calls", lambda r: r.count, str))
+        cols += [Column("CUDA Mem", lambda r: int(r.cuda_mem), torch_memory),
+                 Column("Self CUDA Mem", lambda r: int(r.self_cuda_mem), torch_memory)]
+    cols.append(Column("# of Calls", lambda r: int(r.count), str))
     return cols
 
 
 def _rank_value(rank: int) -> Callable[[Any], Any]:
-    return lambda r: r.by_rank.get(rank)
+    return lambda r: None if rank not in r.by_rank else float(r.by_rank[rank])
 
 
 def across_columns(ranks: list[int]) -> list[Column]:
     """Per operator over ranks (the report's sort metric)."""
     cols = [Column("Name", lambda r: r.name, numeric=False),
-            Column("Median", lambda r: V.cross_summary(r)[0], torch_time),
-            Column("Min", lambda r: V.cross_summary(r)[1], torch_time),
-            Column("Max", lambda r: V.cross_summary(r)[2], torch_time),
-            Column("Max − min", lambda r: V.cross_summary(r)[2] - V.cross_summary(r)[1], torch_time),
+            Column("Median", lambda r: float(V.cross_summary(r)[0]), torch_time),
+            Column("Min", lambda r: float(V.cross_summary(r)[1]), torch_time),
+            Column("Max", lambda r: float(V.cross_summary(r)[2]), torch_time),
+            Column("Max − min", lambda r: float(V.cross_summary(r)[2] - V.cross_summary(r)[1]), torch_time),
             Column("Slowest rank", lambda r: r.slowest_rank, str),
             Column("Ranks", lambda r: len(r.by_rank), str)]
     return cols + [Column(f"Rank {k}", _rank_value(k), torch_time) for k in ranks[:MAX_RANK_COLUMNS]]
@@ -94,8 +94,8 @@ def _ms(v: float) -> str:
 
 def step_columns(ranks: list[int]) -> list[Column]:
     cols = [Column("Step", lambda s: s.step, str), Column("Slowest rank", lambda s: s.slowest_rank, str),
-            Column("Median work (ms)", lambda s: s.median_work_ms, _ms),
-            Column("Spread (ms)", lambda s: s.spread_ms, _ms)]
+            Column("Median work (ms)", lambda s: float(s.median_work_ms), _ms),
+            Column("Spread (ms)", lambda s: float(s.spread_ms), _ms)]
     for k in ranks[:MAX_RANK_COLUMNS]:
         cols += [Column(f"Rank {k} (ms)", _step_value("by_rank_ms", k), _ms),
                  Column(f"Rank {k} waits (ms)", _step_value("wait_by_rank_ms", k), _ms)]
@@ -103,7 +103,7 @@ def step_columns(ranks: list[int]) -> list[Column]:
 
 
 def _step_value(attr: str, rank: int) -> Callable[[Any], Any]:
-    return lambda s: getattr(s, attr).get(rank)
+    return lambda s: None if rank not in getattr(s, attr) else float(getattr(s, attr)[rank])
 
 
 class QtTorchOps(QWidget):
