@@ -13,6 +13,7 @@ from gpuscope.app.settings import open_settings
 from gpuscope.errors import UserError
 from gpuscope.finding import SetNsysForkTracing, SetStartMethod
 from gpuscope.spec_checks import START_METHOD_HELP
+from tests.app.timeline_support import save_shot
 
 pytestmark = pytest.mark.gui
 
@@ -195,3 +196,23 @@ def test_recent_scripts_elide_left_and_remember_their_arguments(qtbot, app_setti
     q.script.setCurrentIndex(i)
     q.script.activated.emit(i)
     assert q.args.text() == "10"               # what it ran with, not what was typed later
+
+
+def test_a_forkserver_preload_fix_fills_the_preload_field(qtbot, tmp_path):
+    from gpuscope.finding import SetForkserverPreload
+
+    w = make_window(qtbot)
+    p = w.panel
+    p.set_script(script("pool_spawn.py"))
+    p.method.setCurrentIndex(p.method.findData("spawn"))
+    assert not p.preload.isVisibleTo(p)                  # the field is the forkserver's only
+    w.apply_fix(SetForkserverPreload(("numpy", "json")))
+    assert p.method.currentData() == "forkserver" and p.preload.isVisibleTo(p)
+    assert p.preload.text() == "numpy, json" and "forkserver preload = numpy,json" in w.state_label.text()
+    spec = p.spec()
+    assert spec.start_method == "forkserver" and spec.forkserver_preload == ("numpy", "json")
+    save_shot(p, "launch-forkserver-preload.png", tmp_path)
+    p.method.setCurrentIndex(p.method.findData("spawn"))
+    assert p.spec().forkserver_preload == ()             # not carried under another method
+    p.set_spec(spec)                                     # History's "Run again" gives it back
+    assert p.spec() == spec

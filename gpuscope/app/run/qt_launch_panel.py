@@ -113,6 +113,9 @@ class QtLaunchPanel(QWidget):
             self.method.setItemData(self.method.count() - 1, START_METHOD_HELP[m], 3)  # ToolTipRole
         self.method_help = QLabel(wordWrap=True)
         self.method_help.setStyleSheet("color: palette(mid);")
+        self.preload = QLineEdit(placeholderText="modules the forkserver imports once, e.g. numpy, torch")
+        self.preload.setToolTip("multiprocessing.set_forkserver_preload: the forkserver imports these once and "
+                                "each worker forks from it with them loaded (comma separated)")
         self.fork_warning = QLabel(wordWrap=True)
         self.fork_warning.setStyleSheet("color: #8a4500; background: #fff3cd; border: 1px solid #e0b252;"
                                         " border-radius: 3px; padding: 4px;")
@@ -128,7 +131,7 @@ class QtLaunchPanel(QWidget):
         self.run_button.setDefault(True)
         self.stop_button = QPushButton("■ Stop")
         self.stop_button.setToolTip("SIGINT to the whole tree, then SIGTERM, then SIGKILL; again = kill now")
-        form = QFormLayout()
+        form = self._form = QFormLayout()
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
         self.target_label = QLabel("Script")
         form.addRow("Run", self.kind)
@@ -138,6 +141,7 @@ class QtLaunchPanel(QWidget):
         form.addRow("Interpreter", _row(self.python, self.browse_python))
         form.addRow("Start method", self.method)
         form.addRow("", self.method_help)
+        form.addRow("Preload", self.preload)
         form.addRow("", self.fork_warning)
         form.addRow("Launcher", _row(self.launcher, self.nproc))
         form.addRow("Annotate", self.annotate)
@@ -325,6 +329,7 @@ class QtLaunchPanel(QWidget):
     def _update_method_help(self) -> None:
         method = self.method.currentData() or "default"
         self.method_help.setText(START_METHOD_HELP[method])
+        self._form.setRowVisible(self.preload, method == "forkserver")   # the forkserver's field only
         warning = (fork_warning(self._script_path(), method)
                    if self.script.currentText().strip() and not self.is_module else None)
         self.fork_warning.setText(f"⚠ {warning}" if warning else "")
@@ -369,7 +374,9 @@ class QtLaunchPanel(QWidget):
                            trace=tuple(t for t, box in self.traces.items() if box.isChecked()),
                            trace_fork=fork)
         script, module = ("", target) if self.is_module else (target, None)
-        return RunSpec(script=script, module=module, args=args, cwd=cwd,
+        preload = tuple(m.strip() for m in self.preload.text().split(",") if m.strip()) \
+            if self.method.currentData() == "forkserver" else ()
+        return RunSpec(script=script, module=module, args=args, cwd=cwd, forkserver_preload=preload,
                        python=self.python.text().strip() or default_python(), start_method=self.method.currentData(),
                        launcher=self.launcher.currentText(),
                        nproc=self.nproc.value(), annotate=annotate, nsys=nsys,
@@ -406,6 +413,8 @@ class QtLaunchPanel(QWidget):
             self.nsys.setChecked(True)
         if "nsys_fork" in changes:
             self.fork.setCurrentIndex(self.fork.findData(changes["nsys_fork"]))
+        if "forkserver_preload" in changes:
+            self.preload.setText(", ".join(m for m in changes["forkserver_preload"].split(",") if m))
         if not changes:
             return f"no automatic change for this fix; do it by hand: {describe(fix) or 'see the report'}"
         return "next run: " + ", ".join(f"{k.replace('_', ' ')} = {v}" for k, v in changes.items())
@@ -422,6 +431,7 @@ class QtLaunchPanel(QWidget):
         self.cwd.setText(spec.cwd or "")
         self.python.setText(spec.python or "")
         self.method.setCurrentIndex(max(0, self.method.findData(spec.start_method)))
+        self.preload.setText(", ".join(spec.forkserver_preload))
         self.launcher.setCurrentText(spec.launcher)
         self.nproc.setValue(int(spec.nproc))
         self.annotate.setText(", ".join(spec.annotate))
@@ -465,6 +475,7 @@ class QtLaunchPanel(QWidget):
         self.cwd.setText(d.get("cwd", ""))
         self.python.setText(d.get("python", ""))
         self.method.setCurrentIndex(max(0, self.method.findData(d.get("start_method", "default"))))
+        self.preload.setText(d.get("forkserver_preload", ""))
         self.launcher.setCurrentText(d.get("launcher", "python"))
         self.nproc.setValue(int(d.get("nproc", 2)))
         self.annotate.setText(d.get("annotate", ""))
@@ -483,7 +494,8 @@ class QtLaunchPanel(QWidget):
         set_json(s, "launch/fields", {
             "kind": self.kind.currentData(), "script": script, "args": self.args.text(), "cwd": self.cwd.text(),
             "python": self.python.text(),
-            "start_method": self.method.currentData(), "launcher": self.launcher.currentText(),
+            "start_method": self.method.currentData(), "forkserver_preload": self.preload.text(),
+            "launcher": self.launcher.currentText(),
             "nproc": self.nproc.value(), "annotate": self.annotate.text(), "nsys": self.nsys.isChecked(),
             "nsys_trace": [t for t, b in self.traces.items() if b.isChecked()],
             "nsys_fork": self.fork.currentData(),
