@@ -50,6 +50,7 @@ _current = None
 _exporting = [0]   # nesting of the program's export calls (the new API calls the old one)
 _own = [False]     # gpuscope's own calls into torch.profiler (not the program's)
 _kineto_started = [False]   # Kineto reads its log level once, at its first start
+_program_running: list = []   # the program's profilers started and not yet stopped (legacy objects)
 
 
 def config_from_env():
@@ -254,13 +255,35 @@ def _stop(current, why):
 
 
 def at_exit(how="exit"):
-    """At exit (and at ``os._exit``): stop and save; never raises."""
+    """At exit (and at ``os._exit``): stop and save, the program's unstopped profilers too; never raises."""
     current = _current
     try:
-        if current is not None and current.pid == os.getpid() and current.running:
-            _stop(current, None)
+        if current is not None and current.pid == os.getpid():
+            if current.running:
+                _stop(current, None)
+            _save_unstopped(current)
     except Exception as exc:
         STATE.error("torch profiler at %s" % how, exc)
+
+
+def _save_unstopped(current):
+    """A profiler the program started and never stopped: stopped now, its trace saved in the run."""
+    for k, prof in enumerate(list(_program_running), 1):
+        _program_running.remove(prof)
+        path = os.path.join(STATE.run_dir, FOLDER, "%s.unstopped%d.json" % (current.stem, k))
+        try:
+            _own_call(prof.__exit__, None, None, None)
+            _own_call(prof.export_chrome_trace, path)
+        except Exception as exc:
+            current.meta["problems"].append("the program's profiler, left running at exit, could not be "
+                                            "saved: %s: %s" % (type(exc).__name__, exc))
+            continue
+        entry = {"path": path, "unstopped": True}
+        entry.update(realtime_clock())
+        current.meta["program_traces"].append(entry)
+        current.meta["problems"].append("the program's profiler was still running at exit: gpuscope "
+                                        "stopped it and saved its trace")
+    _write_meta(current)
 
 
 def _forget_in_child():
@@ -276,9 +299,30 @@ def _patch_program_profiler(torch):
     from torch.profiler import profiler as kineto
 
     _wrap(legacy.profile, "_prepare_trace", _before_program_profiler)
+    _track_running(legacy.profile)
     _wrap(legacy.emit_nvtx, "__enter__", _before_program_profiler)
     _wrap_export(kineto._KinetoProfile)
     _wrap_export(legacy.profile)
+
+
+def _track_running(cls):
+    """Remember the program's profilers between their start and their stop (saved at exit if never stopped)."""
+    start, stop = cls._start_trace, cls.__exit__
+
+    def _start_trace(self, *args, **kwargs):
+        result = start(self, *args, **kwargs)
+        if not _own[0] and self not in _program_running:
+            _program_running.append(self)
+        return result
+
+    def exit_(self, *args, **kwargs):
+        if self in _program_running:
+            _program_running.remove(self)
+        return stop(self, *args, **kwargs)
+
+    _like(_start_trace, start)
+    _like(exit_, stop)
+    cls._start_trace, cls.__exit__ = _start_trace, exit_
 
 
 def _wrap(cls, name, before):

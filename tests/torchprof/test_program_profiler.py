@@ -36,3 +36,14 @@ def test_the_programs_profiler_works_and_its_traces_are_collected(run_env, tmp_p
     own = ran.traces()
     assert len(own) == 1 and name_counts(ran.run_dir / own[0]["path"])["Optimizer.step"] == 2
     assert any("stopped when the program started its own" in n for n in ran.record["notes"])
+
+
+@pytest.mark.torch
+def test_a_profiler_the_program_never_stopped_is_saved_at_exit(run_env):
+    requires.torch()
+    ran = gpuscope_run(run_env, "--torch-profile", str(SCRIPTS / "unstopped.py"))
+    assert ran.returncode == 0 and ran.lines == ["trained"], ran.stderr[-3000:]
+    [program] = ran.traces("program")
+    assert name_counts(ran.run_dir / program["path"])["Optimizer.step"] == 3
+    assert sorted(p.name for p in (ran.run_dir / "torch").iterdir() if "unstopped" in p.name) == []
+    assert any("still running at exit: gpuscope stopped it and saved its trace" in n for n in ran.record["notes"])

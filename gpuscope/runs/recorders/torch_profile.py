@@ -133,6 +133,11 @@ def _add_program(run_folder: str, stem: str, k: int, meta: dict[str, Any], entry
         notes.append(f"torch profiler: {who}: the program's trace {source} could not be copied: "
                      f"{exc.strerror or exc}")
         return
+    if entry.get("unstopped"):   # gpuscope wrote it in the run folder at exit: the gzip copy replaces it
+        try:
+            os.remove(source)
+        except OSError:
+            pass
     traces.append(TorchTraceFile(path=path, pid=int(meta.get("pid") or 0), rank=meta.get("rank"),
                                  clock_offset_ns=entry.get("clock_offset_ns"),
                                  clock_uncertainty_ns=entry.get("clock_uncertainty_ns"),
