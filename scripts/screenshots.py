@@ -12,7 +12,10 @@ runs and settings, and takes each picture at both sizes:
 - ``help-shortcuts.png``: Help → Keyboard shortcuts;
 - ``compare-startup-hover.png``: a fork vs spawn series' start-up chart, a spawn worker's
   re-import of ``__main__`` hovered (the tooltip drawn in);
-- ``history-series.png``: History with that series expanded into its runs.
+- ``history-series.png``: History with that series expanded into its runs;
+- ``torch-ops-report.png``, ``torch-ops-highlight.png``: the report of a 2-rank gloo DDP run with
+  ``--torch-profile`` (both ranks' torch ops under their NVTX steps, the Torch ops tab), then
+  aten::addmm's row highlighted on the timeline.
 
 Without ``DISPLAY`` it starts itself again under ``xvfb-run`` (Xvfb, the xcb platform: a real X
 window, not Qt's offscreen renderer); ``--offscreen`` uses Qt's offscreen platform instead. The
@@ -32,6 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "tests" / "app" / "scripts" / "demo_pool.py"
+TORCH_DDP = ROOT / "tests" / "views" / "scripts" / "ddp_nvtx_steps.py"   # a gloo DDP loop with NVTX steps
 SIZES = ((1280, 800), (800, 500))
 REEXEC = "GPUSCOPE_SCREENSHOTS_XVFB"
 
@@ -171,6 +175,7 @@ class Shooter:
         self.shoot("history", history)
         self.shoot_help()
         self.shoot_series()
+        self.shoot_torch()
 
     def save(self, pixmap, name: str) -> None:
         path = self.out / name
@@ -235,6 +240,39 @@ class Shooter:
         w.history.toggle_series(series.id)
         self.settle(0.4)
         self.save(w.history.grab(), "history-series.png")
+
+    def shoot_torch(self) -> None:
+        """A 2-rank gloo DDP run with ``--torch-profile`` (CLI): its report with both ranks' torch ops
+        under their NVTX steps and the Torch ops tab, then a row (aten::addmm) highlighted."""
+        import json
+        import subprocess
+
+        w = self.w
+        done = subprocess.run([sys.executable, "-m", "gpuscope", "run", "-q", "--json", "--launcher", "torchrun",
+                               "--nproc", "2", "--torch-profile", "--torch-profile-schedule", "0,1,3", str(TORCH_DDP)],
+                              capture_output=True, text=True, timeout=4 * self.args.timeout)
+        if done.returncode != 0 or not done.stdout.strip():
+            raise SystemExit(f"screenshots: the --torch-profile run failed: {done.stderr.strip()[-300:]}")
+        view = w.report_view
+        loaded: list[object] = []
+        view.sigLoaded.connect(loaded.append)
+        w.tabs.setCurrentWidget(view)
+        view.show_run(json.loads(done.stdout.splitlines()[-1])["run_dir"])
+        self.wait(lambda: bool(loaded), "the --torch-profile run's report")
+        tab = view.torch_ops
+        if tab is None:
+            raise SystemExit("screenshots: the --torch-profile run's report has no Torch ops tab")
+        view.summary.setCurrentWidget(tab)
+        view.timeline.fit()
+        self.settle(0.4)
+        self.save(self.w.grab(), "torch-ops-report.png")
+        names = tab.ops.column_values("Name")
+        index = tab.ops.proxy.index(names.index("aten::addmm"), 0)
+        tab.ops.view.setCurrentIndex(index)
+        tab.ops.view.clicked.emit(index)
+        view.timeline.fit()                      # every highlighted call, not only the longest
+        self.settle(0.4)
+        self.save(self.w.grab(), "torch-ops-highlight.png")
 
     def shoot_help(self) -> None:
         """Help → Keyboard shortcuts, the dialog alone (one size: it does not depend on the window's)."""
