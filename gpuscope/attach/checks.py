@@ -10,7 +10,7 @@
 - ``oom-kill``: the tree's memory cgroup counted an OOM kill since attaching;
 - ``memory-pressure``: the host's memory nearly all used while attached;
 - ``leaked-shm``: once the tree has ended, a ``/dev/shm`` file one of its processes mapped or held
-  open (seen by the scans every ``SHM_EVERY_S``) is still there and nobody uses it;
+  open (seen by the session's scans of their maps) is still there and nobody uses it;
 - the telemetry rules of :class:`gpuscope.findings.telemetry_rules.TelemetryWatch` on the tree's
   samples (``idle-gpu-memory``, ``cuda-contexts``, ``input-bound``, ``cow-lost``).
 
@@ -101,11 +101,11 @@ class Watch:
         self.telemetry.add(batch)
 
     def note_shm(self, pids: list[int]) -> None:
-        """The /dev/shm files the tree's live processes map or hold open now."""
+        """The /dev/shm files the tree's live processes map now."""
         from gpuscope.procs.shm import refs_of
 
         for pid in pids:
-            for path in refs_of(pid):
+            for path in refs_of(pid, fds=False):     # a segment in use is mapped
                 self.shm_refs.setdefault(path, pid)
 
     def _leaked_shm(self, procs: list[AttachedProcess]) -> list[Finding]:

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gpuscope.procs.read import all_pids, exists, fd_links, maps_lines, maps_raw, read
+from gpuscope.procs.read import all_pids, exists, fd_links, maps_raw, read
 
 SHM_DIR = "/dev/shm"
 SEM_PREFIX = "sem."          # glibc's sem_open("/NAME") is the file /dev/shm/sem.NAME
@@ -119,15 +119,19 @@ def scan_usage(devs: set[int], shm_dir: str = SHM_DIR) -> ShmUsage:
     return ShmUsage(users, unreadable)
 
 
-def refs_of(pid: int, shm_dir: str = SHM_DIR) -> set[str]:
-    """Paths in ``shm_dir`` that ``pid`` maps or holds open (empty when not readable)."""
+def refs_of(pid: int, shm_dir: str = SHM_DIR, *, fds: bool = True) -> set[str]:
+    """Paths in ``shm_dir`` that ``pid`` maps or holds open (empty when not readable); without
+    ``fds`` only what it maps (a descriptor each costs a readlink: a forked worker holds dozens)."""
     prefix = shm_dir + "/"
+    raw = prefix.encode()
     refs = set()
-    for line in maps_lines(pid) or ():
-        i = line.find(prefix)
-        if i >= 0:
-            refs.add(line[i:].removesuffix(" (deleted)"))
-    for _, target in fd_links(pid) or ():
+    data = maps_raw(pid)
+    if data and raw in data:            # most processes map nothing there: no line is decoded
+        for line in data.split(b"\n"):
+            i = line.find(raw)
+            if i >= 0:
+                refs.add(line[i:].decode("utf-8", "replace").removesuffix(" (deleted)"))
+    for _, target in (fd_links(pid) or ()) if fds else ():
         if target.startswith(prefix):
             refs.add(target.removesuffix(" (deleted)"))
     return refs
