@@ -118,8 +118,12 @@ def _start(torch, current):
 
 
 def _cuda_available(torch):
-    try:   # the CUDA build without a GPU says False here, without starting CUDA
-        return bool(torch.cuda.is_available())
+    """A CUDA build with a GPU, asked through NVML: ``torch.cuda.is_available()`` would initialise
+    the CUDA driver here, at import, and CUDA then fails in the program's fork children."""
+    if not getattr(torch.version, "cuda", None):
+        return False
+    try:
+        return torch.cuda._device_count_nvml() > 0
     except Exception:
         return False
 
