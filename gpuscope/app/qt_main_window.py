@@ -11,6 +11,7 @@ from PySide6.QtGui import QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QMessageBox
 
 from gpuscope.app import bridge, workers
+from gpuscope.app.attach.presenter import install as install_attach
 from gpuscope.app.compare.qt_compare_session import CompareSession
 from gpuscope.app.history.qt_history import QtHistory
 from gpuscope.app.qt_help import build_help_menu
@@ -49,6 +50,7 @@ class MainWindow(QMainWindow):
         self._build_menu()
         self._build()
         self._connect()
+        self.attach = install_attach(self)   # File → Attach to a running job… and the Attached tab
         # last: after the menus other parts add (Compare, Take stacks)
         self.help_menu, self.keys_action, self.methods_action, self.about_action = build_help_menu(self)
         self.panel.load(self.settings)
@@ -244,6 +246,7 @@ class MainWindow(QMainWindow):
         self.settings.sync()
         self.session.close()
         self.compare.stop()
+        self.attach.close()
         self.status.cancel_tasks()
         workers.wait_all(20_000)
         super().closeEvent(event)

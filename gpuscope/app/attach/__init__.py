@@ -1,0 +1,1 @@
+"""The app's attached sessions: a job gpuscope did not start, followed in its own tab."""
