@@ -5,7 +5,8 @@
   the resource tracker when there is one);
 - stacks: ``take_stacks()`` of those 64 processes (py-spy, 8 at a time), non-blocking and blocking;
 - follow loop: the attaching process's CPU (``time.process_time``) while it follows the idle
-  tree for ``--follow`` seconds at the sampler's interval, as a share of one core;
+  tree for ``--follow`` seconds at the sampler's interval, as a share of one core, once the role
+  probe has read each child (its py-spy processes are not counted: they are children);
 - pause: a process that spins in a loop records every gap between iterations; py-spy reads it
   20 times blocking and 20 times with ``--nonblocking``; the longest gap inside each read's window
   against the longest gap in windows of the same length without a read.
@@ -73,6 +74,14 @@ def _start(code: str, *args: str) -> subprocess.Popen[str]:
     return proc
 
 
+def _settle(s: AttachSession) -> None:
+    """Wait until the role probe has read each fork child (its py-spy reads are a one-off)."""
+    deadline = time.monotonic() + 20
+    while any(p.role == "fork child" for p in s.view().processes) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)
+
+
 def tree_figures(rounds: int, follow_s: float) -> dict[str, str]:
     job = _start(POOL)
     out: dict[str, str] = {}
@@ -87,9 +96,7 @@ def tree_figures(rounds: int, follow_s: float) -> dict[str, str]:
             view = s.start()
             first.append(time.perf_counter() - t0)
             counts.add(len(view.processes))
-            deadline = time.monotonic() + 10      # the role probe reads each fork child once: let it finish
-            while any(p.role == "fork child" for p in s.view().processes) and time.monotonic() < deadline:
-                time.sleep(0.1)
+            _settle(s)
             order = ((True, nonblocking), (False, blocking))
             for how, into in order if len(first) % 2 else order[::-1]:
                 s.nonblocking = how
@@ -105,6 +112,7 @@ def tree_figures(rounds: int, follow_s: float) -> dict[str, str]:
         for interval in (0.1, 0.5, 1.0):
             s = AttachSession(job.pid, interval, record=False)
             s.start()
+            _settle(s)                            # the steady state: after the role probe's reads
             c0, w0 = time.process_time(), time.perf_counter()
             time.sleep(follow_s)
             share = (time.process_time() - c0) / (time.perf_counter() - w0)
