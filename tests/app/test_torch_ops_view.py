@@ -107,6 +107,29 @@ def test_a_row_highlights_its_events_and_shows_the_longest(qtbot, view, run_dir)
     assert len(set(tl.ranges.pid[idx].tolist())) == 2
 
 
+def test_an_op_clicked_on_the_timeline_is_its_rows_current_row(qtbot, view, run_dir):
+    tab = _load(qtbot, view, run_dir)
+    torch, tl = view.report.torch, view.report.timeline
+    tab.select_rank(0)
+    view.timeline.highlight(*_events(torch, "aten::mm", 1))      # zooms to rank 1's longest aten::mm
+    longest = view.timeline.selected["index"]
+    view.timeline.clear_highlight()
+    tab.ops.view.setCurrentIndex(tab.ops.proxy.index(0, 0))
+    pt = view.timeline.position_of("torch", longest)
+    assert pt is not None
+    qtbot.mouseClick(view.timeline, Qt.MouseButton.LeftButton, pos=pt.toPoint())
+    assert view.timeline.selected["name"] == "aten::mm" and view.timeline.selected["pid"] == torch.pid_of(1)
+    current = tab.ops.model.rows[tab.ops.proxy.mapToSource(tab.ops.view.currentIndex()).row()]
+    assert current.name == "aten::mm" and tab.rank == 1          # the event's rank, its row
+    assert int(tl.ranges.pid[longest]) == torch.pid_of(1)
+
+
+def _events(torch, name: str, rank: int):
+    from gpuscope.views.torch_ops import events_of
+
+    return events_of(torch, name, rank)
+
+
 def test_a_run_without_traces_has_no_torch_tab(qtbot, view, run_dir, tmp_path):
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("torch", "summary.json"))

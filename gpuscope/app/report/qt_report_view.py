@@ -480,4 +480,6 @@ class QtReportView(QWidget):
                        for k, v in TT.detail_pairs(d))
         self.details.setHtml(f"<h3>{html.escape(str(d['name']))}</h3><p>{html.escape(d['kind'])}</p>"
                              f"<table cellspacing=4>{rows}</table>")
+        if self.torch_ops is not None:   # a torch event: its row in the Torch ops tab
+            self.torch_ops.show_event(d)
         self.sigRangeSelected.emit(d)

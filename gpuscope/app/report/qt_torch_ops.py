@@ -17,7 +17,8 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QTabWidget, QVBoxL
 
 from gpuscope.app.report.qt_summary import Column, SummaryTable
 from gpuscope.app.widgets.qt_elided_label import ElidedLabel
-from gpuscope.torchtrace.ops import OpRow
+from gpuscope.torchtrace import ranks as R
+from gpuscope.torchtrace.ops import OpRow, step_name
 from gpuscope.views import torch_ops as V
 
 MAX_RANK_COLUMNS = 16      # the across-ranks and steps tables name each rank up to this many
@@ -185,6 +186,27 @@ class QtTorchOps(QWidget):
         rows = V.op_rows(self.torch, self.rank)
         self.ops.set_rows(rows, op_columns(rows))
 
+    def show_event(self, d: dict[str, Any]) -> None:
+        """An event chosen on the timeline (its details dict): its operator's row, on its rank when
+        one rank is shown, and for a ``ProfilerStep#N`` its step's row, made current."""
+        if self.torch is None or d.get("source") != "torch":
+            return
+        rank = next((x.rank for x in self.torch.ops.ranks if x.trace.pid == d.get("pid")), None)
+        if self.rank is not None and rank is not None and rank != self.rank:
+            self.select_rank(rank)
+        name = step_name(str(d.get("name")))
+        device = d.get("kind") == "kernel"
+        rows = self.ops.model.rows
+        hit = next((i for i, r in enumerate(rows) if r.name == name and r.device == device), None)
+        if hit is not None:
+            _make_current(self.ops, hit)
+        if name == "ProfilerStep*":
+            number = str(d.get("name"))[len(R.STEP_PREFIX):]
+            steps = self.steps.model.rows
+            at = next((i for i, s in enumerate(steps) if str(s.step) == number), None)
+            if at is not None:
+                _make_current(self.steps, at)
+
     @staticmethod
     def _row(table: SummaryTable, index: QModelIndex) -> Any:
         return table.model.rows[table.proxy.mapToSource(index).row()]
@@ -204,3 +226,11 @@ class QtTorchOps(QWidget):
     def _step_chosen(self, row: V.StepLine) -> None:
         if self.torch is not None:
             self._emit(V.events_of(self.torch, "", step=row.step))
+
+
+def _make_current(table: SummaryTable, source_row: int) -> None:
+    """Select a model row (as the user sees it through the sort and filter) without choosing it."""
+    index = table.proxy.mapFromSource(table.model.index(source_row, 0))
+    if index.isValid():
+        table.view.setCurrentIndex(index)
+        table.view.scrollTo(index)
