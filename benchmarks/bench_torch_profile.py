@@ -13,7 +13,8 @@ rotates, so each side meets the same load):
   activities and options and exporting a gzip trace at the end, as a user would write it.
 
 The script times each step itself (``time.perf_counter_ns`` around the step, after ``--warmup``
-steps) and prints the median; reported per side: the median of the rounds' medians and their
+steps, and the loop thread's CPU time, ``time.thread_time_ns``: steadier on a shared machine, and
+the profiler's callbacks run on that thread) and prints the medians; reported for both, per side: the median of the rounds' medians and their
 spread (min-max), and each profiled side's ratio to its unprofiled one (the median, min-max, of
 each round's own ratio: the sides of a round ran one after the other). Only the steps count: the
 start-up and the trace's export at exit are not in these figures. Figures go to
@@ -49,19 +50,20 @@ def child(steps: int, warmup: int, width: int, by_hand: bool, shapes: bool, out:
 
         prof = profile(activities=[ProfilerActivity.CPU], record_shapes=shapes)
         prof.start()
-    times = []
+    times, cpu = [], []
     for i in range(warmup + steps):
-        t0 = time.perf_counter_ns()
+        t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
         loss = torch.nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
         if i >= warmup:
             times.append(time.perf_counter_ns() - t0)
+            cpu.append(time.thread_time_ns() - c0)
     if prof is not None:
         prof.stop()
         prof.export_chrome_trace(os.path.join(out, "by_hand.json.gz"))
-    print(json.dumps({"step_ns": statistics.median(times)}), flush=True)
+    print(json.dumps({"step_ns": statistics.median(times), "step_cpu_ns": statistics.median(cpu)}), flush=True)
 
 
 def _command(side: str, args: argparse.Namespace, out: str) -> list[str]:
@@ -75,13 +77,14 @@ def _command(side: str, args: argparse.Namespace, out: str) -> list[str]:
     return [sys.executable, "-m", "gpuscope", "run", "-q", *profile, *loop]
 
 
-def _one(side: str, args: argparse.Namespace, env: dict[str, str]) -> float:
+def _one(side: str, args: argparse.Namespace, env: dict[str, str]) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as out:
         done = subprocess.run(_command(side, args, out), env=env, capture_output=True, text=True, timeout=900)
         if done.returncode != 0:
             raise SystemExit(f"{side}: exit {done.returncode}: {done.stderr[-2000:]}")
         line = [ln for ln in done.stdout.splitlines() if ln.startswith('{"step_ns"')][-1]
-        return float(json.loads(line)["step_ns"])
+        figures = json.loads(line)
+        return float(figures["step_ns"]), float(figures["step_cpu_ns"])
 
 
 def main() -> None:
@@ -101,14 +104,24 @@ def main() -> None:
     env = dict(os.environ)
     home = tempfile.mkdtemp(prefix="bench-torch-profile-")
     env["GPUSCOPE_HOME"] = home
-    results: dict[str, list[float]] = {side: [] for side in SIDES}
+    wall: dict[str, list[float]] = {side: [] for side in SIDES}
+    cpu: dict[str, list[float]] = {side: [] for side in SIDES}
     for r in range(args.rounds):
         order = SIDES[r % len(SIDES):] + SIDES[:r % len(SIDES)]
         for side in order:
-            results[side].append(_one(side, args, env))
-        print(f"round {r + 1}: " + ", ".join(f"{s} {results[s][-1] / 1e3:.0f} us" for s in SIDES), flush=True)
-    print(f"\nper-step time, {args.steps} steps after {args.warmup}, width {args.width}, "
-          f"{args.rounds} alternated rounds; load {os.getloadavg()[0]:.1f}:")
+            w, c = _one(side, args, env)
+            wall[side].append(w)
+            cpu[side].append(c)
+        print(f"round {r + 1}: " + ", ".join(f"{s} {wall[s][-1] / 1e3:.0f} us ({cpu[s][-1] / 1e3:.0f} CPU)"
+                                             for s in SIDES), flush=True)
+    print(f"\n{args.steps} steps after {args.warmup}, width {args.width}, {args.rounds} alternated rounds; "
+          f"load {os.getloadavg()[0]:.1f}")
+    for title, results in (("per-step wall time", wall), ("per-step CPU time of the loop's thread", cpu)):
+        _report(title, results)
+
+
+def _report(title: str, results: dict[str, list[float]]) -> None:
+    print(f"{title}:")
     for side in SIDES:
         v = results[side]
         print(f"  {side:16} median {statistics.median(v) / 1e3:8.1f} us  "
