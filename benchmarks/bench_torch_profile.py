@@ -14,10 +14,11 @@ rotates, so each side meets the same load):
 
 The script times each step itself (``time.perf_counter_ns`` around the step, after ``--warmup``
 steps, and the loop thread's CPU time, ``time.thread_time_ns``: steadier on a shared machine, and
-the profiler's callbacks run on that thread) and prints the medians; reported for both, per side: the median of the rounds' medians and their
-spread (min-max), and each profiled side's ratio to its unprofiled one (the median, min-max, of
-each round's own ratio: the sides of a round ran one after the other). Only the steps count: the
-start-up and the trace's export at exit are not in these figures. Figures go to
+the profiler's callbacks run on that thread) and prints the medians. Reported for both, per side:
+the median of the rounds' medians and their spread (min-max), and each profiled side's ratio to
+its unprofiled one (the median, min-max, of each round's own ratio: the sides of a round ran one
+after the other). Only the steps count: the start-up and the trace's export at exit are not in
+these figures. Figures go to
 docs/TORCH-PROFILER.md.
 """
 from __future__ import annotations
