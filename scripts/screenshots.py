@@ -15,7 +15,10 @@ runs and settings, and takes each picture at both sizes:
 - ``history-series.png``: History with that series expanded into its runs;
 - ``torch-ops-report.png``, ``torch-ops-highlight.png``: the report of a 2-rank gloo DDP run with
   ``--torch-profile`` (both ranks' torch ops under their NVTX steps, the Torch ops tab), then
-  aten::addmm's row highlighted on the timeline.
+  aten::addmm's row highlighted on the timeline;
+- ``attach-picker.png``, ``attach-live.png``, ``attach-stacks.png``, ``attach-profile.png``: File →
+  Attach to a running job… on a spawn pool started outside gpuscope: the picker, the Attached tab
+  following it, its stacks, and a 5 s profile (top functions per role, flame graph).
 
 Without ``DISPLAY`` it starts itself again under ``xvfb-run`` (Xvfb, the xcb platform: a real X
 window, not Qt's offscreen renderer); ``--offscreen`` uses Qt's offscreen platform instead. The
@@ -176,6 +179,7 @@ class Shooter:
         self.shoot_help()
         self.shoot_series()
         self.shoot_torch()
+        self.shoot_attach()
 
     def save(self, pixmap, name: str) -> None:
         path = self.out / name
@@ -183,6 +187,53 @@ class Shooter:
             raise SystemExit(f"screenshots: cannot write {path}")
         self.saved.append(path)
         print(f"screenshots: {path} ({pixmap.width()}x{pixmap.height()})", flush=True)
+
+    def shoot_attach(self) -> None:
+        """File → Attach to a running job…: a spawn pool started outside gpuscope, picked, followed,
+        its stacks taken and a 5 s profile of it."""
+        import signal
+        import subprocess
+
+        from gpuscope.app.run.qt_attach_dialog import QtAttachDialog
+
+        script = self.home / "pool_job.py"
+        script.write_text("import multiprocessing as mp, time\n"
+                          "def burn(n):\n    return sum(i * i for i in range(n))\n"
+                          "def work(n):\n    time.sleep(0.02)\n    return burn(n)\n"
+                          "if __name__ == '__main__':\n    mp.set_start_method('spawn')\n"
+                          "    print('ready', flush=True)\n    with mp.Pool(2) as pool:\n"
+                          "        while True:\n            pool.map(work, [60_000] * 8)\n")
+        job = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                               start_new_session=True)
+        try:
+            assert job.stdout is not None and job.stdout.readline()
+            w, p = self.w, self.w.attach
+            dialog = QtAttachDialog(w)
+            dialog.show()
+            self.wait(lambda: dialog.model.index_of(job.pid) is not None, "the picker to list the pool")
+            dialog.select_pid(job.pid)
+            self.settle(0.3)
+            self.save(dialog.grab(), "attach-picker.png")
+            dialog.reject()
+            p.attach(job.pid)
+            self.wait(lambda: p.session is not None and sum(r.role == "pool worker" for r in p.model.procs.values())
+                      == 2, "the attached pool's workers")
+            self.settle(3.0)
+            p.tick()
+            self.save(w.grab(), "attach-live.png")
+            p.take_stacks()
+            self.wait(lambda: p.last_stacks is not None, "the attached pool's stacks")
+            self.settle(0.4)
+            self.save(w.grab(), "attach-stacks.png")
+            p.profile(5.0)
+            self.wait(lambda: p.last_profile is not None, "the attached pool's profile")
+            self.settle(0.4)
+            self.save(w.grab(), "attach-profile.png")
+            p.detach()
+            self.wait(lambda: p.detached_run is not None, "the detach")
+        finally:
+            os.killpg(job.pid, signal.SIGTERM)
+            job.wait(timeout=30)
 
     def shoot_series(self) -> None:
         """A fork vs spawn series from the launch panel: its start-up chart hovered, then History."""
