@@ -16,6 +16,9 @@ runs and settings, and takes each picture at both sizes:
 - ``torch-ops-report.png``, ``torch-ops-highlight.png``: the report of a 2-rank gloo DDP run with
   ``--torch-profile`` (both ranks' torch ops under their NVTX steps, the Torch ops tab), then
   aten::addmm's row highlighted on the timeline;
+- ``report-gpu-lanes.png``: the Report tab on a synthetic nsys export (``tests/gpu/synthetic_export.py``)
+  where two processes take turns on GPU 0 and a third has GPU 1: the per-GPU lanes say whose work
+  was on each GPU;
 - ``attach-picker.png``, ``attach-live.png``, ``attach-stacks.png``, ``attach-profile.png``: File →
   Attach to a running job… on a spawn pool started outside gpuscope: the picker, the Attached tab
   following it, its stacks, and a 5 s profile (top functions per role, flame graph).
@@ -65,6 +68,7 @@ class Shooter:
         from gpuscope.app.main import make_app   # the app's own QApplication set-up (name, icon)
 
         self.args = args
+        self.home = home
         self.out = Path(args.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.app = make_app()
@@ -178,6 +182,7 @@ class Shooter:
         self.shoot("history", history)
         self.shoot_help()
         self.shoot_series()
+        self.shoot_gpu_lanes()
         self.shoot_torch()
         self.shoot_attach()
 
@@ -187,6 +192,27 @@ class Shooter:
             raise SystemExit(f"screenshots: cannot write {path}")
         self.saved.append(path)
         print(f"screenshots: {path} ({pixmap.width()}x{pixmap.height()})", flush=True)
+
+    def shoot_gpu_lanes(self) -> None:
+        """Two processes time-slicing GPU 0, a third alone on GPU 1 (no GPU needed: a synthetic export)."""
+        from tests.gpu import synthetic_export as sx
+
+        us = 1000
+
+        def k(pid: int, dev: int, a: int, b: int, launch: int | None = None) -> object:
+            return sx.Kernel(pid, dev, a * us, b * us, None if launch is None else launch * us)
+
+        export = sx.Export(kernels=[k(101, 0, 0, 10), k(202, 0, 12, 22, 5), k(101, 0, 24, 34), k(202, 0, 36, 46, 20),
+                                    k(101, 0, 48, 58), k(303, 1, 0, 30, 0), k(303, 1, 40, 50, 38)])
+        path = sx.write(self.home / "sliced.sqlite", export, "2024.2")     # (the temporary home goes at the end)
+        w = self.w
+        w.last_report = None
+        w.load_report(path, switch=True)
+        self.wait(lambda: w.last_report is not None and w._report_pending is None, "the synthetic export")
+        w.report_view.timeline.fit()
+        self.settle(0.4)
+        shot = w.screen().grabWindow(w.winId())
+        self.save(shot if not shot.isNull() and shot.width() >= SIZES[0][0] // 2 else w.grab(), "report-gpu-lanes.png")
 
     def shoot_attach(self) -> None:
         """File → Attach to a running job…: a spawn pool started outside gpuscope, picked, followed,

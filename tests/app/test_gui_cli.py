@@ -68,6 +68,7 @@ def test_screenshots_script_makes_the_acceptance_set(tmp_path, run_env, gpuscope
     assert png_size(tmp_path / "help-shortcuts.png")[0] >= 400
     assert png_size(tmp_path / "compare-startup-hover.png")[0] >= 300     # the chart, the tooltip drawn in
     assert png_size(tmp_path / "history-series.png")[0] >= 600
+    assert png_size(tmp_path / "report-gpu-lanes.png")[0] >= 600
     from gpuscope.store import db, runs
 
     assert runs.list_runs(db.connect()) == []      # its runs went to its own temporary home
