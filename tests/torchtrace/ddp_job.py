@@ -37,7 +37,7 @@ class SlowData(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         if SlowData.slow:
-            time.sleep(0.004)
+            time.sleep(0.006)
         return torch.ones(64), torch.zeros(8)
 
 
@@ -68,7 +68,7 @@ def worker(rank: int, world: int, out: str, steps: int, gz: bool, slow_rank: int
             SlowData.slow = i >= 2 * (steps + 1)
             x, y = next(batches)
             with torch.profiler.record_function("equal_part"):
-                time.sleep(0.03)              # the same on every rank: a step long beside scheduling noise
+                time.sleep(0.1)               # the same on every rank: a step long beside scheduling noise
             if rank == slow_rank and steps + 1 <= i < 2 * (steps + 1):
                 with torch.profiler.record_function("slow_part"):
                     time.sleep(0.15)          # this rank's extra work: the others wait in allreduce

@@ -41,7 +41,8 @@ def test_slow_rank_and_collective_wait(ddp_cycles, tmp_path):
 
 def test_dataloader_wait(ddp_cycles, tmp_path):
     found = _found(make_run(tmp_path, ddp_cycles / "cycle2"))
-    assert set(found) == {"torch-dataloader-wait"}, found
+    # both ranks wait for batches; on a loaded machine one may also wait for the other: not asserted
+    assert "torch-dataloader-wait" in found and "torch-launch-bound" not in found, found
     assert sorted(f.title.split(":")[0] for f in found["torch-dataloader-wait"]) == ["rank 0", "rank 1"]
 
 
