@@ -129,7 +129,7 @@ def test_attach_live_view_stacks_profile_and_detach(qtbot, gpuscope_home, pool_j
     assert p.tab.bottom.currentWidget() is p.tab.stacks
     read = {s.pid for s in p.last_stacks.processes if s.threads}
     assert set(workers_) <= read and pool_job.pid in read
-    assert any(set(workers_) <= set(c.pids) for c in p.tab.stacks.card_widgets)
+    assert all(any(pid in c.pids for c in p.tab.stacks.card_widgets) for pid in workers_)
     assert "without pausing them" in p.tab.stacks.head.text()
     _save(w, "attach-stacks.png")
 
@@ -186,6 +186,19 @@ def test_stop_is_asked_first_and_checked_like_cleanup(qtbot, gpuscope_home, pool
     with qtbot.waitSignal(p.sigDetached, timeout=60_000):
         p.detach()
     assert pool_job.poll() is None          # the pool goes on (it replaced its worker)
+
+
+def test_a_job_that_ends_is_detached_and_kept(qtbot, gpuscope_home, pool_job):
+    from gpuscope.store.lookup import open_run
+
+    w = make_window(qtbot)
+    p = _attach(qtbot, w, pool_job)
+    qtbot.waitUntil(lambda: list(_roles(p).values()).count("pool worker") == 2, timeout=30_000)
+    with qtbot.waitSignal(p.sigDetached, timeout=60_000) as detached:
+        os.killpg(pool_job.pid, signal.SIGKILL)        # the job ends (the test's own job, not gpuscope)
+    assert p.session is None and p.tab.state.text().startswith("the job has ended")
+    assert not any(r.alive for r in p.model.procs.values())
+    assert open_run(detached.args[0]).kind == "attached"
 
 
 def test_attach_to_nothing_says_one_line(qtbot, gpuscope_home):

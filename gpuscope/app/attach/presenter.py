@@ -72,6 +72,7 @@ class AttachPresenter(QObject):
         self.detached_run: str | None = None
         self._pending: workers.Task | None = None      # attaching or detaching
         self._ticks = 0
+        self._closed = False
         self.menu_action: QAction | None = None      # File → Attach to a running job… (install)
         t = self.tab
         t.stacks_button.clicked.connect(self.take_stacks)
@@ -118,6 +119,9 @@ class AttachPresenter(QObject):
     def _attached(self, opened: tuple[AttachSession, str | None]) -> None:
         self._pending = None
         session, gpu_reason = opened
+        if self._closed:              # the window closed while attaching: leave at once, recorded
+            session.detach()
+            return
         self.tab.live.set_gpu_reason(gpu_reason)
         self.session = session
         assert session.sampler is not None
@@ -273,6 +277,7 @@ class AttachPresenter(QObject):
 
     def close(self) -> None:
         """The window closes: detach now (blocking), so the session is recorded and its threads end."""
+        self._closed = True
         self.timer.stop()
         session, self.session = self.session, None
         if session is not None:
