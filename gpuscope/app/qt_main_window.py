@@ -90,9 +90,8 @@ class MainWindow(QMainWindow):
         self.state_label, self.elapsed_label = self.status.state_label, self.status.elapsed_label
         self.progress, self.task_label = self.status.progress, self.status.task_label
         self.cancel_button = self.status.cancel_button
-        self.session = RunSession(t, self.model, self.run_menu, self)
-        self.controller, self.run_bridge, self.findings = (self.session.controller, self.session.run_bridge,
-                                                           self.session.findings)
+        self.session = s = RunSession(t, self.model, self.run_menu, self)
+        self.controller, self.run_bridge, self.findings = s.controller, s.run_bridge, s.findings
         self.compare = CompareSession(self.session, self.tabs, self.history, self.file_menu, self.settings, self)
         self.reports = ReportLoader(lambda: self.report_view, self.status, self)
 
@@ -147,7 +146,6 @@ class MainWindow(QMainWindow):
         """The Cleanup tab, built on first use."""
         return cast("QtCleanup", self.tabs.made(self._cleanup_tab))
 
-    # the run session's state, by the names tests and scripted mode use
     last_result = property(lambda self: self.session.last_result)
     left_running = property(lambda self: self.session.left_running)
     roles = property(lambda self: self.session.roles)
@@ -209,7 +207,6 @@ class MainWindow(QMainWindow):
 
     # -- reports --------------------------------------------------------------------------------
     def _open_dialog(self, job: bool) -> None:
-        """File → Open report… (``job``: Open job…): the chosen file or folder, shown."""
         path = ask_job_folder(self) if job else ask_report(self)
         if path:
             self.load_report(path, switch=True)
@@ -231,7 +228,8 @@ class MainWindow(QMainWindow):
             self.show_error("a run is in progress: open past runs when it has ended")
             return
         self.session.open_past(row, self.status)
-        self.load_report(row.run_dir, switch=False)
+        if row.launcher != "attached":     # an attached run has no timeline to show
+            self.load_report(row.run_dir, switch=False)
 
     def load_run_settings(self, spec: RunSpec, run_id: str) -> None:
         """History's "Run again with these settings": the launch panel gets the run's RunSpec."""
