@@ -76,7 +76,7 @@ def _record(run_dir: str | os.PathLike[str]) -> RunRecord | None:
 def analyse_events(run_dir: str | os.PathLike[str], events: list[ProcessEvents] | None = None, *,
                    stopped: bool = False, scanner: OutputScanner | None = None, oom_killed: int = 0,
                    facts: process_rules.ProcessFacts | None = None,
-                   record: RunRecord | None = None) -> list[Finding]:
+                   record: RunRecord | None = None, stop_ns: int | None = None) -> list[Finding]:
     """Every after-run rule's findings (the record's rules too when ``record`` is given: the live
     recorder calls this before the record exists). ``oom_killed``: OOM kills the run's cgroup
     counted while it ran (the live recorder knows it); ``facts``: what the live recorder's scans of
@@ -86,7 +86,7 @@ def analyse_events(run_dir: str | os.PathLike[str], events: list[ProcessEvents] 
     process_rules.scan_info(os.path.join(run_dir, rundir.EVENTS), facts)
     scanner = scanner if scanner is not None else scan_stderr(os.path.join(run_dir, rundir.STDERR))
     run = registry.RunInputs(os.fspath(run_dir), events, scanner.findings(), record, facts, scanner,
-                             stopped, oom_killed)
+                             stopped, oom_killed, stop_ns)
     found = registry.run_after(run)
     if any(f.code == "cuda-after-fork" for f in found):
         from gpuscope.findings import torch_rules
@@ -101,13 +101,23 @@ def load_rules() -> None:
     registry.load()
 
 
+def _saved_stop(run_dir: str | os.PathLike[str]) -> int | None:
+    """When the live recorder saw the stop (``stop_ns`` in findings.json), or None."""
+    try:
+        with open(os.path.join(run_dir, FINDINGS_FILE), encoding="utf-8") as fh:
+            value = json.load(fh).get("stop_ns")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) else None
+
+
 def analyse_run(run_dir: str | os.PathLike[str]) -> list[Finding]:
     """Every finding of a finished run, one list: recomputed from the folder, plus the saved live ones."""
     from gpuscope.status import RunStatus
 
     record = _record(run_dir)
     stopped = record is not None and record.status is RunStatus.STOPPED
-    found = analyse_events(run_dir, stopped=stopped, record=record)
+    found = analyse_events(run_dir, stopped=stopped, record=record, stop_ns=_saved_stop(run_dir) if stopped else None)
     saved = read_saved(run_dir)
     if any(f.code == "cuda-after-fork" and f.pids for f in found):   # the live stderr-only one is merged in
         saved = [f for f in saved if not (f.code == "cuda-after-fork" and not f.pids)]

@@ -34,7 +34,10 @@ IMBALANCE = 1.5
 MIN_WORK_S = 0.5
 STARTUP_SHARE = 0.5
 STARTUP_MIN_S = 0.5
-# a task range the stop's SIGINT closed ends this close before the main process's own end
+# a task range the stop's SIGINT closed ends this close to when the live recorder saw the stop (it
+# sees the request a tick late at most, before the SIGINT reaches the tasks) ...
+STOP_EARLY_NS, STOP_LATE_NS = 1_000_000_000, 10_000_000_000
+# ... or, that time unknown (findings.json without it), this close before the main process's end
 CUT_WINDOW_NS = 500_000_000
 
 
@@ -172,14 +175,16 @@ def tasks_too_small(group: list[Worker]) -> Finding | None:
                   "busy share": round(share, 3), "suggested chunksize": chunk}, (), pids))
 
 
-def load_imbalance(group: list[Worker], stopped: bool = False, stop_ns: int | None = None) -> Finding | None:
-    """On a stopped run (``stop_ns``: when its main process ended), the wait for the last worker is
+def load_imbalance(group: list[Worker], stopped: bool = False, stop_ns: int | None = None,
+                   main_end_ns: int | None = None) -> Finding | None:
+    """On a stopped run (``stop_ns``: when the stop was seen; ``main_end_ns``: when its main process
+    ended), the wait for the last worker is
     no evidence (the stop ended them all), and when no task range was closed by the stop (the
     workers ignore SIGINT, the parent's terminate() killed them), what a worker killed without its
     exit record did after its last range is unknown: busy times count up to the earliest such end."""
     if len(group) < 2:
         return None
-    killed = [w for w in group if w.killed] if stopped and not _closed_by_stop(group, stop_ns) else []
+    killed = [w for w in group if w.killed] if stopped and not _closed_by_stop(group, stop_ns, main_end_ns) else []
     horizon = min(_last(w.t1) for w in killed) if killed else None
     busy = {w.pid: w.busy_until_s(horizon) for w in group}
     total = sum(busy.values())
@@ -205,10 +210,12 @@ def load_imbalance(group: list[Worker], stopped: bool = False, stop_ns: int | No
                  pids))
 
 
-def _closed_by_stop(group: list[Worker], stop_ns: int | None) -> bool:
-    """Whether a task range ended just before the main process did: the stop's SIGINT reached the
-    tasks (a busy worker's range ends at the stop; one without a range then was idle)."""
-    return stop_ns is not None and any(stop_ns - CUT_WINDOW_NS <= _last(w.t1) <= stop_ns for w in group)
+def _closed_by_stop(group: list[Worker], stop_ns: int | None, main_end_ns: int | None) -> bool:
+    """Whether a task range ended at the stop: the stop's SIGINT reached the tasks (a busy worker's
+    range ends then; one without a range then was idle)."""
+    if stop_ns is not None:
+        return any(stop_ns - STOP_EARLY_NS <= _last(w.t1) <= stop_ns + STOP_LATE_NS for w in group)
+    return main_end_ns is not None and any(main_end_ns - CUT_WINDOW_NS <= _last(w.t1) <= main_end_ns for w in group)
 
 
 def startup_dominated(group: list[Worker]) -> Finding | None:
@@ -282,9 +289,9 @@ def _tasks_too_small(run: RunInputs) -> list[Finding]:
 def _load_imbalance(run: RunInputs) -> list[Finding]:
     # with tasks too small, "busy" is mostly overhead and who got them is chance: one finding, one fix
     main = next((pe for pe in run.events if pe.role in ("main", "torchrun agent")), None)
-    stop_ns = main.end_ns if main is not None else None
+    main_end = main.end_ns if main is not None else None
     return [f for g, small in zip(_groups(run), _too_small(run)) if small is None
-            and (f := load_imbalance(g, run.stopped, stop_ns)) is not None]
+            and (f := load_imbalance(g, run.stopped, run.stop_ns, main_end)) is not None]
 
 
 @rule("startup-dominated", inputs=Input.EVENTS, applies=_has_pool, on_stop=OnStop.SAY,

@@ -73,6 +73,7 @@ class FindingsRecorder(BaseRecorder):
         self._pids: list[int] = []
         self._stop = threading.Event()
         self._stop_requested = threading.Event()     # the run's: a stopping run is not stuck
+        self._stop_seen_ns: int | None = None          # when a tick or the watchdog first saw it (monotonic)
         self._watchdog: threading.Thread | None = None
         self._last_progress = time.monotonic()
         self._stuck_reported = False
@@ -156,6 +157,7 @@ class FindingsRecorder(BaseRecorder):
     def on_batch(self, batch) -> None:
         """Per tick: the CPU sum (and its mean over ``CPU_WINDOW_S``), the live pids, and the telemetry
         rules' state (a few dict updates per process); the watchdog thread does the rest."""
+        self._note_stop()
         cpu = 0.0
         for p in batch.processes:
             cpu += p.cpu or 0.0
@@ -182,6 +184,7 @@ class FindingsRecorder(BaseRecorder):
             pass
         rules_loaded = False
         while not self._stop.wait(POLL_S):
+            self._note_stop()
             try:
                 now = time.monotonic()
                 if not rules_loaded and len(self._pids) > 1 and engine is not None:
@@ -195,6 +198,11 @@ class FindingsRecorder(BaseRecorder):
                     self._stuck(idle, self._cpu, list(self._pids))
             except Exception:  # noqa: BLE001 - the watchdog must outlive a bad read
                 pass
+
+    def _note_stop(self) -> None:
+        """Remember when the stop was first seen: the SIGINT it sends closes task ranges about then."""
+        if self._stop_seen_ns is None and self._stop_requested.is_set():
+            self._stop_seen_ns = time.monotonic_ns()
 
     def _program_exited(self) -> bool:
         """The program's main process has ended, and what is left is a recorder finishing (nsys
@@ -216,11 +224,13 @@ class FindingsRecorder(BaseRecorder):
             self.scanner.finish()
         # the event logs as the event-log recorder read them (it finishes first), else read here
         events = outcome.events.processes() if outcome.events is not None else None
-        found = engine.analyse_events(self.run_dir, events, stopped=outcome.stopped,
-                                      scanner=self.scanner, oom_killed=self._oom_killed(), facts=self._live_facts())
+        self._note_stop()
+        stop_ns = self._stop_seen_ns if outcome.stopped else None
+        found = engine.analyse_events(self.run_dir, events, stopped=outcome.stopped, scanner=self.scanner,
+                                      oom_killed=self._oom_killed(), facts=self._live_facts(), stop_ns=stop_ns)
         self._report(found + self._telemetry_findings())
         final = self.findings()
-        engine.save(self.run_dir, final)
+        engine.save(self.run_dir, final, {"stop_ns": stop_ns} if stop_ns is not None else None)
         outcome.findings = final
 
     def _live_facts(self) -> ProcessFacts | None:

@@ -75,6 +75,7 @@ class RunInputs:
     scanner: OutputScanner | None = None
     stopped: bool = False        # stopped by the user (Ctrl-C, Stop)
     oom_killed: int = 0
+    stop_ns: int | None = None   # when the live recorder saw the stop requested (CLOCK_MONOTONIC)
     _made: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def once(self, key: str, make: Callable[[], Any]) -> Any:
