@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import shiboken6
 from PySide6.QtCore import Qt
 
 from gpuscope.app import workers
@@ -131,12 +132,15 @@ def _events(torch, name: str, rank: int):
 
 
 def test_a_run_without_traces_has_no_torch_tab(qtbot, view, run_dir, tmp_path):
+    """... and the previous report's tab goes (with the traces it holds)."""
+    old = _load(qtbot, view, run_dir)
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("torch", "summary.json"))
     with qtbot.waitSignal(view.sigLoaded, timeout=LOAD_MS):
         view.show_run(copy)
     assert view.torch_ops is None
     assert not any(view.summary.tabText(i).startswith("Torch ops") for i in range(view.summary.count()))
+    qtbot.waitUntil(lambda: not shiboken6.isValid(old), timeout=5_000)
 
 
 def test_formats_are_torchs():

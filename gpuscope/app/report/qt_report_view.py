@@ -456,6 +456,8 @@ class QtReportView(QWidget):
     def _show_torch(self, report) -> None:
         """The Torch ops tab (second, after the NVTX ranges) for a run with PyTorch profiler traces."""
         torch = getattr(report, "torch", None)
+        if self.torch_ops is not None:   # the last report's tab: its traces' columns go with it
+            self.torch_ops.deleteLater()
         self.torch_ops = None
         if torch is None:
             return
