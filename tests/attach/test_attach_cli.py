@@ -190,7 +190,7 @@ def test_torchrun_agent_and_ranks(tmp_path, run_env):
     script = tmp_path / "ddp.py"
     script.write_text(TORCH_JOB)
     torchrun = str(Path(sys.executable).parent / "torchrun")
-    job = subprocess.Popen([torchrun, "--nproc-per-node", "2", "--master-port", "0", str(script)], cwd=tmp_path,
+    job = subprocess.Popen([torchrun, "--standalone", "--nproc-per-node", "2", str(script)], cwd=tmp_path,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         _wait_for_children(job.pid, 2, timeout_s=120)
@@ -323,5 +323,40 @@ def test_dataloader_workers_are_told_by_their_stacks(tmp_path, run_env):
         roles = sorted(p["role"] for p in view["processes"])
         assert roles == ["DataLoader worker", "DataLoader worker", "main"], roles
         assert {p["start_method"] for p in view["processes"] if p["role"] == "DataLoader worker"} == {"fork"}
+    finally:
+        _kill_group(job)
+
+
+SKIPPING_RANK_JOB = """
+import os, time
+import torch.distributed as dist
+dist.init_process_group("gloo")
+dist.barrier()
+open(f"past-barrier-{dist.get_rank()}", "w").close()
+if dist.get_rank() == 1:
+    time.sleep(3600)              # rank 1 never joins the next collective
+else:
+    dist.barrier()
+"""
+
+
+def test_a_rank_not_in_the_collective_the_others_wait_in(tmp_path, run_env):
+    script = tmp_path / "ddp.py"
+    script.write_text(SKIPPING_RANK_JOB)
+    torchrun = str(Path(sys.executable).parent / "torchrun")
+    job = subprocess.Popen([torchrun, "--standalone", "--nproc-per-node", "2", str(script)], cwd=tmp_path,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 150
+        while not all((tmp_path / f"past-barrier-{r}").exists() for r in (0, 1)):
+            assert time.monotonic() < deadline and job.poll() is None, "the ranks did not pass the first barrier"
+            time.sleep(0.2)
+        time.sleep(0.5)
+        got = _attach(run_env, job.pid, "--duration", "2", "--stacks", "--json")
+        assert got.returncode == 0, got.stderr
+        view = _final(got.stdout)
+        (found,) = [f for f in view["findings"] if f["code"] == "rank-not-in-collective"]
+        rank1 = next(p["pid"] for p in view["processes"] if p["role"] == "rank 1")
+        assert found["pids"] == [rank1] and "rank 1 is elsewhere" in found["title"], found["title"]
     finally:
         _kill_group(job)
