@@ -109,11 +109,16 @@ def print_text(t: TorchOps, out: IO[str], limit: int = 15) -> None:
     """Per rank the first ``limit`` rows, the steps, the straggler, then the problems."""
     for x in t.ranks:
         out.write(f"\nTorch ops, rank {x.rank} (pid {x.trace.pid}), by {t.sort}; {clock_text(x.trace)}:\n")
+        memory = any(op.cpu_mem or op.cuda_mem for op in x.ops)      # recorded with profile_memory
+        shapes = any(op.shapes for op in x.ops)
         out.write(f"  {'name':<48} {'count':>6} {'self CPU':>11} {'CPU total':>11} {'self CUDA':>11} "
-                  f"{'CUDA total':>11}\n")
+                  f"{'CUDA total':>11}" + (f" {'CPU mem':>10} {'CUDA mem':>10}" if memory else "")
+                  + ("  input shapes" if shapes else "") + "\n")
         for op in x.ops[:limit]:
             out.write(f"  {op.name[:48]:<48} {op.count:>6} {_ms(op.self_cpu_us):>11} {_ms(op.cpu_total_us):>11} "
-                      f"{_ms(op.self_cuda_us):>11} {_ms(op.cuda_total_us):>11}\n")
+                      f"{_ms(op.self_cuda_us):>11} {_ms(op.cuda_total_us):>11}"
+                      + (f" {_mib(op.cpu_mem):>10} {_mib(op.cuda_mem):>10}" if memory else "")
+                      + (f"  {op.shapes[:60]}" if shapes else "") + "\n")
     if len(t.ranks) > 1 and t.across:
         out.write(f"\nOperators over ranks ({SORT_KEYS[t.sort]}, largest spread first):\n")
         for row in t.across[:limit]:
@@ -133,6 +138,10 @@ def print_text(t: TorchOps, out: IO[str], limit: int = 15) -> None:
                   "collectives left out)\n")
     for line in t.problems:
         out.write(f"! {line}\n")
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.2f}MiB"
 
 
 def _ms(us: float) -> str:
