@@ -53,14 +53,19 @@ def segments(phases: Sequence[tuple[str, float]]) -> list[Segment]:
     return [Segment(segment_name(a, b), t0, t1, b) for (a, t0), (b, t1) in zip(phases, phases[1:])]
 
 
+ORDER = ("starting the process", "interpreter start-up", "gpuscope's hook", "re-importing __main__",
+         "process bootstrap", "worker set-up", "waiting for the first task", "until the first range")
+
+
 def legend(all_phases: Iterable[Sequence[tuple[str, float]]]) -> list[str]:
-    """Every segment name drawn, in the order a worker meets them (first seen first)."""
+    """Every segment name drawn, once, in the order a worker goes through them (names of instants
+    this module does not know last, first seen first)."""
     names: list[str] = []
     for phases in all_phases:
         for seg in segments(phases):
             if seg.name not in names:
                 names.append(seg.name)
-    return names
+    return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), names.index(n)))
 
 
 def describe(seg: Segment, origin: str) -> str:

@@ -40,9 +40,9 @@ def _row_y(bars, i: int) -> float:
 
 
 def test_segments_are_named_for_the_work_they_measure(bars):
-    assert bars.legend_names() == ["starting the process", "interpreter start-up", "process bootstrap",
-                                   "worker set-up", "waiting for the first task", "gpuscope's hook",
-                                   "re-importing __main__"]
+    assert bars.legend_names() == ["starting the process", "interpreter start-up", "gpuscope's hook",
+                                   "re-importing __main__", "process bootstrap", "worker set-up",
+                                   "waiting for the first task"]
     w, seg = bars.segment_at(bars._x(140.0), _row_y(bars, 1))     # the middle of the re-import
     assert w.pid == 21 and seg.name == "re-importing __main__" and (seg.start_ms, seg.end_ms) == (17.0, 262.0)
     # drawn in its own colour, not the colour of "interpreter ready"'s segment before it

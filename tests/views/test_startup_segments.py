@@ -26,5 +26,7 @@ def test_without_a_hook_instant_the_interpreter_takes_the_whole_stretch():
 
 def test_legend_lists_each_drawn_name_once_in_order():
     fork = [("start() called", 0.0), ("process created", 1.0), ("interpreter ready", 1.1), ("process bootstrap", 2.0)]
-    assert legend([fork, SPAWN]) == ["starting the process", "interpreter start-up", "process bootstrap",
-                                     "gpuscope's hook", "re-importing __main__", "waiting for the first task"]
+    assert legend([fork, SPAWN]) == ["starting the process", "interpreter start-up", "gpuscope's hook",
+                                     "re-importing __main__", "process bootstrap", "waiting for the first task"]
+    odd = [("start() called", 0.0), ("something new", 2.0), ("process created", 3.0)]
+    assert legend([odd]) == ["starting the process", "until something new"]     # unknown names last
