@@ -142,6 +142,7 @@ class AttachSession:
                     continue
                 p.ppid, p.rss_bytes, p.gpu_mem_bytes = s.ppid, s.rss, s.gpu_mem
                 p.state = _STATES.get(s.state or "", s.state or "unknown")
+                p.alive = p.state not in ("zombie", "dead")     # a zombie has ended: it waits for its parent
                 p.cpu_s = float(self._summary.get(s.pid, {}).get("cpu_seconds") or p.cpu_s)
             for pid in batch.ended:
                 p = self._procs.get(pid)

@@ -360,3 +360,20 @@ def test_a_rank_not_in_the_collective_the_others_wait_in(tmp_path, run_env):
         assert found["pids"] == [rank1] and "rank 1 is elsewhere" in found["title"], found["title"]
     finally:
         _kill_group(job)
+
+
+def test_following_ends_when_the_job_ends(tmp_path, run_env):
+    job = _start(tmp_path, POOL_JOB, "4")         # about 1.2 s of tasks
+    try:
+        _wait_for_children(job.pid, 4)
+        got = _attach(run_env, job.pid, "--duration", "100", "--json")
+        assert got.returncode == 0, got.stderr
+        view = _final(got.stdout)
+        assert view["ended"] and not any(p["alive"] for p in view["processes"])
+        assert {p["role"] for p in view["processes"]} >= {"main", "resource tracker"}
+        assert job.wait(timeout=60) == 3
+    finally:
+        if job.poll() is None:
+            _kill_group(job)
+    summary = json.loads((Path(run_env["GPUSCOPE_HOME"]) / "runs" / view["run_id"] / "summary.json").read_text())
+    assert summary["status"] == "exited" and summary["kind"] == "attached"
