@@ -55,6 +55,7 @@ class TorchReport:
     ops: TorchOps
     placed: dict[int, Placement] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    by_shapes: dict[int, list[OpRow]] | None = None   # rank -> rows grouped by input shapes, when asked for
 
     @property
     def ranks(self) -> list[int]:
@@ -187,11 +188,11 @@ def add_to_timeline(tl: T.Timeline, torch: TorchReport, wall_minus_mono: int | N
 
 # --------------------------------------------------------------------------- the tables
 
-def all_ranks_rows(torch: TorchReport) -> list[OpRow]:
+def all_ranks_rows(tables: dict[int, list[OpRow]]) -> list[OpRow]:
     """The key_averages table over every rank: each (name, shapes, device) row summed."""
     rows: dict[tuple[str, str, bool], OpRow] = {}
-    for x in torch.ops.ranks:
-        for op in x.ops:
+    for ops in tables.values():
+        for op in ops:
             got = rows.setdefault((op.name, op.shapes, op.device), OpRow(op.name, shapes=op.shapes, device=op.device))
             for f in ("count", "self_cpu_us", "cpu_total_us", "self_cuda_us", "cuda_total_us", "self_cpu_mem",
                       "cpu_mem", "self_cuda_mem", "cuda_mem"):
@@ -199,13 +200,30 @@ def all_ranks_rows(torch: TorchReport) -> list[OpRow]:
     return list(rows.values())
 
 
-def op_rows(torch: TorchReport, rank: int | None) -> list[OpRow]:
-    """One rank's key_averages rows (None: all ranks), in the report's sort order."""
+def has_shapes(torch: TorchReport) -> bool:
+    """The traces recorded input shapes (``--torch-profile-shapes``)."""
+    return any(bool((x.trace.cols["shapes"] >= 0).any()) for x in torch.ops.ranks)
+
+
+def group_by_shapes(torch: TorchReport) -> dict[int, list[OpRow]]:
+    """Each rank's rows grouped by input shapes (computed once; slow on big traces: a worker's job)."""
+    if torch.by_shapes is None:
+        from gpuscope.torchtrace.ops import key_averages, sort_rows
+
+        torch.by_shapes = {x.rank: sort_rows(key_averages(x.trace, by_shapes=True), torch.ops.sort)
+                           for x in torch.ops.ranks}
+    return torch.by_shapes
+
+
+def op_rows(torch: TorchReport, rank: int | None, shapes: bool = False) -> list[OpRow]:
+    """One rank's key_averages rows (None: all ranks), in the report's sort order; ``shapes``:
+    grouped by input shapes (:func:`group_by_shapes` must have run)."""
+    tables = torch.by_shapes if shapes and torch.by_shapes is not None else {x.rank: x.ops for x in torch.ops.ranks}
     if rank is None:
         from gpuscope.torchtrace.ops import sort_rows
 
-        return sort_rows(all_ranks_rows(torch), torch.ops.sort)
-    return next((x.ops for x in torch.ops.ranks if x.rank == rank), [])
+        return sort_rows(all_ranks_rows(tables), torch.ops.sort)
+    return tables.get(rank, [])
 
 
 def _names_matching(tr: TorchTrace, name: str) -> list[int]:
@@ -217,9 +235,10 @@ def _names_matching(tr: TorchTrace, name: str) -> list[int]:
 
 
 def events_of(torch: TorchReport, name: str, rank: int | None = None, device: bool = False,
-              step: int | None = None) -> tuple[str, np.ndarray]:
-    """(timeline table, its rows) of the events a table row stands for: operator ``name`` (or,
-    with ``step``, the step's ``ProfilerStep#N`` ranges) on ``rank`` (None: every rank)."""
+              step: int | None = None, shapes: str = "") -> tuple[str, np.ndarray]:
+    """(timeline table, its rows) of the events a table row stands for: operator ``name`` (with
+    ``shapes``, of those input shapes; or, with ``step``, the step's ``ProfilerStep#N`` ranges) on
+    ``rank`` (None: every rank)."""
     table = "kernels" if device else "ranges"
     parts = []
     for x in torch.ops.ranks:
@@ -228,8 +247,11 @@ def events_of(torch: TorchReport, name: str, rank: int | None = None, device: bo
             continue
         tr = x.trace
         ids = [tr.string_id(f"{R.STEP_PREFIX}{step}")] if step is not None else _names_matching(tr, name)
-        rows = np.flatnonzero(np.isin(tr.cols["name"], [i for i in ids if i >= 0]))
-        at = (where.kernels if device else where.ranges)[rows]
+        hit = np.isin(tr.cols["name"], [i for i in ids if i >= 0])
+        if shapes:   # key_averages counts an event without recorded shapes as "[]"
+            sid = tr.string_id(shapes)
+            hit &= (tr.cols["shapes"] == sid) | ((tr.cols["shapes"] < 0) if shapes == "[]" else False)
+        at = (where.kernels if device else where.ranges)[np.flatnonzero(hit)]
         parts.append(at[at >= 0])
     return table, (np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)).astype(np.int64)
 

@@ -108,6 +108,23 @@ def test_a_row_highlights_its_events_and_shows_the_longest(qtbot, view, run_dir)
     assert len(set(tl.ranges.pid[idx].tolist())) == 2
 
 
+def test_grouping_by_shapes_splits_a_row_and_its_highlight(qtbot, view, run_dir):
+    tab = _load(qtbot, view, run_dir)
+    tab.select_rank(0)
+    assert tab.shapes_box.isVisibleTo(tab) and "Input Shapes" not in [c.title for c in tab.ops.model.columns]
+    tab.shapes_box.setChecked(True)
+    qtbot.waitUntil(lambda: tab.by_shapes and tab.shapes_box.isEnabled(), timeout=LOAD_MS)
+    titles = [c.title for c in tab.ops.model.columns]
+    assert titles[:2] == ["Name", "Input Shapes"]
+    rows = [(i, r) for i, r in enumerate(tab.ops.model.rows) if r.name == "aten::addmm"]
+    assert len(rows) >= 2
+    i, row = rows[0]
+    index = tab.ops.proxy.mapFromSource(tab.ops.model.index(i, 0))
+    tab.ops.view.scrollTo(index)
+    qtbot.mouseClick(tab.ops.view.viewport(), Qt.MouseButton.LeftButton, pos=tab.ops.view.visualRect(index).center())
+    assert len(view.timeline.highlighted[1]) == row.count
+
+
 def test_an_op_clicked_on_the_timeline_is_its_rows_current_row(qtbot, view, run_dir):
     tab = _load(qtbot, view, run_dir)
     torch, tl = view.report.torch, view.report.timeline

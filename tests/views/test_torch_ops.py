@@ -136,6 +136,22 @@ def test_all_ranks_table_sums_the_ranks(report):
         assert rows[name].self_cpu_us == pytest.approx(sum(r.self_cpu_us for r in per_rank))
 
 
+def test_rows_by_input_shapes_split_the_operators_events(report):
+    """Grouped by input shapes (the run recorded them): an operator's rows add up to its row, and
+    each highlights exactly its own calls."""
+    torch = report.torch
+    assert V.has_shapes(torch)
+    grouped = V.group_by_shapes(torch)
+    for x in torch.ops.ranks:
+        plain = next(r for r in x.ops if r.name == "aten::addmm")
+        rows = [r for r in grouped[x.rank] if r.name == "aten::addmm"]
+        assert len(rows) >= 2 and sum(r.count for r in rows) == plain.count      # two Linear layers
+        for r in rows:
+            assert len(V.events_of(torch, r.name, x.rank, shapes=r.shapes)[1]) == r.count, r.shapes
+    both = {(r.name, r.shapes): r.count for r in V.op_rows(torch, None, shapes=True)}
+    assert sum(c for (n, _), c in both.items() if n == "aten::addmm") == len(V.events_of(torch, "aten::addmm")[1])
+
+
 def test_nvtx_summary_and_measure_keep_torch_apart(report):
     """The NVTX summary's rows match no torch event; a measured span names torch events as such."""
     tl = report.timeline

@@ -1,5 +1,6 @@
-"""One real ``gpuscope run --launcher torchrun --nproc 2 --torch-profile`` of a gloo DDP loop with
-NVTX step ranges (scripts/ddp_nvtx_steps.py), made once per test session and worker."""
+"""One real ``gpuscope run --launcher torchrun --nproc 2 --torch-profile --torch-profile-shapes`` of a
+gloo DDP loop with NVTX step ranges (scripts/ddp_nvtx_steps.py), made once per test session and
+worker."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ def torch_run(tmp_path_factory) -> Path:
     env = dict(os.environ, GPUSCOPE_HOME=str(base / "home"))
     env.pop("PYTHONPATH", None)
     done = subprocess.run([sys.executable, "-m", "gpuscope", "run", "-q", "--json", "--launcher", "torchrun",
-                           "--nproc", "2", "--torch-profile", "--torch-profile-schedule", SCHEDULE, str(SCRIPT)],
+                           "--nproc", "2", "--torch-profile", "--torch-profile-schedule", SCHEDULE,
+                           "--torch-profile-shapes", str(SCRIPT)],
                           env=env, capture_output=True, text=True, timeout=280, cwd=base)
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.splitlines()[-1])

@@ -13,8 +13,9 @@ from typing import Any, Callable
 
 import numpy as np
 from PySide6.QtCore import QModelIndex, Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QTabWidget, QVBoxLayout, QWidget
 
+from gpuscope.app import workers
 from gpuscope.app.report.qt_summary import Column, SummaryTable
 from gpuscope.app.widgets.qt_elided_label import ElidedLabel
 from gpuscope.torchtrace import ranks as R
@@ -118,6 +119,9 @@ class QtTorchOps(QWidget):
         self.torch: V.TorchReport | None = None
         self.rank_box = QComboBox(self)
         self.rank_box.currentIndexChanged.connect(self._rank_changed)
+        self.shapes_box = QCheckBox("Group by input shapes", self)   # traces with shapes only
+        self.shapes_box.toggled.connect(self._shapes_toggled)
+        self.shapes_task: workers.Task | None = None
         self.straggler = QLabel(self)
         self.straggler.setStyleSheet("color: #8a3b00;")
         self.notes = ElidedLabel(self)      # unreadable or missing traces, one line (all in the tooltip)
@@ -138,6 +142,7 @@ class QtTorchOps(QWidget):
         top.setContentsMargins(0, 0, 0, 0)
         top.addWidget(QLabel("Rank:", self))
         top.addWidget(self.rank_box)
+        top.addWidget(self.shapes_box)
         top.addWidget(self.straggler, 1)
         top.addWidget(self.notes, 1)
         lay = QVBoxLayout(self)
@@ -170,6 +175,10 @@ class QtTorchOps(QWidget):
         self.across.set_rows(torch.ops.across, across_columns(ranks))
         self.across.set_note(f"by {torch.ops.sort.replace('_', ' ')}, largest spread first")
         self.steps.set_rows(V.step_lines(torch), step_columns(ranks))
+        self.shapes_box.blockSignals(True)
+        self.shapes_box.setChecked(False)
+        self.shapes_box.blockSignals(False)
+        self.shapes_box.setVisible(V.has_shapes(torch))
         self.tabs.setTabVisible(1, len(ranks) > 1)
         self.tabs.setTabVisible(2, bool(torch.ops.steps))
         self._rank_changed()
@@ -180,11 +189,38 @@ class QtTorchOps(QWidget):
         if pos >= 0:
             self.rank_box.setCurrentIndex(pos)
 
+    @property
+    def by_shapes(self) -> bool:
+        """The Operators table is grouped by input shapes (and those rows are computed)."""
+        return self.shapes_box.isChecked() and self.torch is not None and self.torch.by_shapes is not None
+
     def _rank_changed(self, _pos: int = 0) -> None:
         if self.torch is None:
             return
-        rows = V.op_rows(self.torch, self.rank)
+        rows = V.op_rows(self.torch, self.rank, self.by_shapes)
         self.ops.set_rows(rows, op_columns(rows))
+
+    def _shapes_toggled(self, on: bool) -> None:
+        """Grouped by shapes: key_averages again per rank, on a worker (big traces take seconds)."""
+        torch = self.torch
+        if not on or torch is None or torch.by_shapes is not None:
+            self._rank_changed()
+            return
+        self.shapes_box.setEnabled(False)
+
+        def done(_result: Any) -> None:
+            self.shapes_task = None
+            self.shapes_box.setEnabled(True)
+            if torch is self.torch:
+                self._rank_changed()
+
+        def failed(text: str) -> None:
+            done(None)
+            self.notes.set_full_text(text)
+            self.notes.show()
+
+        self.shapes_task = workers.submit(lambda task: V.group_by_shapes(torch), on_done=done, on_error=failed,
+                                          label="grouping by input shapes")
 
     def show_event(self, d: dict[str, Any]) -> None:
         """An event chosen on the timeline (its details dict): its operator's row, on its rank when
@@ -216,7 +252,7 @@ class QtTorchOps(QWidget):
 
     def _op_chosen(self, row: OpRow) -> None:
         if self.torch is not None:
-            self._emit(V.events_of(self.torch, row.name, self.rank, row.device))
+            self._emit(V.events_of(self.torch, row.name, self.rank, row.device, shapes=row.shapes))
 
     def _across_chosen(self, row: Any) -> None:
         if self.torch is not None:
