@@ -9,6 +9,7 @@ pool thread. It never reaches into the main window: what the window must do goes
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any, Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -164,12 +165,29 @@ class AttachPresenter(QObject):
         session = self.session
         if session is not None and session.sampler is not None:
             self._fill_start_times(session.sampler.process_summary())
+        self._add_rows(view)
         self.model.set_identities(attach_picker.identities(view))
         self.tab.live.findings.set_findings(view.findings, session.started_ns if session else None)
         self.tab.tree.set_findings(view.findings)
         self.tab.show_refused(attach_picker.refusal_lines(view))
         idle = session.idle_s() if session is not None and not view.ended else None
         self.tab.state.setText(attach_picker.state_line(view, idle))
+
+    def _add_rows(self, view: AttachView) -> None:
+        """Rows for the processes the session saw before the sampler's batches reach the model
+        (its first picture): the table is full at once; the batches update them."""
+        from gpuscope.views.live_model import ProcRow
+
+        added = False
+        for p in view.processes:
+            if p.pid not in self.model.procs and p.alive:
+                name = os.path.basename(p.cmdline[0]) if p.cmdline else "?"
+                self.model.procs[p.pid] = ProcRow(p.pid, p.ppid, name, p.state, None, p.rss_bytes, p.gpu_mem_bytes,
+                                                  role=p.role, rank=p.rank,
+                                                  create_time=self.model.create_times.get(p.pid))
+                added = True
+        if added:
+            self.model.version += 1
 
     def _fill_start_times(self, summary: dict[int, dict[str, Any]]) -> None:
         """The identity Stop/Kill re-checks: each process's start time as the sampler first saw it."""
