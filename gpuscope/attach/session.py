@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from gpuscope.attach import checks, roles
+from gpuscope.attach.target import check_target
 from gpuscope.attach.view import AttachedProcess, AttachView
 from gpuscope.errors import UserError
 from gpuscope.procs.read import read as read_proc
@@ -32,36 +33,6 @@ FIRST_PICTURE_S = 5.0      # how long start() waits for the sampler's first tick
 PROBES = 4                 # stack reads to tell what a spawned or forked child runs
 PROBE_AFTER_S = 1.0        # wait between them: this, times the reads so far
 SHM_EVERY_S = 5.0          # how often the tree's /dev/shm files are listed (its maps and descriptors)
-
-
-def check_target(pid: int) -> ProcInfo:
-    """The root's process, or a UserError that says why there is nothing to attach."""
-    from gpuscope.procs.read import snapshot
-
-    if pid <= 0:
-        raise UserError(f"no process {pid}")
-    info = read_proc(pid)
-    if info is None:
-        raise UserError(f"no process {pid}")
-    if info.is_zombie:
-        raise UserError(f"process {pid} has already ended (a zombie waiting for its parent)")
-    if info.is_kernel_thread:
-        raise UserError(f"process {pid} is a kernel thread: nothing to attach")
-    if pid == os.getpid():
-        raise UserError("gpuscope cannot attach to itself")
-    if roles.is_python(info):
-        return info
-    procs = snapshot()
-    kids: dict[int, list[ProcInfo]] = {}
-    for p in procs.values():
-        kids.setdefault(p.ppid, []).append(p)
-    todo = list(kids.get(pid, ()))
-    while todo:
-        p = todo.pop()
-        if roles.is_python(p):
-            return info
-        todo += kids.get(p.pid, ())
-    raise UserError(f"process {pid} ({info.comm}) is not a Python program and runs none: nothing to attach")
 
 
 class AttachSession:

@@ -103,7 +103,7 @@ def stacks_of_tree(root_pid: int, nonblocking: bool = True) -> TreeStacks:
     """One read of every process of the tree rooted at ``root_pid`` (``gpuscope stacks PID`` for a
     job gpuscope did not start): roles from the outside, made precise by the stacks."""
     from gpuscope.attach import roles
-    from gpuscope.attach.session import check_target
+    from gpuscope.attach.target import check_target
     from gpuscope.procs.read import snapshot
 
     check_target(root_pid)
