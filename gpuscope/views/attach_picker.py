@@ -47,7 +47,7 @@ def command_text(cmdline: tuple[str, ...], limit: int = COMMAND_CHARS) -> str:
     """The command line; when too long, its paths by their last part first (the script's name shows)."""
     text = shlex.join(cmdline) if cmdline else "?"
     if len(text) > limit:
-        text = shlex.join(_short_path(a) for a in cmdline)
+        text = " ".join(_short_path(a) if " " not in a else shlex.quote(a) for a in cmdline)
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
