@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpuscope.procs.read import snapshot
+from tests.attach.helpers import end_tree
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -83,22 +84,7 @@ def _final(out: str) -> dict:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """End the test's own job: SIGTERM to its group first (the resource tracker ignores it, sees its
-    parent go and unlinks the pool's semaphores), SIGKILL to what is left."""
-    for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            proc.poll()
-            try:
-                os.killpg(proc.pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.05)
-    proc.wait(timeout=30)
+    end_tree(proc)                      # the test's own job, its whole tree
 
 
 def test_spawn_pool_roles_and_the_job_unchanged(tmp_path, run_env):

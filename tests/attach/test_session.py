@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from gpuscope.attach import roles
 from gpuscope.attach.candidates import list_trees
 from gpuscope.attach.session import AttachSession
 from gpuscope.telemetry.gpu import NvmlBackend
+from tests.attach.helpers import end_tree
 from tests.fakes.fake_nvml import FakeGpu, FakeNvml
 
 pytestmark = pytest.mark.timeout(120)
@@ -51,22 +51,7 @@ def _job(tmp_path: Path, code: str) -> subprocess.Popen[str]:
 
 
 def _end(proc: subprocess.Popen[str]) -> None:
-    """End the test's own job: SIGTERM to its group first (the resource tracker ignores it, sees its
-    parent go and unlinks the pool's semaphores), SIGKILL to what is left."""
-    for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            proc.poll()
-            try:
-                os.killpg(proc.pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.05)
-    proc.wait(timeout=30)
+    end_tree(proc)                      # the test's own job, its whole tree
 
 
 def _until(check, timeout_s: float = 30.0) -> None:
