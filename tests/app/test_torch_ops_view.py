@@ -57,6 +57,9 @@ def test_the_tab_shows_each_ranks_table_as_torch_prints_it(qtbot, view, run_dir)
     tab = _load(qtbot, view, run_dir)
     titles = [view.summary.tabText(i) for i in range(view.summary.count())]
     assert "Torch ops (2 ranks)" in titles
+    tl = view.report.timeline
+    n_torch = int((tl.ranges.source == T.SOURCE_TORCH).sum())
+    assert f"{len(tl.ranges) - n_torch:,} ranges, 0 kernels, {n_torch:,} torch events" in view.title.text()
     boxes = [tab.rank_box.itemText(i) for i in range(tab.rank_box.count())]
     assert boxes[0] == "All 2 ranks" and [b.split(" (")[0] for b in boxes[1:]] == ["rank 0", "rank 1"]
     torch = view.report.torch

@@ -43,6 +43,7 @@ from gpuscope.findings.fixes import describe, launch_changes
 from gpuscope.trace.coverage import MISSED
 from gpuscope.trace.coverage import coverage_findings as _coverage_findings
 from gpuscope.trace.summary import RECORD_MARK
+from gpuscope.trace.timeline import SOURCE_TORCH
 from gpuscope.views import timeline_lod as L
 from gpuscope.views import timeline_text as TT
 
@@ -416,7 +417,9 @@ class QtReportView(QWidget):
         self.timeline.set_layout(layout)
         self._place_tables()
         tl = report.timeline
-        counts = f"{len(tl.ranges):,} ranges, {len(tl.kernels):,} kernels"
+        torch = int((tl.ranges.source == SOURCE_TORCH).sum())   # a run's PyTorch profiler events, counted apart
+        counts = f"{len(tl.ranges) - torch:,} ranges, {len(tl.kernels):,} kernels" + \
+            (f", {torch:,} torch events" if torch else "")
         if summary_shown:   # progressive load: the tables are up, only the title changes
             self.title.setText(self.title.text().replace("timeline loading…", counts))
         else:
