@@ -363,3 +363,31 @@ def test_following_ends_when_the_job_ends(tmp_path, run_env):
             _kill_group(job)
     summary = json.loads((Path(run_env["GPUSCOPE_HOME"]) / "runs" / view["run_id"] / "summary.json").read_text())
     assert summary["status"] == "exited" and summary["kind"] == "attached"
+
+
+BURN_JOB = """
+import multiprocessing as mp
+def burn(n):
+    return sum(i * i for i in range(n))
+if __name__ == "__main__":
+    mp.set_start_method("spawn")
+    with mp.Pool(2) as pool:
+        while True:
+            pool.map(burn, [300_000] * 4)
+"""
+
+
+def test_profile_of_the_whole_tree(tmp_path, run_env):
+    job = _start(tmp_path, BURN_JOB)
+    try:
+        _wait_for_children(job.pid, 3)
+        got = _attach(run_env, job.pid, "--duration", "3", "--profile", "2", "--json")
+        assert got.returncode == 0, got.stderr
+        prof = _final(got.stdout)["profile"]
+        assert prof["samples"] > 0, prof
+        top = prof["top"]["pool worker"]
+        assert top[0]["function"].startswith("burn") and top[0]["share"] > 0.5, top
+        assert Path(prof["path"]).parent.name == _final(got.stdout)["run_id"]     # in the run's folder
+        assert json.loads(Path(prof["path"]).read_text())["profiles"]
+    finally:
+        _kill_group(job)
