@@ -91,6 +91,11 @@ class AttachSession:
                                       store=(self._store or True) if self.record else None,
                                       run_id=self.run_id or None)
         except ProcessLookupError:
+            if self.run_dir is not None:            # the run opened above is closed, not left "running"
+                from gpuscope.attach import recording
+
+                recording.finish_run(self.run_id, self.run_dir, self.started_ns, [], {}, [], None, True,
+                                     ["the process ended while attaching"], self._store)
             raise UserError(f"process {self.root_pid} ended while attaching") from None
         self.sampler.add_listener(self._on_batch)
         self.sampler.start()

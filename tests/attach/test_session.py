@@ -214,3 +214,23 @@ def test_shared_memory_the_job_leaves_behind(tmp_path):
         _end(job)
         if os.path.exists(f"/dev/shm/{name}"):
             os.unlink(f"/dev/shm/{name}")        # the test's own segment
+
+
+def test_a_process_that_ends_while_attaching(tmp_path, monkeypatch):
+    from gpuscope.attach import session as session_module
+    from gpuscope.errors import UserError
+
+    job = _job(tmp_path, IDLE_HOLDER)
+    checked = session_module.check_target
+
+    def check_then_end(pid: int):
+        info = checked(pid)
+        _end(job)                                   # it ends between the check and the adoption
+        return info
+
+    monkeypatch.setattr(session_module, "check_target", check_then_end)
+    session = AttachSession(job.pid, 0.1)
+    with pytest.raises(UserError, match=f"process {job.pid} ended while attaching"):
+        session.start()
+    record = json.loads((Path(session.run_dir or "") / "summary.json").read_text())
+    assert record["status"] == "exited" and record["notes"] == ["the process ended while attaching"]
