@@ -293,30 +293,38 @@ def cross_summary(row: R.CrossRow) -> tuple[float, float, float]:
 # --------------------------------------------------------------------------- a report's torch part
 
 def attach(report: Report, run_dir: Path) -> None:
-    """Give a run folder's report its torch part (``report.torch``) and, when its timeline is read,
-    the traces' events on it. A run without traces is left as it was; unreadable traces are notes."""
-    from gpuscope.torchtrace.report import build
-    from gpuscope.torchtrace.run import has_traces, load_run
+    """Give a run folder's report its torch part (``report.torch``) and the traces' events on its
+    timeline. A timeline not read yet reads the traces with it (the summaries show first); a run
+    without traces is left as it was; unreadable traces are notes."""
+    from gpuscope.torchtrace.run import has_traces
 
     if not has_traces(run_dir):
         return
+    if report.loaded is not None:
+        _read_and_place(report, run_dir, report.loaded)
+        return
+    earlier = report.loader
+
+    def load() -> T.Timeline:
+        tl = earlier() if earlier is not None else T.Timeline()
+        _read_and_place(report, run_dir, tl)
+        return tl
+
+    report.loader = load
+
+
+def _read_and_place(report: Report, run_dir: Path, tl: T.Timeline) -> None:
+    from gpuscope.torchtrace.report import build
+    from gpuscope.torchtrace.run import load_run
+
     run = load_run(run_dir)
     if not run.traces:
         report.notes.extend(run.problems)
         return
     torch = TorchReport(build(run), notes=list(run.problems))
-    report.torch = torch
+    add_to_timeline(tl, torch, _wall_minus_mono(run_dir) if _needs_anchor(tl) else None)
     report.notes.extend(torch.notes)
-
-    def place(tl: T.Timeline) -> T.Timeline:
-        add_to_timeline(tl, torch, _wall_minus_mono(run_dir) if _needs_anchor(tl) else None)
-        return tl
-
-    if report.loaded is not None:
-        place(report.loaded)
-        return
-    earlier = report.loader
-    report.loader = lambda: place(earlier() if earlier is not None else T.Timeline())
+    report.torch = torch
 
 
 def _needs_anchor(tl: T.Timeline) -> bool:

@@ -151,6 +151,24 @@ def _events(torch, name: str, rank: int):
     return events_of(torch, name, rank)
 
 
+def test_a_report_read_progressively_gets_the_tab_with_its_timeline(qtbot, view, run_dir):
+    """Summaries first (no traces read yet), then the timeline and, with it, the Torch ops tab."""
+    from gpuscope.nsys.report import load_events
+    from gpuscope.views.torch_ops import attach
+
+    rep = load_events(run_dir)
+    tl, rep.loaded = rep.loaded, None
+    rep.loader = lambda: tl
+    attach(rep, run_dir)
+    at_summary: list[object] = []
+    view.sigSummary.connect(lambda _r: at_summary.append(view.torch_ops))
+    with qtbot.waitSignal(view.sigLoaded, timeout=LOAD_MS):
+        view.show_report(rep)
+    assert at_summary == [None]
+    assert view.torch_ops is not None and view.torch_ops.torch is rep.torch
+    assert "Torch ops (2 ranks)" in [view.summary.tabText(i) for i in range(view.summary.count())]
+
+
 def test_a_run_without_traces_has_no_torch_tab(qtbot, view, run_dir, tmp_path):
     """... and the previous report's tab goes (with the traces it holds)."""
     old = _load(qtbot, view, run_dir)

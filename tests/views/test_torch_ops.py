@@ -185,6 +185,20 @@ def test_a_cut_trace_is_a_note_and_the_other_rank_stays(run_dir, tmp_path):
     assert set(rep.timeline.ranges.pid[rep.timeline.ranges.source == T.SOURCE_TORCH].tolist()) == {pid0}
 
 
+def test_a_timeline_read_later_reads_the_traces_with_it(run_dir):
+    """A report whose timeline is not read yet (an nsys export's lazy read) gets its torch part
+    when the timeline is read: the summaries do not wait for the traces."""
+    from gpuscope.nsys.report import load_events
+
+    rep = load_events(run_dir)
+    tl, rep.loaded = rep.loaded, None
+    rep.loader = lambda: tl
+    V.attach(rep, run_dir)
+    assert rep.torch is None and not (tl.ranges.source == T.SOURCE_TORCH).any()
+    assert (rep.timeline.ranges.source == T.SOURCE_TORCH).any() and rep.torch.ranks == [0, 1]
+    assert set(rep.torch.placed) == {0, 1}
+
+
 def test_a_run_without_traces_has_no_torch_part(run_dir, tmp_path):
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("torch"))

@@ -422,6 +422,8 @@ class QtReportView(QWidget):
             (f", {torch:,} torch events" if torch else "")
         if summary_shown:   # progressive load: the tables are up, only the title changes
             self.title.setText(self.title.text().replace("timeline loading…", counts))
+            if self.torch_ops is None and getattr(report, "torch", None) is not None:
+                self._show_torch(report)   # the traces were read with the timeline
         else:
             self._show_tables(report, counts)
         self.sigLoaded.emit(report)
