@@ -9,6 +9,7 @@ at profile start it is gpuscope's ``CLOCK_MONOTONIC`` nanoseconds (docs/TORCH-PR
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 from array import array
@@ -54,12 +55,13 @@ class TorchTrace:
     def __len__(self) -> int:
         return len(self.cols["ts_ns"])
 
+    @functools.cached_property
+    def _ids(self) -> dict[str, int]:
+        return {s: i for i, s in enumerate(self.strings)}
+
     def string_id(self, text: str) -> int:
         """The id of ``text`` in the string table, -1 if the trace never uses it."""
-        try:
-            return self.strings.index(text)
-        except ValueError:
-            return -1
+        return self._ids.get(text, -1)
 
     def named(self, name: str) -> np.ndarray:
         """Indices of the events called ``name`` (a table row's events, to highlight)."""
