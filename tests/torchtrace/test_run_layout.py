@@ -80,3 +80,21 @@ def test_rules_applies_imports_no_numpy(ddp_cycles, tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_perfetto_write_takes_the_torch_events(ddp_cycles):
+    """trace/perfetto.write(extra=...) puts the torch events in the same document (an empty
+    timeline here: the nsys part has its own tests)."""
+    import io
+
+    from gpuscope.trace import perfetto
+    from gpuscope.trace import timeline as T
+
+    tr = read_trace(next((ddp_cycles / "cycle0").glob("rank1*.gz")))
+    tl = T.Timeline(wall_base_ns=int(tr.cols["ts_ns"].min()))
+    buf = io.StringIO()
+    n = perfetto.write(tl, buf, extra=perfetto_events([tr], tl.wall_base_ns, tl.mono_base_ns))
+    doc = json.loads(buf.getvalue())
+    assert n == len(doc["traceEvents"]) > 0
+    assert {e["pid"] for e in doc["traceEvents"]} == {tr.pid}
+    assert min(float(e["ts"]) for e in doc["traceEvents"] if e["ph"] == "X") == 0.0
