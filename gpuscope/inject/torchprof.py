@@ -86,6 +86,7 @@ def on_torch(torch):
     current = _current = _Profiling(config, stem)
     _write_meta(current)
     _patch_program_profiler(torch)
+    _guard_gloo_teardown()
     _start(torch, current)
     import atexit
 
@@ -266,6 +267,7 @@ def at_exit(how="exit"):
             if current.running:
                 _stop(current, None)
             _save_unstopped(current)
+            settle_gloo_workers()
     except Exception as exc:
         STATE.error("torch profiler at %s" % how, exc)
 
@@ -294,6 +296,74 @@ def _forget_in_child():
     """A fork child holds a copy of its parent's profiler: it is not this process's to stop."""
     global _current
     _current = None
+
+
+# -- gloo's worker threads at teardown -------------------------------------------------------
+# While a profiler records, each gloo work made during backward keeps a copy of the thread's state,
+# Python objects included (autograd's stashed context), so the worker thread that drops the work's
+# last reference takes the GIL. A process group freed later with the GIL held (a DDP model freed
+# when main() returns, after destroy_process_group) joins those threads: if one is still waiting
+# for the GIL then, neither ever goes on. So the GIL is let go until the workers have dropped theirs.
+GLOO_THREAD = "pt_gloo_runloop"   # the name gloo gives its worker threads (comm)
+_SETTLE_LIMIT_S = 2.0             # a worker starved of CPU that long is left to the program
+_SETTLE_POLL_S = 0.005
+
+
+def _guard_gloo_teardown():
+    """Wrap ``torch.distributed``'s destroy_process_group so that gloo's workers settle after it."""
+    import sys
+
+    c10d = sys.modules.get("torch.distributed.distributed_c10d")
+    original = getattr(c10d, "destroy_process_group", None)
+    if original is None or getattr(original, "__gpuscope__", False):
+        return
+
+    def destroy_process_group(*args, **kwargs):
+        try:
+            return original(*args, **kwargs)
+        finally:
+            settle_gloo_workers()
+
+    _like(destroy_process_group, original)
+    destroy_process_group.__gpuscope__ = True
+    c10d.destroy_process_group = destroy_process_group
+    package = sys.modules.get("torch.distributed")
+    if getattr(package, "destroy_process_group", None) is original:
+        package.destroy_process_group = destroy_process_group
+
+
+def _gloo_workers():
+    """This process's gloo worker threads: thread id -> its state letter (R, S, D...)."""
+    states = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open("/proc/self/task/%s/stat" % tid, "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue   # the thread ended
+        name = stat[stat.find(b"(") + 1:stat.rfind(b")")]
+        if name == GLOO_THREAD.encode():
+            states[tid] = stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3].decode()
+    return states
+
+
+def settle_gloo_workers(limit_s=_SETTLE_LIMIT_S):
+    """Let go of the GIL until no gloo worker is runnable at two looks in a row (a worker waiting
+    for the GIL is woken when it is let go); returns whether they settled. Never raises."""
+    try:
+        if not _gloo_workers():
+            return True
+        deadline = time.monotonic() + limit_s
+        quiet = 0
+        while quiet < 2:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(_SETTLE_POLL_S)
+            busy = [s for s in _gloo_workers().values() if s not in ("S", "Z")]
+            quiet = 0 if busy else quiet + 1
+        return True
+    except Exception:
+        return False
 
 
 # -- the program's own profiler --------------------------------------------------------------
