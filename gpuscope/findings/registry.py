@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import importlib
+import json
 import os
 import pkgutil
 import sys
@@ -190,6 +191,79 @@ def load() -> None:
 
 _broken: dict[str, str] = {}
 
+# Every after-run check: rule id -> (its module in this package, the inputs it reads), so that the
+# end of a run imports only the modules whose inputs the run has (tests/findings/test_registry.py
+# holds it equal to what the modules declare).
+AFTER_INDEX: dict[str, tuple[str, str]] = {
+    "child-died-by-signal": ("process_rules", "events output procs"),
+    "cuda-after-fork": ("torch_rules", "events output"),
+    "cuda-fork-message": ("output_rules", "output"),
+    "executor-worker-killed": ("output_rules", "output"),
+    "first-process-died": ("summary_rules", "events summary"),
+    "fork-with-threads": ("process_rules", "events"),
+    "gpu-launch-bound": ("gpu_rules", "events nsys"),
+    "gpu-time-sliced": ("gpu_rules", "events nsys"),
+    "large-pickles": ("ipc_rules", "events"),
+    "leaked-semaphore": ("output_rules", "output"),
+    "leaked-shm": ("output_rules", "output"),
+    "left-running": ("summary_rules", "procs summary"),
+    "load-imbalance": ("pool_rules", "events"),
+    "missing-main-guard": ("output_rules", "output"),
+    "nsys-diagnostics": ("summary_rules", "nsys summary"),
+    "pageable-copies": ("gpu_rules", "events nsys"),
+    "ray-object-store": ("ray_rules", "telemetry"),
+    "sampler-epoch-not-set": ("torch_rules", "events"),
+    "shm-left-behind": ("shm_rules", "events procs"),
+    "spawn-main-reimport": ("startup_rules", "events"),
+    "startup-dominated": ("pool_rules", "events"),
+    "straggler-rank": ("ddp_rules", "events"),
+    "tasks-too-small": ("pool_rules", "events"),
+    "torch-collective-wait": ("torch_ops_rules", "torch"),
+    "torch-dataloader-wait": ("torch_ops_rules", "torch"),
+    "torch-launch-bound": ("torch_ops_rules", "torch"),
+    "torch-slow-rank": ("torch_ops_rules", "torch"),
+    "torch-sync-in-step": ("torch_ops_rules", "torch"),
+}
+TORCH_DIR = "torch"                   # as gpuscope.torchtrace.run names the run's trace folder
+TORCH_LOST_NOTE = "torch profiler:"   # and the run's note of a process that lost its trace
+
+
+def has_input(run: RunInputs, what: Input) -> bool:
+    """Whether the run has ``what`` to read: an nsys export (or nsys results in its record), torch
+    traces (or notes of lost ones); every other input every run has."""
+    if what is Input.NSYS:
+        return run.export is not None or (run.record is not None and run.record.nsys is not None)
+    if what is Input.TORCH:
+        return os.path.isdir(os.path.join(run.run_dir, TORCH_DIR)) or _torch_in_summary(run.run_dir)
+    return True
+
+
+def _torch_in_summary(run_dir: str) -> bool:
+    try:
+        with open(os.path.join(run_dir, rundir.SUMMARY), encoding="utf-8") as fh:
+            summary = json.load(fh)
+        notes = summary.get("notes") or ()
+        return bool(summary.get("torch_traces")) or any(str(n).startswith(TORCH_LOST_NOTE) for n in notes)
+    except (OSError, ValueError, AttributeError, TypeError):
+        return False
+
+
+def load_after(run: RunInputs) -> None:
+    """Import the rule modules of the after-run checks that ``run`` has the inputs for (all of them
+    once :func:`load` ran); a broken one is reported as by :func:`load`."""
+    if _loaded:
+        return
+    wanted = {module for module, inputs in AFTER_INDEX.values()
+              if all(has_input(run, Input(name)) for name in inputs.split())}
+    for module in sorted(wanted):
+        name = f"{__package__}.{module}"
+        if name in sys.modules or name in _broken:
+            continue
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - one broken rule module must not hide the others
+            _broken[name] = f"{type(exc).__name__}: {exc}"
+
 
 def rules(phase: Phase | None = None) -> list[Rule]:
     """The declared rules (of ``phase``), by id."""
@@ -219,10 +293,12 @@ def on_stopped(rule_: Rule, found: list[Finding]) -> list[Finding]:
 
 
 def run_after(run: RunInputs) -> list[Finding]:
-    """Every after-run check whose ``applies`` holds; a check that fails becomes one info finding."""
+    """Every after-run check whose ``applies`` holds (of the modules :func:`load_after` imports, and
+    any other rule declared); a check that fails becomes one info finding."""
     out: list[Finding] = []
     covered: list[tuple[str, set[int]]] = []       # (code made redundant, for these processes)
-    for r in rules(Phase.AFTER):
+    load_after(run)
+    for r in sorted((r for r in _RULES.values() if Phase.AFTER in r.phases), key=lambda r: r.id):
         if r.check is None:
             continue
         try:

@@ -3,7 +3,6 @@ unlinked, and still in /dev/shm when the run ended (the ``D`` lines of inject/sh
 
 from __future__ import annotations
 
-from gpuscope.procs.shm import left_by, still_present
 from gpuscope.finding import CleanupShm, Finding, Severity, evidence
 from gpuscope.findings.registry import Input, RunInputs, rule
 
@@ -12,6 +11,8 @@ from gpuscope.findings.registry import Input, RunInputs, rule
       applies=lambda run: any(getattr(pe, "shm", None) for pe in run.events),
       title="shared memory created by the run and still in /dev/shm at its end")
 def shm_left_behind(run: RunInputs) -> list[Finding]:
+    from gpuscope.procs.shm import left_by, still_present   # the /dev/shm reader: only for runs that made some
+
     left = still_present(left_by(run.events))
     if not left:
         return []

@@ -171,3 +171,47 @@ def test_every_rules_applies_on_a_plain_run_imports_no_numpy(tmp_path):
     assert proc.returncode == 0, proc.stderr
     codes, heavy = json.loads(proc.stdout.strip().splitlines()[-1])
     assert codes == [] and heavy == [], (codes, heavy)
+
+
+def test_the_after_index_is_what_the_rule_modules_declare():
+    """The end of a run imports rule modules through AFTER_INDEX: every after-run check of every
+    rule module must be in it, with its module and inputs."""
+    declared = {r.id: (r.module.rsplit(".", 1)[-1], " ".join(sorted(i.value for i in r.inputs)))
+                for r in registry.rules(Phase.AFTER) if r.check is not None and r.module.startswith("gpuscope.")}
+    index = {rule_id: (module, " ".join(sorted(inputs.split()))) for rule_id, (module, inputs)
+             in registry.AFTER_INDEX.items()}
+    assert index == declared
+
+
+def test_a_plain_run_imports_only_the_rule_modules_it_has_inputs_for(tmp_path):
+    """No nsys export, no torch traces: the nsys and torch rule modules (and their readers) stay
+    unimported, and so do modules without after-run checks; with a torch folder, the torch rules load."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, sys\n"
+            "from gpuscope.findings import registry\n"
+            "found = registry.run_after(registry.RunInputs(sys.argv[1]))\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('gpuscope.findings.', "
+            "'gpuscope.torchtrace', 'gpuscope.procs.shm')))))\n")
+
+    def loaded() -> list[str]:
+        proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    plain = loaded()
+    for name in ("gpuscope.findings.gpu_rules", "gpuscope.findings.torch_ops_rules", "gpuscope.findings.attach_rules",
+                 "gpuscope.findings.telemetry_rules", "gpuscope.torchtrace.run", "gpuscope.procs.shm"):
+        assert name not in plain, (name, plain)
+    assert "gpuscope.findings.pool_rules" in plain and "gpuscope.findings.summary_rules" in plain, plain
+    (tmp_path / registry.TORCH_DIR).mkdir()
+    assert "gpuscope.findings.torch_ops_rules" in loaded()
+
+
+def test_the_torch_names_are_the_trace_readers():
+    from gpuscope.torchtrace import run as torch_run
+
+    assert (registry.TORCH_DIR, registry.TORCH_LOST_NOTE) == (torch_run.TORCH_DIR, torch_run.LOST_NOTE)
