@@ -120,6 +120,12 @@ def load_report(path: str | Path, events_only: bool = False, note: str | None = 
 
     if events_only:
         return nsys_report.load_events(path, note=nsys_report.PENDING_NOTE if note is None else note)
+    from gpuscope.attach.report import is_attached
+
+    if Path(path).is_dir() and is_attached(path):   # gpuscope attach: its profile's samples as lanes
+        from gpuscope.views import attach_flame
+
+        return attach_flame.timeline_report(path)
     report = nsys_report.load_report(path, cancel=cancel)
     if Path(path).is_dir():   # a run folder: its PyTorch profiler traces join the timeline and the tables
         from gpuscope.views import torch_ops

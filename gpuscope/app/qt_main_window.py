@@ -228,8 +228,7 @@ class MainWindow(QMainWindow):
             self.show_error("a run is in progress: open past runs when it has ended")
             return
         self.session.open_past(row, self.status)
-        if row.launcher != "attached":     # an attached run has no timeline to show
-            self.load_report(row.run_dir, switch=False)
+        self.load_report(row.run_dir, switch=False)   # an attached run: its profile's samples as lanes
 
     def load_run_settings(self, spec: RunSpec, run_id: str) -> None:
         """History's "Run again with these settings": the launch panel gets the run's RunSpec."""

@@ -3,13 +3,19 @@
 The samples are kept as speedscope JSON (opens in https://www.speedscope.app, or the app's flame
 graph); :func:`top_functions` sums them per role: the functions where the samples were taken
 (self time), largest first. py-spy samples without pausing the processes (``--nonblocking``).
+
+A second py-spy writes the same window as a Chrome trace (``<name>.chrometrace.json``: begin/end
+events per process and thread, consecutive samples of one frame merged, times from py-spy's start);
+:func:`read_ranges` puts them on CLOCK_MONOTONIC, as lanes for the report's timeline.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +23,34 @@ from gpuscope.errors import UserError
 
 RATE_HZ = 100
 _PROFILE_NAME = re.compile(r"Process (\d+)")
+_ANCESTRY = re.compile(r"^process \d+:")    # --subprocesses roots each stack in its process chain
+_THREAD = re.compile(r"^thread \((\d+)\)")   # --threads roots it in its thread's OS id
+_SPEEDSCOPE = ".speedscope.json"
+TIMELINE_SUFFIX = ".chrometrace.json"
+
+
+@dataclass(frozen=True)
+class SampledRange:
+    """One frame at one depth of a thread's sampled stacks, over consecutive samples (CLOCK_MONOTONIC ns)."""
+
+    pid: int
+    tid: int
+    depth: int              # 0 = outermost Python frame
+    name: str
+    file: str
+    line: int
+    start_ns: int
+    end_ns: int
+
+
+@dataclass
+class SampledTimeline:
+    """The profile's window (py-spy's start on CLOCK_MONOTONIC and the wall clock) and its ranges."""
+
+    start_mono_ns: int
+    start_wall_ns: int
+    end_mono_ns: int
+    ranges: list[SampledRange] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -42,9 +76,11 @@ class Profile:
     top: dict[str, list[TopFunction]] = field(default_factory=dict)
     per_pid: dict[int, int] = field(default_factory=dict)      # samples per process
     note: str = ""
+    timeline: str = ""      # the Chrome trace of the same window ("" when none was written)
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "seconds": self.seconds, "samples": self.samples, "note": self.note,
+                "timeline": self.timeline,
                 "per_pid": {str(k): v for k, v in self.per_pid.items()},
                 "top": {role: [t.to_dict() for t in rows] for role, rows in self.top.items()}}
 
@@ -57,16 +93,30 @@ def record(root_pid: int, seconds: float, out_path: str, roles: dict[int, str], 
     tool = reader_tool()
     if tool is None or tool[0] != "py-spy":
         raise UserError("a profile needs py-spy (pip install py-spy)")
-    argv = [tool[1], "record", "--pid", str(root_pid), "--subprocesses", "--format", "speedscope",
-            "--output", out_path, "--duration", str(max(1, round(seconds))), "--rate", str(rate_hz),
-            "--nonblocking", *(["--idle"] if idle else [])]
+    common = ["--pid", str(root_pid), "--subprocesses", "--duration", str(max(1, round(seconds))),
+              "--rate", str(rate_hz), "--nonblocking", *(["--idle"] if idle else [])]
+    trace_path = timeline_path(out_path)
+    procs: list[subprocess.Popen[str]] = []
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 30)
+        procs.append(subprocess.Popen([tool[1], "record", "--format", "speedscope", "--output", out_path, *common],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+        # the Chrome trace's times count from its py-spy's start: take the clocks just before it
+        start_mono, start_wall = time.monotonic_ns(), time.time_ns()
+        procs.append(subprocess.Popen([tool[1], "record", "--format", "chrometrace", "--threads", "--output",
+                                       trace_path, *common],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+        outs = [p.communicate(timeout=seconds + 30)[1] for p in procs]
     except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+            p.wait()
         return Profile(out_path, seconds, note="py-spy did not finish")
+    proc = procs[0]
     prof = read(out_path, roles, seconds)
+    if _stamp(trace_path, start_mono, start_wall):
+        prof.timeline = trace_path
     if not prof.samples and proc.returncode != 0:
-        lines = [ln for ln in (proc.stderr or "").splitlines() if ln.strip()]
+        lines = [ln for ln in (outs[0] or "").splitlines() if ln.strip()]
         prof.note = (lines[0] if lines else f"py-spy exit status {proc.returncode}").removeprefix("Error: ")[:200]
     return prof
 
@@ -100,4 +150,72 @@ def read(path: str, roles: dict[int, str], seconds: float = 0.0, top_n: int = 10
         best = sorted(by_frame.items(), key=lambda kv: -kv[1])[:top_n]
         top[role] = [TopFunction(str(frames[i].get("name", "?")), str(frames[i].get("file", "")),
                                  int(frames[i].get("line") or 0), n, n / all_n) for i, n in best if i < len(frames)]
-    return Profile(path, seconds, total, top, per_pid)
+    trace = timeline_path(path)
+    return Profile(path, seconds, total, top, per_pid, timeline=trace if os.path.isfile(trace) else "")
+
+
+def timeline_path(speedscope_path: str) -> str:
+    """Where the Chrome trace of a profile written to ``speedscope_path`` goes."""
+    return speedscope_path.removesuffix(_SPEEDSCOPE).removesuffix(".json") + TIMELINE_SUFFIX
+
+
+def _stamp(trace_path: str, start_mono: int, start_wall: int) -> bool:
+    """Add the clocks of py-spy's start to its Chrome trace (object form, still a valid trace)."""
+    try:
+        with open(trace_path, encoding="utf-8") as fh:
+            events = json.load(fh)
+        if isinstance(events, dict):
+            events = events.get("traceEvents", [])
+        doc = {"traceEvents": events, "displayTimeUnit": "ms",
+               "otherData": {"start_mono_ns": start_mono, "start_wall_ns": start_wall}}
+        tmp = trace_path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh)
+        os.replace(tmp, trace_path)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def read_ranges(trace_path: str) -> SampledTimeline | None:
+    """The sampled stacks of a profile's Chrome trace as ranges per thread and depth (None: no trace)."""
+    try:
+        with open(trace_path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        other = doc["otherData"]
+        start_mono, start_wall = int(other["start_mono_ns"]), int(other["start_wall_ns"])
+        events = list(doc["traceEvents"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    open_frames: dict[tuple[int, int], list[tuple[dict[str, Any], int, int]]] = {}
+    ranges: list[SampledRange] = []
+    last = start_mono
+    for ev in events:
+        ph = ev.get("ph")
+        if ph not in ("B", "E"):
+            continue
+        key = (int(ev.get("pid") or 0), int(ev.get("tid") or 0))
+        t = start_mono + int(float(ev.get("ts") or 0) * 1000)
+        last = max(last, t)
+        stack = open_frames.setdefault(key, [])
+        if ph == "B":
+            plain = not (ev.get("args") or {}).get("filename")
+            thread = _THREAD.match(str(ev.get("name"))) if plain else None
+            is_process = plain and (thread is not None or bool(_ANCESTRY.match(str(ev.get("name")))))
+            if thread is not None:
+                ev = {**ev, "_tid": int(thread.group(1))}
+            depth = sum(1 for f in stack if not f[0]["_process"])   # Python frames below this one
+            stack.append(({**ev, "_process": is_process}, t, depth))
+            continue
+        if not stack:
+            continue
+        ev_b, t0, depth = stack.pop()
+        if ev_b["_process"]:
+            continue
+        args = ev_b.get("args") or {}
+        # the OS thread id from the --threads root frame; py-spy's own tid is the pthread handle
+        tid = next((f[0]["_tid"] for f in reversed(stack) if "_tid" in f[0]), key[0])
+        ranges.append(SampledRange(key[0], tid, depth, str(ev_b.get("name") or "?"), str(args.get("filename") or ""),
+                                   int(args.get("line") or 0), t0, max(t, t0)))
+    ranges.sort(key=lambda r: (r.pid, r.tid, r.start_ns, r.depth))
+    return SampledTimeline(start_mono, start_wall, last, ranges)

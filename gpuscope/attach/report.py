@@ -39,7 +39,27 @@ def report_json(folder: str | os.PathLike[str]) -> dict[str, Any]:
     prof = os.path.join(folder, PROFILE_FILE)
     return {**record.to_json(), "kind": KIND, "root_pid": record.spec.get("root_pid"),
             "stacks": {"taken_ns": taken, "processes": [p.to_dict() for p in stacks]} if stacks else None,
-            "profile": profile.read(prof, roles).to_dict() if os.path.isfile(prof) else None}
+            "profile": profile.read(prof, roles).to_dict() if os.path.isfile(prof) else None,
+            "timeline": timeline_json(folder, roles)}
+
+
+def timeline_json(folder: str | os.PathLike[str], roles: dict[int, str]) -> dict[str, Any] | None:
+    """The profile's samples as lanes, one per process and thread (times on CLOCK_MONOTONIC ns);
+    None when the run has no profile with times."""
+    from gpuscope.attach import profile
+
+    sampled = profile.read_ranges(profile.timeline_path(os.path.join(folder, PROFILE_FILE)))
+    if sampled is None:
+        return None
+    lanes: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for r in sampled.ranges:
+        lanes.setdefault((r.pid, r.tid), []).append(
+            {"depth": r.depth, "name": r.name, "file": r.file, "line": r.line, "start_ns": r.start_ns,
+             "end_ns": r.end_ns})
+    return {"clock": "CLOCK_MONOTONIC", "start_ns": sampled.start_mono_ns, "end_ns": sampled.end_mono_ns,
+            "start_wall_ns": sampled.start_wall_ns, "source": "cpu samples",
+            "lanes": [{"pid": pid, "tid": tid, "role": roles.get(pid, "process"), "ranges": rows}
+                      for (pid, tid), rows in sorted(lanes.items())]}
 
 
 def report_text(folder: str | os.PathLike[str]) -> str:
@@ -63,6 +83,10 @@ def report_text(folder: str | os.PathLike[str]) -> str:
         lines += ["stacks (last read):", *(f"  {g}" for g in group(procs))]
     if data["profile"]:
         lines.append(f"profile: {data['profile']['samples']} samples, {data['profile']['path']}")
+        if data["timeline"]:
+            lanes = data["timeline"]["lanes"]
+            lines.append(f"  timeline: {len(lanes)} lane(s) of sampled frames, "
+                         f"{sum(len(ln['ranges']) for ln in lanes)} ranges ({data['profile'].get('timeline')})")
         for role, top in data["profile"]["top"].items():
             lines += [f"  {role}: {t['function']} ({os.path.basename(t['file'])}:{t['line']}) {t['share']:.0%}"
                       for t in top[:5]]

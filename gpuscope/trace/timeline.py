@@ -30,7 +30,8 @@ except ImportError:   # not built (no C compiler at install time): nesting_depth
 SOURCE_NSYS = 0
 SOURCE_GPUSCOPE = 1
 SOURCE_TORCH = 2          # a PyTorch profiler trace of the run (gpuscope.views.torch_ops adds them)
-SOURCE_NAMES = ("nsys", "gpuscope", "torch")
+SOURCE_PYSPY = 3          # py-spy's sampled stacks of an attached run (gpuscope.views.attach_flame adds them)
+SOURCE_NAMES = ("nsys", "gpuscope", "torch", "cpu samples")
 
 # Range styles (nsys eventType 59/70 -> push/pop, 60/71 -> start/end).
 STYLE_PUSHPOP = 0

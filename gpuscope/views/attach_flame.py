@@ -9,9 +9,17 @@ and width as fractions of all samples.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpuscope.trace import timeline as T
+    from gpuscope.attach.profile import SampledTimeline
+    from gpuscope.nsys.report import Report
 
 _PROCESS = re.compile(r"Process (\d+)")
 _ANCESTRY = re.compile(r"^process \d+:")    # py-spy --subprocesses roots each stack in its process chain
@@ -128,3 +136,64 @@ def depth_of(boxes: list[Box]) -> int:
 def box_at(boxes: list[Box], x: float, depth: int) -> Box | None:
     """The box under a point (``x`` a fraction, ``depth`` a row)."""
     return next((b for b in boxes if b.depth == depth and b.x <= x < b.x + b.width), None)
+
+
+# --------------------------------------------------------------------------- the report's timeline
+
+def add_samples(tl: T.Timeline, sampled: SampledTimeline, roles: dict[int, str] | None = None) -> int:
+    """Append a profile's sampled frames to ``tl`` (source ``cpu samples``, a lane per process and
+    thread, a row per depth); ``tl``'s clock must have ``mono_base_ns`` set. Returns the ranges added."""
+    import numpy as np
+
+    from gpuscope.trace import timeline as T
+
+    rs = sampled.ranges
+    base = tl.mono_base_ns or 0
+    n = len(rs)
+    if not n:
+        return 0
+    names = np.array([tl.strings.intern(f"{r.name} ({os.path.basename(r.file)}:{r.line})" if r.file else r.name)
+                      for r in rs], np.int32)
+    add = T.Ranges(start_ns=T.column("start_ns", [r.start_ns - base for r in rs]),
+                   end_ns=T.column("end_ns", [r.end_ns - base for r in rs]),
+                   pid=T.column("pid", [r.pid for r in rs]), tid=T.column("tid", [r.tid for r in rs]),
+                   depth=np.array([r.depth for r in rs], np.int16), name_id=T.column("name_id", names),
+                   color=np.zeros(n, np.uint32), domain_id=np.zeros(n, np.int32), category=np.zeros(n, np.int32),
+                   style=np.full(n, T.STYLE_PUSHPOP, np.uint8), source=np.full(n, T.SOURCE_PYSPY, np.uint8),
+                   flags=np.zeros(n, np.uint8), end_tid=np.full(n, -1, np.int32))
+    tl.ranges = T.Ranges.concat([tl.ranges, add])
+    known = set(tl.processes.pid.tolist())
+    new = sorted({r.pid for r in rs} - known)
+    if new:
+        tl.processes = T.Processes.concat([tl.processes, T.Processes(
+            pid=T.column("pid", new),
+            name_id=T.column("name_id", [tl.strings.intern(f"{(roles or {}).get(p, 'process')} {p}") for p in new]),
+            source=np.full(len(new), 1 << T.SOURCE_PYSPY, np.uint8))])
+    return n
+
+
+def timeline_report(folder: str | os.PathLike[str]) -> Report:
+    """An attached run folder as a ``Report``: its processes, and its profile's samples as lanes
+    (t = 0 at the profile's start; no lanes when the run has no profile)."""
+    from gpuscope.attach import profile
+    from gpuscope.attach.report import PROFILE_FILE
+    from gpuscope.nsys.report import Report
+    from gpuscope.runrecord.folder import read_folder
+    from gpuscope.trace import summary
+    from gpuscope.trace import timeline as T
+
+    record = read_folder(folder)
+    roles = {p.pid: p.role for p in record.processes}
+    tl = T.Timeline()
+    sampled = profile.read_ranges(profile.timeline_path(os.path.join(folder, PROFILE_FILE)))
+    notes = ["an attached run: no nsys export and no gpuscope event logs; the lanes are py-spy's samples"]
+    if sampled is None:
+        notes = ["an attached run without a profile: nothing to draw (Profile in the Attached tab, or "
+                 "gpuscope attach --profile)"]
+    else:
+        tl.mono_base_ns, tl.wall_base_ns = sampled.start_mono_ns, sampled.start_wall_ns
+        tl.duration_ns = max(0, sampled.end_mono_ns - sampled.start_mono_ns)
+        add_samples(tl, sampled, roles)
+    return Report(path=Path(folder), sqlite_path=None, nsys_version=None, schema_version=None, naming="plain",
+                  summaries={"nvtx": [], "kernel": [], "osrt": []}, processes=summary.process_table(tl), loaded=tl,
+                  notes=notes)

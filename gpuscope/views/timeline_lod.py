@@ -294,6 +294,8 @@ def nvtx_lanes(tl: T.Timeline, names: Q.RangeNames | None = None) -> dict[int, l
                 label += " start/end"
             if src == T.SOURCE_TORCH:
                 label += " torch ops"
+            elif src == T.SOURCE_PYSPY:
+                label += " cpu samples"
             lane = Lane(pid=pid, kind=KIND_NVTX, label=label, rows=[], tid=tid, source=src, style=sty)
             lanes[(pid, tid, src, sty)] = lane
             out.setdefault(pid, []).append(lane)
