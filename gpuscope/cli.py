@@ -18,7 +18,6 @@ import os
 import sys
 import threading
 import time
-import traceback
 from typing import Any
 
 from gpuscope import __version__, paths
@@ -71,6 +70,8 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 
 
 def _internal_error(exc: BaseException) -> int:
+    import traceback   # only for a failure: not on every command's start
+
     try:
         log = paths.data_dir() / "gpuscope-errors.log"
         with open(log, "a", encoding="utf-8") as fh:

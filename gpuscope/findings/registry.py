@@ -19,7 +19,6 @@ import enum
 import importlib
 import json
 import os
-import pkgutil
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable
@@ -171,6 +170,8 @@ def rule(rule_id: str, *, inputs: Iterable[Input] | Input, phase: Iterable[Phase
 
 def rule_modules() -> list[str]:
     """Every ``gpuscope.findings.*_rules`` module, by name (other parts add theirs as new files)."""
+    import pkgutil   # the CLI's and app's full table only: a run's end goes by AFTER_INDEX
+
     here = os.path.dirname(__file__)
     return sorted(f"{__package__}.{m.name}" for m in pkgutil.iter_modules([here]) if m.name.endswith("_rules"))
 

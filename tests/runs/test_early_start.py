@@ -137,6 +137,30 @@ def test_the_program_starts_before_anything_heavy_is_imported(home, start, run_e
         assert (tmp_path / "xdg" / "gpuscope" / "runs").is_dir()
 
 
+# what a plain run never needs: other commands' packages, the nsys and torch readers, the app
+NOT_ON_THE_RUN_PATH = ("gpuscope.cleanup", "gpuscope.attach", "gpuscope.torchtrace", "gpuscope.nsys",
+                       "gpuscope.analysis", "gpuscope.gpu", "gpuscope.views", "gpuscope.app", "gpuscope.api",
+                       "gpuscope.findings.gpu_rules", "gpuscope.findings.torch_ops_rules",
+                       "gpuscope.findings.attach_rules", "gpuscope.procs.shm", "gpuscope.store.retention",
+                       "numpy", "psutil", "PySide6")
+AT_EXIT = "\natexit.register(lambda: print('at exit:', *sorted(set(sys.modules) - bare), flush=True))\n"
+
+
+def test_a_plain_run_imports_nothing_it_does_not_use(run_env, tmp_path):
+    """Up to its exit, a plain run of an empty script loads none of the packages of other commands,
+    nor the readers of inputs it does not have (nsys, torch traces, /dev/shm users)."""
+    script = tmp_path / "s.py"
+    script.write_text("")
+    probe = PROBE.replace("\ncommand = ", AT_EXIT + "command = ", 1)
+    out = subprocess.run([sys.executable, "-S", "-c", probe, str(script)], capture_output=True, text=True,
+                         timeout=300, cwd=tmp_path, env=bare_env(run_env))
+    assert out.returncode == 0, out.stderr[-2000:]
+    (line,) = [ln for ln in out.stdout.splitlines() if ln.startswith("at exit: ")]
+    loaded = line.split()[2:]
+    assert "gpuscope.findings.engine" in loaded and "gpuscope.telemetry.sampler" in loaded, loaded
+    assert not [m for m in loaded if m.startswith(NOT_ON_THE_RUN_PATH)], loaded
+
+
 def test_the_installed_command_is_the_packaged_one():
     """The environment's ``gpuscope`` (installed by the README's commands) is packaging/bin/gpuscope
     with this environment's python on its first line, and it runs."""
