@@ -113,7 +113,7 @@ def record(root_pid: int, seconds: float, out_path: str, roles: dict[int, str], 
         return Profile(out_path, seconds, note="py-spy did not finish")
     proc = procs[0]
     prof = read(out_path, roles, seconds)
-    if _stamp(trace_path, start_mono, start_wall):
+    if _stamp(trace_path, start_mono, start_wall, rate_hz):
         prof.timeline = trace_path
     if not prof.samples and proc.returncode != 0:
         lines = [ln for ln in (outs[0] or "").splitlines() if ln.strip()]
@@ -159,7 +159,7 @@ def timeline_path(speedscope_path: str) -> str:
     return speedscope_path.removesuffix(_SPEEDSCOPE).removesuffix(".json") + TIMELINE_SUFFIX
 
 
-def _stamp(trace_path: str, start_mono: int, start_wall: int) -> bool:
+def _stamp(trace_path: str, start_mono: int, start_wall: int, rate_hz: int) -> bool:
     """Add the clocks of py-spy's start to its Chrome trace (object form, still a valid trace)."""
     try:
         with open(trace_path, encoding="utf-8") as fh:
@@ -167,7 +167,7 @@ def _stamp(trace_path: str, start_mono: int, start_wall: int) -> bool:
         if isinstance(events, dict):
             events = events.get("traceEvents", [])
         doc = {"traceEvents": events, "displayTimeUnit": "ms",
-               "otherData": {"start_mono_ns": start_mono, "start_wall_ns": start_wall}}
+               "otherData": {"start_mono_ns": start_mono, "start_wall_ns": start_wall, "rate_hz": rate_hz}}
         tmp = trace_path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(doc, fh)
@@ -187,17 +187,18 @@ def read_ranges(trace_path: str) -> SampledTimeline | None:
         events = list(doc["traceEvents"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    open_frames: dict[tuple[int, int], list[tuple[dict[str, Any], int, int]]] = {}
+    # py-spy pairs begin/end by its thread handle alone, which forked processes share: pair the
+    # same way, and take each frame's process from its begin event
+    open_frames: dict[int, list[tuple[dict[str, Any], int, int]]] = {}
     ranges: list[SampledRange] = []
     last = start_mono
     for ev in events:
         ph = ev.get("ph")
         if ph not in ("B", "E"):
             continue
-        key = (int(ev.get("pid") or 0), int(ev.get("tid") or 0))
         t = start_mono + int(float(ev.get("ts") or 0) * 1000)
         last = max(last, t)
-        stack = open_frames.setdefault(key, [])
+        stack = open_frames.setdefault(int(ev.get("tid") or 0), [])
         if ph == "B":
             plain = not (ev.get("args") or {}).get("filename")
             thread = _THREAD.match(str(ev.get("name"))) if plain else None
@@ -213,9 +214,30 @@ def read_ranges(trace_path: str) -> SampledTimeline | None:
         if ev_b["_process"]:
             continue
         args = ev_b.get("args") or {}
+        pid = int(ev_b.get("pid") or 0)
         # the OS thread id from the --threads root frame; py-spy's own tid is the pthread handle
-        tid = next((f[0]["_tid"] for f in reversed(stack) if "_tid" in f[0]), key[0])
-        ranges.append(SampledRange(key[0], tid, depth, str(ev_b.get("name") or "?"), str(args.get("filename") or ""),
+        tid = next((f[0]["_tid"] for f in reversed(stack) if "_tid" in f[0]), pid)
+        ranges.append(SampledRange(pid, tid, depth, str(ev_b.get("name") or "?"), str(args.get("filename") or ""),
                                    int(args.get("line") or 0), t0, max(t, t0)))
-    ranges.sort(key=lambda r: (r.pid, r.tid, r.start_ns, r.depth))
-    return SampledTimeline(start_mono, start_wall, last, ranges)
+    rate = int(other.get("rate_hz") or RATE_HZ)
+    return SampledTimeline(start_mono, start_wall, last, merged(ranges, 2 * 1_000_000_000 // max(1, rate)))
+
+
+def merged(ranges: list[SampledRange], gap_ns: int) -> list[SampledRange]:
+    """Join a thread's ranges of one frame at one depth that follow each other within ``gap_ns``
+    (samples of other processes on the same py-spy thread handle split them)."""
+    out: list[SampledRange] = []
+    open_at: dict[tuple[int, int, int], int] = {}      # (pid, tid, depth) -> index in out
+    for r in sorted(ranges, key=lambda r: (r.start_ns, r.depth)):
+        key = (r.pid, r.tid, r.depth)
+        k = open_at.get(key, -1)
+        prev = out[k] if k >= 0 else None
+        if prev is not None and (prev.name, prev.file, prev.line) == (r.name, r.file, r.line) \
+                and r.start_ns - prev.end_ns <= gap_ns:
+            out[k] = SampledRange(r.pid, r.tid, r.depth, r.name, r.file, r.line, prev.start_ns,
+                                  max(prev.end_ns, r.end_ns))
+            continue
+        open_at[key] = len(out)
+        out.append(r)
+    out.sort(key=lambda r: (r.pid, r.tid, r.start_ns, r.depth))
+    return out

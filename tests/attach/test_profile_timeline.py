@@ -110,3 +110,43 @@ def test_an_attached_run_without_a_profile_still_opens(tmp_path, run_env):
     assert json.loads(rep.stdout)["timeline"] is None
     report = api.load_report(Path(run_env["GPUSCOPE_HOME"]) / "runs" / run_id)
     assert len(report.timeline.ranges) == 0 and "without a profile" in report.notes[0]
+
+
+FORK_POOL = """
+import multiprocessing as mp, time
+def alpha_spin(i):
+    t = time.monotonic()
+    while time.monotonic() - t < 0.2:
+        pass
+    return i
+if __name__ == "__main__":
+    mp.set_start_method("fork")
+    with mp.Pool(2) as pool:
+        print("ready", flush=True)
+        while True:
+            pool.map(alpha_spin, range(2))
+"""
+
+
+def test_forked_workers_sharing_a_thread_handle_each_get_their_own_stacked_lane(tmp_path):
+    script = tmp_path / "pool.py"
+    script.write_text(FORK_POOL)
+    job = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert job.stdout is not None and job.stdout.readline().strip() == "ready"
+        prof = profile.record(job.pid, 2, str(tmp_path / "profile.speedscope.json"), {})
+    finally:
+        end_tree(job)
+    sampled = profile.read_ranges(prof.timeline)
+    assert sampled is not None
+    workers = {r.pid for r in sampled.ranges if r.name == "alpha_spin"}
+    assert len(workers) == 2, workers
+    for pid in workers:
+        spins = [r for r in sampled.ranges if r.pid == pid and r.name == "alpha_spin"]
+        assert len({r.depth for r in spins}) == 1, spins      # one stack shape per worker
+    rows: dict[tuple[int, int, int], list[profile.SampledRange]] = {}
+    for r in sampled.ranges:
+        rows.setdefault((r.pid, r.tid, r.depth), []).append(r)
+    for key, rs in rows.items():     # a lane's row never overlaps itself
+        rs.sort(key=lambda r: r.start_ns)
+        assert all(a.end_ns <= b.start_ns for a, b in zip(rs, rs[1:])), key
