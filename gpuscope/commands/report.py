@@ -82,6 +82,13 @@ def run(args: argparse.Namespace) -> int:
     from gpuscope.attach import report as attached
     if target.is_dir() and attached.is_attached(target):       # gpuscope attach's session: no logs, no export
         print(json.dumps(attached.report_json(target), indent=1) if args.json else attached.report_text(target))
+        if args.perfetto:                                      # its profile's sampled lanes
+            from gpuscope.trace import perfetto
+            from gpuscope.views.attach_flame import timeline_report
+            try:
+                perfetto.write(timeline_report(target).timeline, args.perfetto)
+            except OSError as exc:
+                raise UserError(f"cannot write {args.perfetto}: {exc.strerror}") from None
         return 0
     report = _load(target, run_dir, args)
     has_data = any(p["nvtx_ranges"] or p["marks"] or p["kernels"] for p in report.processes)

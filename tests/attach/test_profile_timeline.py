@@ -77,8 +77,13 @@ def test_report_json_and_the_app_report_of_an_attached_run_show_the_lanes(tmp_pa
         end_tree(job)
     assert got.returncode == 0, got.stderr
     run_id = [json.loads(ln) for ln in got.stdout.splitlines() if ln.startswith("{")][-1]["run_id"]
-    rep = _attach(run_env, 0, "report", run_id, "--json")
+    perfetto_out = tmp_path / "trace.json"
+    rep = _attach(run_env, 0, "report", run_id, "--json", "--perfetto", str(perfetto_out))
     assert rep.returncode == 0, rep.stderr
+    exported = json.loads(perfetto_out.read_text())
+    exported = exported["traceEvents"] if isinstance(exported, dict) else exported
+    assert {"alpha_spin", "beta_spin"} <= {str(e.get("name")).split(" (")[0] for e in exported
+                                           if e.get("cat") == "cpu samples" and e.get("pid") == job.pid}
     tl_json = json.loads(rep.stdout)["timeline"]
     lane = next(ln for ln in tl_json["lanes"] if ln["pid"] == job.pid)
     assert {"alpha_spin", "beta_spin"} <= {r["name"] for r in lane["ranges"]}
