@@ -58,3 +58,20 @@ def write_comm(name, tid=None):
         return True
     except (OSError, TypeError):
         return False
+
+
+def thread_states(name):
+    """This process's threads called ``name``: thread id -> state letter (R, S, D...)."""
+    states = {}
+    want = name.encode()
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open("/proc/self/task/%s/stat" % tid, "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue   # the thread ended
+        end = stat.rfind(b")")
+        if stat[stat.find(b"(") + 1:end] == want:
+            states[tid] = stat[end + 2:end + 3].decode()
+    return states
+

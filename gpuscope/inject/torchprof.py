@@ -19,6 +19,7 @@ import json
 import os
 import time
 
+from . import procself
 from .eventlog import STATE, now
 from .procname import env_rank
 
@@ -334,17 +335,7 @@ def _guard_gloo_teardown():
 
 def _gloo_workers():
     """This process's gloo worker threads: thread id -> its state letter (R, S, D...)."""
-    states = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open("/proc/self/task/%s/stat" % tid, "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue   # the thread ended
-        name = stat[stat.find(b"(") + 1:stat.rfind(b")")]
-        if name == GLOO_THREAD.encode():
-            states[tid] = stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3].decode()
-    return states
+    return procself.thread_states(GLOO_THREAD)
 
 
 def settle_gloo_workers(limit_s=_SETTLE_LIMIT_S):
