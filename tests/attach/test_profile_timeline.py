@@ -65,7 +65,7 @@ def test_the_lane_names_the_two_functions_inside_the_profile_window(tmp_path):
     assert all(not r.name.startswith("process ") for r in sampled.ranges)
 
 
-def test_report_json_and_the_app_report_of_an_attached_run_show_the_lanes(tmp_path, run_env):
+def test_report_json_and_the_app_report_of_an_attached_run_show_the_lanes(tmp_path, run_env, qtbot):
     from gpuscope import api
     from gpuscope.trace import timeline as T
     from gpuscope.views import timeline_lod
@@ -98,6 +98,15 @@ def test_report_json_and_the_app_report_of_an_attached_run_show_the_lanes(tmp_pa
     assert (tl.ranges.start_ns[mine] >= 0).all() and (tl.ranges.end_ns[mine] <= tl.duration_ns).all()
     labels = [ln.label for ln in timeline_lod.nvtx_lanes(tl)[job.pid]]
     assert labels and all(lb.endswith("cpu samples") for lb in labels), labels
+
+    from gpuscope.app.report.qt_report_view import QtReportView    # the Report tab, as History opens it
+
+    view = QtReportView()
+    qtbot.addWidget(view)
+    with qtbot.waitSignal(view.sigLoaded, timeout=60_000):
+        view.show_run(run_dir)
+    shown = [ln for b in view.timeline.layout_model.processes for ln in b.lanes if ln.source == T.SOURCE_PYSPY]
+    assert {ln.pid for ln in shown} == {job.pid} and all(ln.label.endswith("cpu samples") for ln in shown)
 
 
 def test_an_attached_run_without_a_profile_still_opens(tmp_path, run_env):
