@@ -95,10 +95,14 @@ def analyse_events(run_dir: str | os.PathLike[str], events: list[ProcessEvents] 
     return found
 
 
-def load_rules() -> None:
-    """Import every rule module ahead (the live recorder calls it while the program runs: the end of
-    the run then does not wait for their imports)."""
-    registry.load()
+def load_rules(run_dir: str | os.PathLike[str] | None = None) -> None:
+    """Import the rule modules ahead (the live recorder calls it while the program runs: the end of
+    the run then does not wait for their imports): those whose inputs the run in ``run_dir`` has so
+    far (the end imports any whose input appeared since), or every one."""
+    if run_dir is None:
+        registry.load()
+    else:
+        registry.load_after(registry.RunInputs(os.fspath(run_dir)))
 
 
 def _saved_stop(run_dir: str | os.PathLike[str]) -> int | None:

@@ -189,7 +189,7 @@ class FindingsRecorder(BaseRecorder):
                 now = time.monotonic()
                 if not rules_loaded and len(self._pids) > 1 and engine is not None:
                     rules_loaded = True   # pools, pickles, torch, ranks: runs of several processes
-                    engine.load_rules()
+                    engine.load_rules(self.run_dir)
                 self._poll_logs(now)
                 idle = now - self._last_progress
                 if (not self._stuck_reported and self._pids and idle >= self.stuck_after_s

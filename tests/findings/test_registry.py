@@ -215,3 +215,21 @@ def test_the_torch_names_are_the_trace_readers():
     from gpuscope.torchtrace import run as torch_run
 
     assert (registry.TORCH_DIR, registry.TORCH_LOST_NOTE) == (torch_run.TORCH_DIR, torch_run.LOST_NOTE)
+
+
+def test_the_live_recorders_early_load_follows_the_index(tmp_path):
+    """The watchdog's load while a run of several processes goes on: the after-run modules this run
+    has inputs for so far, not the nsys and torch readers' rules."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, sys\n"
+            "from gpuscope.findings import engine\n"
+            "engine.load_rules(sys.argv[1])\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('gpuscope.findings.'))))\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "gpuscope.findings.pool_rules" in loaded and "gpuscope.findings.ddp_rules" in loaded, loaded
+    assert "gpuscope.findings.gpu_rules" not in loaded and "gpuscope.findings.torch_ops_rules" not in loaded, loaded
