@@ -5,6 +5,7 @@ timeline and shows the longest; the tab is absent from a run without traces."""
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -158,10 +159,16 @@ def test_a_report_read_progressively_gets_the_tab_with_its_timeline(qtbot, view,
 
     rep = load_events(run_dir)
     tl, rep.loaded = rep.loaded, None
-    rep.loader = lambda: tl
+    summary_seen = threading.Event()   # the timeline's read waits for the summary, as a slow read would
+    rep.loader = lambda: (summary_seen.wait(60), tl)[1]
     attach(rep, run_dir)
     at_summary: list[object] = []
-    view.sigSummary.connect(lambda _r: at_summary.append(view.torch_ops))
+
+    def on_summary(_r: object) -> None:
+        at_summary.append(view.torch_ops)
+        summary_seen.set()
+
+    view.sigSummary.connect(on_summary)
     with qtbot.waitSignal(view.sigLoaded, timeout=LOAD_MS):
         view.show_report(rep)
     assert at_summary == [None]
