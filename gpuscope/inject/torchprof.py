@@ -20,6 +20,7 @@ import os
 import time
 
 from . import procself
+from .disguise import disguise
 from .eventlog import STATE, now
 from .procname import env_rank
 
@@ -325,7 +326,7 @@ def _guard_gloo_teardown():
         finally:
             settle_gloo_workers()
 
-    _like(destroy_process_group, original)
+    disguise(destroy_process_group, original)
     destroy_process_group.__gpuscope__ = True
     c10d.destroy_process_group = destroy_process_group
     package = sys.modules.get("torch.distributed")
@@ -385,8 +386,8 @@ def _track_running(cls):
             _program_running.remove(self)
         return stop(self, *args, **kwargs)
 
-    _like(_start_trace, start)
-    _like(exit_, stop)
+    disguise(_start_trace, start)
+    disguise(exit_, stop)
     cls._start_trace, cls.__exit__ = _start_trace, exit_
 
 
@@ -398,17 +399,8 @@ def _wrap(cls, name, before):
             before()
         return original(self, *args, **kwargs)
 
-    _like(wrapper, original)
+    disguise(wrapper, original)
     setattr(cls, name, wrapper)
-
-
-def _like(wrapper, original):
-    for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
-        try:
-            setattr(wrapper, attr, getattr(original, attr))
-        except (AttributeError, TypeError):
-            pass
-    wrapper.__wrapped__ = original
 
 
 def _before_program_profiler():
@@ -438,7 +430,7 @@ def _wrap_export(cls):
             _note_program_trace(path)
         return result
 
-    _like(export_chrome_trace, original)
+    disguise(export_chrome_trace, original)
     cls.export_chrome_trace = export_chrome_trace
 
 

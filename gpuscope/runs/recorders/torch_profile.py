@@ -10,11 +10,11 @@ why. docs/TORCH-PROFILER.md.
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import shutil
 from typing import TYPE_CHECKING, Any
 
+from gpuscope.runrecord.folder import read_json
 from gpuscope.runrecord.model import TorchTraceFile
 from gpuscope.runs.recorder import BaseRecorder
 
@@ -60,7 +60,7 @@ def collect(run_folder: str, processes: list[ProcessRow]) -> tuple[list[TorchTra
     traces: list[TorchTraceFile] = []
     notes: list[str] = []
     for name in names:
-        meta = _read(os.path.join(folder, name))
+        meta = read_json(os.path.join(folder, name))
         if meta is None:
             notes.append(f"torch profiler: {FOLDER}/{name} is unreadable; that process's trace is not listed")
             continue
@@ -74,15 +74,6 @@ def collect(run_folder: str, processes: list[ProcessRow]) -> tuple[list[TorchTra
         for k, entry in enumerate(meta.get("program_traces") or (), 1):
             _add_program(run_folder, name[:-len(META_SUFFIX)], k, meta, entry, who, traces, notes)
     return traces, notes
-
-
-def _read(path: str) -> dict[str, Any] | None:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _who(meta: dict[str, Any]) -> str:
