@@ -1,5 +1,6 @@
 """Read one Kineto Chrome trace (the PyTorch profiler's ``export_chrome_trace``, plain or .gz)
-as columns, streaming: ``ijson`` (C backend) over ``traceEvents``, never a whole ``json.load``.
+as columns, streaming: ``json``'s C decoder one event at a time over a bounded text buffer (``ijson``
+for unusual input), never a whole ``json.load``.
 
 Times: Kineto writes ``ts``/``dur`` in microseconds (three decimals, so nanoseconds) after the
 trace's ``baseTimeNanoseconds`` (Unix time); older traces have absolute Unix microseconds and no
@@ -9,9 +10,11 @@ at profile start it is gpuscope's ``CLOCK_MONOTONIC`` nanoseconds (docs/TORCH-PR
 
 from __future__ import annotations
 
+import codecs
 import functools
 import gzip
 import json
+import re
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
@@ -35,6 +38,11 @@ CHUNK = 4096              # events parsed before their columns are filled (bound
 KEPT_PH = ("X", "i", "I")
 NUMBERS = (int, float)
 OP_CATS = ("cpu_op", "user_annotation")   # the profiled process's own events: its pid
+READ_SIZE = 1 << 20       # bytes read at a time by the json fast path
+BUF_LIMIT = 64 << 20      # characters one event (or the metadata) may take before the fast path gives up
+_WS = re.compile(r"[ \t\n\r]*")
+_SEP = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
+_KEY = re.compile(r'[ \t\n\r]*("(?:[^"\\]|\\.)*")[ \t\n\r]*:[ \t\n\r]*')
 
 
 @dataclass
@@ -275,17 +283,152 @@ def _tail_meta(tail: bytes) -> dict[str, Any]:
             return {}
 
 
+class _UnusualError(Exception):
+    """Something the json fast path does not handle: the ijson path reads the file instead."""
+
+
+def _no_constant(name: str) -> Any:
+    raise _UnusualError(name)    # NaN/Infinity: ijson refuses them, so the ijson path words the error
+
+
+class _Text:
+    """A bounded text buffer over the tap: ``more()`` drops what was parsed and decodes the next bytes."""
+
+    def __init__(self, tap: _Tap) -> None:
+        self.tap, self.buf, self.eof = tap, "", False
+        self.dec = codecs.getincrementaldecoder("utf-8")()
+
+    def more(self, pos: int) -> int:
+        """Keep ``buf[pos:]`` and append the next bytes; the new position of ``pos``."""
+        if self.eof or len(self.buf) - pos > BUF_LIMIT:
+            raise _UnusualError("end of input")
+        data = self.tap.read(READ_SIZE)
+        self.eof = not data
+        self.buf = self.buf[pos:] + self.dec.decode(data, final=self.eof)
+        return 0
+
+
+def _fast_read(path: Path) -> tuple[_Columns, _Tap, int] | None:
+    """The events decoded one at a time by ``json``'s C decoder over a bounded text buffer; None
+    for anything unusual (damaged, foreign or oddly shaped input), which the ijson path then reads."""
+    cols = _Columns()
+    try:
+        raw = _open(path)
+        with raw:
+            tap = _Tap(raw)
+            seen = _fast_events(_Text(tap), cols)
+            while tap.read(READ_SIZE):
+                pass        # the tail's keys (traceName) are read from the tap
+        return cols, tap, seen
+    except (_UnusualError, ValueError, OSError, EOFError, RecursionError, MemoryError):
+        return None
+
+
+def _skip(buf: str, pos: int) -> int:
+    m = _WS.match(buf, pos)
+    return m.end() if m else pos
+
+
+def _fast_events(text: _Text, cols: _Columns) -> int:
+    decode = json.JSONDecoder(parse_constant=_no_constant).raw_decode
+    ws, sep = _skip, _SEP.match
+    pos = 0
+    while len(text.buf) < 2:
+        pos = text.more(pos)
+    pos = ws(text.buf, pos)
+    if text.buf[pos:pos + 1] != "{":
+        raise _UnusualError("not an object")
+    pos += 1
+    while True:     # the top-level keys before traceEvents
+        m = _KEY.match(text.buf, pos)
+        if m is None or m.end() == len(text.buf):
+            pos = text.more(pos)
+            continue
+        if json.loads(m.group(1)) == "traceEvents":
+            pos = m.end()
+            break
+        try:
+            _, end = decode(text.buf, m.end())
+            m2 = sep(text.buf, end)
+            if m2 is None or m2.group(1) != "," or m2.end() == len(text.buf):
+                raise ValueError
+        except ValueError:
+            pos = text.more(pos)
+            continue
+        pos = m2.end()
+    while len(text.buf) - pos < 2:
+        pos = text.more(pos)
+    if text.buf[pos] != "[":
+        raise _UnusualError("traceEvents is not an array")
+    pos = ws(text.buf, pos + 1)
+    while pos == len(text.buf):
+        pos = ws(text.buf, text.more(pos))
+    chunk: list[Any] = []
+    seen = 0
+    base_ns = 0
+    closed = text.buf[pos:pos + 1] == "]"
+    if closed:
+        pos += 1
+    while not closed:
+        buf = text.buf
+        try:
+            ev, end = decode(buf, pos)
+        except ValueError:
+            if ws(buf, pos) > pos:
+                pos = ws(buf, pos)      # the buffer ended inside the whitespace before this event
+            else:
+                pos = text.more(pos)
+            continue
+        m = sep(buf, end)
+        if m is None or m.end() == len(buf):
+            if ws(buf, end) < len(buf) and m is None:
+                raise _UnusualError("no comma between events")
+            pos = text.more(pos)
+            continue
+        if type(ev) is not dict:
+            raise _UnusualError("an event that is not an object")
+        chunk.append(ev)
+        pos = m.end()
+        closed = m.group(1) == "]"
+        if len(chunk) == CHUNK or closed:
+            if not seen:   # the metadata (baseTimeNanoseconds) precede the events in Kineto's files
+                base_ns = _base_ns(_head_meta(bytes(text.tap.head)))
+            cols.add_chunk(chunk, base_ns)
+            seen += len(chunk)
+            chunk = []
+    rest = text.buf[pos:]
+    while not text.eof:
+        text.more(len(text.buf))
+        rest += text.buf
+        if len(rest) > BUF_LIMIT:
+            raise _UnusualError("a long tail")
+    if '"traceEvents"' in rest:
+        raise _UnusualError("a second traceEvents")
+    json.loads('{"traceEvents": []' + rest)    # the document must end as ijson would accept it
+    return seen
+
+
 def read_trace(path: str | Path, *, clock_offset_ns: int = 0, clock_uncertainty_ns: int | None = None,
                pid: int | None = None, rank: int | None = None) -> TorchTrace:
     """Read ``path`` (a Kineto Chrome trace, plain or gzip). A corrupt, truncated or foreign file
     raises :class:`UserError` naming it."""
     path = Path(path)
-    cols = _Columns()
-    base_ns = 0
     try:
         raw = _open(path)
     except OSError as exc:
         raise UserError(f"{path}: cannot read the torch trace ({exc.strerror or exc})") from None
+    fast = _fast_read(path)
+    if fast is not None:
+        raw.close()
+        cols, tap, seen = fast
+    else:
+        cols, tap, seen = _ijson_read(path, raw)
+    return _finish(path, cols, tap, seen, clock_offset_ns, clock_uncertainty_ns, pid, rank)
+
+
+def _ijson_read(path: Path, raw: IO[bytes]) -> tuple[_Columns, _Tap, int]:
+    cols = _Columns()
+    base_ns = 0
     tap = _Tap(raw)
     seen = 0
     try:
@@ -308,11 +451,15 @@ def read_trace(path: str | Path, *, clock_offset_ns: int = 0, clock_uncertainty_
     except (ijson.JSONError, EOFError, OSError, gzip.BadGzipFile, UnicodeDecodeError, ValueError) as exc:
         raise UserError(f"{path}: the torch trace is cut short or corrupt after {seen} events "
                         f"({_why(exc)})") from None
+    return cols, tap, seen
+
+
+def _finish(path: Path, cols: _Columns, tap: _Tap, seen: int, clock_offset_ns: int,
+            clock_uncertainty_ns: int | None, pid: int | None, rank: int | None) -> TorchTrace:
     meta = _head_meta(bytes(tap.head))
     meta.update(_tail_meta(tap.tail))
     if "traceEvents" not in tap.head.decode("utf-8", "replace") and not seen:
         raise UserError(f"{path}: no traceEvents: not a PyTorch profiler (Kineto) trace")
-    base_ns = _base_ns(meta)
     out = cols.arrays()
     if clock_offset_ns:
         out["ts_ns"] = out["ts_ns"] + clock_offset_ns
