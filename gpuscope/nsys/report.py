@@ -74,15 +74,18 @@ def load_report(path: str | Path, *, run_dir: str | Path | None = None, use_cach
         p_sqlite = export_rep(p, cancel=cancel)
     else:
         p_sqlite = p
-    conn = open_export(p_sqlite)
     try:
-        info = export_info(conn)
-        check_layout(conn, info, p_sqlite)
-        rep = _from_cache(p, p_sqlite, info, use_cache) or _parse(p, p_sqlite, conn, info, use_cache)
-    except DAMAGE as exc:
-        raise damaged(p_sqlite, exc) from None
-    finally:
-        conn.close()
+        conn = open_export(p_sqlite)
+        try:
+            info = export_info(conn)
+            check_layout(conn, info, p_sqlite)
+            rep = _from_cache(p, p_sqlite, info, use_cache) or _parse(p, p_sqlite, conn, info, use_cache)
+        except DAMAGE as exc:
+            raise damaged(p_sqlite, exc) from None
+        finally:
+            conn.close()
+    except UserError as exc:
+        raise named_for(p, p_sqlite, exc) from None
     if run_dir is not None:
         from gpuscope.trace import coverage
         coverage.attach_run(rep, Path(run_dir))
@@ -147,12 +150,23 @@ def _parse(p: Path, p_sqlite: Path, conn: sqlite3.Connection, info: ExportInfo, 
     rep = _report(p, p_sqlite, info, extra, quick.notes)
 
     def load() -> T.Timeline:
-        tl = read_export(p_sqlite)
+        try:
+            tl = read_export(p_sqlite)
+        except UserError as exc:
+            raise named_for(p, p_sqlite, exc) from None
         _store(p_sqlite, tl, extra, use_cache)
         return tl
 
     rep.loader = load
     return rep
+
+
+def named_for(p: Path, p_sqlite: Path, exc: UserError) -> UserError:
+    """A line about the export of an ``.nsys-rep`` names the file the user gave, then its export."""
+    text, prefix = str(exc), f"{p_sqlite}: "
+    if p == p_sqlite or not text.startswith(prefix):
+        return exc
+    return UserError(f"{p}: its export {p_sqlite.name}: {text[len(prefix):]}")
 
 
 def read_export(p_sqlite: Path) -> T.Timeline:
@@ -220,7 +234,10 @@ def _from_cache(p: Path, p_sqlite: Path, info: ExportInfo, use_cache: bool) -> R
         try:
             return T.load(cache)[0]
         except (OSError, ValueError, KeyError):   # evicted meanwhile: parse the export again
-            return read_export(p_sqlite)
+            try:
+                return read_export(p_sqlite)
+            except UserError as exc:
+                raise named_for(p, p_sqlite, exc) from None
 
     rep.loader = load
     return rep

@@ -142,3 +142,17 @@ def test_damaged_node_record(tmp_path, run_env, damage):
         del meta["clock_end"]["offset_ns"]
     meta_file.write_text(json.dumps(meta))
     assert_one_line_error(report([str(job)], run_env), str(meta_file), "not a node record")
+
+
+def test_a_damaged_export_of_a_rep_names_the_rep_first():
+    """The user gave the .nsys-rep: the line starts with it, then names the export that failed."""
+    from pathlib import Path
+
+    from gpuscope.errors import UserError
+    from gpuscope.nsys.report import named_for
+
+    rep, export = Path("/data/run.nsys-rep"), Path("/data/run.sqlite")
+    line = str(named_for(rep, export, UserError(f"{export}: unreadable SQLite file (x); is it corrupt?")))
+    assert line == "/data/run.nsys-rep: its export run.sqlite: unreadable SQLite file (x); is it corrupt?"
+    other = UserError("nsys export failed")
+    assert named_for(rep, export, other) is other and named_for(export, export, other) is other
