@@ -43,6 +43,44 @@ def _write(info):
         pass
 
 
+def _then(original, note):
+    """``original`` as it is (its exceptions go through with gpuscope's frames hidden), then
+    ``note(result, *args, **kwargs)``, whose failures are swallowed."""
+
+    def wrapper(*args, **kwargs):
+        try:
+            result = original(*args, **kwargs)
+        except BaseException as exc:
+            hide_frames(exc)
+            raise
+        try:
+            note(result, *args, **kwargs)
+        except Exception:
+            pass
+        return result
+
+    return disguise(wrapper, original, __gpuscope__=True)
+
+
+def _shm_made(_result, self, *args, **kwargs):
+    if kwargs.get("create", args[1] if len(args) > 1 else False):   # SharedMemory(name, create, size)
+        _write({"op": "create", "kind": "shm", "name": self.name, "size": self.size, "where": _where()})
+
+
+def _shm_unlinked(_result, self):
+    _write({"op": "unlink", "kind": "shm", "name": self.name, "where": _where()})
+
+
+def _sem_made(_result, self, *args, **kwargs):
+    name = getattr(self._semlock, "name", None)
+    if name:   # None: unlinked at once (fork context): nothing can leak
+        _write({"op": "create", "kind": "sem", "name": "sem." + name.lstrip("/"), "where": _where()})
+
+
+def _sem_unlinked(_result, name):
+    _write({"op": "unlink", "kind": "sem", "name": "sem." + str(name).lstrip("/")})
+
+
 def patch_shared_memory(module):
     """Wrap ``SharedMemory.__init__`` (creations) and ``SharedMemory.unlink`` once."""
     cls = getattr(module, "SharedMemory", None)
@@ -50,34 +88,8 @@ def patch_shared_memory(module):
     unlink = getattr(cls, "unlink", None)
     if init is None or unlink is None or getattr(init, "__gpuscope__", False):
         return
-
-    def init_(self, *args, **kwargs):
-        try:
-            init(self, *args, **kwargs)
-        except BaseException as exc:
-            hide_frames(exc)
-            raise
-        try:
-            create = kwargs.get("create", args[1] if len(args) > 1 else False)
-            if create:
-                _write({"op": "create", "kind": "shm", "name": self.name, "size": self.size, "where": _where()})
-        except Exception:
-            pass
-
-    def unlink_(self):
-        try:
-            result = unlink(self)
-        except BaseException as exc:
-            hide_frames(exc)
-            raise
-        try:
-            _write({"op": "unlink", "kind": "shm", "name": self.name, "where": _where()})
-        except Exception:
-            pass
-        return result
-
-    cls.__init__ = disguise(init_, init, __gpuscope__=True)
-    cls.unlink = disguise(unlink_, unlink, __gpuscope__=True)
+    cls.__init__ = _then(init, _shm_made)
+    cls.unlink = _then(unlink, _shm_unlinked)
 
 
 def patch_semlock(module):
@@ -88,28 +100,5 @@ def patch_semlock(module):
     func = getattr(cleanup, "__func__", None)
     if init is None or func is None or getattr(init, "__gpuscope__", False):
         return
-
-    def init_(self, *args, **kwargs):
-        try:
-            init(self, *args, **kwargs)
-        except BaseException as exc:
-            hide_frames(exc)
-            raise
-        try:
-            name = getattr(self._semlock, "name", None)
-            if name:   # None: unlinked at once (fork context): nothing can leak
-                _write({"op": "create", "kind": "sem", "name": "sem." + name.lstrip("/"), "where": _where()})
-        except Exception:
-            pass
-
-    def _cleanup(name):
-        try:
-            result = func(name)
-        except BaseException as exc:
-            hide_frames(exc)
-            raise
-        _write({"op": "unlink", "kind": "sem", "name": "sem." + str(name).lstrip("/")})
-        return result
-
-    cls.__init__ = disguise(init_, init, __gpuscope__=True)
-    cls._cleanup = staticmethod(disguise(_cleanup, func, __gpuscope__=True))
+    cls.__init__ = _then(init, _sem_made)
+    cls._cleanup = staticmethod(_then(func, _sem_unlinked))

@@ -24,6 +24,9 @@ b = shared_memory.SharedMemory(name=a.name)          # attach: no creation
 b.close()
 a.close()
 a.unlink()
+c = shared_memory.SharedMemory(None, True, 12)       # created with positional arguments
+c.close()
+c.unlink()
 print("names", shared_memory.SharedMemory.__init__.__name__, shared_memory.SharedMemory.unlink.__name__)
 spawn_lock = multiprocessing.get_context("spawn").Lock()
 fork_lock = multiprocessing.get_context("fork").Lock()   # unlinked at once: no name to leak
@@ -49,8 +52,9 @@ def test_the_watch_records_and_changes_nothing(reaper, run_env, tmp_path):
     assert "\n".join(lines[:-1]) + "\n" == _plain(tmp_path)      # the program's own output, unchanged
     shm = [info for pe in read_run_events(result["run_dir"]) for _, info in pe.shm]
     segs = [(i["op"], i["kind"]) for i in shm if i["kind"] == "shm"]
-    assert segs == [("create", "shm"), ("unlink", "shm")], shm   # the failed create and the attach: none
-    created = next(i for i in shm if i["op"] == "create" and i["kind"] == "shm")
-    assert created["size"] == 10 and created["where"].endswith("s.py:4") and created["name"].startswith("psm_")
+    assert segs == [("create", "shm"), ("unlink", "shm")] * 2, shm   # the failed create and the attach: none
+    created = [i for i in shm if i["op"] == "create" and i["kind"] == "shm"]
+    assert created[0]["size"] == 10 and created[0]["where"].endswith("s.py:4") and created[0]["name"].startswith("psm_")
+    assert created[1]["size"] == 12 and created[1]["where"].endswith("s.py:13")
     sems = [(i["op"], i["name"].startswith("sem.mp-")) for i in shm if i["kind"] == "sem"]
     assert sems == [("create", True), ("unlink", True)], shm     # the spawn Lock, made and cleaned up
