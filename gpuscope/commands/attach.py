@@ -50,14 +50,12 @@ def _stuck_after(args: argparse.Namespace) -> float:
 
 def run(args: argparse.Namespace) -> int:
     from gpuscope.attach.session import AttachSession
-    from gpuscope.telemetry.sampler import check_interval
+    from gpuscope.telemetry.sampler import check_timing
 
     try:
-        check_interval(args.interval)
+        check_timing(args.interval, args.duration)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    if args.duration is not None and args.duration <= 0:
-        raise UserError("--duration must be more than 0 seconds")
     if args.profile is not None and args.profile <= 0:
         raise UserError("--profile must be more than 0 seconds")
     session = AttachSession(args.pid, args.interval, record=not args.no_record, stuck_after_s=_stuck_after(args))

@@ -59,14 +59,12 @@ class _Printer:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuscope.telemetry.sampler import check_interval
+    from gpuscope.telemetry.sampler import check_timing
 
     try:
-        check_interval(args.interval)
+        check_timing(args.interval, args.duration)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    if args.duration is not None and args.duration <= 0:
-        raise UserError("--duration must be more than 0 seconds")
     printer = _Printer(args.json)
     try:
         if args.run:

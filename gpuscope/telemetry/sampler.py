@@ -48,6 +48,15 @@ def check_interval(interval_s: float) -> float:
     return float(interval_s)
 
 
+def check_timing(interval_s: float, duration_s: float | None) -> float:
+    """A command's ``--interval`` and ``--duration``: the interval as :func:`check_interval` takes
+    it; a duration, when given, more than 0; anything else is a ValueError with one clear line."""
+    interval_s = check_interval(interval_s)
+    if duration_s is not None and duration_s <= 0:
+        raise ValueError("--duration must be more than 0 seconds")
+    return interval_s
+
+
 def gpu_by_pid(procs: list[GpuProcessSample]) -> dict[int, tuple[int | None, float | None]]:
     """Per pid: GPU memory summed over devices, the highest SM util of its devices (None if unknown)."""
     out: dict[int, tuple[int | None, float | None]] = {}
