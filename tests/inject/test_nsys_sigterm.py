@@ -9,7 +9,9 @@ blocks SIGTERM in its main thread, so the signal can only land on another thread
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 
 from gpuscope.trace.events import read_run_events
 from tests.runs.helpers import gpuscope, script, summary
@@ -40,8 +42,14 @@ def test_pool_workers_that_missed_sigterm_get_it_again(run_env):
 
     path = script("sigterm_lost_fork_worker.py")
     plain = {k: v for k, v in run_env.items() if not k.startswith("GPUSCOPE_")}
-    with pytest.raises(subprocess.TimeoutExpired):
-        subprocess.run([sys.executable, path], env=plain, capture_output=True, timeout=5)
+    control = subprocess.Popen([sys.executable, path], env=plain, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            control.wait(timeout=5)
+    finally:   # the control's pool workers outlive its main process: end the whole session
+        os.killpg(control.pid, signal.SIGKILL)
+        control.wait()
     env = dict(run_env, GPUSCOPE_UNDER_NSYS="1", GPUSCOPE_NSYS_FORK="1")
     proc = gpuscope("run", "--json", path, env=env, timeout=120)
     data = summary(proc)
