@@ -111,9 +111,10 @@ def _last(t1: Any) -> int:
     return max(t1) if isinstance(t1, list) else int(t1.max())
 
 
-def workers(events: list[ProcessEvents]) -> dict[int, list[Worker]]:
+def workers(events: list[ProcessEvents], stop_ns: int | None = None) -> dict[int, list[Worker]]:
     """Pool workers grouped by parent pid: those that ran tasks, and those that ended without one
-    (empty ``t0``/``t1``: a spawn worker still starting when its siblings had done every task)."""
+    (empty ``t0``/``t1``: a spawn worker still starting when its siblings had done every task).
+    ``stop_ns``: when a stopped run's stop was seen (:func:`_with_cut_task`)."""
     groups: dict[int, list[Worker]] = {}
     for pe in events:
         if pe.role != "pool worker":
@@ -123,9 +124,9 @@ def workers(events: list[ProcessEvents]) -> dict[int, list[Worker]]:
         t1: Any = []
         if task_ids and pe.range_count:   # every range a task (the usual case) needs no selection
             t0, t1 = pe.range_times(None if len(task_ids) == len(pe.names) else task_ids)
-        t0, t1 = _with_cut_task(pe, t0, t1)
+        t0, t1 = _with_cut_task(pe, t0, t1, stop_ns)
         if len(t0):
-            end = pe.end_ns if pe.end_ns is not None else (pe.range_end() or pe.start_ns)
+            end = pe.end_ns if pe.end_ns is not None else max(_last(t1), pe.range_end() or pe.start_ns)
         elif pe.end_ns is not None:
             end, t0, t1 = pe.end_ns, [], []
         else:
@@ -135,19 +136,22 @@ def workers(events: list[ProcessEvents]) -> dict[int, list[Worker]]:
     return groups
 
 
-def _with_cut_task(pe: ProcessEvents, t0: Any, t1: Any) -> tuple[Any, Any]:
+def _with_cut_task(pe: ProcessEvents, t0: Any, t1: Any, stop_ns: int | None = None) -> tuple[Any, Any]:
     """The task ranges plus the task a stop or a crash cut: the worker took it (its last ``T`` line
-    comes after its last range's start) and ended in it (its exit record), so it counts up to then."""
-    if not pe.tasks or pe.end_ns is None:
+    comes after its last range's start) and ended in it, so it counts up to its exit record or, a
+    worker killed without one on a stopped run (the pool's terminate()), up to the stop: it was in
+    that task then, and what it did until the signal reached it is not known."""
+    end = pe.end_ns if pe.end_ns is not None else stop_ns
+    if not pe.tasks or end is None:
         return t0, t1
     taken = max(t for t, *_ in pe.tasks)
-    if (len(t0) and taken <= _last(t0)) or pe.end_ns <= taken:
+    if (len(t0) and taken <= _last(t0)) or end <= taken:
         return t0, t1
     if isinstance(t0, list):
-        return [*t0, taken], [*t1, pe.end_ns]
+        return [*t0, taken], [*t1, end]
     import numpy as np
 
-    return np.append(t0, taken), np.append(t1, pe.end_ns)
+    return np.append(t0, taken), np.append(t1, end)
 
 
 def tasks_too_small(group: list[Worker]) -> Finding | None:
@@ -243,20 +247,6 @@ def startup_dominated(group: list[Worker]) -> Finding | None:
                  (), pids), action)
 
 
-def pool_findings(events: list[ProcessEvents], stopped: bool = False) -> list[Finding]:
-    out = []
-    for _, group in sorted(workers(events).items()):
-        busy = [w for w in group if len(w.t0)]
-        if not busy:
-            continue
-        small = tasks_too_small(busy)
-        # With tasks too small, "busy" is mostly overhead and who got them is chance: one finding, one fix.
-        for f in (small, None if small else load_imbalance(busy, stopped), startup_dominated(group)):
-            if f is not None:
-                out.append(f)
-    return out
-
-
 # -- the rules' declarations ----------------------------------------------------------------------
 
 def _has_pool(run: RunInputs) -> bool:
@@ -265,7 +255,7 @@ def _has_pool(run: RunInputs) -> bool:
 
 def _pools(run: RunInputs) -> dict[int, list[Worker]]:
     """The run's pools (:func:`workers`), read once for the three rules."""
-    return run.once("pool_rules.workers", lambda: workers(run.events))
+    return run.once("pool_rules.workers", lambda: workers(run.events, run.stop_ns if run.stopped else None))
 
 
 def _groups(run: RunInputs) -> list[list[Worker]]:

@@ -182,9 +182,10 @@ _TAKEN_FLUSH = [0]          # when they next go into STATE.buf (every FLUSH_NS, 
 
 
 def _task_taken(job, i):
-    """Note a task taken by this worker. T lines are formatted and handed to the log in batches
-    (every FLUSH_NS and at exit), never per task: the worker's per-task flush then writes only its
-    ranges, as before, and no text line (one system call less per task)."""
+    """Note a task taken by this worker. T lines are formatted and written in batches (at most
+    every FLUSH_NS, and at exit), never per task: a hot pool's per-task flush writes only its ranges.
+    A batch is written when the task is taken, so a worker killed inside a long task (a pool's
+    terminate() after a stop) still says which task it was in."""
     t = now()
     _TAKEN.append((t, native_tid(), job, i))
     if t > _TAKEN_FLUSH[0]:
@@ -195,6 +196,7 @@ def _task_taken(job, i):
                 _TAKEN_FLUSH.append(True)
         _TAKEN_FLUSH[0] = t + FLUSH_NS
         _hand_over_taken()
+        STATE.flush()
 
 
 def _forget_taken():
