@@ -74,3 +74,36 @@ def test_figure_check_can_fail(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text("x = 1  # costs 12 ms on the runner\ny = 2  # see issue 14.4\nz = 3  # plain\n")
     assert comments_with_figures([sample], tmp_path) == ["sample.py:1", "sample.py:2"]
+
+
+MAIN_WINDOW = PACKAGE / "app" / "qt_main_window.py"
+_WINDOW_ARGS = {"window", "main_window", "mainwindow", "win"}
+
+
+def window_holders(files: list[Path]) -> list[str]:
+    """Classes whose constructor takes the main window (by name or annotation)."""
+    import ast
+
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for fn in node.body:
+                if isinstance(fn, ast.FunctionDef) and fn.name == "__init__":
+                    for arg in fn.args.args + fn.args.kwonlyargs:
+                        note = ast.unparse(arg.annotation) if arg.annotation else ""
+                        if arg.arg.lower() in _WINDOW_ARGS or "MainWindow" in note:
+                            found.append(f"{path.name}: {node.name}({arg.arg})")
+    return found
+
+
+def test_the_main_window_lays_out_and_nothing_holds_it() -> None:
+    assert len(MAIN_WINDOW.read_text(encoding="utf-8").splitlines()) <= 250
+    assert window_holders(sorted((PACKAGE / "app").rglob("*.py"))) == []
+
+
+def test_window_holder_check_can_fail(tmp_path: Path) -> None:
+    bad = tmp_path / "holder.py"
+    bad.write_text("class Driver:\n    def __init__(self, window: 'MainWindow', args):\n        pass\n")
+    assert window_holders([bad]) == ["holder.py: Driver(window)"]

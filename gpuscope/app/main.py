@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from gpuscope.errors import UserError
 
@@ -56,9 +57,7 @@ def run_app(args: argparse.Namespace) -> int:
     install_hooks(lambda line: bridge.to_gui(window.show_error, line))
     script = None
     if args.run or args.open or args.compare or args.screenshot or args.exit_when_done:
-        from gpuscope.app.scripted import Scripted
-
-        script = Scripted(window, args)
+        script = _scripted(window, args)
     window.show()
     if args.quit_after_show:
         from PySide6.QtCore import QTimer
@@ -74,3 +73,40 @@ def run_app(args: argparse.Namespace) -> int:
         script.begin()
     code = app.exec()
     return script.exit_code if script is not None else code
+
+
+def _scripted(window: Any, args: argparse.Namespace) -> Any:
+    """Scripted mode (app/scripted.py) over the window's parts; unattended, errors go to stderr."""
+    from gpuscope.app.scripted import Scripted, ScriptParts, parse_size
+
+    window.show_dialogs = not (args.screenshot or args.exit_when_done)
+    window.resize(*parse_size(args.size))
+    window.sigErrorShown.connect(lambda text: print(f"gpuscope: {text}", file=sys.stderr, flush=True))
+    parts = ScriptParts(window.panel, window.controller, window.compare, window.history, window.reports,
+                        picture=lambda tab: _picture(window, tab), close=window.close)
+    return Scripted(parts, args)
+
+
+def _picture(window: Any, tab: str) -> Any:
+    """The window showing ``tab`` (launch, live, processes, console, report, history, cleanup, compare)."""
+    from PySide6.QtWidgets import QApplication
+
+    if tab in ("launch", "live", "processes", "console"):
+        window.tabs.setCurrentWidget(window.run_tab)
+        window.bottom.setCurrentWidget(window.console if tab == "console" else window.tree)
+        if tab != "launch" and not window.controller.busy:
+            window.live.set_whole_run()
+    elif tab in ("timeline", "report"):
+        window.tabs.setCurrentWidget(window.report_view)
+    elif tab == "history":
+        window.tabs.blockSignals(True)             # (no second refresh: the table is filled)
+        window.tabs.setCurrentWidget(window.history)
+        window.tabs.blockSignals(False)
+    elif tab == "cleanup":
+        window.tabs.setCurrentWidget(window.cleanup)
+    elif tab == "compare":
+        window.tabs.setCurrentWidget(window.compare.view)
+    for _ in range(3):
+        window.tick()
+        QApplication.processEvents()   # (runs the timeline's fit() queued by the tab change)
+    return window.grab()

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QApplication
@@ -31,19 +32,30 @@ def parse_size(text: str) -> tuple[int, int]:
     return w, h
 
 
-class Scripted(QObject):
-    """Drives one window through a scripted run; ``exit_code`` is what ``gpuscope gui`` returns."""
+@dataclass
+class ScriptParts:
+    """What a scripted run drives: the launch panel, the run and compare presenters, History, the
+    report loader, and the window's picture of a named tab (``app/main.py`` hands them over)."""
 
-    def __init__(self, window: Any, args: argparse.Namespace) -> None:
-        super().__init__(window)
-        self.window, self.args = window, args
+    panel: Any          # the launch panel: filled from the command line, its Run / Compare pressed
+    controller: Any     # the run controller: sigStarted, sigEnded, sigFailed
+    compare: Any        # the compare session: sigShown, controller, compare_ids()
+    history: Any        # sigLoaded, refresh()
+    reports: Any        # the report loader: sigLoaded, sigFailed, load()
+    picture: Callable[[str], Any]     # a tab's name -> a QPixmap of the window showing it
+    close: Callable[[], None]
+
+
+class Scripted(QObject):
+    """Drives one window's parts through a scripted run; ``exit_code`` is what ``gpuscope gui``
+    returns."""
+
+    def __init__(self, parts: ScriptParts, args: argparse.Namespace) -> None:
+        super().__init__()
+        self.parts, self.args = parts, args
         self.exit_code = 0
         self.shot_taken = False
         self.ended = False
-        # unattended (a picture, or quitting when done): errors go to stderr, not to dialogs
-        window.show_dialogs = not (args.screenshot or args.exit_when_done)
-        window.resize(*parse_size(args.size))
-        window.sigErrorShown.connect(lambda text: print(f"gpuscope: {text}", file=sys.stderr, flush=True))
         compare, methods = getattr(args, "compare", None), getattr(args, "compare_methods", None)
         if getattr(args, "screenshot_tab", None) is None:
             args.screenshot_tab = "compare" if compare or methods else "live"
@@ -56,11 +68,11 @@ class Scripted(QObject):
         elif methods and getattr(args, "repeat", 3) < 1:
             self.refused = "--repeat takes a count of 1 or more"
         if args.run:
-            self._fill(window.panel)
+            self._fill(parts.panel)
         if methods:
-            for m, box in window.panel.compare_methods.items():
+            for m, box in parts.panel.compare_methods.items():
                 box.setChecked(m in methods)
-            window.panel.repeat.setValue(args.repeat)
+            parts.panel.repeat.setValue(args.repeat)
 
     def _fill(self, panel: Any) -> None:
         a = self.args
@@ -79,7 +91,7 @@ class Scripted(QObject):
 
     # -- the sequence ---------------------------------------------------------------------------
     def begin(self) -> None:
-        w, a = self.window, self.args
+        w, a = self.parts, self.args
         if self.refused:
             print(f"gpuscope: {self.refused}", file=sys.stderr, flush=True)
             self.exit_code = 2
@@ -89,9 +101,9 @@ class Scripted(QObject):
         if getattr(a, "compare", None) or getattr(a, "compare_methods", None):
             self._begin_compare()
         elif a.open:
-            w.sigReportLoaded.connect(lambda _r: self._finish())
-            w.sigReportFailed.connect(lambda _t: self._finish(code=1))
-            w.load_report(a.open, switch=True)
+            w.reports.sigLoaded.connect(lambda _r: self._finish())
+            w.reports.sigFailed.connect(lambda _t: self._finish(code=1))
+            w.reports.load(a.open, switch=True)
         elif a.run:
             w.panel.sigError.connect(lambda _t: self._finish(code=2))
             w.controller.sigFailed.connect(lambda _t: self._finish(code=1))
@@ -108,7 +120,7 @@ class Scripted(QObject):
             QTimer.singleShot(300, self._finish)
 
     def _begin_compare(self) -> None:
-        w, a = self.window, self.args
+        w, a = self.parts, self.args
         w.compare.sigShown.connect(self._compared)
         w.compare.controller.sigFailed.connect(lambda _t: self._finish(code=1))
         if a.compare:
@@ -129,8 +141,8 @@ class Scripted(QObject):
 
     def _run_ended(self, result: Any) -> None:
         self.exit_code = 0 if result.status.ok else 1
-        self.window.sigReportLoaded.connect(lambda _r: self._finish())
-        self.window.sigReportFailed.connect(lambda _t: self._finish())
+        self.parts.reports.sigLoaded.connect(lambda _r: self._finish())
+        self.parts.reports.sigFailed.connect(lambda _t: self._finish())
 
     def _finish(self, code: int | None = None) -> None:
         if self.ended:
@@ -140,8 +152,8 @@ class Scripted(QObject):
             self.exit_code = code
         if self.args.screenshot and not self.shot_taken and code != 2:
             if self.args.screenshot_tab == "history":   # the table fills from a worker: wait for it
-                self.window.history.sigLoaded.connect(lambda _n: self._shoot_and_quit())
-                self.window.history.refresh()
+                self.parts.history.sigLoaded.connect(lambda _n: self._shoot_and_quit())
+                self.parts.history.refresh()
                 return
             self._shoot()
         self._quit_if_done()
@@ -155,40 +167,18 @@ class Scripted(QObject):
             QTimer.singleShot(0, self._quit)
 
     def _quit(self) -> None:
-        self.window.close()
+        self.parts.close()
         app = QApplication.instance()
         if app is not None:
             app.quit()
 
     # -- the picture ----------------------------------------------------------------------------
-    def _show_tab(self) -> None:
-        w, tab = self.window, self.args.screenshot_tab
-        if tab in ("launch", "live", "processes", "console"):
-            w.tabs.setCurrentIndex(0)
-            w.bottom.setCurrentWidget(w.console if tab == "console" else w.tree)
-            if tab != "launch" and not w.controller.busy:
-                w.live.set_whole_run()
-        elif tab in ("timeline", "report"):
-            w.tabs.setCurrentWidget(w.report_view)
-        elif tab == "history":
-            w.tabs.blockSignals(True)             # (no second refresh: the table is filled)
-            w.tabs.setCurrentWidget(w.history)
-            w.tabs.blockSignals(False)
-        elif tab == "cleanup":
-            w.tabs.setCurrentWidget(w.cleanup)
-        elif tab == "compare":
-            w.tabs.setCurrentWidget(w.compare.view)
-
     def _shoot(self) -> None:
         if not self.args.screenshot or self.shot_taken:
             return
-        self._show_tab()
-        for _ in range(3):
-            self.window.tick()
-            QApplication.processEvents()   # (runs the timeline's fit() queued by the tab change)
         path = Path(self.args.screenshot).expanduser()
         path.parent.mkdir(parents=True, exist_ok=True)
-        if not self.window.grab().save(str(path)):
+        if not self.parts.picture(self.args.screenshot_tab).save(str(path)):
             print(f"gpuscope: cannot write the screenshot {path}", file=sys.stderr, flush=True)
             self.exit_code = 1
         else:
