@@ -1,0 +1,198 @@
+"""The agent: ``python -m gpuscope.remote.agent`` on the remote host, speaking the protocol on its
+stdin/stdout (docs/REMOTE.md).
+
+Its first line is the hello; then each request runs on its own thread, and every line it writes
+goes through one lock. Nothing else reaches stdout: the wire is a private copy of the descriptor
+and descriptor 1 becomes stderr, so stray prints (of what it calls, or of child processes) cannot
+break the framing. At end of input it ends its streams and exits; detached runs go on. No
+traceback reaches the wire: an unexpected failure is one line, its details in gpuscope's error log.
+Nothing here may import Qt: the remote has no display and often no PySide6.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import platform
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import IO, Any
+
+from gpuscope import __version__
+from gpuscope.errors import UserError
+from gpuscope.remote import protocol
+
+END_GRACE_S = 3.0   # how long streams get to end after the workstation went away
+
+__all__ = ["Agent", "Call", "main"]
+
+
+class Call:
+    """One request being answered: its args, ``emit(kind, data)`` for events, and ``cancelled``
+    (set by a cancel or when the connection ends; ``disconnected`` tells which)."""
+
+    def __init__(self, agent: Agent, req_id: int, op: str, args: dict[str, Any]) -> None:
+        self.agent, self.id, self.op, self.args = agent, req_id, op, args
+        self.cancelled = threading.Event()
+
+    @property
+    def disconnected(self) -> bool:
+        return self.agent.disconnected.is_set()
+
+    def emit(self, kind: str, data: Any = None) -> None:
+        self.agent.send(protocol.event(self.id, kind, data))
+
+    def wait_cancel(self, timeout: float) -> bool:
+        return self.cancelled.wait(timeout)
+
+
+class Agent:
+    """The request loop over ``reader``/``writer``; ``ops`` maps an op name to ``fn(call) -> result``."""
+
+    def __init__(self, reader: IO[bytes], writer: IO[bytes],
+                 ops: dict[str, Callable[[Call], Any]] | None = None) -> None:
+        if ops is None:
+            from gpuscope.remote.ops import OPS
+
+            ops = OPS
+        self.reader, self.writer, self.ops = reader, writer, ops
+        self.disconnected = threading.Event()
+        self._write_lock = threading.Lock()
+        self._calls: dict[int, Call] = {}
+        self._calls_lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = protocol.encode(message)
+        with self._write_lock:
+            try:
+                self.writer.write(data)
+                self.writer.flush()
+            except (OSError, ValueError):
+                self.disconnected.set()   # the workstation is gone: streams end, runs go on
+
+    def serve(self) -> int:
+        """Say hello, answer requests until end of input, let the streams end; the exit code."""
+        self.send(hello())
+        while not self.disconnected.is_set():
+            try:
+                line = self.reader.readline(protocol.MAX_LINE)
+            except (OSError, ValueError):
+                break
+            if not line:
+                break
+            self._handle_line(line)
+        self.disconnected.set()
+        with self._calls_lock:
+            calls = list(self._calls.values())
+        for call in calls:
+            call.cancelled.set()
+        deadline = time.monotonic() + END_GRACE_S
+        for thread in list(self._threads):
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return 0
+
+    def _handle_line(self, line: bytes) -> None:
+        try:
+            message = protocol.decode(line)
+        except protocol.ProtocolError as exc:
+            self.send(protocol.error_reply(-1, str(exc)))
+            return
+        req_id, op, args = message.get("id"), message.get("op"), message.get("args")
+        if not isinstance(req_id, int) or not isinstance(op, str):
+            self.send(protocol.error_reply(req_id if isinstance(req_id, int) else -1,
+                                           "a request needs an integer id and an op"))
+            return
+        if not isinstance(args, dict):
+            args = {}
+        if op == "cancel":
+            self._cancel(req_id, args.get("target"))
+            return
+        call = Call(self, req_id, op, args)
+        with self._calls_lock:
+            self._calls[req_id] = call
+        thread = threading.Thread(target=self._answer, args=(call,), name=f"gpuscope-op-{op}", daemon=True)
+        self._threads = [t for t in self._threads if t.is_alive()]
+        self._threads.append(thread)
+        thread.start()
+
+    def _cancel(self, req_id: int, target: Any) -> None:
+        with self._calls_lock:
+            call = self._calls.get(target) if isinstance(target, int) else None
+        if call is not None:
+            call.cancelled.set()
+        self.send(protocol.ok_reply(req_id, {"cancelled": call is not None}))
+
+    def _answer(self, call: Call) -> None:
+        try:
+            fn = self.ops.get(call.op)
+            if fn is None:
+                raise UserError(f"unknown op {call.op!r} (this agent is gpuscope {__version__}, "
+                                f"protocol {protocol.PROTOCOL})")
+            reply = protocol.ok_reply(call.id, fn(call))
+        except UserError as exc:
+            reply = protocol.error_reply(call.id, str(exc), "user")
+        except Exception as exc:  # noqa: BLE001 - never a traceback on the wire: one line, a log
+            reply = protocol.error_reply(call.id, internal_line(exc, call.op), "internal")
+        finally:
+            with self._calls_lock:
+                self._calls.pop(call.id, None)
+        self.send(reply)
+
+
+def hello() -> dict[str, Any]:
+    """The agent's first line: who and what answers (docs/REMOTE.md)."""
+    from gpuscope import paths
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return {"hello": protocol.HELLO, "protocol": protocol.PROTOCOL, "version": __version__,
+            "python": platform.python_version(), "host": socket.gethostname(), "user": user,
+            "uid": os.getuid(), "data_dir": str(paths.data_dir()), "pid": os.getpid()}
+
+
+def internal_line(exc: BaseException, op: str) -> str:
+    """One line for an unexpected failure; its traceback goes to gpuscope's error log."""
+    import traceback
+
+    where = ""
+    try:
+        from gpuscope import paths
+
+        log = paths.data_dir() / "gpuscope-errors.log"
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} gpuscope {__version__} agent op={op}\n")
+            traceback.print_exception(type(exc), exc, exc.__traceback__, file=fh)
+        where = f" (details in {log})"
+    except OSError:
+        pass
+    return f"internal error in {op}: {type(exc).__name__}: {exc}{where}"
+
+
+def _take_stdio() -> tuple[IO[bytes], IO[bytes]]:
+    """The wire (private copies of stdin and stdout); descriptor 1 then writes to stderr and
+    descriptor 0 reads /dev/null, so nothing the agent or its children do touches the wire."""
+    wire_in = os.fdopen(os.dup(0), "rb")
+    wire_out = os.fdopen(os.dup(1), "wb")
+    os.set_inheritable(wire_in.fileno(), False)
+    os.set_inheritable(wire_out.fileno(), False)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return wire_in, wire_out
+
+
+def main() -> int:
+    reader, writer = _take_stdio()
+    return Agent(reader, writer).serve()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
