@@ -11,10 +11,7 @@ Nothing here may import Qt: the remote has no display and often no PySide6.
 
 from __future__ import annotations
 
-import getpass
 import os
-import platform
-import socket
 import sys
 import threading
 import time
@@ -24,29 +21,11 @@ from typing import IO, Any
 from gpuscope import __version__
 from gpuscope.errors import UserError
 from gpuscope.remote import protocol
+from gpuscope.remote.call import Call, hello
 
 END_GRACE_S = 3.0   # how long streams get to end after the workstation went away
 
-__all__ = ["Agent", "Call", "main"]
-
-
-class Call:
-    """One request being answered: its args, ``emit(kind, data)`` for events, and ``cancelled``
-    (set by a cancel or when the connection ends; ``disconnected`` tells which)."""
-
-    def __init__(self, agent: Agent, req_id: int, op: str, args: dict[str, Any]) -> None:
-        self.agent, self.id, self.op, self.args = agent, req_id, op, args
-        self.cancelled = threading.Event()
-
-    @property
-    def disconnected(self) -> bool:
-        return self.agent.disconnected.is_set()
-
-    def emit(self, kind: str, data: Any = None) -> None:
-        self.agent.send(protocol.event(self.id, kind, data))
-
-    def wait_cancel(self, timeout: float) -> bool:
-        return self.cancelled.wait(timeout)
+__all__ = ["Agent", "main"]
 
 
 class Agent:
@@ -111,7 +90,7 @@ class Agent:
         if op == "cancel":
             self._cancel(req_id, args.get("target"))
             return
-        call = Call(self, req_id, op, args)
+        call = Call(self.send, self.disconnected, req_id, op, args)
         with self._calls_lock:
             self._calls[req_id] = call
         thread = threading.Thread(target=self._answer, args=(call,), name=f"gpuscope-op-{op}", daemon=True)
@@ -141,19 +120,6 @@ class Agent:
             with self._calls_lock:
                 self._calls.pop(call.id, None)
         self.send(reply)
-
-
-def hello() -> dict[str, Any]:
-    """The agent's first line: who and what answers (docs/REMOTE.md)."""
-    from gpuscope import paths
-
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = str(os.getuid())
-    return {"hello": protocol.HELLO, "protocol": protocol.PROTOCOL, "version": __version__,
-            "python": platform.python_version(), "host": socket.gethostname(), "user": user,
-            "uid": os.getuid(), "data_dir": str(paths.data_dir()), "pid": os.getpid()}
 
 
 def internal_line(exc: BaseException, op: str) -> str:

@@ -21,7 +21,7 @@ from gpuscope.errors import UserError
 from gpuscope.remote import protocol
 
 if TYPE_CHECKING:
-    from gpuscope.remote.agent import Call
+    from gpuscope.remote.call import Call
 
 POLL_S = 0.05        # how often a detached run's spool files are read
 STOP_GRACE_S = 3.0   # a cancelled command's time to end after SIGINT, before SIGTERM

@@ -11,13 +11,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpuscope.errors import UserError
 from gpuscope.remote import protocol
-
-if TYPE_CHECKING:
-    from gpuscope.remote.agent import Call
+from gpuscope.remote.call import Call, hello
 
 READ_MAX = 4 << 20   # one read_file answer: a download is many of them, resumable by offset
 
@@ -33,8 +31,6 @@ def arg(call: Call, name: str, kind: type | tuple[type, ...], default: Any = ...
 
 
 def op_hello(call: Call) -> Any:
-    from gpuscope.remote.agent import hello
-
     return hello()
 
 
