@@ -15,6 +15,7 @@ from gpuscope.app.attach.presenter import install as install_attach
 from gpuscope.app.compare.qt_compare_session import CompareSession
 from gpuscope.app.history.qt_history import QtHistory
 from gpuscope.app.qt_help import build_help_menu
+from gpuscope.app.remote.presenter import install as install_remote
 from gpuscope.app.report.loader import ReportLoader, ask_job_folder, ask_report
 from gpuscope.app.run.run_tab import RunTab
 from gpuscope.app.run.session import RunSession
@@ -50,7 +51,7 @@ class MainWindow(QMainWindow):
         self._build_menu()
         self._build()
         self._connect()
-        self.attach = install_attach(self)   # File → Attach to a running job… and the Attached tab
+        self.attach, self.remote = install_attach(self), install_remote(self)   # File → Attach…, Connect…
         # last: after the menus other parts add (Compare, Take stacks)
         self.help_menu, self.keys_action, self.methods_action, self.about_action = build_help_menu(self)
         self.panel.load(self.settings)

@@ -20,6 +20,8 @@ SHOT_TABS = ("launch", "live", "processes", "console", "timeline", "report", "hi
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--open", metavar="REPORT", help="open a .nsys-rep, .sqlite export or run folder")
+    p.add_argument("--host", metavar="[USER@]HOST[:PORT]", help="open connected to this host (over ssh; "
+                   "File → Connect to host… does it later); re-attaches to a run still going there")
     g = p.add_argument_group("run a script at once")
     g.add_argument("--run", metavar="SCRIPT", help="the script to run (fills the launch panel and presses Run)")
     g.add_argument("--args", default="", metavar="'ARGS'", help="its arguments, as one shell-quoted string")
@@ -70,5 +72,11 @@ def run(args: argparse.Namespace) -> int:
 
     check_display(args)  # first: a scripted run without a display goes offscreen and needs no xcb
     check_qt()  # before anything imports Qt widgets
+    if getattr(args, "host", None):
+        from gpuscope.remote.hostspec import HostSpec
 
+        HostSpec.parse(args.host)    # a bad host is one line here, before the window opens
+        from gpuscope.app.remote.presenter import CONNECT_AT_START
+
+        CONNECT_AT_START.append(args.host)
     return run_app(args)

@@ -21,7 +21,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QHeaderView, QLabel, QMessageBox, QPushButton,
                                QSplitter, QTableView, QTextBrowser, QVBoxLayout, QWidget)
 
-from gpuscope import api
+from gpuscope.app.remote.core import core
 from gpuscope.app import bridge, workers
 from gpuscope.app.report.qt_summary import RAW_ROLE, RawSortProxy
 from gpuscope.cleanup import model as m
@@ -199,6 +199,7 @@ class QtCleanup(QWidget):
         self.grace_s = grace_s
         self._connect = connect
         self._scanner = None
+        self._core: Any = None
         self._conn = None
         self._task: workers.Task | None = None      # the user's: a listing or a clean-up
         self._observer: workers.Task | None = None  # background observation (uses the scanner)
@@ -282,8 +283,9 @@ class QtCleanup(QWidget):
 
     def _ensure(self):
         """The scanner and store connection (made on first use, on a worker thread)."""
-        if self._scanner is None:
-            self._scanner, self._conn = api.cleanup_scanner(self._connect() if self._connect else None,
+        if self._scanner is None or self._core is not core():   # connected to another host since
+            self._core = core()
+            self._scanner, self._conn = core().cleanup_scanner(self._connect() if self._connect else None,
                                                             **self._scanner_args)
         return self._scanner
 
@@ -445,7 +447,7 @@ class QtCleanup(QWidget):
 
         def work(task: workers.Task) -> list[m.ActionResult]:
             self._ensure()
-            return api.cleanup_apply(targets, force, grace_s, self._conn)
+            return core().cleanup_apply(targets, force, grace_s, self._conn)
 
         self.state.setText(f"Cleaning up {len(targets)} target(s)…")
         self._submit(work, self._cleaned, "cleanup")

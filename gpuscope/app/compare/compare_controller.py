@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
-from gpuscope import api
+from gpuscope.app.remote.core import core
 from gpuscope.app import bridge, workers
 from gpuscope.app.bridge import RunBridge
 from gpuscope.views.series_index import save_series
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 def progress_text(i: int, n: int, method: str, repeat: int) -> str:
-    return api.series_progress_text(i, n, method, repeat)
+    return core().series_progress_text(i, n, method, repeat)
 
 
 class CompareController(QObject):
@@ -61,7 +61,7 @@ class CompareController(QObject):
         self._begin(lambda task: self._run_series(spec, list(methods), repeat), "compare start methods")
 
     def _run_series(self, spec: RunSpec, methods: list[str], repeat: int) -> Any:
-        series, run = api.compare_series(
+        series, run = core().compare_series(
             spec, methods, repeat, self.bridge,
             started=lambda *a: bridge.to_gui(self.sigRunStarted.emit, *a),
             progress=lambda *a: bridge.to_gui(self.sigProgress.emit, *a))
@@ -81,7 +81,7 @@ class CompareController(QObject):
         if self.busy:
             raise RuntimeError("a comparison is already in progress")
         self.stopped, self.series, self.groups = False, None, None
-        self._begin(lambda task: api.compare_runs(list(ids)), "compare runs")
+        self._begin(lambda task: core().compare_runs(list(ids)), "compare runs")
 
     # -- common ---------------------------------------------------------------------------------
     def _begin(self, fn: Any, label: str) -> None:

@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gpuscope import api
+from gpuscope.app.remote.core import core
 from gpuscope.app import bridge, workers
 from gpuscope.app.compare.qt_compare_startup import QtStartupBars
 from gpuscope.app.compare.qt_compare_tables import MetricsTable, RangesTable
@@ -71,7 +71,7 @@ def findings_by_label(cmp: Any) -> list[Finding]:
     for label in cmp.labels:
         for run_id in cmp.runs.get(label, []):
             folder = cmp.run_dirs.get(run_id)
-            for f in api.saved_findings(folder) if folder else []:
+            for f in core().saved_findings(folder) if folder else []:
                 key = (label, f.code)
                 if key not in out:
                     title = f.title if len(cmp.labels) < 2 else f"[{label}] {f.title}"

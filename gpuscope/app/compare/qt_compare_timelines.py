@@ -15,7 +15,7 @@ from typing import Any
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from gpuscope import api
+from gpuscope.app.remote.core import core
 from gpuscope.app.timeline.qt_timeline import QtTimeline
 
 MIN_LANE_H = 90      # px: below this a lane stops shrinking and the stack scrolls
@@ -29,7 +29,7 @@ def load_layouts(run_dirs: dict[str, str], cancel: Any = None) -> dict[str, Any]
     out: dict[str, Any] = {}
     for label, run_dir in run_dirs.items():
         try:
-            out[label] = L.build_layout(api.load_report(run_dir, cancel=cancel).timeline)
+            out[label] = L.build_layout(core().load_report(run_dir, cancel=cancel).timeline)
         except UserError as exc:
             out[label] = str(exc)
     return out

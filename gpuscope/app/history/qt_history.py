@@ -14,7 +14,7 @@ from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QMenu, QMessageBox, QPushButton, QTableWidget,
                                QTableWidgetItem, QToolButton, QVBoxLayout, QWidget)
 
-from gpuscope import api
+from gpuscope.app.remote.core import core, data_dir
 from gpuscope.app import bridge, workers
 from gpuscope.views.history import (COLUMNS, Entry, HistoryData, arguments, cells, entries, human, run_spec,
                                     series_cells, series_rows)
@@ -153,9 +153,9 @@ class QtHistory(QWidget):
             self.task.cancel()
         self.status.setText("loading…")
         if self.runner is not None:
-            self.task = self.runner(lambda task: api.history(), self._fill, "reading the run history", self._error)
+            self.task = self.runner(lambda task: core().history(), self._fill, "reading the run history", self._error)
         else:
-            self.task = workers.submit(lambda task: api.history(), on_done=self._fill, on_error=self._error,
+            self.task = workers.submit(lambda task: core().history(), on_done=self._fill, on_error=self._error,
                                        label="history")
 
     def _fill(self, data: HistoryData) -> None:
@@ -168,10 +168,8 @@ class QtHistory(QWidget):
                                                              "no runs yet: run a script from the Run tab"))
         self._done_note = ""
         self._selection_changed()
-        from gpuscope import paths
-
         self.footer.setText(f"Disk: {human(data.runs_bytes)} in run folders, {human(data.store_bytes)} in the "
-                            f"store ({paths.data_dir()})")
+                            f"store ({data_dir()})")
         self.sigLoaded.emit(len(rows))
 
     def _show_lines(self) -> None:
@@ -366,7 +364,7 @@ class QtHistory(QWidget):
     def delete(self, ids: list[str]) -> None:
         """Delete runs by id off the GUI thread, then refresh."""
         self.status.setText(f"deleting {len(ids)} run(s)…")
-        self.task = workers.submit(lambda task: api.delete_runs(ids), on_done=self._deleted, on_error=self._error,
+        self.task = workers.submit(lambda task: core().delete_runs(ids), on_done=self._deleted, on_error=self._error,
                                    label="deleting runs")
 
     def _deleted(self, result: tuple[int, int]) -> None:

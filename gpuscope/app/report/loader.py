@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QFileDialog, QWidget
 
-from gpuscope import api, paths
+from gpuscope import paths
+from gpuscope.app.remote.core import core
 from gpuscope.app import workers
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ class ReportLoader(QObject):
 
         def work(task: workers.Task) -> Report:
             task.progress(f"loading {Path(path).name}")
-            return api.load_report(path, events_only=events_only)
+            return core().load_report(path, events_only=events_only)
 
         def done(report: Report) -> None:
             self._task = None

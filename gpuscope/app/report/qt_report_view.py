@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gpuscope import api
+from gpuscope.app.remote.core import core
 from gpuscope.app import bridge, workers
 from gpuscope.app.report.qt_summary import QtSummaryTables
 from gpuscope.app.timeline.qt_timeline import QtTimeline
@@ -347,7 +347,7 @@ class QtReportView(QWidget):
     @classmethod
     def _load(cls, task: workers.Task, path: Path):
         task.progress(f"Reading {path.name}…")
-        report = api.load_report(path, cancel=task.cancel_event)  # Cancel also stops a running nsys export
+        report = core().load_report(path, cancel=task.cancel_event)  # Cancel also stops a running nsys export
         if task.cancelled:
             return None
         return cls._lay_out(task, report)

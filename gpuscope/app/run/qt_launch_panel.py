@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gpuscope.app.remote.core import remote, run_python
 from gpuscope.app.settings import get_json, push_recent, set_json
 from gpuscope.errors import UserError
 from gpuscope.findings.fixes import describe, launch_changes
@@ -376,11 +377,12 @@ class QtLaunchPanel(QWidget):
         script, module = ("", target) if self.is_module else (target, None)
         preload = tuple(m.strip() for m in self.preload.text().split(",") if m.strip()) \
             if self.method.currentData() == "forkserver" else ()
-        return RunSpec(script=script, module=module, args=args, cwd=cwd, forkserver_preload=preload,
-                       python=self.python.text().strip() or default_python(), start_method=self.method.currentData(),
-                       launcher=self.launcher.currentText(),
+        spec = RunSpec(script=script, module=module, args=args, cwd=cwd, forkserver_preload=preload,
+                       python=self.python.text().strip() or run_python() or default_python(),
+                       start_method=self.method.currentData(), launcher=self.launcher.currentText(),
                        nproc=self.nproc.value(), annotate=annotate, nsys=nsys,
-                       torch_profile=self.torch_profile_options()).validated()
+                       torch_profile=self.torch_profile_options())
+        return spec if remote() is not None else spec.validated()   # a remote host checks its own paths
 
     def _on_run(self) -> None:
         try:

@@ -36,7 +36,7 @@ from PySide6.QtGui import QBrush, QColor, QIcon, QKeySequence, QPainter, QPen
 from PySide6.QtWidgets import (QAbstractItemView, QApplication, QMenu, QMessageBox, QTreeWidget, QTreeWidgetItem,
                                QWidget)
 
-from gpuscope import api
+from gpuscope.app.remote.core import core
 from gpuscope.app import workers
 from gpuscope.views.live_model import LiveModel, ProcRow
 from gpuscope.app.widgets.qt_findings import badge_icon, finding_pids
@@ -523,7 +523,7 @@ class QtProcessTree(QTreeWidget):
         target = row.pid
 
         def work(task: workers.Task) -> Any:
-            return api.stop_process(target, start, kill, grace_s, run_id)
+            return core().stop_process(target, start, kill, grace_s, run_id)
 
         def done(res: Any) -> None:
             if res is None:

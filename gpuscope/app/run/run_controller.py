@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
-from gpuscope import api
 from gpuscope.app import bridge, workers
+from gpuscope.app.remote.core import core
 from gpuscope.app.bridge import RunBridge
 from gpuscope.spec import RunSpec
 
@@ -61,7 +61,7 @@ class RunController(QObject):
     def findings(self) -> list:
         """The run's findings so far (merged: a count that grew shows its new value)."""
         run = self.run
-        return api.live_findings(run) if run is not None else []
+        return core().live_findings(run) if run is not None else []
 
     def elapsed(self) -> float:
         """Seconds of the run: since its program started (since Run was pressed while it starts);
@@ -86,9 +86,21 @@ class RunController(QObject):
         self.task = workers.submit(lambda task: self._work(spec), on_done=self._ended,
                                    on_error=self._failed, label="run")
 
+    def adopt(self, run: Any) -> None:
+        """Follow a run started before (a remote host's run, re-attached after a dropped connection)."""
+        if self.busy:
+            raise RuntimeError("a run is already in progress")
+        self._stop_wanted = False
+        self.run, self.gpu_reason = run, None
+        self.started_at, self.ended_at, self.duration = time.monotonic(), 0.0, None
+        self._set_state(STARTING)
+        bridge.to_gui(self._started, run)
+        self.task = workers.submit(lambda task: run.wait(), on_done=self._ended, on_error=self._failed,
+                                   label="run")
+
     def _work(self, spec: RunSpec) -> RunResult:
-        run = api.start_run(spec, self.bridge)
-        self.gpu_reason = api.gpu_unavailable_reason(run)
+        run = core().start_run(spec, self.bridge)
+        self.gpu_reason = core().gpu_unavailable_reason(run)
         with self._lock:
             self.run = run
             stop_now = self._stop_wanted

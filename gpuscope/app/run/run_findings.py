@@ -17,7 +17,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMenu
 
-from gpuscope import api
+from gpuscope.app.remote.core import core
 from gpuscope.app import workers
 from gpuscope.app.widgets.qt_findings import STACKS_CODE
 
@@ -164,8 +164,8 @@ class RunFindings(QObject):
 
         def work(task: workers.Task) -> Any:
             if take:
-                return api.take_stacks(run_id, run_dir)
-            taken, procs = api.latest_stacks(run_dir)
+                return core().take_stacks(run_id, run_dir)
+            taken, procs = core().latest_stacks(run_dir)
             return taken, False, procs
 
         def done(result: Any) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QMenu
 
-from gpuscope import api
+from gpuscope.app.remote.core import core
 from gpuscope.app import workers
 from gpuscope.app.bridge import RunBridge
 from gpuscope.app.run.run_controller import IDLE, RunController
@@ -82,7 +82,7 @@ class RunSession(QObject):
         self._stage_timer = QTimer(self, interval=STAGE_MS)
         self._stage_timer.timeout.connect(self._next_step)
         self.timer.start()
-        workers.submit(lambda task: api.gpu_unavailable_reason(), on_done=self._gpu_probed, label="GPU check")
+        workers.submit(lambda task: core().gpu_unavailable_reason(), on_done=self._gpu_probed, label="GPU check")
 
     def _connect(self) -> None:
         c = self.controller
@@ -144,7 +144,7 @@ class RunSession(QObject):
         self.tab.console.set_log_folder(run.run_dir)      # where all of the output is (skip notes name it)
         self.roles = RoleReader(run.run_dir, events=run.events)   # the run's one event-log reader
         self.findings.started(run)
-        self.ray_store = api.ray_store_tail(run.run_dir)   # a Ray run's object store (docs/RAY.md)
+        self.ray_store = core().ray_store_tail(run.run_dir)   # a Ray run's object store (docs/RAY.md)
         live.set_gpu_reason(self.controller.gpu_reason)
         live.title.setText(f"{live.title.text()} · run {run.run_id} · pid {run.pid}")
         self._print_notes(run.notes)
@@ -181,7 +181,7 @@ class RunSession(QObject):
     # -- a past run -----------------------------------------------------------------------------------
     def open_past(self, row: RunRow, status: QtStatus) -> None:
         """Read a stored run off the GUI thread (in the status bar), then show it."""
-        status.run_task(lambda task: api.open_past_run(row.id, row.run_dir, row.started_ns), self.show_past,
+        status.run_task(lambda task: core().open_past_run(row.id, row.run_dir, row.started_ns), self.show_past,
                         f"opening run {row.id}")
 
     def show_past(self, past: PastRun) -> None:

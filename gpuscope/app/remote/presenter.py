@@ -1,0 +1,218 @@
+"""File → Connect to host…, Disconnect and Reconnect: the window switched to a remote host's core.
+
+Connecting runs on a worker (ssh, the agent's check or install, its hello); once connected every
+view calls the host's :class:`~gpuscope.remote.client.RemoteCore` through the core handle
+(:mod:`gpuscope.app.remote.core`). The window says which host it shows (its title and a status-bar
+label). A dropped connection is one line; the views keep what they showed; Reconnect re-attaches
+to the runs still going there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QLabel
+
+from gpuscope.app import bridge, workers
+from gpuscope.app.remote import core as handle
+from gpuscope.app.remote.hosts import push_host, recent_hosts
+from gpuscope.remote.client import RemoteCore
+
+Progress = Callable[[str, "float | None"], None]
+Connector = Callable[[str, Progress], Any]     # (host text, progress) -> an agent Connection
+CONNECT_AT_START: list[str] = []     # `gpuscope gui --host H`: connect as the window opens
+
+
+def ssh_connector(host: str, progress: Progress) -> Any:
+    """The agent on ``host`` over the system's ssh (checked or installed first), connected."""
+    from gpuscope.remote.bootstrap import open_agent
+    from gpuscope.remote.connection import Connection
+    from gpuscope.remote.hostspec import HostSpec
+
+    spec = HostSpec.parse(host)
+    return Connection(open_agent(spec, progress), host=str(spec))
+
+
+class RemotePresenter(QObject):
+    """Signals ``sigConnected(host)``, ``sigDisconnected(host)``, ``sigDropped(line)``,
+    ``sigReattached(run_id)`` (tests and scripted mode use them)."""
+
+    sigConnected = Signal(str)
+    sigDisconnected = Signal(str)
+    sigDropped = Signal(str)
+    sigReattached = Signal(str)
+
+    def __init__(self, window: Any) -> None:
+        super().__init__(window)
+        self.window = window
+        self.connector: Connector = ssh_connector
+        self.host: str | None = None      # the host shown (also while its connection is down)
+        self.dialog: Any = None
+        self.connect_action = self.reconnect_action = self.disconnect_action = QAction()   # set by install
+        self.task: workers.Task | None = None
+        self.label = QLabel("")
+        self.label.setToolTip("the machine the window shows: its runs, history, reports and cleanup")
+        window.statusBar().addPermanentWidget(self.label)
+        self.label.hide()
+
+    # -- connecting -----------------------------------------------------------------------------
+    def ask(self) -> None:
+        """File → Connect to host…: the dialog; it stays open with its progress bar until connected."""
+        from gpuscope.app.remote.connect_dialog import QtConnectDialog
+
+        self.dialog = dialog = QtConnectDialog(recent_hosts(self.window.settings), self.window)
+        dialog.sigConnect.connect(lambda host: self.connect_to(host))
+        dialog.finished.connect(lambda _code: setattr(self, "dialog", None))
+        dialog.open()
+
+    def connect_to(self, host: str, reattach: bool = False) -> None:
+        """Connect to ``host`` off the GUI thread; ``reattach``: then follow a run still going there."""
+        if self.task is not None:
+            return
+        if self.window.session.busy or self.window.compare.busy:
+            self._failed("a run is in progress here: stop it before connecting to another host")
+            return
+
+        def work(task: workers.Task) -> RemoteCore:
+            def progress(text: str, fraction: float | None = None) -> None:
+                bridge.to_gui(self._progress, task, text, fraction)
+
+            return RemoteCore(self.connector(host, progress), host)
+
+        self.window.show_status(f"connecting to {host}…")
+        self.task = self.window.run_task(work, lambda core: self._connected(core, reattach),
+                                         f"connecting to {host}", on_error=self._failed)
+
+    def _progress(self, task: workers.Task, text: str, fraction: float | None) -> None:
+        self.window.status.task_label.setText(text)
+        if self.dialog is not None:
+            self.dialog.progress(text, fraction)
+
+    def _failed(self, text: str) -> None:
+        self.task = None
+        if self.dialog is not None:
+            self.dialog.failed(text)
+        self.window.show_error(text)
+
+    def _connected(self, core: RemoteCore, reattach: bool) -> None:
+        self.task = None
+        old = handle.remote()
+        if old is not None:
+            core.runs.update(old.runs)     # what was received before the drop is not sent again
+            if old.alive:
+                old.close()
+        handle.use(core)
+        self.host = core.host
+        push_host(self.window.settings, core.host)
+        core.connection.on_closed(lambda reason: bridge.to_gui(self._dropped, core, reason))
+        if self.dialog is not None:
+            self.dialog.accept()
+        self._show_host()
+        self._refresh_views()
+        where = core.hello.get("host") or core.host
+        self.window.show_status(f"connected to {core.host} ({where}, gpuscope {core.hello.get('version', '?')})")
+        self.sigConnected.emit(core.host)
+        if reattach:
+            self._reattach(core)
+
+    def _reattach(self, core: RemoteCore) -> None:
+        session = self.window.session
+
+        def work(task: workers.Task) -> Any:
+            runs = core.active_runs()
+            return core.reattach(runs[-1], session.run_bridge) if runs else None
+
+        def done(run: Any) -> None:
+            if run is None:
+                self.window.show_status(f"connected to {core.host}: no run is still going there")
+                return
+            session.controller.adopt(run)
+            self.window.show_status(f"re-attached to run {run.run_id} on {core.host}")
+            self.sigReattached.emit(run.run_id)
+
+        self.window.run_task(work, done, f"re-attaching to the runs on {core.host}")
+
+    # -- dropping and leaving -------------------------------------------------------------------
+    def _dropped(self, core: RemoteCore, reason: str) -> None:
+        if handle.remote() is not core:
+            return
+        self._show_host(down=True)
+        self.reconnect_action.setEnabled(True)
+        self.window.show_error(f"{reason}: the window keeps what it showed; File → Reconnect re-attaches")
+        self.sigDropped.emit(reason)
+
+    def reconnect(self) -> None:
+        if self.host is not None:
+            self.connect_to(self.host, reattach=True)
+
+    def leave(self) -> None:
+        """File → Disconnect: back to this machine; the remote's runs go on there (detached)."""
+        core, host = handle.remote(), self.host
+        if core is None or host is None:
+            return
+        handle.use(None)     # first: the connection's end is then no drop to report
+        self.host = None
+        workers.submit(lambda task: core.close(), label="disconnect")
+        self._show_host()
+        self._refresh_views()
+        self.window.show_status(f"disconnected from {host}: the window shows this machine")
+        self.sigDisconnected.emit(host)
+
+    # -- what the window shows ------------------------------------------------------------------
+    def _show_host(self, down: bool = False) -> None:
+        host = self.host
+        self.window.setWindowTitle(f"gpuscope — {host}" + (" (disconnected)" if down else "") if host else "gpuscope")
+        self.label.setText(f"host: {host}" + (" (disconnected)" if down else "") if host else "")
+        self.label.setStyleSheet("color: #b03a2e;" if down else "")
+        self.label.setVisible(host is not None)
+        self.disconnect_action.setEnabled(host is not None)
+        self.reconnect_action.setEnabled(down)
+        self.window.panel.script_edit().setPlaceholderText(
+            f"a script on {host}: Browse… lists its folders" if host else "script.py: browse, drop a file, "
+            "or pick a recent one")
+
+    def _refresh_views(self) -> None:
+        w = self.window
+        w.history.refresh()
+        if w.tabs.currentWidget() is w.cleanup:
+            w.cleanup.refresh()
+
+    def browse_script(self) -> None:
+        """The launch panel's Browse…: the remote's folders when connected, else the local dialog."""
+        core = handle.remote()
+        if core is None:
+            self.window.panel._pick_script()
+            return
+        from gpuscope.app.remote.browser import QtRemoteBrowser
+
+        start = self.window.panel.script_edit().text().strip().rpartition("/")[0] or "~"
+        dialog = QtRemoteBrowser(core, start, self.window)
+        dialog.sigError.connect(self.window.show_error)
+        if dialog.exec() and dialog.chosen:
+            self.window.panel.set_script(dialog.chosen)
+
+
+def install(window: Any) -> RemotePresenter:
+    """File → Connect to host…, Disconnect and Reconnect in ``window`` (before Quit)."""
+    p = RemotePresenter(window)
+    menu = window.file_menu
+    quit_action = next((a for a in menu.actions() if a.text().replace("&", "") == "Quit"), None)
+    p.connect_action = menu.addAction("Connect to &host…", p.ask)
+    p.reconnect_action = menu.addAction("&Reconnect", p.reconnect)
+    p.disconnect_action = menu.addAction("&Disconnect", p.leave)
+    if quit_action is not None:
+        for action in (p.connect_action, p.reconnect_action, p.disconnect_action):
+            menu.insertAction(quit_action, action)
+        menu.insertSeparator(quit_action)
+    p.reconnect_action.setEnabled(False)
+    p.disconnect_action.setEnabled(False)
+    browse = window.panel.browse_script
+    browse.clicked.disconnect()
+    browse.clicked.connect(p.browse_script)
+    if CONNECT_AT_START:
+        host = CONNECT_AT_START.pop()
+        QTimer.singleShot(0, lambda: p.connect_to(host, reattach=True))
+    return p

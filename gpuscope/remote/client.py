@@ -1,0 +1,312 @@
+"""The client core: the calls of :mod:`gpuscope.api` the app uses, answered by an agent on a remote host.
+
+A :class:`RemoteCore` wraps one agent connection (:mod:`gpuscope.remote.connection`) and returns the
+same typed records the local calls return, rebuilt from their ``to_dict`` shapes (docs/REMOTE.md).
+A run started through it is a :class:`RemoteRun`: the supervisor ``Run``'s surface the app uses,
+fed from the agent's ``watch_run`` events into the caller's ``RunStream``; re-attaching after a
+dropped connection resumes its output from the offsets already received.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from gpuscope.errors import UserError
+from gpuscope.remote import client_records as rec
+
+if TYPE_CHECKING:
+    from gpuscope.finding import Finding
+    from gpuscope.findings.stacks import ProcessStacks
+    from gpuscope.nsys.report import Report
+    from gpuscope.runrecord.model import RunRecord
+    from gpuscope.spec import RunSpec
+    from gpuscope.views.history import HistoryData
+    from gpuscope.views.past_run import PastRun
+    from gpuscope.views.run_stream import RunStream
+
+OUTPUT_TAIL = 4 << 20     # bytes of a past run's output pulled (as much as a local past run shows)
+
+
+class RemoteCore:
+    """``gpuscope.api``'s calls (those the app makes) on the host of ``connection``."""
+
+    def __init__(self, connection: Any, host: str) -> None:
+        self.connection = connection
+        self.host = host
+        self.hello: dict[str, Any] = dict(getattr(connection, "hello", None) or {})
+        self.runs: dict[str, RemoteRun] = {}     # runs watched through this core, by id
+
+    # -- plumbing -------------------------------------------------------------------------------
+    def call(self, op: str, **args: Any) -> Any:
+        """One request to the agent; its ``ok: false`` reply is a UserError naming the host."""
+        return self.request(op, args)
+
+    def request(self, op: str, args: dict[str, Any], on_event: Callable[[str, Any], None] | None = None) -> Any:
+        """A request whose events (a stream) go to ``on_event`` on the connection's reader thread."""
+        try:
+            return self.connection.request(op, args, on_event=on_event)
+        except UserError as exc:
+            text = str(exc)
+            raise UserError(text if self.host in text else f"{self.host}: {text}") from None
+
+    @property
+    def alive(self) -> bool:
+        return not bool(getattr(self.connection, "closed", False))
+
+    def close(self) -> None:
+        """Close the connection; the remote's detached runs go on."""
+        for run in list(self.runs.values()):
+            run.detach()
+        self.connection.close()
+
+    # -- runs -----------------------------------------------------------------------------------
+    def start_run(self, spec: RunSpec, stream: RunStream) -> RemoteRun:
+        """Start ``spec`` on the remote (detached there) and watch it into ``stream``."""
+        started = self.call("start_run", spec=spec.to_dict())
+        run = RemoteRun(self, str(started["run_id"]), str(started["run_dir"]), stream,
+                        started_ns=int(started.get("started_ns") or time.time_ns()))
+        run.watch()
+        return run
+
+    def active_runs(self) -> list[dict[str, Any]]:
+        """The remote's runs still going: ``{"run_id", "run_dir", "started_ns", "argv"}`` each."""
+        return list(self.call("active_runs") or [])
+
+    def reattach(self, info: dict[str, Any], stream: RunStream) -> RemoteRun:
+        """Watch a run still going (one of :meth:`active_runs`) into ``stream`` again; output
+        already received through this core is not sent twice."""
+        run_id = str(info["run_id"])
+        old = self.runs.get(run_id)
+        run = RemoteRun(self, run_id, str(info["run_dir"]), stream,
+                        started_ns=int(info.get("started_ns") or 0) or time.time_ns(),
+                        offsets=old.offsets if old is not None else None)
+        run.watch()
+        return run
+
+    def live_findings(self, run: RemoteRun) -> list[Finding]:
+        from gpuscope.finding import merge
+
+        return merge(run.findings)
+
+    def gpu_unavailable_reason(self, run: Any = None) -> str | None:
+        """What the agent said of the remote's GPU in its hello (None: a GPU, or not said)."""
+        reason = self.hello.get("gpu_reason")
+        return str(reason) if reason else None
+
+    def main_exited(self, run_dir: str) -> bool:
+        return False
+
+    def stop_process(self, pid: int, start_time: float | None, kill: bool, grace_s: float,
+                     run_id: str | None = None) -> Any:
+        raise UserError(f"{self.host}: stopping one process of a remote run is not offered; stop the run")
+
+    # -- stored runs ----------------------------------------------------------------------------
+    def history(self, limit: int = 200) -> HistoryData:
+        return rec.history_data(self.call("history", limit=limit))
+
+    def delete_runs(self, ids: Sequence[str]) -> tuple[int, int]:
+        res = self.call("delete_runs", ids=list(ids))
+        return int(res.get("deleted", 0)), int(res.get("freed", 0))
+
+    def open_run(self, ref: str) -> RunRecord:
+        return rec.run_record(self.call("open_run", ref=str(ref)))
+
+    def open_past_run(self, run_id: str, run_dir: str, started_ns: int | None = None) -> PastRun:
+        """The remote run's output tails, findings and last stacks (its stored samples stay there)."""
+        from gpuscope.views.past_run import PastRun
+
+        past = PastRun(run_id, PurePosixPath(run_dir), None, started_ns=started_ns)   # type: ignore[arg-type]
+        for stream in ("stdout", "stderr"):
+            data, cut = self._tail(f"{run_dir}/{stream}.log")
+            if data:
+                past.output.append((stream, data))
+            if cut:
+                past.truncated[stream] = cut
+        past.findings = self.findings(run_dir)
+        taken, procs = self.latest_stacks(run_dir)
+        past.stacks = (taken, procs) if procs else None
+        return past
+
+    def _tail(self, path: str) -> tuple[bytes, int]:
+        try:
+            size = int(self.call("read_file", path=path, offset=0, length=1).get("size", 0))
+        except UserError:
+            return b"", 0
+        start = max(0, size - OUTPUT_TAIL)
+        data = self.read_bytes(path, start, size - start)
+        if start:
+            data = data[data.find(b"\n") + 1:]
+        return data, start
+
+    def read_bytes(self, path: str, offset: int, length: int) -> bytes:
+        """``length`` bytes of a remote file from ``offset`` (fewer at its end)."""
+        parts = []
+        while length > 0:
+            piece = base64.b64decode(self.call("read_file", path=path, offset=offset, length=length).get("b64") or b"")
+            if not piece:
+                break
+            parts.append(piece)
+            offset, length = offset + len(piece), length - len(piece)
+        return b"".join(parts)
+
+    def list_dir(self, path: str) -> tuple[str, list[dict[str, Any]]]:
+        """A remote folder: (its absolute path, its entries ``{"name", "dir", "size"}``)."""
+        res = self.call("list_dir", path=path)
+        return str(res.get("path") or path), list(res.get("entries") or [])
+
+    def load_report(self, path: str, events_only: bool = False, note: str | None = None,
+                    cancel: threading.Event | None = None) -> Report:
+        """The report's summary tables, summarised on the remote (its timeline is not pulled)."""
+        key = "run" if not str(path).endswith((".nsys-rep", ".sqlite")) else "path"
+        return rec.report(self.call("report_summary", **{key: str(path)}), self.host)
+
+    def saved_findings(self, run_dir: str) -> list[Finding]:
+        return self.findings(run_dir)
+
+    def findings(self, run_dir: str) -> list[Finding]:
+        from gpuscope.finding import Finding
+
+        return [Finding.from_dict(f) for f in self.call("findings", run=str(run_dir)) or []]
+
+    def ray_store_tail(self, run_dir: str) -> Any:
+        return rec.NoTail()
+
+    # -- stacks ---------------------------------------------------------------------------------
+    def take_stacks(self, run_id: str, run_dir: str, timeout_s: float = 5.0
+                    ) -> tuple[int | None, bool, list[ProcessStacks]]:
+        res = self.call("stacks", run_id=run_id, take=True)
+        return res.get("taken_ns"), bool(res.get("live")), rec.stacks(res.get("processes"))
+
+    def latest_stacks(self, run_dir: str) -> tuple[int | None, list[ProcessStacks]]:
+        try:
+            res = self.call("stacks", run_id=PurePosixPath(str(run_dir)).name, take=False)
+        except UserError:
+            return None, []
+        return res.get("taken_ns"), rec.stacks(res.get("processes"))
+
+    # -- compare --------------------------------------------------------------------------------
+    def compare_runs(self, ids: Sequence[str]) -> Any:
+        raise UserError(f"{self.host}: compare of remote runs is not offered in the window yet: "
+                        f"gpuscope --host {self.host} compare ...")
+
+    def compare_series(self, *args: Any, **kwargs: Any) -> Any:
+        raise UserError(f"{self.host}: start-method series are not offered on a remote host yet")
+
+    def series_progress_text(self, i: int, n: int, method: str, repeat: int) -> str:
+        from gpuscope import api
+
+        return api.series_progress_text(i, n, method, repeat)
+
+    # -- cleanup --------------------------------------------------------------------------------
+    def cleanup_scanner(self, conn: Any = None, **options: Any) -> tuple[RemoteScanner, Any]:
+        return RemoteScanner(self, options), None
+
+    def cleanup_apply(self, suspects: Sequence[Any], force: bool, grace_s: float, conn: Any) -> list[Any]:
+        res = self.call("cleanup_apply", keys=[s.key for s in suspects], force=force, grace_s=grace_s)
+        return [rec.action_result(r) for r in res or []]
+
+
+class RemoteScanner:
+    """Cleanup's scanner, on the remote: each ``scan`` lists the remote machine's leftovers."""
+
+    def __init__(self, core: RemoteCore, options: dict[str, Any]) -> None:
+        self.core = core
+        self.options = {k: v for k, v in options.items() if isinstance(v, (int, float, str, bool))}
+
+    def observe(self, *args: Any) -> None:
+        """The agent observes when it scans (its listing samples the processes itself)."""
+
+    def scan(self, *args: Any) -> Any:
+        return rec.scan_result(self.core.call("cleanup_scan", **self.options))
+
+    def close(self) -> None:
+        pass
+
+
+class RemoteRun:
+    """A run on the remote host, watched: the supervisor ``Run``'s surface the app uses."""
+
+    def __init__(self, core: RemoteCore, run_id: str, run_dir: str, stream: RunStream, started_ns: int,
+                 offsets: dict[str, int] | None = None) -> None:
+        self.core = core
+        self.run_id, self.run_dir = run_id, PurePosixPath(run_dir)
+        self.stream = stream
+        self.started_ns = started_ns
+        self.pid = 0
+        self.notes: list[str] = []
+        self.events = None           # the run's event logs stay on the remote
+        self.sampler = None
+        self.recorders: list[Any] = []
+        self.findings: list[Finding] = []
+        self.offsets = dict(offsets or {"stdout": 0, "stderr": 0})
+        self.record: RunRecord | None = None
+        self.error: str | None = None
+        self.ended = threading.Event()
+        self._stops = 0
+        self._thread: threading.Thread | None = None
+        core.runs[run_id] = self
+
+    def watch(self) -> None:
+        """Stream the run's events (from the offsets received so far) on a thread of its own."""
+        self.error = None
+        self.ended.clear()
+        self._thread = threading.Thread(target=self._watch, name=f"watch {self.run_id}", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        try:
+            self.core.request("watch_run", {"run_id": self.run_id, "offsets": dict(self.offsets)}, self._event)
+            if self.record is None:
+                self.record = self.core.open_run(self.run_id)
+        except UserError as exc:
+            self.error = str(exc)
+        except (OSError, EOFError, ConnectionError) as exc:
+            self.error = f"{self.core.host}: connection lost ({exc})"
+        finally:
+            self.ended.set()
+
+    def _event(self, kind: str, data: Any) -> None:
+        if kind == "output":
+            self._output(data)
+        elif kind == "batch":
+            self.stream.on_batch(rec.batch(data))
+        elif kind == "finding":
+            finding = rec.finding(data)
+            self.findings.append(finding)
+            self.stream.on_finding(finding)
+        elif kind == "progress":
+            self.stream.on_progress(str(data.get("text", "")))
+        elif kind == "ended":
+            self.record = rec.run_record(data)
+
+    def _output(self, data: dict[str, Any]) -> None:
+        name = str(data.get("stream", "stdout"))
+        chunk = base64.b64decode(data.get("b64") or b"")
+        offset = int(data.get("offset", self.offsets.get(name, 0)))
+        seen = self.offsets.get(name, 0)
+        if offset + len(chunk) <= seen:     # re-sent after a re-attach: shown already
+            return
+        chunk = chunk[max(0, seen - offset):]
+        self.offsets[name] = max(seen, offset) + len(chunk)
+        self.stream.on_output(name, chunk)
+
+    def detach(self) -> None:
+        """Stop watching (the connection closes); the run goes on, on the remote."""
+        self.error = self.error or "detached"
+
+    def wait(self, timeout: float | None = None) -> RunRecord:
+        """Block until the run has ended (its record), or the watch was lost (a UserError)."""
+        self.ended.wait(timeout)
+        if self.record is None:
+            raise UserError(self.error or f"{self.core.host}: run {self.run_id} is still running")
+        return self.record
+
+    def stop(self, kill: bool = False) -> None:
+        """Stop the run on the remote; a second call kills it."""
+        self._stops += 1
+        self.core.call("stop_run", run_id=self.run_id, kill=kill or self._stops > 1)

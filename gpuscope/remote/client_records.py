@@ -1,0 +1,158 @@
+"""Typed records rebuilt from what the agent sends (their ``to_dict`` shapes, docs/REMOTE.md): the
+same classes the local calls of :mod:`gpuscope.api` return, so the app cannot tell them apart."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpuscope.cleanup.model import ActionResult, ScanResult
+    from gpuscope.finding import Finding
+    from gpuscope.findings.stacks import ProcessStacks
+    from gpuscope.nsys.report import Report
+    from gpuscope.runrecord.model import RunRecord
+    from gpuscope.telemetry.batch import SampleBatch
+    from gpuscope.views.history import HistoryData
+
+SUMMARY_KEYS = ("nvtx", "kernel", "cuda_api", "memop", "osrt")
+
+
+class NoTail:
+    """A Ray object store's tail for a remote run: its samples stay on the remote."""
+
+    def read_new(self) -> list[dict[str, int]]:
+        return []
+
+
+def _build(cls: Any, data: dict[str, Any], nested: dict[str, Any] | None = None) -> Any:
+    """A dataclass from a dict of its fields (unknown keys ignored; ``nested``: field -> builder)."""
+    nested = nested or {}
+    kw = {}
+    for f in dataclasses.fields(cls):
+        if f.name in data:
+            value = data[f.name]
+            kw[f.name] = nested[f.name](value) if f.name in nested and value is not None else value
+    return cls(**kw)
+
+
+def _tuple_of(cls: Any) -> Any:
+    return lambda items: tuple(_build(cls, i) if isinstance(i, dict) else cls(*i) for i in items)
+
+
+def batch(data: dict[str, Any]) -> SampleBatch:
+    """A telemetry batch (``SampleBatch.from_dict`` where the record has one)."""
+    from gpuscope.telemetry import batch as b
+
+    own = getattr(b.SampleBatch, "from_dict", None)
+    if own is not None:
+        return own(data)
+    return _build(b.SampleBatch, data, {
+        "host": lambda h: _build(b.HostSample, {**h, "cores": tuple(h.get("cores") or ())}),
+        "processes": _tuple_of(b.ProcSample), "devices": _tuple_of(b.DeviceSample),
+        "gpu_processes": _tuple_of(b.GpuProcessSample),
+        "started": lambda items: tuple(_build(b.StartedProc, {**i, "cmdline": tuple(i.get("cmdline") or ())})
+                                       for i in items),
+        "ended": tuple, "notes": tuple})
+
+
+def finding(data: dict[str, Any]) -> Finding:
+    from gpuscope.finding import Finding
+
+    return Finding.from_dict(data)
+
+
+def run_record(data: dict[str, Any]) -> RunRecord:
+    """A run's record from ``RunRecord.to_dict()`` (or its JSON form, ``summary.json``)."""
+    from gpuscope.runrecord.model import RunRecord
+
+    own = getattr(RunRecord, "from_dict", None)
+    if own is not None:
+        return own(data)
+    folder = str(data.get("run_folder") or data.get("run_dir") or "")
+    return RunRecord.from_json(data, folder, spec=data.get("spec"), versions=data.get("versions"))
+
+
+def history_data(data: dict[str, Any]) -> HistoryData:
+    """The History tab's data: runs (store rows), disk use, series."""
+    from gpuscope.status import RunStatus
+    from gpuscope.store.runs import RunRow
+    from gpuscope.views.history import HistoryData
+    from gpuscope.views.series_index import SeriesEntry
+
+    rows = [_build(RunRow, {**r, "status": RunStatus.parse(r.get("status")),
+                            "spec": r.get("spec") or {}, "versions": r.get("versions") or {}})
+            for r in data.get("rows") or []]
+    series = [_build(SeriesEntry, {**s, "methods": tuple(s.get("methods") or ())}) for s in data.get("series") or []]
+    return HistoryData(rows, {str(k): int(v) for k, v in (data.get("sizes") or {}).items()},
+                       int(data.get("runs_bytes") or 0), int(data.get("store_bytes") or 0),
+                       str(data.get("note") or ""), series)
+
+
+def stacks(items: Any) -> list[ProcessStacks]:
+    from gpuscope.findings.stacks import Frame, ProcessStacks, ThreadStack
+
+    out = []
+    for p in items or []:
+        threads = [ThreadStack(t["name"], [Frame(**f) for f in t.get("frames") or []], t.get("ident", 0),
+                               t.get("current", False)) for t in p.get("threads") or []]
+        out.append(ProcessStacks(p["pid"], p.get("role", ""), threads, p.get("source", "faulthandler"),
+                                 p.get("note", "")))
+    return out
+
+
+def report(data: dict[str, Any], host: str) -> Report:
+    """A report's summary tables (``gpuscope report --json``'s object); its timeline stays remote."""
+    from gpuscope.finding import Finding
+    from gpuscope.nsys.report import Report
+    from gpuscope.trace.coverage import Coverage, ProcessCoverage
+    from gpuscope.trace.summary import SummaryRow
+
+    summaries = {k: [_build(SummaryRow, r) for r in data[f"{k}_summary"]]
+                 for k in SUMMARY_KEYS if isinstance(data.get(f"{k}_summary"), list)}
+    cov = data.get("coverage")
+    coverage = (Coverage([_build(ProcessCoverage, {**p, "action": None}) for p in cov.get("processes") or []],
+                         cov.get("fork_flag")) if isinstance(cov, dict) else None)
+    notes = [str(n) for n in data.get("notes") or []]
+    notes.append(f"on {host}: the summary tables; the timeline stays on the remote host")
+    return Report(path=Path(str(data.get("path") or "")), sqlite_path=None,
+                  nsys_version=data.get("nsys_version"), schema_version=data.get("schema_version"),
+                  naming=str(data.get("naming") or "plain"), summaries=summaries,
+                  processes=list(data.get("processes") or []),
+                  findings=[Finding.from_dict({"source": "nsys", **f}) for f in data.get("findings") or []],
+                  notes=notes, coverage=coverage, job=data.get("job"))
+
+
+def scan_result(data: dict[str, Any]) -> ScanResult:
+    from gpuscope.cleanup import model as m
+
+    return m.ScanResult([suspect(s) for s in data.get("suspects") or []], list(data.get("notes") or []),
+                        float(data.get("scanned_at") or 0.0), bool(data.get("gpu_checked")),
+                        data.get("gpu_skip_reason"), float(data.get("observed_s") or 0.0))
+
+
+def suspect(d: dict[str, Any]) -> Any:
+    from gpuscope.cleanup import model as m
+
+    kind = d.get("kind")
+    ident = d.get("identity") or None
+    identity: Any = None
+    if isinstance(ident, dict):
+        identity = (_build(m.ShmIdentity, ident) if "ino" in ident else _build(m.ProcIdentity, ident))
+    ev = d.get("evidence") or None
+    evidence: Any = None
+    if isinstance(ev, dict) and ev:
+        cls = (m.ShmEvidence if kind == getattr(m, "KIND_SHM", "shm") else
+               m.GpuGhostEvidence if "ppid" not in ev and "gpu_memory_bytes" in ev else m.ProcessEvidence)
+        evidence = _build(cls, ev)
+    return m.Suspect(key=d["key"], kind=str(kind), title=str(d.get("title", "")),
+                     reasons=[m.Reason(r["code"], r["text"]) for r in d.get("reasons") or []],
+                     evidence=evidence, identity=identity, actions=list(d.get("actions") or []),
+                     blocked=d.get("blocked"), advice=d.get("advice"))
+
+
+def action_result(d: dict[str, Any]) -> ActionResult:
+    from gpuscope.cleanup import model as m
+
+    return _build(m.ActionResult, d)
