@@ -21,7 +21,7 @@ from typing import IO, Any
 from gpuscope import __version__
 from gpuscope.errors import UserError
 from gpuscope.remote import protocol
-from gpuscope.remote.call import Call, hello
+from gpuscope.remote.call import Call, hello, internal_line
 
 END_GRACE_S = 3.0   # how long streams get to end after the workstation went away
 
@@ -120,24 +120,6 @@ class Agent:
             with self._calls_lock:
                 self._calls.pop(call.id, None)
         self.send(reply)
-
-
-def internal_line(exc: BaseException, op: str) -> str:
-    """One line for an unexpected failure; its traceback goes to gpuscope's error log."""
-    import traceback
-
-    where = ""
-    try:
-        from gpuscope import paths
-
-        log = paths.data_dir() / "gpuscope-errors.log"
-        with open(log, "a", encoding="utf-8") as fh:
-            fh.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} gpuscope {__version__} agent op={op}\n")
-            traceback.print_exception(type(exc), exc, exc.__traceback__, file=fh)
-        where = f" (details in {log})"
-    except OSError:
-        pass
-    return f"internal error in {op}: {type(exc).__name__}: {exc}{where}"
 
 
 def _take_stdio() -> tuple[IO[bytes], IO[bytes]]:

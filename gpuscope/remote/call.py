@@ -6,14 +6,17 @@ import getpass
 import os
 import platform
 import socket
+import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from gpuscope import __version__
+from gpuscope.errors import UserError
 from gpuscope.remote import protocol
 
-__all__ = ["Call", "hello"]
+__all__ = ["Call", "hello", "internal_line"]
 
 
 class Call:
@@ -36,6 +39,15 @@ class Call:
     def wait_cancel(self, timeout: float) -> bool:
         return self.cancelled.wait(timeout)
 
+    def arg(self, name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+        """One argument, type-checked (a missing or wrong one is a UserError)."""
+        value = self.args.get(name, default)
+        if value is ...:
+            raise UserError(f"{self.op}: missing argument {name!r}")
+        if value is not None and not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+            raise UserError(f"{self.op}: argument {name!r} has the wrong type ({type(value).__name__})")
+        return value
+
 
 def hello() -> dict[str, Any]:
     """The agent's first line: who and what answers (docs/REMOTE.md)."""
@@ -47,4 +59,33 @@ def hello() -> dict[str, Any]:
         user = str(os.getuid())
     return {"hello": protocol.HELLO, "protocol": protocol.PROTOCOL, "version": __version__,
             "python": platform.python_version(), "host": socket.gethostname(), "user": user,
-            "uid": os.getuid(), "data_dir": str(paths.data_dir()), "pid": os.getpid()}
+            "uid": os.getuid(), "data_dir": str(paths.data_dir()), "pid": os.getpid(),
+            "python_path": sys.executable, "gpu_reason": _gpu_reason()}
+
+
+def _gpu_reason() -> str | None:
+    """None when NVML sees a GPU here, else why not."""
+    try:
+        from gpuscope import api
+
+        return api.gpu_unavailable_reason()
+    except Exception as exc:  # noqa: BLE001 - the hello must come; the reason says what failed
+        return f"NVML could not be read: {exc}"
+
+
+def internal_line(exc: BaseException, op: str) -> str:
+    """One line for an unexpected failure; its traceback goes to gpuscope's error log."""
+    import traceback
+
+    where = ""
+    try:
+        from gpuscope import paths
+
+        log = paths.data_dir() / "gpuscope-errors.log"
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} gpuscope {__version__} agent op={op}\n")
+            traceback.print_exception(type(exc), exc, exc.__traceback__, file=fh)
+        where = f" (details in {log})"
+    except OSError:
+        pass
+    return f"internal error in {op}: {type(exc).__name__}: {exc}{where}"

@@ -22,12 +22,7 @@ READ_MAX = 4 << 20   # one read_file answer: a download is many of them, resumab
 
 def arg(call: Call, name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
     """One argument of the call, type-checked (a missing or wrong one is a UserError)."""
-    value = call.args.get(name, default)
-    if value is ...:
-        raise UserError(f"{call.op}: missing argument {name!r}")
-    if value is not None and not isinstance(value, kind) or isinstance(value, bool) and kind is int:
-        raise UserError(f"{call.op}: argument {name!r} has the wrong type ({type(value).__name__})")
-    return value
+    return call.arg(name, kind, default)
 
 
 def op_hello(call: Call) -> Any:
@@ -38,6 +33,30 @@ def op_exec(call: Call) -> Any:
     from gpuscope.remote import execop
 
     return execop.run(call)
+
+
+def op_start_run(call: Call) -> Any:
+    from gpuscope.remote import runwatch
+
+    return runwatch.start_run(call)
+
+
+def op_watch_run(call: Call) -> Any:
+    from gpuscope.remote import runwatch
+
+    return runwatch.watch_run(call)
+
+
+def op_stop_run(call: Call) -> Any:
+    from gpuscope.remote import runwatch
+
+    return runwatch.stop_run(call)
+
+
+def op_active_runs(call: Call) -> Any:
+    from gpuscope.remote import runwatch
+
+    return runwatch.active_runs(call)
 
 
 def op_list_dir(call: Call) -> Any:
@@ -86,4 +105,8 @@ OPS: dict[str, Callable[[Call], Any]] = {
     "exec": op_exec,
     "list_dir": op_list_dir,
     "read_file": op_read_file,
+    "start_run": op_start_run,
+    "watch_run": op_watch_run,
+    "stop_run": op_stop_run,
+    "active_runs": op_active_runs,
 }

@@ -5,7 +5,8 @@ Attribute names are the metric keys of :mod:`gpuscope.telemetry.metrics`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 from gpuscope.telemetry.gpu import DeviceSample, GpuProcessSample
 
@@ -68,3 +69,44 @@ class SampleBatch:
     started: tuple[StartedProc, ...] = ()
     ended: tuple[int, ...] = ()
     notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A compact JSON form (each part a list in field order: a remote's live stream is small)."""
+        return {"seq": self.seq, "t_ns": self.t_ns, "wall_ns": self.wall_ns,
+                "host": _row(self.host) if self.host is not None else None,
+                "processes": [_row(p) for p in self.processes], "devices": [_row(d) for d in self.devices],
+                "gpu_processes": [_row(g) for g in self.gpu_processes],
+                "started": [_row(s, exact=True) for s in self.started], "ended": list(self.ended),
+                "notes": list(self.notes)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SampleBatch:
+        """The batch :meth:`to_dict` made."""
+        host = d.get("host")
+        return cls(seq=int(d["seq"]), t_ns=int(d["t_ns"]), wall_ns=int(d["wall_ns"]),
+                   host=_unrow(HostSample, host) if host is not None else None,
+                   processes=tuple(_unrow(ProcSample, r) for r in d.get("processes") or ()),
+                   devices=tuple(_unrow(DeviceSample, r) for r in d.get("devices") or ()),
+                   gpu_processes=tuple(_unrow(GpuProcessSample, r) for r in d.get("gpu_processes") or ()),
+                   started=tuple(_unrow(StartedProc, r) for r in d.get("started") or ()),
+                   ended=tuple(int(p) for p in d.get("ended") or ()), notes=tuple(d.get("notes") or ()))
+
+
+def _row(part: Any, exact: bool = False) -> list[Any]:
+    """A sample's fields as a list (floats to 3 decimals unless ``exact``, tuples as lists)."""
+    out: list[Any] = []
+    for f in fields(part):
+        value = getattr(part, f.name)
+        if exact:
+            value = list(value) if isinstance(value, tuple) else value
+        elif isinstance(value, float):
+            value = round(value, 3)
+        elif isinstance(value, tuple):
+            value = [round(v, 3) if isinstance(v, float) else v for v in value]
+        out.append(value)
+    return out
+
+
+def _unrow(cls: Any, row: list[Any]) -> Any:
+    """The sample :func:`_row` made (lists back to tuples)."""
+    return cls(*(tuple(v) if isinstance(v, list) else v for v in row))
