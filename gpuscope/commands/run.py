@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -16,7 +15,6 @@ from gpuscope.runs.pipes import widen_pipe
 from gpuscope.runs.slurm import node_options
 from gpuscope.spec import NsysOptions, RunSpec, TorchProfileOptions
 from gpuscope.spec_checks import LAUNCHERS, NSYS_TIMEOUT_S, NSYS_TRACE, START_METHODS, parse_ints
-from gpuscope.status import RunStatus
 
 DESCRIPTION = (
     "Run SCRIPT under gpuscope: its own session, the chosen multiprocessing start method, NVTX "
@@ -309,6 +307,7 @@ def run(args: argparse.Namespace) -> int:
         # imported once the program runs (the early start): their loading overlaps its start
         from gpuscope.findings.recorder import FindingsRecorder
         from gpuscope.runs.supervisor import Run
+        from gpuscope.status import RunStatus
 
         findings = FindingsRecorder(on_finding=live_finding)
         widen_pipe(1)   # our stdout, when it is a pipe: 1 MiB, so each chunk relayed goes on in one write
@@ -343,6 +342,8 @@ def run(args: argparse.Namespace) -> int:
         if not _told(told, finding):
             relay.note(f"gpuscope: {finding.line()}\n    fix: {finding.fix}", hold=False)
     if args.json:
+        import json   # the end's: the program's start does not wait for it
+
         sys.stdout.write(("\n" if relay.stdout_mid_line else "") + json.dumps(result.to_json()) + "\n")
         sys.stdout.flush()
     if result.status is RunStatus.STOPPED:
