@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscope.errors import UserError
-from gpuscope.remote import protocol
+from gpuscope.remote import coreops, protocol
 from gpuscope.remote.call import Call, hello
 
 READ_MAX = 4 << 20   # one read_file answer: a download is many of them, resumable by offset
@@ -109,4 +109,5 @@ OPS: dict[str, Callable[[Call], Any]] = {
     "watch_run": op_watch_run,
     "stop_run": op_stop_run,
     "active_runs": op_active_runs,
+    **{name: getattr(coreops, name) for name in coreops.__all__},
 }

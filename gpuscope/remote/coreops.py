@@ -1,0 +1,151 @@
+"""The agent's ops over stored runs and the machine: history, a run's record, findings, stacks,
+a report's summary, cleanup. Each answers with the records' own dict forms (docs/REMOTE.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpuscope.errors import UserError
+
+if TYPE_CHECKING:
+    from gpuscope.remote.call import Call
+
+REPORT_TIMEOUT_S = 600.0
+SCAN_OPTIONS = ("use_gpu", "idle_window_s", "shm_min_age_s")
+
+# the last cleanup listing of this agent (one per connection): cleanup_apply acts on its suspects
+_last_scan: dict[str, Any] = {}
+
+__all__ = ["cleanup_apply", "cleanup_scan", "delete_runs", "findings", "history", "open_run",
+           "report_summary", "stacks"]
+
+
+def plain(value: Any) -> Any:
+    """A record as JSON data: dataclasses as dicts, enums as their values, tuples as lists."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def history(call: Call) -> dict[str, Any]:
+    """What the History tab shows (``api.history``): rows, sizes, totals, note, series."""
+    from gpuscope import api
+
+    limit = call.arg("limit", int, 200) or 200
+    return plain(api.history(limit))
+
+
+def delete_runs(call: Call) -> dict[str, Any]:
+    from gpuscope import api
+
+    ids = call.arg("ids", list)
+    deleted, freed = api.delete_runs([str(i) for i in ids])
+    return {"deleted": deleted, "freed": freed}
+
+
+def _record(ref: str) -> Any:
+    from gpuscope import api
+
+    return api.open_run(ref)
+
+
+def open_run(call: Call) -> dict[str, Any]:
+    """A run's record (``RunRecord.to_json()``, with its spec and versions)."""
+    record = _record(call.arg("ref", str))
+    return dict(record.to_json(), spec=record.spec, versions=record.versions)
+
+
+def findings(call: Call) -> list[dict[str, Any]]:
+    from gpuscope import api
+
+    record = _record(call.arg("run", str))
+    return [f.to_dict() for f in api.findings(record.run_folder)]
+
+
+def stacks(call: Call) -> dict[str, Any]:
+    """The run's stacks: taken now (``take``) while it runs, else the last ones taken."""
+    from gpuscope import api
+
+    record = _record(call.arg("run_id", str))
+    if call.arg("take", bool, False):
+        taken, live, procs = api.take_stacks(record.run_id, record.run_folder)
+    else:
+        (taken, procs), live = api.latest_stacks(record.run_folder), False
+    return {"taken_ns": taken, "live": live, "processes": [p.to_dict() for p in procs]}
+
+
+def report_summary(call: Call) -> Any:
+    """What ``gpuscope report --json`` prints for a run (id or folder) or a report file."""
+    target = call.arg("run", str, None) or call.arg("path", str, None)
+    if not target:
+        raise UserError("report_summary: give run or path")
+    proc = subprocess.Popen([sys.executable, "-m", "gpuscope", "report", target, "--json"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        while proc.poll() is None and not call.wait_cancel(0.1):
+            pass
+        if proc.poll() is None:   # cancelled: the report's reading (and its nsys export) ends
+            proc.terminate()
+        out, err = proc.communicate(timeout=REPORT_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if call.cancelled.is_set():
+        raise UserError("report_summary: cancelled")
+    if proc.returncode != 0:
+        lines = [ln for ln in err.decode("utf-8", "replace").splitlines() if ln.strip()]
+        raise UserError(lines[-1].removeprefix("gpuscope: error: ") if lines else f"report failed ({proc.returncode})")
+    return json.loads(out)
+
+
+def cleanup_scan(call: Call) -> dict[str, Any]:
+    """Leftovers on this host (``ScanResult.to_dict()``); ``cleanup_apply`` acts on this listing."""
+    from gpuscope.cleanup.scanner import scan
+    from gpuscope.store.db import connect
+
+    options = call.arg("options", dict, {}) or {}
+    kwargs = {k: options[k] for k in SCAN_OPTIONS if k in options}
+    store = connect()
+    try:
+        result = scan(conn=store, **kwargs)
+    finally:
+        store.close()
+    _last_scan["result"] = result
+    return dict(result.to_dict())
+
+
+def cleanup_apply(call: Call) -> list[dict[str, Any]]:
+    """Act on suspects of the last listing, by key, with cleanup's safety rules."""
+    from gpuscope import api
+    from gpuscope.store.db import connect
+
+    keys = [str(k) for k in call.arg("keys", list)]
+    result = _last_scan.get("result")
+    if result is None:
+        raise UserError("cleanup_apply: list the leftovers first (cleanup_scan)")
+    by_key = {s.key: s for s in result.suspects}
+    missing = [k for k in keys if k not in by_key]
+    if missing:
+        raise UserError(f"cleanup_apply: not in the last listing: {', '.join(missing)} (scan again)")
+    grace = float(call.arg("grace_s", (int, float), 3.0))
+    store = connect()
+    try:
+        done = api.cleanup_apply([by_key[k] for k in keys], bool(call.arg("force", bool, False)), grace, store)
+    finally:
+        store.close()
+    return [r.to_dict() for r in done]

@@ -1,0 +1,106 @@
+"""The agent's ops over stored runs and the machine, and ``exec`` of ``run`` (detached)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import threading
+import time
+
+import pytest
+
+from gpuscope.remote.connection import connect_local
+from gpuscope.remote.protocol import RemoteError
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture
+def conn():
+    c = connect_local()
+    yield c
+    c.close()
+
+
+def exec_run(conn, argv, on_event=None):
+    return conn.request("exec", {"argv": ["run", "--json", *argv]}, on_event=on_event, timeout=120)
+
+
+def test_a_run_by_exec_is_read_back_by_the_ops(conn, tmp_path):
+    script = tmp_path / "hello.py"
+    script.write_text("import os, sys\nprint('uid', os.getuid())\nsys.exit(4)\n")
+    out: dict[str, bytes] = {}
+
+    def on_event(kind, data):
+        out[kind] = out.get(kind, b"") + base64.b64decode(data["b64"])
+    result = exec_run(conn, [str(script)], on_event)
+    assert result["code"] == 4 and result["run_id"]
+    assert f"uid {os.getuid()}".encode() in out["stdout"]
+    run_id = result["run_id"]
+
+    history = conn.request("history", {"limit": 10})
+    [row] = history["rows"]
+    assert row["id"] == run_id and row["status"] == "failed" and row["exit_code"] == 4
+    assert history["sizes"][run_id] > 0 and isinstance(history["series"], list)
+
+    record = conn.request("open_run", {"ref": run_id[:12]})
+    assert record["run_id"] == run_id and record["exit_code"] == 4 and record["spec"]["script"] == str(script)
+    assert isinstance(conn.request("findings", {"run": run_id}), list)
+    stacks = conn.request("stacks", {"run_id": run_id})
+    assert stacks == {"taken_ns": None, "live": False, "processes": []}
+
+    summary = conn.request("report_summary", {"run": run_id}, timeout=120)
+    assert isinstance(summary, dict) and "processes" in summary
+    with pytest.raises(RemoteError, match="no run|not found|No run"):
+        conn.request("open_run", {"ref": "29991231-nope"})
+
+    assert conn.request("delete_runs", {"ids": [run_id]})["deleted"] == 1
+    assert conn.request("history")["rows"] == []
+
+
+def test_cancel_of_an_execd_run_is_its_stop(conn, tmp_path):
+    script = tmp_path / "long.py"
+    script.write_text("import time\nprint('go', flush=True)\ntime.sleep(120)\n")
+    started = threading.Event()
+    pending = conn.start("exec", {"argv": ["run", "--json", str(script)]},
+                         on_event=lambda kind, data: started.set() if b"go" in base64.b64decode(data["b64"]) else None)
+    assert started.wait(60)
+    t0 = time.monotonic()
+    pending.cancel()
+    result = pending.wait(60)
+    assert result["code"] == 130 and time.monotonic() - t0 < 30
+    assert conn.request("open_run", {"ref": result["run_id"]})["status"] == "stopped"
+
+
+def test_an_execd_run_outlives_the_connection(tmp_path):
+    script = tmp_path / "slow.py"
+    script.write_text("import time\nfor i in range(10):\n    print(i, flush=True)\n    time.sleep(0.1)\n")
+    first = connect_local()
+    started = threading.Event()
+    first.start("exec", {"argv": ["run", "--json", str(script)]}, on_event=lambda k, d: started.set())
+    assert started.wait(60)
+    first.close()                                   # the agent exits at end of input; the run goes on
+    second = connect_local()
+    try:
+        deadline = time.monotonic() + 60
+        rows: list = []
+        while time.monotonic() < deadline:
+            rows = second.request("history")["rows"]
+            if rows and rows[0]["status"] != "running":
+                break
+            time.sleep(0.2)
+        assert rows and rows[0]["status"] == "exited" and rows[0]["exit_code"] == 0
+        log = os.path.join(rows[0]["run_dir"], "stdout.log")
+        assert open(log).read().split() == [str(i) for i in range(10)]
+    finally:
+        second.close()
+
+
+def test_cleanup_scan_and_apply(conn):
+    listing = conn.request("cleanup_scan", {"options": {"use_gpu": False, "idle_window_s": 0}}, timeout=120)
+    assert {"suspects", "notes", "gpu_checked"} <= set(listing)
+    with pytest.raises(RemoteError, match="not in the last listing"):
+        conn.request("cleanup_apply", {"keys": ["no-such-key"]})
+    assert conn.request("cleanup_apply", {"keys": []}) == []
+    json.dumps(listing)
