@@ -118,6 +118,15 @@ class RunContext(InRunFolder):
     def __post_init__(self) -> None:
         self.run_folder = os.fspath(self.run_folder)
 
+    def main_running(self) -> bool:
+        """Whether the run's first process (``pid``) has not exited yet. A short program may end
+        while gpuscope still loads what records it: a recorder then skips what only serves a running
+        program. Looked at without reaping it (``Run.wait`` does); True for a pid not ours to wait for."""
+        try:
+            return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+        except ChildProcessError:
+            return True
+
 
 @dataclass
 class Outcome:

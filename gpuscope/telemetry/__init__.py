@@ -12,6 +12,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import logging
 
+# Why a run has no GPU telemetry when its program ended before the sampler's first look: NVML is
+# not opened for a run that is already over (importing pynvml is costly, its init up to seconds on
+# a machine without the driver's persistence mode).
+NOT_OPENED = "the program had ended before the first sample (NVML not opened)"
+
 
 def log() -> logging.Logger:
     """The telemetry logger (only a failure writes to it)."""

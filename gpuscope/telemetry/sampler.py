@@ -16,7 +16,7 @@ import threading
 
 from gpuscope.procs.namespace import in_host_pid_namespace, map_gpu_pids
 from gpuscope.procs.read import read as read_proc
-from gpuscope.telemetry import log
+from gpuscope.telemetry import NOT_OPENED, log
 from gpuscope.telemetry.batch import SampleBatch
 from gpuscope.telemetry.gpu import GpuProcessSample, NoGpuBackend, open_backend
 from gpuscope.telemetry.host import HostSampler
@@ -34,10 +34,6 @@ if TYPE_CHECKING:
 
 
 MIN_INTERVAL_S, MAX_INTERVAL_S, DEFAULT_INTERVAL_S = 0.02, 1.0, 0.1
-# The GPU backend of a lazy sampler whose tree had nothing alive at its first sample: NVML is not
-# opened for a run that is already over (importing pynvml is costly, its init up to seconds on a
-# machine without the driver's persistence mode).
-NOT_OPENED = "the program had ended before the first sample (NVML not opened)"
 
 
 def check_interval(interval_s: float) -> float:

@@ -157,7 +157,7 @@ def test_a_plain_run_imports_nothing_it_does_not_use(run_env, tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     (line,) = [ln for ln in out.stdout.splitlines() if ln.startswith("at exit: ")]
     loaded = line.split()[2:]
-    assert "gpuscope.findings.engine" in loaded and "gpuscope.telemetry.sampler" in loaded, loaded
+    assert "gpuscope.findings.engine" in loaded and "gpuscope.trace.process_rows" in loaded, loaded
     assert not [m for m in loaded if m.startswith(NOT_ON_THE_RUN_PATH)], loaded
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpuscope.runs.recorder import BaseRecorder, Outcome, RunContext
+from gpuscope.telemetry import NOT_OPENED
 
 if TYPE_CHECKING:
     from typing import Any, Callable
@@ -22,8 +23,12 @@ class TelemetryRecorder(BaseRecorder):
         self._store_path = store_path
         self.sampler: Any = None
         self.batch_sink: Callable[[Any], None] | None = None
+        self._ended_first = False    # the program ended before the sampler started: none started
 
     def started(self, ctx: RunContext) -> None:
+        if not ctx.main_running():   # sampling stops as the main process ends: nothing to sample, no NVML
+            self._ended_first = True
+            return
         from gpuscope.telemetry.sampler import RunSampler
 
         # lazy: NVML and the store open on the sampler's thread, while the program runs
@@ -41,6 +46,8 @@ class TelemetryRecorder(BaseRecorder):
             self.sampler.stop()
 
     def program_ended(self, ctx: RunContext) -> None:
+        if self._ended_first:
+            ctx.notes.append(f"GPU telemetry off: {NOT_OPENED}")
         if self.sampler is not None:
             self.sampler.stop()   # idempotent: stopped when the main process ended
             gpu = self.sampler.gpu   # known once the sampler ran: the note comes with the run's end
