@@ -24,6 +24,7 @@ from typing import IO, Any
 from gpuscope import rundir
 from gpuscope.errors import UserError
 from gpuscope.remote import protocol
+from gpuscope.remote.batchcodec import BatchWriter
 from gpuscope.remote.runindex import Entry, add_entry, remove_entry, socket_path
 
 DRAIN_S = 0.05          # the live stream's pace: well within a sample period at 10 Hz
@@ -38,9 +39,13 @@ __all__ = ["RunHost", "main"]
 class Watcher:
     """One attached agent: a socket written as JSON lines (one writer at a time)."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, compact: bool = False) -> None:
         self.sock = sock
         self.alive = True
+        self.writer = BatchWriter() if compact else None
+
+    def send_batch(self, batch: dict[str, Any]) -> None:
+        self.send("batch", self.writer.write(batch) if self.writer is not None else batch)
 
     def send(self, kind: str, data: Any) -> None:
         if not self.alive:
@@ -97,7 +102,8 @@ class RunHost:
                 self.offsets[name] += len(chunk)
             for b in batches:
                 self.batches.append(b)
-                self._broadcast("batch", b)
+                for w in self.watchers:
+                    w.send_batch(b)
             for f in findings:
                 self.findings.append(f)
                 self._broadcast("finding", f)
@@ -130,7 +136,7 @@ class RunHost:
         """A new watcher: the output it missed (from the logs), kept batches newer than its
         ``batch_seq``, the findings and progress so far, then the live stream (or ``ended``)."""
         sock.settimeout(SEND_TIMEOUT_S)
-        w = Watcher(sock)
+        w = Watcher(sock, compact=bool(request.get("compact")))
         offsets = request.get("offsets") or {}
         since = request.get("batch_seq")
         with self.lock:
@@ -140,7 +146,7 @@ class RunHost:
             if isinstance(since, int):
                 for b in self.batches:
                     if b["seq"] > since:
-                        w.send("batch", b)
+                        w.send_batch(b)
             for f in self.findings:
                 w.send("finding", f)
             for text in self.progress:

@@ -113,7 +113,9 @@ def watch_run(call: Call) -> dict[str, Any]:
     sock = _connect(entry) if entry is not None else None
     if sock is not None:
         with sock:
-            ended = _relay(call, sock, {"op": "watch", "offsets": offsets, "batch_seq": batch_seq}, offsets)
+            request = {"op": "watch", "offsets": offsets, "batch_seq": batch_seq,
+                       "compact": bool(call.arg("compact", bool, False))}
+            ended = _relay(call, sock, request, offsets)
         if ended:
             return {}
         if call.cancelled.is_set():

@@ -93,16 +93,16 @@ class SampleBatch:
 
 
 def _row(part: Any, exact: bool = False) -> list[Any]:
-    """A sample's fields as a list (floats to 3 decimals unless ``exact``, tuples as lists)."""
+    """A sample's fields as a list (floats to 1 decimal unless ``exact``: percents, watts, degrees)."""
     out: list[Any] = []
     for f in fields(part):
         value = getattr(part, f.name)
         if exact:
             value = list(value) if isinstance(value, tuple) else value
         elif isinstance(value, float):
-            value = round(value, 3)
+            value = round(value, 1)
         elif isinstance(value, tuple):
-            value = [round(v, 3) if isinstance(v, float) else v for v in value]
+            value = [round(v, 1) if isinstance(v, float) else v for v in value]
         out.append(value)
     return out
 

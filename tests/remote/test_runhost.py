@@ -51,7 +51,9 @@ class Watch:
             self.out[name] += base64.b64decode(data["b64"])
             self.got_line.set()
         elif kind == "batch":
-            self.batches.append(SampleBatch.from_dict(data))
+            batch = SampleBatch.from_dict(data)
+            assert batch.to_dict() == data
+            self.batches.append(batch)
         elif kind == "ended":
             self.ended = data
 
