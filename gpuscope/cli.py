@@ -56,6 +56,8 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
         description="Profile multi-process, multi-GPU Python programs.",
     )
     parser.add_argument("--version", action="version", version=f"gpuscope {__version__}")
+    parser.add_argument("--host", metavar="[USER@]HOST[:PORT]",
+                        help="run the command on another machine over ssh (paths are that machine's; docs/REMOTE.md)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     # Only the chosen command's module is imported: the others get a bare entry for --help.
     chosen = next((a for a in argv if not a.startswith("-")), None)
@@ -114,13 +116,31 @@ def _exit_at_once(code: int) -> None:
     os._exit(code & 0xFF)   # as the interpreter truncates sys.exit(code)
 
 
+def _host_option(argv: list[str]) -> tuple[str | None, list[str]]:
+    """``--host H`` (or ``--host=H``) before the command: (H, the rest), else (None, argv)."""
+    if argv and argv[0] == "--host":
+        return (argv[1] if len(argv) > 1 else ""), argv[2:]
+    if argv and argv[0].startswith("--host="):
+        return argv[0].partition("=")[2], argv[1:]
+    return None, argv
+
+
 def _main(argv: list[str], command: list[str], ends_process: bool = False) -> int:
     """Run the command line ``argv`` (its command's name goes into ``command``). ``ends_process``:
     this is the ``gpuscope`` program, so a FAST_EXIT command's process ends by ``_exit_at_once``
     right after; the command reads it as ``args.ends_process``."""
-    if not argv or argv[0] not in COMMANDS and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
+    host, argv = _host_option(argv)
+    if host and argv[:1] in ([], ["gui"]):
+        argv, host = ["gui", "--host", host, *argv[1:]], None   # the window connects itself (commands/gui.py)
+    if host is None and (not argv or argv[0] not in COMMANDS and argv[0].startswith("-")
+                         and argv[0] not in ("-h", "--help", "--version")):
         argv = ["gui", *argv]
     try:
+        if host is not None:   # gpuscope --host H COMMAND ...: the command runs there
+            from gpuscope.remote import cli as remote_cli   # only when asked: ssh, the protocol
+
+            command.append("remote")
+            return remote_cli.main(host, argv)
         parser = build_parser(argv)
         args = parser.parse_args(argv)
         if args.command is None:

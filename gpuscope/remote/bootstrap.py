@@ -1,0 +1,516 @@
+"""Start the agent on a remote host over one ssh connection, installing it first when needed.
+
+The remote command runs the remote's ``python3`` (else ``python``; ``GPUSCOPE_REMOTE_PYTHON``
+names another) with a short ``-c`` program that refuses Python < 3.10 and reads THIS file's source
+from stdin, length-prefixed, so the rest of stdin stays the channel. That source runs as the
+bootstrap (:func:`remote_main`): it finds the agent's virtual environment in the remote user's data
+folder, installs or updates it with the wheel the workstation sends over the same channel, then
+``os.execv``'s the agent, which keeps stdin/stdout: one connection. The exchange is in
+docs/REMOTE.md ("Connect", "Install").
+
+This file is also the program the remote runs before gpuscope exists there: the module level uses
+the standard library only, and the workstation's imports of gpuscope are guarded below.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import functools
+import hashlib
+import json
+import os
+import select
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REMOTE_NAME = "gpuscope_bootstrap"   # __name__ when this source runs on the remote
+if __name__ != REMOTE_NAME:   # on the remote this file runs alone, before gpuscope is installed there
+    from gpuscope import __version__, paths
+    from gpuscope.errors import UserError
+    from gpuscope.remote import ssh
+    from gpuscope.remote.hostspec import HostSpec
+
+Progress = Callable[[str, "float | None"], None]
+MIN_PYTHON = (3, 10)
+PYTHON_ENV = "GPUSCOPE_REMOTE_PYTHON"
+MARKER = "gpuscope-agent.json"   # written last in the agent's venv: its presence means complete
+# Not installed on a remote: it has no display.
+NOT_ON_REMOTE = ("pyside6", "pyqtgraph", "shiboken6")
+IDLE_TIMEOUT_S = 300.0   # no line from the remote for this long: a pip download hung
+FAILED = 3               # the bootstrap's own exit status
+FULL_BELOW = 8 << 20     # free bytes under which a failed install step is taken for a full disk
+
+# ---------------------------------------------------------------------------------------------
+# The remote side (standard library only; runs under the remote's python3).
+
+
+def _send(**message: Any) -> None:
+    os.write(1, (json.dumps(message) + "\n").encode("utf-8"))
+
+
+def _read_exact(n: int) -> bytes:
+    """``n`` bytes of stdin, unbuffered: what follows stays for the agent."""
+    chunks, left = [], n
+    while left:
+        chunk = os.read(0, min(left, 1 << 20))
+        if not chunk:
+            raise SystemExit(FAILED)
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_line() -> bytes:
+    line = b""
+    while not line.endswith(b"\n"):
+        c = os.read(0, 1)
+        if not c:
+            raise SystemExit(FAILED)
+        line += c
+    return line
+
+
+def _fail(text: str, venv: Path | None = None) -> None:
+    if venv is not None:
+        shutil.rmtree(venv, ignore_errors=True)
+    _send(bootstrap="error", text=text)
+    raise SystemExit(FAILED)
+
+
+def agent_root(environ: dict[str, str] | os._Environ[str] = os.environ) -> Path:
+    """The agents' folder in this user's data folder (the XDG rule, as gpuscope.paths)."""
+    base = environ.get("XDG_DATA_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "gpuscope" / "agent"
+
+
+def _marker(venv: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((venv / MARKER).read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) and os.access(venv / "bin" / "python", os.X_OK) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _python_tag() -> str:
+    """This Python's wheel tags, as ``cp311-linux_x86_64``."""
+    platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    return f"cp{sys.version_info[0]}{sys.version_info[1]}-{platform}"
+
+
+def remote_main() -> None:
+    """The bootstrap: exec the agent, installing or updating it first."""
+    want = json.loads(_read_line())
+    root = agent_root()
+    venv = root / want["version"]
+    try:
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        lock = open(root / ".install.lock", "a")   # closed by the exec (close-on-exec): the lock goes with it
+    except OSError as exc:
+        _fail(f"cannot write the agent's folder {root}: {exc.strerror}")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    have = _marker(venv)
+    if have.get("build") != want["build"]:
+        why = "missing" if not venv.exists() else "different" if have else "incomplete"
+        _send(bootstrap="need-wheel", why=why, python=_python_tag(), found=have.get("build"))
+        _install(venv, have, want)
+    _send(bootstrap="exec", agent=str(venv))
+    python = str(venv / "bin" / "python")
+    os.execv(python, [python, "-m", "gpuscope.remote.agent"])
+
+
+def _install(venv: Path, have: dict[str, Any], want: dict[str, Any]) -> None:
+    started = time.monotonic()
+    header = json.loads(_read_line())
+    incoming = venv.parent / f".incoming-{os.getpid()}"   # pip reads the wheel's tags from its name
+    wheel = incoming / os.path.basename(header["name"])
+    try:
+        incoming.mkdir(exist_ok=True)
+        wheel.write_bytes(_read_exact(int(header["size"])))
+    except OSError as exc:
+        shutil.rmtree(incoming, ignore_errors=True)
+        _fail(f"cannot receive the agent's wheel into {venv.parent}: {exc.strerror}")
+    fresh = not have   # the same version with another build: its dependencies stay
+    try:
+        if fresh:
+            shutil.rmtree(venv, ignore_errors=True)
+            _step("creating the virtual environment", 0.05, [sys.executable, "-m", "venv", str(venv)], venv)
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-input", "--progress-bar", "off"]
+        _step(f"installing gpuscope {want['version']}", 0.2,
+              [*pip, "--no-deps", "--force-reinstall", str(wheel)], venv if fresh else None)
+        deps = _core_requirements(wheel)
+        if fresh and deps:
+            _step("installing " + ", ".join(_names(deps)), 0.3, [*pip, *deps], venv)
+        (venv / MARKER).write_text(json.dumps({"version": want["version"], "build": want["build"]}))
+    except OSError as exc:
+        _fail(f"cannot install the agent into {venv}: {exc.strerror}", venv if fresh else None)
+    finally:
+        shutil.rmtree(incoming, ignore_errors=True)
+    what = "installed" if fresh else "updated"
+    _send(bootstrap="installed", text=f"{what} gpuscope {want['version']} in {venv} "
+                                      f"({time.monotonic() - started:.0f} s)")
+
+
+def _step(text: str, fraction: float, argv: list[str], venv: Path | None) -> None:
+    """Run one install step, its output streamed as progress; a failure is one line."""
+    _send(bootstrap="progress", text=text, fraction=fraction)
+    env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env=env)
+    assert proc.stdout is not None
+    errors: list[str] = []
+    tail: list[str] = []
+    for raw in proc.stdout:
+        line = raw.decode("utf-8", "replace").rstrip()
+        if not line:
+            continue
+        tail = [*tail[-4:], line]
+        if line.startswith("ERROR") or "No space left" in line:
+            errors.append(line)
+        _send(bootstrap="progress", text=line, fraction=None)
+    if proc.wait() != 0:
+        said = " ".join(tail + errors)
+        # venv hides ensurepip's own error: a failed step on an (almost) full disk is the full disk
+        if "No space left on device" in said or _free_bytes(venv or Path(sys.executable)) < FULL_BELOW:
+            _fail(f"the remote's disk is full (No space left on device) while {text.lower()} "
+                  f"in {venv.parent if venv else 'the agent folder'}", venv)
+        last = (errors or tail or [f"exit {proc.returncode}"])[-1]
+        _fail(f"{text} failed: {last.removeprefix('ERROR: ')}", venv)
+
+
+def _free_bytes(path: Path) -> int:
+    """Free bytes on the file system of ``path`` (or of the nearest folder above it that exists)."""
+    for folder in (path, *path.parents):
+        try:
+            st = os.statvfs(folder)
+        except OSError:
+            continue
+        return st.f_bavail * st.f_frsize
+    return 1 << 62
+
+
+def _core_requirements(wheel: Path) -> list[str]:
+    """gpuscope's dependencies from the wheel's metadata, without extras and without Qt."""
+    with zipfile.ZipFile(wheel) as zf:
+        name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        text = zf.read(name).decode("utf-8")
+    reqs = []
+    for line in text.splitlines():
+        if not line.startswith("Requires-Dist:"):
+            continue
+        req = line.split(":", 1)[1].strip()
+        if "extra ==" in req or _names([req])[0].lower().startswith(NOT_ON_REMOTE):
+            continue
+        reqs.append(req)
+    return reqs
+
+
+def _names(reqs: list[str]) -> list[str]:
+    out = []
+    for req in reqs:
+        end = next((i for i, c in enumerate(req) if not (c.isalnum() or c in "-_.")), len(req))
+        out.append(req[:end])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The workstation side.
+
+# Run by the remote's shell: refuses an old Python before reading the bootstrap (which needs 3.10).
+_REMOTE_STAGE0 = """\
+import sys,os
+v=sys.version_info
+if v<(3,10):
+ t="the remote Python %d.%d.%d (%s) is too old: gpuscope needs Python >= 3.10"%(v[0],v[1],v[2],sys.executable)
+ t+=" (install one, or name it with GPUSCOPE_REMOTE_PYTHON)"
+ os.write(1,('{"bootstrap":"error","text":"%s"}\\n'%t).encode());sys.exit(3)
+h=b""
+while not h.endswith(b"\\n"):
+ c=os.read(0,1)
+ if not c:sys.exit(3)
+ h+=c
+n=int(h);s=b""
+while len(s)<n:
+ c=os.read(0,n-len(s))
+ if not c:sys.exit(3)
+ s+=c
+exec(compile(s,"gpuscope-bootstrap","exec"),{"__name__":"gpuscope_bootstrap"})
+"""
+
+
+def remote_command(python: str | None = None) -> str:
+    """The line the remote's shell runs: the first Python found runs the stage-0 program."""
+    code = shlex.quote(_REMOTE_STAGE0)
+    python = python or os.environ.get(PYTHON_ENV, "").strip() or None
+    if python:
+        return f"exec {shlex.quote(python)} -c {code}"
+    missing = json.dumps({"bootstrap": "error", "text": "no python3 or python on the remote's PATH: gpuscope "
+                          "needs Python >= 3.10 there (or name it with GPUSCOPE_REMOTE_PYTHON)"})
+    return (f"for p in python3 python; do if command -v $p >/dev/null 2>&1; then exec $p -c {code}; fi; done; "
+            f"echo {shlex.quote(missing)}; exit {FAILED}")
+
+
+class AgentProcess(subprocess.Popen):
+    """The ssh process whose stdin/stdout are the agent's (after :func:`open_agent`)."""
+
+    host: HostSpec
+    stderr_text: str = ""   # the last of ssh's stderr (the remote's stderr comes with it)
+    started: bool = False   # the agent was started: a later end is a lost connection
+
+    def exit_reason(self) -> str:
+        """One line: why the connection ended (ssh's own failure, or the agent's exit)."""
+        code = self.poll()
+        if code is None:
+            return f"the connection to {self.host} is open"
+        if not self.started and code == ssh.SSH_FAILED:
+            return ssh.describe_failure(self.host, self.stderr_text)
+        last = next((ln.strip() for ln in reversed(self.stderr_text.splitlines()) if ln.strip()), "")
+        how = last or (f"ssh killed by signal {-code}" if code < 0 else f"exit {code}")
+        return f"the connection to {self.host} was lost ({how})"
+
+    def _drain_stderr(self) -> None:
+        """Keep reading ssh's stderr once the agent runs (a full pipe would stop the agent)."""
+        assert self.stderr is not None
+        fd = self.stderr.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.stderr_text = (self.stderr_text + chunk.decode("utf-8", "replace"))[-16384:]
+
+
+def open_agent(host: HostSpec, progress: Progress | None = None, timeout: float | None = None) -> AgentProcess:
+    """Connect to ``host`` with ssh, install the agent there if needed, start it: the returned
+    process's stdout's next line is the agent's hello. A failure is one UserError line."""
+    ssh.check_usable()
+    version, build = __version__, agent_build()
+    proc = AgentProcess(ssh.ssh_argv(host, remote_command()), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, start_new_session=True)   # Ctrl-C is ours to send as a cancel
+    proc.host = host
+    try:
+        program = Path(__file__).read_bytes()
+        params = json.dumps({"version": version, "build": build}).encode() + b"\n"
+        _write(proc, b"%d\n" % len(program) + program + params)
+        _converse(proc, host, version, build, progress, timeout or IDLE_TIMEOUT_S)
+    except BaseException:
+        _kill(proc)
+        raise
+    proc.started = True
+    threading.Thread(target=proc._drain_stderr, name="gpuscope-ssh-stderr", daemon=True).start()
+    return proc
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            try:
+                pipe.close()
+            except OSError:
+                pass
+
+
+def _write(proc: subprocess.Popen[bytes], data: bytes) -> None:
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(data)
+        proc.stdin.flush()
+    except (BrokenPipeError, OSError):
+        pass   # ssh ended: its exit status and stderr say why, read next
+
+
+def _converse(proc: AgentProcess, host: HostSpec, version: str, build: str, progress: Progress | None,
+              idle_timeout: float) -> None:
+    """Read the bootstrap's lines until it execs the agent (or fails: one UserError line)."""
+    assert proc.stdout is not None and proc.stderr is not None
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    line, err = b"", b""
+    while True:
+        ready, _, _ = select.select([out_fd, err_fd] if err_fd >= 0 else [out_fd], [], [], idle_timeout)
+        if not ready:
+            raise UserError(f"{host}: the remote did not answer for {idle_timeout:g} s while starting the agent")
+        if err_fd in ready:
+            chunk = os.read(err_fd, 65536)   # ssh's stderr: never read past what is there
+            err = (err + chunk)[-65536:]
+            proc.stderr_text = err.decode("utf-8", "replace")
+            if not chunk:
+                err_fd = -1
+            continue
+        c = os.read(out_fd, 1)   # one byte at a time: the agent's lines after "exec" stay in the pipe
+        if not c:
+            raise UserError(_ended(proc, host))
+        line += c
+        if c == b"\n":
+            message, line = _parse(line), b""
+            if message is not None and _handle(proc, host, version, build, message, progress):
+                return
+
+
+def _parse(line: bytes) -> dict[str, Any] | None:
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None   # a remote shell's startup file may print: not ours
+    return message if isinstance(message, dict) and "bootstrap" in message else None
+
+
+def _handle(proc: AgentProcess, host: HostSpec, version: str, build: str, message: dict[str, Any],
+            progress: Progress | None) -> bool:
+    """Act on one bootstrap line; True once the agent is being started."""
+    kind = message["bootstrap"]
+    fraction = message.get("fraction")
+    if kind == "error":
+        raise UserError(f"{host}: {message.get('text', 'the bootstrap failed')}")
+    if kind == "need-wheel":
+        wheel = agent_wheel(str(message.get("python", "")), progress)
+        why = {"missing": "not installed", "different": "another build"}.get(str(message.get("why")), "incomplete")
+        if progress is not None:
+            progress(f"installing the agent on {host} (gpuscope {version} {why} there): "
+                     f"sending {wheel.name} ({wheel.stat().st_size // 1024} KiB)", 0.02)
+        data = wheel.read_bytes()
+        _write(proc, json.dumps({"name": wheel.name, "size": len(data)}).encode() + b"\n" + data)
+    elif kind in ("progress", "installed") and progress is not None:
+        progress(str(message.get("text", "")), 1.0 if kind == "installed" else
+                 float(fraction) if isinstance(fraction, (int, float)) else None)
+    return bool(kind == "exec")
+
+
+def _ended(proc: AgentProcess, host: HostSpec) -> str:
+    """Why ssh ended before the agent started."""
+    try:
+        code = proc.wait(10)
+    except subprocess.TimeoutExpired:
+        code = None
+    assert proc.stderr is not None
+    try:
+        rest = proc.stderr.read() or b""
+    except (OSError, ValueError):
+        rest = b""
+    stderr = proc.stderr_text + rest.decode("utf-8", "replace")
+    proc.stderr_text = stderr
+    if code == ssh.SSH_FAILED:
+        return ssh.describe_failure(host, stderr)
+    last = next((ln.strip() for ln in reversed(stderr.splitlines()) if ln.strip()), "")
+    if code == 127 or "not found" in last:
+        return f"{host}: the remote cannot start Python ({last or 'not found'})"
+    return f"{host}: the agent's bootstrap ended (exit {code}){': ' + last if last else ''}"
+
+
+# -- the agent's wheel, built from this gpuscope's checkout and cached by version and build ---------
+
+
+def package_dir() -> Path:
+    return Path(__file__).resolve().parents[1]
+
+
+@functools.cache   # this process's build: the code it loaded, even if the files change later
+def agent_build() -> str:
+    """A digest of this gpuscope's package files: the agent is the same build as this one."""
+
+    digest = hashlib.sha256()
+    top = package_dir()
+    for root, dirs, files in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith((".pyc", ".so")):
+                continue
+            path = os.path.join(root, name)
+            digest.update(os.path.relpath(path, top).encode() + b"\0")
+            with open(path, "rb") as fh:
+                digest.update(fh.read())
+    return digest.hexdigest()[:16]
+
+
+def agent_wheel(python_tag: str, progress: Progress | None = None) -> Path:
+    """The wheel to send: built once per version and build; the compiled one when the remote's
+    Python matches its tag, else a pure one (the C helpers have numpy fallbacks)."""
+    folder = paths.cache_dir() / "agent-wheels" / f"{__version__}-{agent_build()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / ".build.lock", "a") as lock:   # one build at a time (parallel connects)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        built = sorted(p for p in folder.glob("*.whl") if not p.name.endswith("-py3-none-any.whl"))
+        if not built:
+            if progress is not None:
+                progress(f"building the agent's wheel of gpuscope {__version__}", 0.01)
+            built = [_build_wheel(folder)]
+            for old in folder.parent.iterdir():   # earlier builds of this checkout
+                if old.is_dir() and old != folder and old.name.startswith(f"{__version__}-"):
+                    shutil.rmtree(old, ignore_errors=True)
+        wheel = built[0]
+        py, _, platform = python_tag.partition("-")
+        if f"-{py}-" in wheel.name and wheel.name.endswith(f"-{platform}.whl"):
+            return wheel
+        pure = folder / wheel.name.replace(wheel.name.split("-", 2)[2], "py3-none-any.whl")
+        if not pure.exists():
+            _purify(wheel, pure)
+        return pure
+
+
+def _build_wheel(folder: Path) -> Path:
+    """``pip wheel --no-deps`` of a copy of the checkout (the build never writes into it)."""
+    source = package_dir().parent
+    if not (source / "pyproject.toml").is_file():
+        raise UserError(f"cannot install the agent: this gpuscope ({package_dir()}) is not a source checkout; "
+                        f"install gpuscope {__version__} on the remote host with pip")
+    with tempfile.TemporaryDirectory(prefix="gpuscope-wheel-") as tmp:
+        copy = Path(tmp) / "src"
+        copy.mkdir()
+        for entry in source.iterdir():
+            if entry.name in ("pyproject.toml", "setup.py", "README.md", "packaging", "gpuscope", "LICENSE"):
+                if entry.is_dir():
+                    shutil.copytree(entry, copy / entry.name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+                else:
+                    shutil.copy2(entry, copy / entry.name)
+        out = Path(tmp) / "out"
+        proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                               "-w", str(out), str(copy)], capture_output=True, text=True)
+        wheels = sorted(out.glob("gpuscope-*.whl")) if proc.returncode == 0 else []
+        if not wheels:
+            last = next((ln for ln in reversed(proc.stderr.splitlines()) if ln.strip()), "no wheel made")
+            raise UserError(f"cannot build the agent's wheel from {source}: {last.strip()}")
+        target = folder / wheels[0].name
+        shutil.move(str(wheels[0]), target)
+        return target
+
+
+def _purify(wheel: Path, pure: Path) -> None:
+    """A copy of ``wheel`` without compiled modules, tagged for any Python 3."""
+    tmp = pure.with_suffix(".partial")
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as dst:
+        record_name = next(n for n in src.namelist() if n.endswith(".dist-info/RECORD"))
+        rows = []
+        for info in src.infolist():
+            name = info.filename
+            if name.endswith(".so") or name == record_name:
+                continue
+            data = src.read(name)
+            if name.endswith(".dist-info/WHEEL"):
+                text = data.decode().replace("Root-Is-Purelib: false", "Root-Is-Purelib: true")
+                lines = [ln for ln in text.splitlines() if not ln.startswith("Tag:")] + ["Tag: py3-none-any"]
+                data = ("\n".join(lines) + "\n").encode()
+            dst.writestr(name, data)
+            sha = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            rows.append(f"{name},sha256={sha},{len(data)}")
+        dst.writestr(record_name, "\n".join([*rows, f"{record_name},,"]) + "\n")
+    tmp.replace(pure)
+
+
+if __name__ == REMOTE_NAME:
+    remote_main()
