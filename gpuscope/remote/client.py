@@ -70,6 +70,7 @@ class RemoteCore:
         started = self.call("start_run", spec=spec.to_dict())
         run = RemoteRun(self, str(started["run_id"]), str(started["run_dir"]), stream,
                         started_ns=int(started.get("started_ns") or time.time_ns()))
+        run.pid = int(started.get("program_pid") or 0)    # ("pid" is the run's host process there)
         run.watch()
         return run
 
@@ -85,6 +86,8 @@ class RemoteCore:
         run = RemoteRun(self, run_id, str(info["run_dir"]), stream,
                         started_ns=int(info.get("started_ns") or 0) or time.time_ns(),
                         offsets=old.offsets if old is not None else None)
+        run.pid = int(info.get("program_pid") or 0)
+        run.batch_seq = old.batch_seq if old is not None else -1
         run.watch()
         return run
 
@@ -244,6 +247,7 @@ class RemoteRun:
         self.recorders: list[Any] = []
         self.findings: list[Finding] = []
         self.offsets = dict(offsets or {"stdout": 0, "stderr": 0})
+        self.batch_seq = -1          # the last batch received (a re-attach asks for the newer ones)
         self.record: RunRecord | None = None
         self.error: str | None = None
         self.ended = threading.Event()
@@ -260,7 +264,10 @@ class RemoteRun:
 
     def _watch(self) -> None:
         try:
-            self.core.request("watch_run", {"run_id": self.run_id, "offsets": dict(self.offsets)}, self._event)
+            args: dict[str, Any] = {"run_id": self.run_id, "offsets": dict(self.offsets)}
+            if self.batch_seq >= 0:
+                args["batch_seq"] = self.batch_seq
+            self.core.request("watch_run", args, self._event)
             if self.record is None:
                 self.record = self.core.open_run(self.run_id)
         except UserError as exc:
@@ -274,7 +281,12 @@ class RemoteRun:
         if kind == "output":
             self._output(data)
         elif kind == "batch":
-            self.stream.on_batch(rec.batch(data))
+            batch = rec.batch(data)
+            self.batch_seq = max(self.batch_seq, batch.seq)
+            if not self.pid and batch.processes:    # the tree's root: the program's main process
+                pids = {p.pid for p in batch.processes}
+                self.pid = next((p.pid for p in batch.processes if p.ppid not in pids), 0)
+            self.stream.on_batch(batch)
         elif kind == "finding":
             finding = rec.finding(data)
             self.findings.append(finding)

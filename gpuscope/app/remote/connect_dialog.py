@@ -20,6 +20,7 @@ class QtConnectDialog(QDialog):
     def __init__(self, recent: list[str], parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Connect to host")
+        self.setMinimumWidth(520)
         self.host = QComboBox()
         self.host.setEditable(True)
         self.host.addItems(recent)

@@ -170,7 +170,7 @@ class RemotePresenter(QObject):
         self.label.setVisible(host is not None)
         self.disconnect_action.setEnabled(host is not None)
         self.reconnect_action.setEnabled(down)
-        self.window.panel.script_edit().setPlaceholderText(
+        self.window.panel.script_edit.setPlaceholderText(
             f"a script on {host}: Browse… lists its folders" if host else "script.py: browse, drop a file, "
             "or pick a recent one")
 
@@ -188,7 +188,7 @@ class RemotePresenter(QObject):
             return
         from gpuscope.app.remote.browser import QtRemoteBrowser
 
-        start = self.window.panel.script_edit().text().strip().rpartition("/")[0] or "~"
+        start = self.window.panel.script_edit.text().strip().rpartition("/")[0] or "~"
         dialog = QtRemoteBrowser(core, start, self.window)
         dialog.sigError.connect(self.window.show_error)
         if dialog.exec() and dialog.chosen:

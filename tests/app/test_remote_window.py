@@ -1,0 +1,238 @@
+"""The window driving a "remote" host: a real agent over a local pipe (``connect_local``, the same
+code path as over ssh minus ssh) with its own gpuscope home, so what the window shows is the
+agent's machine's, not this one's: connect, History, a run launched there (live batches, output,
+Stop), its report's tables, Cleanup, and a dropped connection with Reconnect.
+
+``GPUSCOPE_REMOTE_SHOTS=DIR`` also saves the docs' screenshots (docs/REMOTE.md) there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from apphelpers import make_window, processes_with_env, script
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QMessageBox
+
+from gpuscope.app.remote import core as handle
+from gpuscope.errors import UserError
+from gpuscope.remote.connection import connect_local
+
+pytestmark = [pytest.mark.gui, pytest.mark.timeout(180)]
+SHOTS = os.environ.get("GPUSCOPE_REMOTE_SHOTS")
+AGENTS: list = []        # every agent connection a test opened (closed at its end, even on failure)
+
+
+@pytest.fixture
+def remote_home(tmp_path):
+    """The "remote" machine's gpuscope home; no process of it may outlive the test."""
+    home = tmp_path / "remote-home"
+    home.mkdir()
+    yield home
+    handle.use(None)
+    while AGENTS:
+        AGENTS.pop().close()
+    marker = f"GPUSCOPE_HOME={home}".encode()
+    deadline = time.monotonic() + 10
+    while processes_with_env(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = processes_with_env(marker)
+    for pid in left:
+        os.kill(pid, 9)
+    assert not left, f"the remote left processes running: {left}"
+
+
+def remote_env(home: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["GPUSCOPE_HOME"] = str(home)
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def connected(qtbot, home: Path, host: str = "gpu-box"):
+    """A window connected to an agent whose gpuscope home is ``home``."""
+    w = make_window(qtbot)
+    agents = []
+
+    def connector(text: str, progress) -> object:
+        progress("checking gpuscope on the host", None)
+        conn = connect_local(env=remote_env(home), host=text)
+        agents.append(conn)
+        AGENTS.append(conn)
+        return conn
+
+    w.remote.connector = connector
+    with qtbot.waitSignal(w.remote.sigConnected, timeout=30_000):
+        w.remote.connect_to(host)
+    w.agents = agents
+    return w
+
+
+def shot(w, name: str) -> None:
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        w.grab().save(str(Path(SHOTS) / name))
+
+
+def cli_run(home: Path, *args: str) -> str:
+    """``gpuscope run ARGS`` on the "remote" (its home); its stdout."""
+    return subprocess.run([sys.executable, "-m", "gpuscope", "run", *args], env=remote_env(home), check=True,
+                          capture_output=True, text=True, timeout=120).stdout
+
+
+def disconnect(qtbot, w) -> None:
+    with qtbot.waitSignal(w.remote.sigDisconnected, timeout=10_000):
+        w.remote.leave()
+    for conn in w.agents:
+        conn.close()
+
+
+def test_connect_names_the_host_and_lists_the_remote_history(qtbot, remote_home, gpuscope_home):
+    cli_run(remote_home, script("quiet_sleep.py"), "0.1")     # a run on the "remote" only
+    w = connected(qtbot, remote_home)
+    assert handle.remote() is not None and handle.host() == "gpu-box"
+    assert "gpu-box" in w.windowTitle() and w.remote.label.text() == "host: gpu-box"
+    assert w.remote.disconnect_action.isEnabled() and not w.remote.reconnect_action.isEnabled()
+    qtbot.waitUntil(lambda: w.history.data is not None and len(w.history.rows) == 1, timeout=20_000)
+    row = w.history.rows[0]
+    assert str(remote_home) in row.run_dir and row.script.endswith("quiet_sleep.py")
+    assert str(remote_home) in w.history.footer.text()          # the remote's data folder
+    disconnect(qtbot, w)
+    assert handle.remote() is None and w.windowTitle() == "gpuscope" and not w.remote.label.isVisible()
+    qtbot.waitUntil(lambda: w.history.task is None and w.history.rows == [], timeout=20_000)   # this machine: none
+
+
+def test_a_failed_connection_is_one_line(qtbot, gpuscope_home):
+    w = make_window(qtbot)
+
+    def refuse(text: str, progress) -> object:
+        raise UserError(f"{text}: Permission denied (publickey)")
+
+    w.remote.connector = refuse
+    with qtbot.waitSignal(w.sigErrorShown, timeout=10_000) as err:
+        w.remote.connect_to("alice@box")
+    assert err.args[0] == "alice@box: Permission denied (publickey)"
+    assert handle.remote() is None and w.windowTitle() == "gpuscope"
+
+
+def test_connect_dialog_keeps_recent_hosts(qtbot, remote_home, gpuscope_home):
+    w = connected(qtbot, remote_home, host="lab@gpu-box:2222")
+    w.remote.ask()
+    dialog = w.remote.dialog
+    assert dialog is not None and dialog.host.itemText(0) == "lab@gpu-box:2222"
+    raw = w.settings.value("remote/recent")
+    assert "lab@gpu-box:2222" in str(raw) and "pass" not in str(raw).lower()
+    if SHOTS:
+        dialog.progress("installing gpuscope 0.9 into ~/.cache/gpuscope/agent-venv (wheel 3 of 5)", 0.6)
+        dialog.bar.show()
+        dialog.adjustSize()
+        qtbot.waitExposed(dialog)
+        qtbot.wait(100)
+        dialog.grab().save(str(Path(SHOTS) / "remote-connect.png"))
+    dialog.reject()
+    disconnect(qtbot, w)
+
+
+def start_remote(qtbot, w, name: str, args: str = "") -> None:
+    panel = w.panel
+    panel.set_script(script(name))
+    panel.args.setText(args)
+    panel.python.setText(sys.executable)      # the remote's interpreter (with nvtx)
+    panel.method.setCurrentIndex(panel.method.findData("spawn"))
+    with qtbot.waitSignal(w.controller.sigStarted, timeout=30_000):
+        qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+
+
+def test_a_remote_run_streams_live_and_its_report_opens(qtbot, remote_home, gpuscope_home):
+    w = connected(qtbot, remote_home)
+    start_remote(qtbot, w, "pool_spawn.py", "3")
+    run = w.controller.run
+    assert str(run.run_dir).startswith(str(remote_home))       # the run folder is the remote's
+    qtbot.waitUntil(lambda: w.model.batches >= 5, timeout=30_000)
+    qtbot.waitUntil(lambda: len(w.model.procs) >= 3, timeout=30_000)   # the pool's processes, sampled there
+    assert w.controller.run.pid in w.model.procs                      # the main process's pid, there
+    qtbot.waitUntil(lambda: "task 9 done" in w.console.plain_text(), timeout=30_000)
+    w.tick()
+    shot(w, "remote-live.png")
+    qtbot.waitUntil(lambda: w.last_result is not None, timeout=60_000)
+    assert w.last_result.status == "exited" and "task 11 done" in w.console.plain_text()
+    qtbot.waitUntil(lambda: w.last_report is not None and bool(w.last_report.summaries.get("nvtx")), timeout=60_000)
+    counts = {r.name: r.count for r in w.last_report.summaries["nvtx"]}
+    assert counts == {"setup": 1, "work": 24, "gpuscope:work": 24}   # 2 tasks per 0.25 s
+    assert not list(Path(gpuscope_home).glob("runs/*"))          # nothing of it on this machine
+    w.tabs.setCurrentWidget(w.report_view)
+    qtbot.waitUntil(lambda: w.reports.idle, timeout=30_000)
+    shot(w, "remote-report.png")
+    disconnect(qtbot, w)
+
+
+def test_stop_ends_the_remote_run(qtbot, remote_home, gpuscope_home):
+    w = connected(qtbot, remote_home)
+    start_remote(qtbot, w, "sleepy_pool.py")
+    qtbot.waitUntil(lambda: "alive" in w.console.plain_text(), timeout=30_000)
+    qtbot.mouseClick(w.panel.stop_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: w.last_result is not None, timeout=60_000)
+    assert w.last_result.status == "stopped", w.last_result
+    disconnect(qtbot, w)
+
+
+def test_cleanup_lists_and_ends_a_leftover_of_a_remote_run(qtbot, remote_home, gpuscope_home):
+    out = cli_run(remote_home, "--json", script("quiet_sleep.py"), "0.1")
+    run_id = json.loads(out.splitlines()[-1])["run_id"]
+    # a process of that finished run (its GPUSCOPE_RUN_ID) still alive: only the remote's store knows the run
+    env = {**remote_env(remote_home), "GPUSCOPE_RUN_ID": run_id}
+    leftover = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], env=env)
+    try:
+        w = connected(qtbot, remote_home)
+        w.tabs.setCurrentWidget(w.cleanup)
+        view = w.cleanup
+        qtbot.waitUntil(lambda: view.result is not None and not view.busy, timeout=60_000)
+        assert type(view._scanner).__name__ == "RemoteScanner"
+        suspect = view.result.by_pid(leftover.pid)
+        assert suspect is not None and suspect.run_id == run_id, [s.title for s in view.result.suspects]
+        view.view.selectRow(next(i for i, s in enumerate(view.model.suspects) if s.pid == leftover.pid))
+        shot(w, "remote-cleanup.png")
+        assert view.set_checked(f"pid:{leftover.pid}")
+        qtbot.mouseClick(view.clean_button, Qt.MouseButton.LeftButton)
+        box = view.confirm_box
+        button = next(b for b in box.buttons() if box.buttonRole(b) == QMessageBox.ButtonRole.AcceptRole)
+        with qtbot.waitSignal(view.sigCleaned, timeout=60_000):
+            qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+        assert view.last_results[0].ok, view.last_results
+        assert leftover.wait(10) != 0          # ended by the remote's cleanup
+        qtbot.waitUntil(lambda: not view.busy, timeout=60_000)
+        disconnect(qtbot, w)
+    finally:
+        if leftover.poll() is None:
+            leftover.kill()
+        leftover.wait()
+
+
+def test_dropped_connection_keeps_the_view_and_reconnect_reattaches(qtbot, remote_home, gpuscope_home):
+    w = connected(qtbot, remote_home)
+    start_remote(qtbot, w, "sleepy_pool.py")
+    qtbot.waitUntil(lambda: "alive" in w.console.plain_text(), timeout=30_000)
+    run_id = w.controller.run.run_id
+    with qtbot.waitSignal(w.remote.sigDropped, timeout=20_000):
+        w.agents[-1].proc.kill()                    # the link dies (as when ssh is killed)
+    assert "lost" in w.last_error and "\n" not in w.last_error
+    assert "(disconnected)" in w.windowTitle() and w.remote.reconnect_action.isEnabled()
+    assert "alive" in w.console.plain_text()          # the window keeps what it showed
+    qtbot.waitUntil(lambda: not w.controller.busy, timeout=20_000)
+    shown = w.console.plain_text().count("alive")
+    with qtbot.waitSignal(w.remote.sigReattached, timeout=30_000) as got:
+        w.remote.reconnect()
+    assert got.args[0] == run_id and w.controller.busy
+    qtbot.waitUntil(lambda: w.console.plain_text().count("alive") > shown + 3, timeout=30_000)
+    text = w.console.plain_text()
+    assert "alive\nalive" in text
+    w.stop_run()
+    qtbot.waitUntil(lambda: w.last_result is not None, timeout=60_000)
+    assert w.last_result.run_id == run_id and w.last_result.status == "stopped"
+    disconnect(qtbot, w)
