@@ -15,23 +15,7 @@ if TYPE_CHECKING:
     from gpuscope.store.db import Connection
     from typing import Any
 
-DDL = """
-CREATE TABLE IF NOT EXISTS cleanup_actions (
-    id            INTEGER PRIMARY KEY AUTOINCREMENT,
-    time_ns       INTEGER NOT NULL,
-    action        TEXT NOT NULL,     -- terminate | kill | signal-parent | unlink
-    target        TEXT NOT NULL,     -- "pid 123" | "/dev/shm/psm_x"
-    pid           INTEGER,
-    identity_json TEXT NOT NULL,     -- {"pid", "create_time"} or {"name", "dev", "ino"}
-    result        TEXT NOT NULL,     -- done | gone | refused | failed | advice | not-reaped
-    ok            INTEGER NOT NULL,
-    message       TEXT NOT NULL,
-    user          TEXT NOT NULL,
-    run_id        TEXT,              -- the gpuscope run the target came from, if any
-    details_json  TEXT
-);
-CREATE INDEX IF NOT EXISTS cleanup_actions_time ON cleanup_actions(time_ns);
-"""
+# the tables: gpuscope.store.tables.CLEANUP_ACTIONS
 
 
 @dataclass(frozen=True)

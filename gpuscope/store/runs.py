@@ -23,50 +23,8 @@ if TYPE_CHECKING:
     from gpuscope.store.db import Connection
     from gpuscope.trace.process_row import ProcessRow
 
-DDL = """
-CREATE TABLE IF NOT EXISTS runs (
-    id           TEXT PRIMARY KEY,
-    created_ns   INTEGER NOT NULL,
-    started_ns   INTEGER,
-    ended_ns     INTEGER,
-    status       TEXT NOT NULL,          -- running | exited | failed | stopped | error
-    exit_code    INTEGER,
-    signal       TEXT,
-    script       TEXT NOT NULL,
-    launcher     TEXT NOT NULL,
-    start_method TEXT NOT NULL,
-    run_dir      TEXT NOT NULL,
-    spec_json    TEXT NOT NULL,
-    versions_json TEXT,
-    error        TEXT,
-    summary_json TEXT,                -- written by older versions only: summary.json holds it
-    supervisor_pid INTEGER,           -- the gpuscope process that runs it
-    supervisor_start INTEGER          -- its start time (clock ticks after boot, /proc/<pid>/stat)
-);
-CREATE INDEX IF NOT EXISTS runs_created ON runs(created_ns);
-CREATE TABLE IF NOT EXISTS run_processes (
-    run_id       TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    pid          INTEGER NOT NULL,
-    ppid         INTEGER,
-    role         TEXT,
-    start_method TEXT,
-    rank         INTEGER,
-    name         TEXT,
-    started_ns   INTEGER,
-    ended_ns     INTEGER,
-    exit_code    INTEGER,
-    ranges       INTEGER NOT NULL DEFAULT 0,
-    info_json    TEXT,
-    PRIMARY KEY (run_id, pid)
-);
-"""
 
-# (table, column, declaration) added since the first schema; db.connect adds them to older stores.
-ADDED_COLUMNS = (
-    ("runs", "supervisor_pid", "INTEGER"),
-    ("runs", "supervisor_start", "INTEGER"),
-)
-
+# the tables: gpuscope.store.tables.RUNS
 FINAL_STATUSES = tuple(s.value for s in RunStatus if s.final)
 
 

@@ -22,48 +22,7 @@ if TYPE_CHECKING:
     from gpuscope.store.db import Connection
     from typing import Any, Iterable, Sequence
 
-DDL = """
-CREATE TABLE IF NOT EXISTS sample_series (
-    key            INTEGER PRIMARY KEY,
-    run_id         TEXT NOT NULL UNIQUE,
-    interval_s     REAL NOT NULL,
-    anchor_mono_ns INTEGER NOT NULL,
-    anchor_wall_ns INTEGER NOT NULL,
-    root_pid       INTEGER,
-    info_json      TEXT,
-    notes_json     TEXT NOT NULL DEFAULT '[]'
-);
-CREATE TABLE IF NOT EXISTS sample_host (
-    series INTEGER NOT NULL, t_ns INTEGER NOT NULL,
-    cpu REAL, mem_used INTEGER, mem_total INTEGER, swap_used INTEGER, swap_total INTEGER,
-    cores BLOB,                                  -- float32 per core, %
-    PRIMARY KEY (series, t_ns)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS sample_gpu (
-    series INTEGER NOT NULL, device INTEGER NOT NULL, t_ns INTEGER NOT NULL,
-    util_gpu REAL, util_mem REAL, mem_used INTEGER, mem_total INTEGER,
-    temperature REAL, power_w REAL, sm_clock INTEGER,
-    PRIMARY KEY (series, device, t_ns)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS sample_proc (
-    series INTEGER NOT NULL, pid INTEGER NOT NULL, t_ns INTEGER NOT NULL,
-    state TEXT, cpu REAL, rss INTEGER, uss INTEGER, threads INTEGER, gpu_mem INTEGER, sm_util REAL,
-    PRIMARY KEY (series, pid, t_ns)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS sample_gpu_proc (
-    series INTEGER NOT NULL, pid INTEGER NOT NULL, device INTEGER NOT NULL, t_ns INTEGER NOT NULL,
-    used_memory_bytes INTEGER, sm_util REAL,
-    PRIMARY KEY (series, pid, device, t_ns)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS sample_procs (
-    series INTEGER NOT NULL, pid INTEGER NOT NULL,
-    ppid INTEGER, name TEXT, cmdline_json TEXT, create_time REAL,
-    first_seen_ns INTEGER, last_seen_ns INTEGER, state TEXT, alive INTEGER, via TEXT,
-    escaped TEXT, orphaned INTEGER, cpu_seconds REAL, peak_rss_bytes INTEGER,
-    peak_gpu_mem_bytes INTEGER, uss_bytes INTEGER,
-    PRIMARY KEY (series, pid)
-) WITHOUT ROWID;
-"""
+# the tables: gpuscope.store.tables.SAMPLES
 
 HOST_COLS = ("cpu", "mem_used", "mem_total", "swap_used", "swap_total")
 GPU_COLS = ("util_gpu", "util_mem", "mem_used", "mem_total", "temperature", "power_w", "sm_clock")

@@ -1,7 +1,7 @@
 """The store's schema: a plain SQLite connection with every table family's tables created.
 
-Each table family lives in its own module with a ``DDL`` string (and ``ADDED_COLUMNS`` for columns
-added after its first release); :func:`raw_connect` applies them once per file. Used by
+Every table family's DDL (and the columns added after its first release) is in
+:mod:`gpuscope.store.tables`; :func:`raw_connect` applies them once per file. Used by
 :mod:`gpuscope.store.db` and by the rebuild of a damaged store.
 """
 
@@ -11,10 +11,9 @@ import os
 import sqlite3
 import threading
 import time
-from typing import TYPE_CHECKING
+import zlib
 
-if TYPE_CHECKING:
-    from typing import Any
+from gpuscope.store import tables
 
 BUSY_TIMEOUT_S = 60.0
 
@@ -51,14 +50,6 @@ def raw_connect(db_path: str | os.PathLike[str]) -> sqlite3.Connection:
     return conn
 
 
-def _families() -> tuple[Any, ...]:
-    """The modules that own tables, each with its ``DDL`` (and ``ADDED_COLUMNS``). Order matters
-    only for foreign keys (runs first)."""
-    from gpuscope.store import cleanup_log, runs, samples
-
-    return runs, samples, cleanup_log
-
-
 def schema_version() -> int:
     """This version's tables as a number: a checksum of every family's ``DDL`` and added columns.
     A store keeps it in ``PRAGMA user_version`` once they are applied, so that the next connection
@@ -67,20 +58,16 @@ def schema_version() -> int:
     another number, and gets this version's tables and columns (idempotent) when opened."""
     global _version
     if _version is None:
-        import binascii
-
-        text = "".join(getattr(m, "DDL", "") + repr(getattr(m, "ADDED_COLUMNS", ())) for m in _families())
-        _version = binascii.crc32(text.encode()) & 0x7FFFFFFF or 1
+        text = "".join(ddl + repr(added) for ddl, added in tables.FAMILIES)
+        _version = zlib.crc32(text.encode()) & 0x7FFFFFFF or 1
     return _version
 
 
 def _apply(conn: sqlite3.Connection) -> None:
     """Every table family's tables and added columns (idempotent)."""
-    for module in _families():
-        ddl = getattr(module, "DDL", "")
-        if ddl:
-            conn.executescript(ddl)
-        _add_columns(conn, getattr(module, "ADDED_COLUMNS", ()))
+    for ddl, added in tables.FAMILIES:
+        conn.executescript(ddl)
+        _add_columns(conn, added)
 
 
 def _use_wal(conn: sqlite3.Connection) -> None:

@@ -46,8 +46,9 @@ def test_a_store_of_this_version_is_not_changed_and_one_of_another_version_is(tm
 def test_the_version_follows_the_tables(monkeypatch):
     """A changed DDL is another version (so a store of the old tables gets the new ones)."""
     before = schema.schema_version()
-    from gpuscope.store import cleanup_log
+    from gpuscope.store import tables
 
-    monkeypatch.setattr(cleanup_log, "DDL", cleanup_log.DDL + "\nCREATE TABLE IF NOT EXISTS extra (x);")
+    changed = (*tables.FAMILIES[:-1], (tables.CLEANUP_ACTIONS + "\nCREATE TABLE IF NOT EXISTS extra (x);", ()))
+    monkeypatch.setattr(tables, "FAMILIES", changed)
     monkeypatch.setattr(schema, "_version", None)
     assert schema.schema_version() != before
