@@ -284,6 +284,8 @@ class FindingsRecorder(BaseRecorder):
         return max(0, end - self._oom_start) if end is not None and self._oom_start is not None else 0
 
     def _telemetry_findings(self) -> list[Finding]:
+        if self._telemetry is None:   # no batch came (no sampler ran): the telemetry rules are not loaded
+            return []
         try:
             return self.telemetry.findings(self.facts.forked, self.facts.roles)
         except Exception:  # noqa: BLE001
