@@ -119,6 +119,10 @@ class Agent:
         finally:
             with self._calls_lock:
                 self._calls.pop(call.id, None)
+        try:
+            protocol.encode(reply)
+        except (TypeError, ValueError) as exc:   # a result that is not JSON data: a bug, said in one line
+            reply = protocol.error_reply(call.id, internal_line(exc, call.op), "internal")
         self.send(reply)
 
 

@@ -32,6 +32,8 @@ def run(call: Call) -> dict[str, Any]:
     argv = call.args.get("argv")
     if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
         raise UserError("exec: argv is a non-empty list of strings (a gpuscope command line)")
+    if argv[0] == "gui":
+        raise UserError("the window runs on the workstation: gpuscope gui --host HOST")
     cwd = call.args.get("cwd")
     if cwd is not None:
         cwd = os.path.expanduser(str(cwd))

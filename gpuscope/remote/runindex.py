@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -85,7 +86,7 @@ def active_entries() -> list[Entry]:
             entry = Entry.from_dict(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if not _alive(entry.pid) or not os.path.exists(entry.socket):
+        if not _alive(entry.pid) or not _answers(entry.socket):   # a reused pid does not answer
             path.unlink(missing_ok=True)
             continue
         out.append(entry)
@@ -97,6 +98,17 @@ def find_entry(run_id: str) -> Entry | None:
     found = [e for e in active_entries() if e.run_id == run_id or e.run_id.startswith(run_id)]
     exact = [e for e in found if e.run_id == run_id]
     return exact[0] if exact else found[0] if len(found) == 1 else None
+
+
+def _answers(path: str) -> bool:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except OSError:
+        return False
+    finally:
+        sock.close()
+    return True
 
 
 def _alive(pid: int) -> bool:

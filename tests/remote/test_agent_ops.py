@@ -104,3 +104,29 @@ def test_cleanup_scan_and_apply(conn):
         conn.request("cleanup_apply", {"keys": ["no-such-key"]})
     assert conn.request("cleanup_apply", {"keys": []}) == []
     json.dumps(listing)
+
+
+def test_the_agent_works_without_qt(tmp_path):
+    """The remote has no PySide6 or pyqtgraph: the agent and its ops never import them."""
+    blocker = tmp_path / "noqt"
+    for name in ("PySide6", "pyqtgraph"):
+        (blocker / name).mkdir(parents=True)
+        (blocker / name / "__init__.py").write_text(f"raise ImportError('{name} is not installed here')\n")
+    script = tmp_path / "tiny.py"
+    script.write_text("print('ok')\n")
+    env = dict(os.environ, PYTHONPATH=f"{blocker}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    conn = connect_local(env=env)
+    try:
+        started = conn.request("start_run", {"spec": {"script": str(script), "cwd": str(tmp_path)}}, timeout=120)
+        events: list[str] = []
+        conn.request("watch_run", {"run_id": started["run_id"]}, on_event=lambda k, d: events.append(k), timeout=120)
+        assert events[-1] == "ended"
+        for op, args in (("history", {}), ("open_run", {"ref": started["run_id"]}),
+                         ("findings", {"run": started["run_id"]}), ("stacks", {"run_id": started["run_id"]}),
+                         ("report_summary", {"run": started["run_id"]}), ("active_runs", {}),
+                         ("cleanup_scan", {"options": {"use_gpu": False, "idle_window_s": 0}})):
+            conn.request(op, args, timeout=120)
+        with pytest.raises(RemoteError, match="window runs on the workstation"):
+            conn.request("exec", {"argv": ["gui"]})
+    finally:
+        conn.close()
