@@ -234,7 +234,7 @@ def host(spec_path: str, ready: IO[bytes]) -> int:
     path = socket_path(os.getpid())
     server = _listen(path)
     entry = Entry(run_id=run.run_id, run_dir=runhost.run_dir, started_ns=int(run.started_ns or time.time_ns()),
-                  argv=[spec.script, *spec.args], pid=os.getpid(), socket=path)
+                  argv=[spec.script, *spec.args], pid=os.getpid(), socket=path, program_pid=run.pid)
     add_entry(entry)
     for sig in (signal.SIGINT, signal.SIGTERM):   # a signal to the host is the run's Stop (off the handler)
         signal.signal(sig, lambda *_: threading.Thread(target=run.stop, daemon=True).start())

@@ -25,8 +25,9 @@ class Entry:
     run_dir: str
     started_ns: int
     argv: list[str] = field(default_factory=list)
-    pid: int = 0
+    pid: int = 0             # the run's host process
     socket: str = ""
+    program_pid: int | None = None   # the program's main process
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -35,7 +36,8 @@ class Entry:
     def from_dict(cls, d: dict[str, Any]) -> Entry:
         return cls(run_id=str(d["run_id"]), run_dir=str(d["run_dir"]), started_ns=int(d.get("started_ns") or 0),
                    argv=[str(a) for a in d.get("argv") or ()], pid=int(d.get("pid") or 0),
-                   socket=str(d.get("socket") or ""))
+                   socket=str(d.get("socket") or ""),
+                   program_pid=int(d["program_pid"]) if d.get("program_pid") else None)
 
 
 def index_dir() -> Path:

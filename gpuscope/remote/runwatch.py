@@ -64,7 +64,8 @@ def start_run(call: Call) -> dict[str, Any]:
         if answer.get("kind") == "user":
             raise UserError(str(answer["error"]))
         raise RuntimeError(str(answer["error"]))
-    return {"run_id": answer["run_id"], "run_dir": answer["run_dir"], "started_ns": answer["started_ns"]}
+    return {"run_id": answer["run_id"], "run_dir": answer["run_dir"], "started_ns": answer["started_ns"],
+            "program_pid": answer.get("program_pid")}
 
 
 def _read_ready(fd: int, proc: subprocess.Popen[bytes]) -> dict[str, Any]:
@@ -88,8 +89,8 @@ def _read_ready(fd: int, proc: subprocess.Popen[bytes]) -> dict[str, Any]:
 
 
 def active_runs(call: Call) -> list[dict[str, Any]]:
-    return [{"run_id": e.run_id, "run_dir": e.run_dir, "started_ns": e.started_ns, "argv": e.argv, "pid": e.pid}
-            for e in active_entries()]
+    return [{"run_id": e.run_id, "run_dir": e.run_dir, "started_ns": e.started_ns, "argv": e.argv, "pid": e.pid,
+             "program_pid": e.program_pid} for e in active_entries()]
 
 
 def _connect(entry: Entry) -> socket.socket | None:

@@ -84,12 +84,14 @@ def test_start_and_watch_streams_output_batches_and_ended(conn, tmp_path):
     assert os.path.isdir(started["run_dir"])
     [active] = conn.request("active_runs")
     assert active["run_id"] == started["run_id"]
+    assert active["program_pid"] == started["program_pid"] and active["program_pid"] != active["pid"]
     watch = Watch()
     assert conn.request("watch_run", {"run_id": started["run_id"]}, on_event=watch, timeout=120) == {}
     assert watch.out["stdout"] == b"".join(f"line {i}\n".encode() for i in range(15))
     assert watch.out["stderr"] == b"err 0\nerr 5\nerr 10\n"
     assert watch.batches and [b.seq for b in watch.batches] == sorted({b.seq for b in watch.batches})
     assert watch.ended is not None and watch.ended["exit_code"] == 3 and watch.ended["run_id"] == started["run_id"]
+    assert started["program_pid"] in [p["pid"] for p in watch.ended["processes"]]
     assert wait_gone(active["pid"]), "the run's host process outlived the run"
     assert conn.request("active_runs") == []
 
