@@ -84,7 +84,12 @@ class RunHost:
         """Drain the run's stream into the watchers until ``ended`` is set (then once more)."""
         while self.ended is None:
             time.sleep(DRAIN_S)
-            self.drain()
+            try:
+                self.drain()
+            except Exception as exc:  # noqa: BLE001 - the run goes on; the failure is in the error log
+                from gpuscope.remote.call import internal_line
+
+                print(internal_line(exc, "watch_run"), file=sys.stderr)
 
     def drain(self) -> None:
         stream = self.stream

@@ -158,3 +158,30 @@ def test_a_lost_connection_fails_pending_requests_with_one_line():
     with pytest.raises(ConnectionLostError):
         conn.request("hello")
     conn.close()
+
+
+def test_an_unexpected_failure_is_one_line_naming_the_log(conn):
+    with pytest.raises(protocol.RemoteInternalError, match="internal error in list_dir: ValueError") as err:
+        conn.request("list_dir", {"path": "bad\x00path"})
+    text = str(err.value)
+    assert "\n" not in text and "Traceback" not in text
+    log = os.path.join(os.environ["GPUSCOPE_HOME"], "gpuscope-errors.log")
+    assert log in text and "Traceback" in open(log).read()
+    assert conn.request("hello")["protocol"] == 1
+
+
+def test_a_request_past_its_timeout_is_cancelled(conn):
+    t0 = time.monotonic()
+    with pytest.raises(RemoteError, match="exec did not answer within 1 s"):
+        conn.request("exec", {"argv": ["monitor", "--interval", "0.5"]}, timeout=1)
+    assert time.monotonic() - t0 < 5
+    assert conn.request("hello")["protocol"] == 1
+
+
+def test_close_fails_pending_requests_and_ends_the_agent():
+    conn = connect_local(host="box8")
+    pending = conn.start("exec", {"argv": ["monitor", "--interval", "0.5"]})
+    conn.close()
+    with pytest.raises(ConnectionLostError, match="box8 was closed"):
+        pending.wait(10)
+    assert conn.proc.poll() is not None
