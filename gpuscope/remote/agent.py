@@ -11,6 +11,7 @@ Nothing here may import Qt: the remote has no display and often no PySide6.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import threading
@@ -114,6 +115,12 @@ class Agent:
             reply = protocol.ok_reply(call.id, fn(call))
         except UserError as exc:
             reply = protocol.error_reply(call.id, str(exc), "user")
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                reply = protocol.error_reply(call.id, internal_line(exc, call.op), "internal")
+            else:   # the remote's disk (or quota) is full: the user can act on that
+                where = f" ({exc.filename})" if exc.filename else ""
+                reply = protocol.error_reply(call.id, f"{call.op}: no space left on the remote's disk{where}", "user")
         except Exception as exc:  # noqa: BLE001 - never a traceback on the wire: one line, a log
             reply = protocol.error_reply(call.id, internal_line(exc, call.op), "internal")
         finally:

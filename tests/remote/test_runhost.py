@@ -96,17 +96,22 @@ def test_start_and_watch_streams_output_batches_and_ended(conn, tmp_path):
     assert conn.request("active_runs") == []
 
 
-def test_the_agent_killed_mid_run_the_run_goes_on_and_is_reattached(tmp_path):
+@pytest.mark.parametrize("drop", ["kill", "close"])
+def test_the_agent_killed_mid_run_the_run_goes_on_and_is_reattached(tmp_path, drop):
     first = connect_local()
     started = first.request("start_run", {"spec": counting_script(tmp_path, 40, 0.1, code=5)}, timeout=120)
     watch = Watch()
     pending = first.start("watch_run", {"run_id": started["run_id"]}, on_event=watch)
     assert watch.got_line.wait(60)
     time.sleep(0.5)
-    first.proc.kill()                              # the link drops: no goodbye
+    if drop == "kill":
+        first.proc.kill()                          # the link drops: no goodbye
+    else:
+        first.close()                              # end of input: the agent ends its streams and exits
     with pytest.raises(ConnectionLostError):
         pending.wait(30)
     first.close()
+    assert first.proc.returncode is not None
     got_before = watch.offsets()
     assert b"line 39" not in watch.out["stdout"]
     time.sleep(0.5)                                # output the new watcher must fill in from the logs
