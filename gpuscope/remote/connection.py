@@ -42,6 +42,8 @@ class Pending:
     def wait(self, timeout: float | None = None) -> Any:
         """The result (blocking); the agent's error raised as one line; on ``timeout``, the
         request is cancelled and a RemoteError says how long it waited."""
+        if threading.current_thread() is self.conn._thread and not self._done.is_set():
+            raise RuntimeError("a request waited for on the connection's reader thread (in on_event) never ends")
         if not self._done.wait(timeout):
             self.cancel()
             raise RemoteError(f"{self.conn.host}: {self.op} did not answer within {timeout:g} s")

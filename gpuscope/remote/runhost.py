@@ -226,18 +226,22 @@ def host(spec_path: str, ready: IO[bytes]) -> int:
     from gpuscope import api
     from gpuscope.spec import RunSpec
 
+    path = socket_path(os.getpid())
+    server = _listen(path)   # before the run starts: a run nobody could watch or stop is not started
     try:
         with open(spec_path, encoding="utf-8") as fh:
             spec = RunSpec.from_dict(json.load(fh)).validated()
         os.unlink(spec_path)
         stream = api.RunStream()
         run = api.start_run(spec, stream)
-    except UserError as exc:
-        _say(ready, {"error": str(exc), "kind": "user"})
-        return 2
+    except BaseException as exc:
+        server.close()
+        os.unlink(path)
+        if isinstance(exc, UserError):
+            _say(ready, {"error": str(exc), "kind": "user"})
+            return 2
+        raise
     runhost = RunHost(run, stream)
-    path = socket_path(os.getpid())
-    server = _listen(path)
     entry = Entry(run_id=run.run_id, run_dir=runhost.run_dir, started_ns=int(run.started_ns or time.time_ns()),
                   argv=[spec.script, *spec.args], pid=os.getpid(), socket=path, program_pid=run.pid)
     add_entry(entry)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 START_TIMEOUT_S = 120.0   # a run's start may wait for the nsys lock or a slow import
 POLL_S = 0.2
+REATTACH_MAX = 100   # a host that keeps dropping this watcher: answer from the folder after this many
 
 __all__ = ["active_runs", "start_run", "stop_run", "watch_run"]
 
@@ -105,28 +106,35 @@ def _connect(entry: Entry) -> socket.socket | None:
 
 def watch_run(call: Call) -> dict[str, Any]:
     """Events of a run from the given output offsets: live while it runs, then ``ended``; a run that
-    ended already answers from its folder."""
+    ended already answers from its folder. A host that drops this watcher (a link too slow to
+    keep up) is attached again from where the events stopped."""
     run_id = call.arg("run_id", str)
     offsets = dict(call.arg("offsets", dict, {}) or {})
     offsets = {name: int(offsets.get(name) or 0) for name in ("stdout", "stderr")}
-    batch_seq = call.arg("batch_seq", int, None)
-    entry = find_entry(run_id)
-    sock = _connect(entry) if entry is not None else None
-    if sock is not None:
+    state: dict[str, Any] = {"batch_seq": call.arg("batch_seq", int, None), "events": 0}
+    compact = bool(call.arg("compact", bool, False))
+    for _ in range(REATTACH_MAX):
+        entry = find_entry(run_id)
+        sock = _connect(entry) if entry is not None else None
+        if entry is None or sock is None:
+            break
+        run_id = entry.run_id
+        events_before = state["events"]
         with sock:
-            request = {"op": "watch", "offsets": offsets, "batch_seq": batch_seq,
-                       "compact": bool(call.arg("compact", bool, False))}
-            ended = _relay(call, sock, request, offsets)
-        if ended:
-            return {}
+            request = {"op": "watch", "offsets": offsets, "batch_seq": state["batch_seq"], "compact": compact}
+            if _relay(call, sock, request, offsets, state):
+                return {}
         if call.cancelled.is_set():
             return {"cancelled": True}
-    return _from_folder(call, entry.run_id if entry is not None else run_id, offsets)
+        if state["events"] == events_before:
+            time.sleep(POLL_S)   # dropped before a single event: the host is ending, or struggling
+    return _from_folder(call, run_id, offsets)
 
 
-def _relay(call: Call, sock: socket.socket, request: dict[str, Any], offsets: dict[str, int]) -> bool:
+def _relay(call: Call, sock: socket.socket, request: dict[str, Any], offsets: dict[str, int],
+           state: dict[str, Any]) -> bool:
     """Pass the host's events on until ``ended`` (True), a cancel or the host's end (False);
-    ``offsets`` follows the output passed on."""
+    ``offsets`` and ``state`` (last batch seq, events) follow what was passed on."""
     sock.sendall(protocol.encode(request))
     sock.settimeout(POLL_S)
     buf = b""
@@ -150,6 +158,9 @@ def _relay(call: Call, sock: socket.socket, request: dict[str, Any], offsets: di
                 if end <= offsets.get(name, 0):
                     continue
                 offsets[name] = end
+            elif kind == "batch" and isinstance(payload, dict):
+                state["batch_seq"] = payload.get("seq")
+            state["events"] += 1
             call.emit(kind, payload)
             if kind == "ended":
                 return True
