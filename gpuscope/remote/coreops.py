@@ -8,6 +8,7 @@ import enum
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -95,16 +96,25 @@ def report_summary(call: Call) -> Any:
         raise UserError("report_summary: give run or path")
     proc = subprocess.Popen([sys.executable, "-m", "gpuscope", "report", target, "--json"],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    answer: dict[str, bytes] = {}
+    done = threading.Event()
+
+    def collect() -> None:
+        answer["out"], answer["err"] = proc.communicate()
+        done.set()
+    threading.Thread(target=collect, daemon=True).start()
     try:
-        while proc.poll() is None and not call.wait_cancel(0.1):
-            pass
-        if proc.poll() is None:   # cancelled: the report's reading (and its nsys export) ends
-            proc.terminate()
-        out, err = proc.communicate(timeout=REPORT_TIMEOUT_S)
+        while not done.wait(0.01):   # its answer at once; a cancel within a moment
+            if call.cancelled.is_set():
+                proc.terminate()     # the report's reading (and its nsys export) ends
+                done.wait(REPORT_TIMEOUT_S)
+                break
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait()
+        proc.wait()
+        done.wait(5)
+    out, err = answer.get("out", b""), answer.get("err", b"")
     if call.cancelled.is_set():
         raise UserError("report_summary: cancelled")
     if proc.returncode != 0:
