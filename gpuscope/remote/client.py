@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuscope.errors import UserError
 from gpuscope.remote import client_records as rec
+from gpuscope.remote.batchcodec import BatchReader
 
 if TYPE_CHECKING:
     from gpuscope.finding import Finding
@@ -225,7 +226,7 @@ class RemoteScanner:
         """The agent observes when it scans (its listing samples the processes itself)."""
 
     def scan(self, *args: Any) -> Any:
-        return rec.scan_result(self.core.call("cleanup_scan", **self.options))
+        return rec.scan_result(self.core.call("cleanup_scan", options=self.options))
 
     def close(self) -> None:
         pass
@@ -253,6 +254,7 @@ class RemoteRun:
         self.ended = threading.Event()
         self._stops = 0
         self._thread: threading.Thread | None = None
+        self._batches = BatchReader()
         core.runs[run_id] = self
 
     def watch(self) -> None:
@@ -264,7 +266,8 @@ class RemoteRun:
 
     def _watch(self) -> None:
         try:
-            args: dict[str, Any] = {"run_id": self.run_id, "offsets": dict(self.offsets)}
+            self._batches = BatchReader()     # one per watch: unchanged process rows come as their pid
+            args: dict[str, Any] = {"run_id": self.run_id, "offsets": dict(self.offsets), "compact": True}
             if self.batch_seq >= 0:
                 args["batch_seq"] = self.batch_seq
             self.core.request("watch_run", args, self._event)
@@ -281,7 +284,7 @@ class RemoteRun:
         if kind == "output":
             self._output(data)
         elif kind == "batch":
-            batch = rec.batch(data)
+            batch = self._batches.read(data)
             self.batch_seq = max(self.batch_seq, batch.seq)
             if not self.pid and batch.processes:    # the tree's root: the program's main process
                 pids = {p.pid for p in batch.processes}

@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     from gpuscope.findings.stacks import ProcessStacks
     from gpuscope.nsys.report import Report
     from gpuscope.runrecord.model import RunRecord
-    from gpuscope.telemetry.batch import SampleBatch
     from gpuscope.views.history import HistoryData
 
 SUMMARY_KEYS = ("nvtx", "kernel", "cuda_api", "memop", "osrt")
@@ -35,26 +34,6 @@ def _build(cls: Any, data: dict[str, Any], nested: dict[str, Any] | None = None)
             value = data[f.name]
             kw[f.name] = nested[f.name](value) if f.name in nested and value is not None else value
     return cls(**kw)
-
-
-def _tuple_of(cls: Any) -> Any:
-    return lambda items: tuple(_build(cls, i) if isinstance(i, dict) else cls(*i) for i in items)
-
-
-def batch(data: dict[str, Any]) -> SampleBatch:
-    """A telemetry batch (``SampleBatch.from_dict`` where the record has one)."""
-    from gpuscope.telemetry import batch as b
-
-    own = getattr(b.SampleBatch, "from_dict", None)
-    if own is not None:
-        return own(data)
-    return _build(b.SampleBatch, data, {
-        "host": lambda h: _build(b.HostSample, {**h, "cores": tuple(h.get("cores") or ())}),
-        "processes": _tuple_of(b.ProcSample), "devices": _tuple_of(b.DeviceSample),
-        "gpu_processes": _tuple_of(b.GpuProcessSample),
-        "started": lambda items: tuple(_build(b.StartedProc, {**i, "cmdline": tuple(i.get("cmdline") or ())})
-                                       for i in items),
-        "ended": tuple, "notes": tuple})
 
 
 def finding(data: dict[str, Any]) -> Finding:
