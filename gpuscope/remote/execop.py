@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 POLL_S = 0.05        # how often a detached run's spool files are read
 STOP_GRACE_S = 3.0   # a cancelled command's time to end after SIGINT, before SIGTERM
 READ_SIZE = 256 << 10
+FOLDER_LINE = b"gpuscope: folder "   # what gpuscope run says on stderr at its end (without --quiet)
 
 
 def run(call: Call) -> dict[str, Any]:
@@ -110,7 +111,7 @@ def _detached(call: Call, command: list[str], cwd: str | None) -> dict[str, Any]
             fh.close()
     (base / f"{tag}.pid").write_text(str(proc.pid))
     offsets = {"stdout": 0, "stderr": 0}
-    tail = bytearray()
+    tails = {"stdout": b"", "stderr": b""}
     stopped = False
     while True:
         ended = proc.poll() is not None
@@ -118,8 +119,7 @@ def _detached(call: Call, command: list[str], cwd: str | None) -> dict[str, Any]
             while data := _read_from(p, offsets[name]):
                 offsets[name] += len(data)
                 call.emit(name, {"b64": protocol.b64(data)})
-                if name == "stdout":
-                    tail = (tail + data)[-(1 << 20):]
+                tails[name] = (tails[name] + data)[-(1 << 20):]
         if ended:
             break
         if call.wait_cancel(POLL_S):
@@ -131,7 +131,7 @@ def _detached(call: Call, command: list[str], cwd: str | None) -> dict[str, Any]
                 call.cancelled.clear()
     for p in (*paths.values(), base / f"{tag}.pid"):
         p.unlink(missing_ok=True)
-    return {"code": proc.returncode, "run_id": _run_id(bytes(tail))}
+    return {"code": proc.returncode, "run_id": _run_id(tails["stdout"], tails["stderr"])}
 
 
 def _read_from(path: Path, offset: int) -> bytes:
@@ -143,8 +143,8 @@ def _read_from(path: Path, offset: int) -> bytes:
         return b""
 
 
-def _run_id(stdout_tail: bytes) -> str | None:
-    """The run's id from ``run --json``'s last line (None without ``--json``)."""
+def _run_id(stdout_tail: bytes, stderr_tail: bytes = b"") -> str | None:
+    """The run's id: from ``run --json``'s last line, else from its "gpuscope: folder" line."""
     for line in reversed(stdout_tail.splitlines()[-3:]):
         if line.startswith(b"{"):
             try:
@@ -153,6 +153,9 @@ def _run_id(stdout_tail: bytes) -> str | None:
                 continue
             if isinstance(data, dict) and isinstance(data.get("run_id"), str):
                 return str(data["run_id"])
+    for line in reversed(stderr_tail.splitlines()):
+        if line.startswith(FOLDER_LINE):
+            return os.path.basename(line[len(FOLDER_LINE):].decode("utf-8", "replace").strip()) or None
     return None
 
 

@@ -71,6 +71,9 @@ def test_cancel_of_an_execd_run_is_its_stop(conn, tmp_path):
     result = pending.wait(60)
     assert result["code"] == 130 and time.monotonic() - t0 < 30
     assert conn.request("open_run", {"ref": result["run_id"]})["status"] == "stopped"
+    (tmp_path / "quick.py").write_text("print(1)\n")
+    plain = conn.request("exec", {"argv": ["run", str(tmp_path / "quick.py")]}, timeout=120)   # no --json
+    assert plain["code"] == 0 and conn.request("open_run", {"ref": plain["run_id"]})["exit_code"] == 0
 
 
 def test_an_execd_run_outlives_the_connection(tmp_path):
