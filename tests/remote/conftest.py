@@ -43,6 +43,7 @@ class Sshd:
     config: Path       # the client's ssh config
     mark: str
     user: pwd.struct_passwd
+    wheel_cache: Path  # GPUSCOPE_CACHE while connecting: the agent's wheel is built once per session
     install_log: list[tuple[str, float | None]]
     install_s: float
 
@@ -194,11 +195,10 @@ def sshd(tmp_path_factory):
     with open(log, "wb") as log_fh:
         proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stdout=log_fh, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
-    saved_cache = os.environ.get("GPUSCOPE_CACHE")
-    os.environ["GPUSCOPE_CACHE"] = str(tmp_path_factory.mktemp("wheel-cache"))
     try:
         _wait_listening(port, proc, log)
-        server = Sshd(port, folder, _write_client_config(folder, port, host_pub), mark, user, [], 0.0)
+        server = Sshd(port, folder, _write_client_config(folder, port, host_pub), mark, user,
+                      tmp_path_factory.mktemp("wheel-cache"), [], 0.0)
         _install_agent(server)
         yield server
     finally:
@@ -211,10 +211,6 @@ def sshd(tmp_path_factory):
         end_marked_processes(mark, user.pw_uid)
         _authorize(user, client_pub, add=False)
         shutil.rmtree(folder, ignore_errors=True)
-        if saved_cache is None:
-            os.environ.pop("GPUSCOPE_CACHE", None)
-        else:
-            os.environ["GPUSCOPE_CACHE"] = saved_cache
 
 
 def _install_agent(server: Sshd) -> None:
@@ -222,8 +218,8 @@ def _install_agent(server: Sshd) -> None:
     from gpuscope.remote.bootstrap import open_agent
     from gpuscope.remote.hostspec import HostSpec
 
-    saved = os.environ.get("GPUSCOPE_SSH")
-    os.environ["GPUSCOPE_SSH"] = server.ssh_env
+    saved = {name: os.environ.get(name) for name in ("GPUSCOPE_SSH", "GPUSCOPE_CACHE")}
+    os.environ.update(GPUSCOPE_SSH=server.ssh_env, GPUSCOPE_CACHE=str(server.wheel_cache))
     started = time.monotonic()
     try:
         proc = open_agent(HostSpec.parse(server.host), progress=lambda t, f: server.install_log.append((t, f)))
@@ -233,10 +229,11 @@ def _install_agent(server: Sshd) -> None:
         proc.wait(30)
         assert b"gpuscope-agent" in hello, hello
     finally:
-        if saved is None:
-            os.environ.pop("GPUSCOPE_SSH", None)
-        else:
-            os.environ["GPUSCOPE_SSH"] = saved
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     server.install_s = time.monotonic() - started
 
 
@@ -244,4 +241,5 @@ def _install_agent(server: Sshd) -> None:
 def remote_host(sshd, monkeypatch):
     """``gpuscope-remote@127.0.0.1:PORT`` with GPUSCOPE_SSH set to reach it."""
     monkeypatch.setenv("GPUSCOPE_SSH", sshd.ssh_env)
+    monkeypatch.setenv("GPUSCOPE_CACHE", str(sshd.wheel_cache))
     yield sshd.host

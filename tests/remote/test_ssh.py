@@ -119,6 +119,22 @@ def test_agent_is_installed_without_qt_and_runs_commands(sshd, remote_host):
     assert proc.returncode == 0 and isinstance(json.loads(proc.stdout), list), proc
 
 
+def test_every_command_imports_there_without_qt(sshd, remote_host):
+    """The commands the agent runs (all but gui) load in the agent's venv, which has no Qt."""
+    venv = f"{sshd.user.pw_dir}/.local/share/gpuscope/agent/{bootstrap.__version__}"
+    code = ("import importlib, sys; from gpuscope.cli import COMMANDS; "
+            "[importlib.import_module('gpuscope.commands.' + n) for n in COMMANDS if n != 'gui']; "
+            "import gpuscope.remote.agent, gpuscope.remote.ops; "
+            "print(sorted(m for m in sys.modules if m.startswith(('PySide6', 'pyqtgraph', 'shiboken6'))))")
+    probe = sshd.ssh(f"{venv}/bin/python -c {shlex.quote(code)}")
+    assert probe.returncode == 0 and probe.stdout.strip() == "[]", probe
+
+
+def test_help_lists_host():
+    proc = gpuscope("--help")
+    assert proc.returncode == 0 and "--host [USER@]HOST[:PORT]" in proc.stdout
+
+
 def test_unknown_host_is_one_line():
     proc = gpuscope("--host", "no-such-host.invalid", "history")
     assert_one_line(proc, "unknown host", "no-such-host.invalid")
