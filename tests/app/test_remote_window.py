@@ -257,3 +257,26 @@ def test_dropped_connection_keeps_the_view_and_reconnect_reattaches(qtbot, remot
     shown = ticks(w.console.plain_text())
     assert shown == list(range(len(shown))), shown   # what was missed filled in, nothing twice
     disconnect(qtbot, w)
+
+
+def test_gui_with_a_bad_host_is_one_line(run_env):
+    env = {**run_env, "QT_QPA_PLATFORM": "offscreen"}
+    out = subprocess.run([sys.executable, "-m", "gpuscope", "gui", "--host", "lab@@box"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip().splitlines() == [
+        "gpuscope: error: bad host 'lab@@box': the user name 'lab@' is not valid (use [USER@]HOST[:PORT])"]
+
+
+def test_a_remote_past_run_opens_from_history(qtbot, remote_home, gpuscope_home):
+    cli_run(remote_home, script("pool_spawn.py"), "0.5")
+    w = connected(qtbot, remote_home)
+    qtbot.waitUntil(lambda: w.history.task is None and len(w.history.rows) == 1, timeout=30_000)
+    row = w.history.rows[0]
+    with qtbot.waitSignal(w.session.sigPastShown, timeout=30_000):
+        w.open_past_run(row)
+    text = w.console.plain_text()
+    assert "task 3 done" in text and "start method fork" in text     # its output, pulled from the remote
+    qtbot.waitUntil(lambda: w.last_report is not None and bool(w.last_report.summaries.get("nvtx")), timeout=30_000)
+    assert {r.name: r.count for r in w.last_report.summaries["nvtx"]}["work"] == 4
+    disconnect(qtbot, w)

@@ -20,6 +20,7 @@ from gpuscope.app import bridge, workers
 from gpuscope.app.remote import core as handle
 from gpuscope.app.remote.hosts import push_host, recent_hosts
 from gpuscope.remote.client import RemoteCore
+from gpuscope.views.launch_checks import default_python
 
 Progress = Callable[[str, "float | None"], None]
 Connector = Callable[[str, Progress], Any]     # (host text, progress) -> an agent Connection
@@ -170,6 +171,7 @@ class RemotePresenter(QObject):
         self.label.setVisible(host is not None)
         self.disconnect_action.setEnabled(host is not None)
         self.reconnect_action.setEnabled(down)
+        self.window.panel.python.setPlaceholderText(handle.run_python() or default_python())
         self.window.panel.script_edit.setPlaceholderText(
             f"a script on {host}: Browse… lists its folders" if host else "script.py: browse, drop a file, "
             "or pick a recent one")

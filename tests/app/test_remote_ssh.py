@@ -1,0 +1,77 @@
+"""The window on a remote host over a real ssh: the test sshd on its own port, logging in as the
+second local user with key authentication, the agent installed there from the checkout's wheel
+(tests/remote/conftest.py). The window's default connector is used: the system's ssh."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from apphelpers import make_window
+from PySide6.QtCore import Qt
+
+from gpuscope.app.remote import core as handle
+from gpuscope.app.remote import presenter
+from tests.remote.conftest import remote_host, sshd  # noqa: F401 - the real sshd's fixtures
+
+pytestmark = [pytest.mark.gui, pytest.mark.timeout(300)]
+SHOTS = os.environ.get("GPUSCOPE_REMOTE_SHOTS")
+
+PRINTS_UID = """
+import multiprocessing as mp, os, time
+def spin(i):
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        pass
+    return os.getuid()
+if __name__ == "__main__":
+    print("uid", os.getuid(), flush=True)
+    with mp.get_context("spawn").Pool(2) as pool:
+        r = pool.map_async(spin, range(4), chunksize=1)
+        for i in range(20):
+            print(f"tick {i}", flush=True)
+            time.sleep(0.1)
+        print("workers' uids", sorted(set(r.get())), flush=True)
+"""
+
+
+@pytest.fixture
+def window(qtbot, remote_host):  # noqa: F811
+    """A window opened as ``gpuscope gui --host H`` does: connected at start, over ssh."""
+    presenter.CONNECT_AT_START.append(remote_host)
+    w = make_window(qtbot)
+    yield w
+    if handle.remote() is not None:
+        with qtbot.waitSignal(w.remote.sigDisconnected, timeout=20_000):
+            w.remote.leave()
+    handle.use(None)
+
+
+def test_gui_host_runs_a_script_as_the_remote_user(qtbot, window, sshd):  # noqa: F811
+    w = window
+    qtbot.waitUntil(lambda: handle.remote() is not None, timeout=60_000)
+    assert w.remote.label.text() == f"host: {sshd.host}" and sshd.host in w.windowTitle()
+    core = handle.remote()
+    assert core.hello["uid"] == sshd.user.pw_uid
+    qtbot.waitUntil(lambda: w.history.task is None and w.history.data is not None, timeout=60_000)
+    assert sshd.user.pw_dir in w.history.footer.text() or core.hello["data_dir"] in w.history.footer.text()
+    script = sshd.script("prints_uid.py", PRINTS_UID)
+    w.panel.set_script(str(script))
+    with qtbot.waitSignal(w.controller.sigStarted, timeout=60_000):
+        qtbot.mouseClick(w.panel.run_button, Qt.MouseButton.LeftButton)
+    assert str(w.controller.run.run_dir).startswith(core.hello["data_dir"])   # the remote user's data folder
+    qtbot.waitUntil(lambda: w.model.batches >= 3, timeout=30_000)
+    qtbot.waitUntil(lambda: len(w.model.procs) >= 3 and "tick 12" in w.console.plain_text(), timeout=30_000)
+    w.tick()
+    if SHOTS:
+        w.grab().save(str(Path(SHOTS) / "remote-ssh-live.png"))
+    qtbot.waitUntil(lambda: w.last_result is not None, timeout=60_000)
+    assert w.last_result.status == "exited", w.last_result
+    text = w.console.plain_text()
+    assert f"uid {sshd.user.pw_uid}" in text and "tick 19" in text
+    assert f"workers' uids [{sshd.user.pw_uid}]" in text
+    w.tabs.setCurrentWidget(w.history)         # History lists it: the remote's store
+    qtbot.waitUntil(lambda: w.history.task is None and any(r.id == w.last_result.run_id for r in w.history.rows),
+                    timeout=60_000)
+    qtbot.waitUntil(lambda: w.last_report is not None and bool(w.last_report.summaries is not None), timeout=60_000)
