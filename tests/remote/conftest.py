@@ -33,7 +33,6 @@ import provision_sshd  # a script in scripts/, not a package
 USER = provision_sshd.USER
 SSHD = provision_sshd.SSHD
 MARK_ENV = "GPUSCOPE_TEST_SSHD"   # set by sshd in every session of this test sshd
-GROUP = "remote-sshd"
 
 
 @dataclass
@@ -66,13 +65,6 @@ class Sshd:
         """A plain ssh command as the remote user (for checks and setup)."""
         return subprocess.run(["ssh", "-F", str(self.config), "-p", str(self.port), "-T",
                                f"{USER}@127.0.0.1", *argv], capture_output=True, text=True, timeout=timeout)
-
-
-def pytest_collection_modifyitems(config, items):
-    """Tests on the sshd run on one xdist worker: one sshd and one agent install serve them all."""
-    for item in items:
-        if "sshd" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group(GROUP), append=False)
 
 
 def _need() -> str | None:
