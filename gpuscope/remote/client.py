@@ -253,6 +253,7 @@ class RemoteRun:
         self.error: str | None = None
         self.ended = threading.Event()
         self._stops = 0
+        self.detached = False
         self._thread: threading.Thread | None = None
         self._batches = BatchReader()
         core.runs[run_id] = self
@@ -274,7 +275,8 @@ class RemoteRun:
             if self.record is None:
                 self.record = self.core.open_run(self.run_id)
         except UserError as exc:
-            self.error = str(exc)
+            self.error = (f"run {self.run_id} goes on on {self.core.host}, not watched: connect again to follow it"
+                          if self.detached else str(exc))
         except (OSError, EOFError, ConnectionError) as exc:
             self.error = f"{self.core.host}: connection lost ({exc})"
         finally:
@@ -312,7 +314,7 @@ class RemoteRun:
 
     def detach(self) -> None:
         """Stop watching (the connection closes); the run goes on, on the remote."""
-        self.error = self.error or "detached"
+        self.detached = True
 
     def wait(self, timeout: float | None = None) -> RunRecord:
         """Block until the run has ended (its record), or the watch was lost (a UserError)."""

@@ -75,3 +75,55 @@ def test_gui_host_runs_a_script_as_the_remote_user(qtbot, window, sshd):  # noqa
     qtbot.waitUntil(lambda: w.history.task is None and any(r.id == w.last_result.run_id for r in w.history.rows),
                     timeout=60_000)
     qtbot.waitUntil(lambda: w.last_report is not None and bool(w.last_report.summaries is not None), timeout=60_000)
+
+
+TICKS = """
+import time
+for i in range(60):
+    print(f"tick {i}", flush=True)
+    time.sleep(0.1)
+raise SystemExit(3)
+"""
+
+
+def test_ssh_killed_mid_run_then_reconnect_shows_the_whole_run(qtbot, window, sshd):  # noqa: F811
+    w = window
+    qtbot.waitUntil(lambda: handle.remote() is not None, timeout=60_000)
+    w.panel.set_script(str(sshd.script("ticks_exit3.py", TICKS)))
+    with qtbot.waitSignal(w.controller.sigStarted, timeout=60_000):
+        qtbot.mouseClick(w.panel.run_button, Qt.MouseButton.LeftButton)
+    run_id = w.controller.run.run_id
+    qtbot.waitUntil(lambda: "tick 5" in w.console.plain_text(), timeout=30_000)
+    with qtbot.waitSignal(w.remote.sigDropped, timeout=30_000):
+        handle.remote().connection.proc.kill()          # the ssh client dies (lid closed, network gone)
+    assert "\n" not in w.last_error and "(disconnected)" in w.windowTitle()
+    qtbot.waitUntil(lambda: not w.controller.busy, timeout=20_000)
+    with qtbot.waitSignal(w.remote.sigReattached, timeout=60_000) as got:
+        w.remote.reconnect()
+    assert got.args[0] == run_id
+    qtbot.waitUntil(lambda: w.last_result is not None and w.last_result.run_id == run_id, timeout=60_000)
+    assert w.last_result.exit.code == 3, w.last_result
+    w.tick()
+    shown = [line for line in w.console.plain_text().splitlines() if line.startswith("tick ")]
+    assert shown == [f"tick {i}" for i in range(60)]     # the whole output, once
+
+
+def test_a_run_that_ended_while_disconnected_is_filled_in_on_reconnect(qtbot, window, sshd):  # noqa: F811
+    w = window
+    qtbot.waitUntil(lambda: handle.remote() is not None, timeout=60_000)
+    w.panel.set_script(str(sshd.script("ticks_short.py", TICKS.replace("range(60)", "range(25)"))))
+    with qtbot.waitSignal(w.controller.sigStarted, timeout=60_000):
+        qtbot.mouseClick(w.panel.run_button, Qt.MouseButton.LeftButton)
+    run_id = w.controller.run.run_id
+    qtbot.waitUntil(lambda: "tick 3" in w.console.plain_text(), timeout=30_000)
+    with qtbot.waitSignal(w.remote.sigDropped, timeout=30_000):
+        handle.remote().connection.proc.kill()
+    qtbot.waitUntil(lambda: not w.controller.busy, timeout=20_000)
+    qtbot.wait(4000)                                   # the run ends there, unwatched
+    with qtbot.waitSignal(w.remote.sigReattached, timeout=60_000):
+        w.remote.reconnect()
+    qtbot.waitUntil(lambda: w.last_result is not None and w.last_result.run_id == run_id, timeout=60_000)
+    assert w.last_result.exit.code == 3
+    w.tick()
+    shown = [line for line in w.console.plain_text().splitlines() if line.startswith("tick ")]
+    assert shown == [f"tick {i}" for i in range(25)]

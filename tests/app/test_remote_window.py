@@ -280,3 +280,30 @@ def test_a_remote_past_run_opens_from_history(qtbot, remote_home, gpuscope_home)
     qtbot.waitUntil(lambda: w.last_report is not None and bool(w.last_report.summaries.get("nvtx")), timeout=30_000)
     assert {r.name: r.count for r in w.last_report.summaries["nvtx"]}["work"] == 4
     disconnect(qtbot, w)
+
+
+def test_disconnect_leaves_the_run_going_and_connecting_again_follows_it(qtbot, remote_home, gpuscope_home,
+                                                                         tmp_path):
+    w = connected(qtbot, remote_home)
+    (tmp_path / "ticks.py").write_text(TICKS)
+    w.panel.set_script(str(tmp_path / "ticks.py"))
+    w.panel.python.setText(sys.executable)
+    with qtbot.waitSignal(w.controller.sigStarted, timeout=30_000):
+        qtbot.mouseClick(w.panel.run_button, Qt.MouseButton.LeftButton)
+    run_id = w.controller.run.run_id
+    qtbot.waitUntil(lambda: len(ticks(w.console.plain_text())) > 5, timeout=30_000)
+    with qtbot.waitSignal(w.sigErrorShown, timeout=20_000) as err:
+        w.remote.leave()
+    assert err.args[0] == f"run {run_id} goes on on gpu-box, not watched: connect again to follow it"
+    assert handle.remote() is None and w.windowTitle() == "gpuscope"
+    with qtbot.waitSignal(w.remote.sigReattached, timeout=30_000) as got:
+        w.remote.connect_to("gpu-box", reattach=True)
+    assert got.args[0] == run_id
+    qtbot.waitUntil(lambda: len(ticks(w.console.plain_text())) > 40, timeout=30_000)
+    w.stop_run()
+    qtbot.waitUntil(lambda: w.last_result is not None, timeout=60_000)
+    assert w.last_result.run_id == run_id and w.last_result.status == "stopped"
+    w.tick()
+    shown = ticks(w.console.plain_text())
+    assert shown == list(range(len(shown)))
+    disconnect(qtbot, w)

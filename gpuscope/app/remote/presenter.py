@@ -52,6 +52,7 @@ class RemotePresenter(QObject):
         self.connector: Connector = ssh_connector
         self.host: str | None = None      # the host shown (also while its connection is down)
         self.dialog: Any = None
+        self.watched: dict[str, dict[str, Any]] = {}    # per host: the runs watched there, by id
         self.connect_action = self.reconnect_action = self.disconnect_action = QAction()   # set by install
         self.task: workers.Task | None = None
         self.label = QLabel("")
@@ -65,12 +66,13 @@ class RemotePresenter(QObject):
         from gpuscope.app.remote.connect_dialog import QtConnectDialog
 
         self.dialog = dialog = QtConnectDialog(recent_hosts(self.window.settings), self.window)
-        dialog.sigConnect.connect(lambda host: self.connect_to(host))
+        dialog.sigConnect.connect(lambda host: self.connect_to(host, reattach=True))
         dialog.finished.connect(lambda _code: setattr(self, "dialog", None))
         dialog.open()
 
     def connect_to(self, host: str, reattach: bool = False) -> None:
-        """Connect to ``host`` off the GUI thread; ``reattach``: then follow a run still going there."""
+        """Connect to ``host`` off the GUI thread; ``reattach``: then follow the newest run still going
+        there (or the run watched before a drop, ended since: its end)."""
         if self.task is not None:
             return
         if self.window.session.busy or self.window.compare.busy:
@@ -101,10 +103,11 @@ class RemotePresenter(QObject):
     def _connected(self, core: RemoteCore, reattach: bool) -> None:
         self.task = None
         old = handle.remote()
+        core.runs.update(self.watched.get(core.host, {}))   # what was received before is not sent again
+        self.watched[core.host] = core.runs
         if old is not None:
-            core.runs.update(old.runs)     # what was received before the drop is not sent again
             if old.alive:
-                old.close()
+                workers.submit(lambda task: old.close(), label="disconnect")
         handle.use(core)
         self.host = core.host
         push_host(self.window.settings, core.host)
@@ -124,6 +127,9 @@ class RemotePresenter(QObject):
 
         def work(task: workers.Task) -> Any:
             runs = core.active_runs()
+            # a run watched before the drop that ended meanwhile: its folder answers the rest and its end
+            runs = runs or [{"run_id": r.run_id, "run_dir": str(r.run_dir), "started_ns": r.started_ns}
+                            for r in core.runs.values() if r.record is None]
             return core.reattach(runs[-1], session.run_bridge) if runs else None
 
         def done(run: Any) -> None:
