@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator
 
 from gpuscope.analysis.run_figures import METRICS, ROLE_METRIC, RunFigures, run_figures
@@ -108,6 +108,26 @@ class Comparison:
         from gpuscope.analysis.compare_export import to_markdown
 
         return to_markdown(self, figures)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as JSON data (a remote agent's answer; :meth:`from_dict` reads it back)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Comparison:
+        def spreads(values: dict[str, Any]) -> dict[str, Spread | None]:
+            return {k: Spread(**v) if v is not None else None for k, v in values.items()}
+
+        def metric(m: dict[str, Any]) -> Metric:
+            return Metric(**dict(m, values=spreads(m.get("values") or {})))
+
+        return cls(**dict(
+            d, metrics=[metric(m) for m in d.get("metrics") or ()],
+            breakdown=[metric(m) for m in d.get("breakdown") or ()],
+            ranges=[RangeRow(**r) for r in d.get("ranges") or ()],
+            startup=[WorkerStartup(**dict(w, phases=[tuple(p) for p in w.get("phases") or ()]))
+                     for w in d.get("startup") or ()],
+            reimport_modules={k: [tuple(m) for m in v] for k, v in (d.get("reimport_modules") or {}).items()}))
 
 
 # -- loading -----------------------------------------------------------------------------------------

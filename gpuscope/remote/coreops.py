@@ -23,8 +23,8 @@ SCAN_OPTIONS = ("use_gpu", "idle_window_s", "shm_min_age_s")
 # the last cleanup listing of this agent (one per connection): cleanup_apply acts on its suspects
 _last_scan: dict[str, Any] = {}
 
-__all__ = ["cleanup_apply", "cleanup_scan", "delete_runs", "findings", "history", "open_run",
-           "report_summary", "stacks"]
+__all__ = ["cleanup_apply", "cleanup_scan", "compare_runs", "delete_runs", "findings", "history", "main_exited",
+           "open_run", "report_summary", "stacks", "stop_process"]
 
 
 def plain(value: Any) -> Any:
@@ -159,3 +159,29 @@ def cleanup_apply(call: Call) -> list[dict[str, Any]]:
     finally:
         store.close()
     return [r.to_dict() for r in done]
+
+
+def compare_runs(call: Call) -> dict[str, Any]:
+    """Recorded runs compared (``Comparison.to_dict()``; ``Comparison.from_dict`` reads it)."""
+    from gpuscope import api
+
+    ids = [str(i) for i in call.arg("ids", list)]
+    return api.compare_runs(ids).to_dict()
+
+
+def stop_process(call: Call) -> dict[str, Any] | None:
+    """One process stopped with cleanup's safety rules and identity check (None: it had ended)."""
+    from gpuscope import api
+
+    start_time = call.arg("start_time", (int, float), None)
+    result = api.stop_process(call.arg("pid", int), float(start_time) if start_time is not None else None,
+                              bool(call.arg("kill", bool, False)), float(call.arg("grace_s", (int, float), 3.0)),
+                              call.arg("run_id", str, None))
+    return result.to_dict() if result is not None else None
+
+
+def main_exited(call: Call) -> bool:
+    """Whether a run's main process has ended (its event log says so)."""
+    from gpuscope import api
+
+    return api.main_exited(call.arg("run_dir", str))

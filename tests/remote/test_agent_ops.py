@@ -133,3 +133,30 @@ def test_the_agent_works_without_qt(tmp_path):
             conn.request("exec", {"argv": ["gui"]})
     finally:
         conn.close()
+
+
+def test_compare_stop_process_and_main_exited(conn, tmp_path):
+    from gpuscope.analysis.comparison import Comparison
+
+    script = tmp_path / "quick.py"
+    script.write_text("import time\ntime.sleep(0.2)\n")
+    ids = [exec_run(conn, [str(script)])["run_id"] for _ in range(2)]
+    data = conn.request("compare_runs", {"ids": ids}, timeout=120)
+    comparison = Comparison.from_dict(data)
+    assert comparison.to_dict() == data and comparison.labels and comparison.metric("wall_s") is not None
+
+    long = tmp_path / "long.py"
+    long.write_text("import time\nprint('up', flush=True)\ntime.sleep(120)\n")
+    started = conn.request("start_run", {"spec": {"script": str(long), "cwd": str(tmp_path)}}, timeout=120)
+    up = threading.Event()
+    ended: list[dict] = []
+    pending = conn.start("watch_run", {"run_id": started["run_id"]},
+                         on_event=lambda k, d: up.set() if k == "output" else ended.append(d) if k == "ended" else None)
+    assert up.wait(60)
+    assert conn.request("main_exited", {"run_dir": started["run_dir"]}) is False
+    result = conn.request("stop_process", {"pid": started["program_pid"], "grace_s": 2, "run_id": started["run_id"]},
+                          timeout=60)
+    assert result["ok"], result
+    assert pending.wait(60) == {} and ended and ended[0]["signal"] == "SIGTERM"
+    finished = conn.request("open_run", {"ref": ids[0]})["run_dir"]
+    assert conn.request("main_exited", {"run_dir": finished}) is True
