@@ -251,15 +251,19 @@ exec(compile(s,"gpuscope-bootstrap","exec"),{"__name__":"gpuscope_bootstrap"})
 
 
 def remote_command(python: str | None = None) -> str:
-    """The line the remote's shell runs: the first Python found runs the stage-0 program."""
-    code = shlex.quote(_REMOTE_STAGE0)
+    """The line the remote's login shell runs: ``sh`` finds a Python that runs stage 0. One line
+    of plain words and quotes, so csh, tcsh and fish users' shells pass it on to sh as well."""
+    stage0 = base64.b64encode(_REMOTE_STAGE0.encode()).decode("ascii")
+    code = shlex.quote(f'import base64;exec(base64.b64decode("{stage0}"))')
     python = python or os.environ.get(PYTHON_ENV, "").strip() or None
     if python:
-        return f"exec {shlex.quote(python)} -c {code}"
-    missing = json.dumps({"bootstrap": "error", "text": "no python3 or python on the remote's PATH: gpuscope "
-                          "needs Python >= 3.10 there (or name it with GPUSCOPE_REMOTE_PYTHON)"})
-    return (f"for p in python3 python; do if command -v $p >/dev/null 2>&1; then exec $p -c {code}; fi; done; "
-            f"echo {shlex.quote(missing)}; exit {FAILED}")
+        script = f"exec {shlex.quote(python)} -c {code}"
+    else:
+        missing = json.dumps({"bootstrap": "error", "text": "no python3 or python on the PATH of the remote: "
+                              "gpuscope needs Python >= 3.10 there (or name it with GPUSCOPE_REMOTE_PYTHON)"})
+        script = (f"for p in python3 python; do if command -v $p >/dev/null 2>&1; then exec $p -c {code}; fi; "
+                  f"done; echo {shlex.quote(missing)}; exit {FAILED}")
+    return f"exec sh -c {shlex.quote(script)}"
 
 
 class AgentProcess(subprocess.Popen):

@@ -285,7 +285,18 @@ def test_gpuscope_ssh_that_cannot_run_is_one_line(monkeypatch):
 def test_remote_command_quotes_the_python_override(monkeypatch):
     monkeypatch.setenv("GPUSCOPE_REMOTE_PYTHON", "/opt/my python/bin/python3")
     line = bootstrap.remote_command()
-    assert shlex.split(line)[:2] == ["exec", "/opt/my python/bin/python3"]
+    assert "\n" not in line and shlex.split(line)[:3] == ["exec", "sh", "-c"]
+    assert shlex.split(shlex.split(line)[3])[:2] == ["exec", "/opt/my python/bin/python3"]
+
+
+def test_no_python_on_the_remote_path_is_one_line(tmp_path):
+    """The remote command under sh with a PATH that has no python (run here: the same sh)."""
+    (tmp_path / "sh").symlink_to("/bin/sh")
+    line = bootstrap.remote_command(None)
+    proc = subprocess.run(["/bin/sh", "-c", line], env={"PATH": str(tmp_path)}, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == bootstrap.FAILED
+    assert "no python3 or python on the PATH" in json.loads(proc.stdout)["text"]
 
 
 def test_connect_time_with_the_agent_installed(sshd, remote_host, capsys):
