@@ -13,7 +13,7 @@ import base64
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from gpuscope.errors import UserError
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from gpuscope.views.run_stream import RunStream
 
 OUTPUT_TAIL = 4 << 20     # bytes of a past run's output pulled (as much as a local past run shows)
+DOWNLOAD_PIECE = 4 << 20  # one read_file answer (the agent's most): progress and resume in these steps
 
 
 class RemoteCore:
@@ -157,6 +158,32 @@ class RemoteCore:
             parts.append(piece)
             offset, length = offset + len(piece), length - len(piece)
         return b"".join(parts)
+
+    def download(self, path: str, dest: str | Path, progress: Callable[[int, int], None] | None = None,
+                 cancel: threading.Event | None = None) -> Path:
+        """Copy a remote file to ``dest`` piece by piece (``progress(done, size)`` after each); a copy
+        stopped before (``dest`` + ".part") resumes where it ended."""
+        dest = Path(dest)
+        part = dest.with_name(dest.name + ".part")
+        size = int(self.call("read_file", path=path, offset=0, length=1).get("size", 0))
+        offset = part.stat().st_size if part.exists() else 0
+        if offset > size:      # the remote file is another one now: start again
+            offset = 0
+        with open(part, "ab" if offset else "wb") as fh:
+            while offset < size:
+                if cancel is not None and cancel.is_set():
+                    raise UserError(f"download of {path} stopped at {offset:,} of {size:,} bytes: "
+                                    "download it again to resume")
+                res = self.call("read_file", path=path, offset=offset, length=DOWNLOAD_PIECE)
+                data = base64.b64decode(res.get("b64") or b"")
+                if not data:
+                    break
+                fh.write(data)
+                offset += len(data)
+                if progress is not None:
+                    progress(offset, size)
+        part.replace(dest)
+        return dest
 
     def list_dir(self, path: str) -> tuple[str, list[dict[str, Any]]]:
         """A remote folder: (its absolute path, its entries ``{"name", "dir", "size"}``)."""

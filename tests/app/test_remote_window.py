@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -215,6 +216,7 @@ def test_cleanup_lists_and_ends_a_leftover_of_a_remote_run(qtbot, remote_home, g
 
 
 TICKS = """
+import threading
 import time
 i = 0
 while True:
@@ -306,4 +308,27 @@ def test_disconnect_leaves_the_run_going_and_connecting_again_follows_it(qtbot, 
     w.tick()
     shown = ticks(w.console.plain_text())
     assert shown == list(range(len(shown)))
+    disconnect(qtbot, w)
+
+
+def test_download_from_the_host_resumes_and_the_window_shows_it(qtbot, remote_home, gpuscope_home, tmp_path):
+    data = os.urandom(10 << 20)
+    src = remote_home / "report.nsys-rep"
+    src.write_bytes(data)
+    w = connected(qtbot, remote_home)
+    core = handle.remote()
+    dest = tmp_path / "here" / "report.nsys-rep"
+    dest.parent.mkdir()
+    stop = threading.Event()
+    with pytest.raises(UserError, match="stopped at 4,194,304 of 10,485,760 bytes"):
+        core.download(str(src), dest, lambda done, size: stop.set(), stop)    # cut off after one piece
+    assert (tmp_path / "here" / "report.nsys-rep.part").stat().st_size == 4 << 20 and not dest.exists()
+    seen: list[int] = []
+    core.download(str(src), dest, lambda done, size: seen.append(done))
+    assert seen == [8 << 20, 10 << 20] and dest.read_bytes() == data            # resumed, not started again
+    again = tmp_path / "again.nsys-rep"
+    assert w.remote.download_action.isEnabled()
+    w.remote.download(str(src), str(again))                                   # File → Download from host…
+    qtbot.waitUntil(lambda: again.exists() and w.state_label.text().startswith("downloaded"), timeout=30_000)
+    assert again.read_bytes() == data and str(again) in w.state_label.toolTip()
     disconnect(qtbot, w)

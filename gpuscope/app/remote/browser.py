@@ -17,12 +17,14 @@ class QtRemoteBrowser(QDialog):
 
     sigError = Signal(str)
 
-    def __init__(self, core: Any, start: str, parent: QWidget | None = None) -> None:
+    def __init__(self, core: Any, start: str, parent: QWidget | None = None,
+                 suffixes: tuple[str, ...] | None = (".py",), title: str = "Choose a script") -> None:
         super().__init__(parent)
         self.core = core
+        self.suffixes = suffixes     # the files listed (None: every file)
         self.path = ""
         self.chosen = ""
-        self.setWindowTitle(f"Choose a script on {core.host}")
+        self.setWindowTitle(f"{title} on {core.host}")
         self.where = QLabel("")
         self.list = QListWidget()
         self.list.itemActivated.connect(self._activated)
@@ -46,7 +48,7 @@ class QtRemoteBrowser(QDialog):
         self.list.clear()
         self.list.addItem(self._item("..", True))
         for e in entries:
-            if e.get("dir") or str(e.get("name", "")).endswith(".py"):
+            if e.get("dir") or self.suffixes is None or str(e.get("name", "")).endswith(self.suffixes):
                 self.list.addItem(self._item(str(e["name"]), bool(e.get("dir"))))
         return True
 

@@ -10,6 +10,7 @@ to the runs still going there.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -54,6 +55,7 @@ class RemotePresenter(QObject):
         self.dialog: Any = None
         self.watched: dict[str, dict[str, Any]] = {}    # per host: the runs watched there, by id
         self.connect_action = self.reconnect_action = self.disconnect_action = QAction()   # set by install
+        self.download_action = QAction()
         self.task: workers.Task | None = None
         self.label = QLabel("")
         self.label.setToolTip("the machine the window shows: its runs, history, reports and cleanup")
@@ -176,6 +178,7 @@ class RemotePresenter(QObject):
         self.label.setStyleSheet("color: #b03a2e;" if down else "")
         self.label.setVisible(host is not None)
         self.disconnect_action.setEnabled(host is not None)
+        self.download_action.setEnabled(host is not None and not down)
         self.reconnect_action.setEnabled(down)
         self.window.panel.python.setPlaceholderText(handle.run_python() or default_python())
         self.window.panel.script_edit.setPlaceholderText(
@@ -203,6 +206,44 @@ class RemotePresenter(QObject):
             self.window.panel.set_script(dialog.chosen)
 
 
+    # -- downloads ------------------------------------------------------------------------------
+    def ask_download(self) -> None:
+        """File → Download from host…: a remote file (a report, a trace), saved here with progress."""
+        core = handle.remote()
+        if core is None:
+            return
+        from PySide6.QtWidgets import QFileDialog
+
+        from gpuscope.app.remote.browser import QtRemoteBrowser
+
+        browser = QtRemoteBrowser(core, str(core.hello.get("data_dir") or "~") + "/runs", self.window,
+                                  suffixes=None, title="Download a file")
+        browser.sigError.connect(self.window.show_error)
+        if not (browser.exec() and browser.chosen):
+            return
+        name = browser.chosen.rpartition("/")[2]
+        dest, _ = QFileDialog.getSaveFileName(self.window, "Save as", str(Path.home() / name))
+        if dest:
+            self.download(browser.chosen, dest)
+
+    def download(self, path: str, dest: str) -> workers.Task | None:
+        """Copy ``path`` from the host to ``dest`` off the GUI thread (status bar: progress, Cancel;
+        a copy cancelled or cut off resumes when asked again)."""
+        core = handle.remote()
+        if core is None:
+            return None
+
+        def work(task: workers.Task) -> str:
+            def progress(done: int, size: int) -> None:
+                task.progress(f"downloading {path.rpartition('/')[2]}: {done * 100 // max(size, 1)}% "
+                              f"of {size / 1e6:,.1f} MB")
+
+            return str(core.download(path, dest, progress, task.cancel_event))
+
+        return self.window.run_task(work, lambda out: self.window.show_status(f"downloaded {path} to {out}"),
+                                    f"downloading {path}")
+
+
 def install(window: Any) -> RemotePresenter:
     """File → Connect to host…, Disconnect and Reconnect in ``window`` (before Quit)."""
     p = RemotePresenter(window)
@@ -211,12 +252,14 @@ def install(window: Any) -> RemotePresenter:
     p.connect_action = menu.addAction("Connect to &host…", p.ask)
     p.reconnect_action = menu.addAction("&Reconnect", p.reconnect)
     p.disconnect_action = menu.addAction("&Disconnect", p.leave)
+    p.download_action = menu.addAction("Do&wnload from host…", p.ask_download)
     if quit_action is not None:
-        for action in (p.connect_action, p.reconnect_action, p.disconnect_action):
+        for action in (p.connect_action, p.reconnect_action, p.disconnect_action, p.download_action):
             menu.insertAction(quit_action, action)
         menu.insertSeparator(quit_action)
     p.reconnect_action.setEnabled(False)
     p.disconnect_action.setEnabled(False)
+    p.download_action.setEnabled(False)
     browse = window.panel.browse_script
     browse.clicked.disconnect()
     browse.clicked.connect(p.browse_script)
