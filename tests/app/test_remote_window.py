@@ -332,3 +332,16 @@ def test_download_from_the_host_resumes_and_the_window_shows_it(qtbot, remote_ho
     qtbot.waitUntil(lambda: again.exists() and w.state_label.text().startswith("downloaded"), timeout=30_000)
     assert again.read_bytes() == data and str(again) in w.state_label.toolTip()
     disconnect(qtbot, w)
+
+
+def test_take_stacks_of_a_remote_run(qtbot, remote_home, gpuscope_home):
+    w = connected(qtbot, remote_home)
+    start_remote(qtbot, w, "sleepy_pool.py")
+    qtbot.waitUntil(lambda: w.console.plain_text().count("alive") >= 8, timeout=30_000)   # workers in nap()
+    w.findings.take_stacks()                           # Run → Take stacks, on the remote's processes
+    qtbot.waitUntil(lambda: bool(w.stacks.groups), timeout=60_000)
+    functions = {f.function for g in w.stacks.groups for f in g.thread.frames}
+    assert "nap" in functions, functions              # the pool workers' own frames, dumped there
+    w.stop_run()
+    qtbot.waitUntil(lambda: w.last_result is not None, timeout=60_000)
+    disconnect(qtbot, w)
