@@ -21,6 +21,7 @@ from gpuscope.remote import client_records as rec
 from gpuscope.remote.batchcodec import BatchReader
 
 if TYPE_CHECKING:
+    from gpuscope.analysis.comparison import Comparison
     from gpuscope.finding import Finding
     from gpuscope.findings.stacks import ProcessStacks
     from gpuscope.nsys.report import Report
@@ -104,11 +105,13 @@ class RemoteCore:
         return str(reason) if reason else None
 
     def main_exited(self, run_dir: str) -> bool:
-        return False
+        return bool(self.call("main_exited", run_dir=str(run_dir)))
 
     def stop_process(self, pid: int, start_time: float | None, kill: bool, grace_s: float,
                      run_id: str | None = None) -> Any:
-        raise UserError(f"{self.host}: stopping one process of a remote run is not offered; stop the run")
+        """One process of a remote run stopped there (cleanup's safety rules); None: it had ended."""
+        res = self.call("stop_process", pid=pid, start_time=start_time, kill=kill, grace_s=grace_s, run_id=run_id)
+        return rec.action_result(res) if res is not None else None
 
     # -- stored runs ----------------------------------------------------------------------------
     def history(self, limit: int = 200) -> HistoryData:
@@ -221,9 +224,11 @@ class RemoteCore:
         return res.get("taken_ns"), rec.stacks(res.get("processes"))
 
     # -- compare --------------------------------------------------------------------------------
-    def compare_runs(self, ids: Sequence[str]) -> Any:
-        raise UserError(f"{self.host}: compare of remote runs is not offered in the window yet: "
-                        f"gpuscope --host {self.host} compare ...")
+    def compare_runs(self, ids: Sequence[str]) -> Comparison:
+        """Recorded runs of the host compared there (``Comparison.to_dict()`` pulled)."""
+        from gpuscope.analysis.comparison import Comparison
+
+        return Comparison.from_dict(self.call("compare_runs", ids=list(ids)))
 
     def compare_series(self, *args: Any, **kwargs: Any) -> Any:
         raise UserError(f"{self.host}: start-method series are not offered on a remote host yet")

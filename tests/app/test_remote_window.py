@@ -345,3 +345,17 @@ def test_take_stacks_of_a_remote_run(qtbot, remote_home, gpuscope_home):
     w.stop_run()
     qtbot.waitUntil(lambda: w.last_result is not None, timeout=60_000)
     disconnect(qtbot, w)
+
+
+def test_compare_of_two_remote_runs(qtbot, remote_home, gpuscope_home):
+    for method in ("fork", "spawn"):
+        cli_run(remote_home, "--start-method", method, script("pool_spawn.py"), "0.5")
+    w = connected(qtbot, remote_home)
+    qtbot.waitUntil(lambda: w.history.task is None and len(w.history.rows) == 2, timeout=30_000)
+    ids = [r.id for r in w.history.rows]
+    with qtbot.waitSignal(w.compare.sigShown, timeout=90_000) as shown:
+        w.compare.compare_ids(ids)                      # History → Compare, on the remote's runs
+    cmp = shown.args[0]
+    assert sorted(cmp.labels) == ["fork", "spawn"], cmp.labels
+    assert w.last_error is None, w.last_error
+    disconnect(qtbot, w)
