@@ -77,8 +77,9 @@ def timeline_info(call: Call) -> dict[str, Any]:
 
 
 def timeline_page(call: Call) -> dict[str, Any]:
-    """The rows of one table that overlap ``[t0_ns, t1_ns)`` (of ``pids`` if given), at most
-    ``limit``: ``{"columns", "strings", "total", "truncated"}``."""
+    """The rows of one table that overlap ``[t0_ns, t1_ns)`` (of ``pids`` if given; ``min_ns``:
+    only rows at least that long), at most ``limit``: ``{"columns", "strings", "total" (in the
+    window), "narrow" (left out by min_ns), "truncated"}``."""
     import numpy as np
 
     table = call.arg("table", str, "ranges")
@@ -96,11 +97,17 @@ def timeline_page(call: Call) -> dict[str, Any]:
     pids = call.arg("pids", list, None)
     if pids:
         mask &= np.isin(cols.pid, np.asarray(pids, dtype=cols.pid.dtype))
+    total = int(np.count_nonzero(mask))
+    min_ns = call.arg("min_ns", int, 0) or 0
+    if min_ns > 0 and end is not start:   # zoomed out: rows narrower than a pixel are left out
+        mask &= (end - start) >= min_ns
     index = np.flatnonzero(mask)
-    total = int(index.size)
+    shown = int(index.size)
     index = index[:limit]
     page = cols.take(index)
+    hidden = total - shown
     names = {int(i) for key in ("name_id", "short_name_id") if hasattr(page, key)
              for i in np.unique(getattr(page, key)).tolist() if i >= 0}
     return {"columns": {k: encode_column(v) for k, v in page.columns().items()},
-            "strings": {i: tl.strings.get(i) for i in names}, "total": total, "truncated": total > limit}
+            "strings": {i: tl.strings.get(i) for i in names}, "total": total, "narrow": hidden,
+            "truncated": shown > limit}

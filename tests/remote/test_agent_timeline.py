@@ -40,6 +40,11 @@ def test_pages_are_the_reports_rows_of_the_window(tmp_path):
         assert names <= {"step 0", "step 1", "step 2"} and len(names) == 3
         small = conn.request("timeline_page", {"run": run_id, "t0_ns": 0, "limit": 5}, timeout=60)
         assert small["total"] == 60 and small["truncated"] and len(decode_column(small["columns"]["pid"])) == 5
+        durations = np.sort(local.ranges.end_ns - local.ranges.start_ns)
+        cut = int(durations[30])
+        wide = conn.request("timeline_page", {"run": run_id, "t0_ns": 0, "min_ns": cut}, timeout=60)
+        assert len(decode_column(wide["columns"]["pid"])) == int((durations >= cut).sum())
+        assert wide["total"] == 60 and wide["narrow"] == int((durations < cut).sum())
         with pytest.raises(RemoteError, match="table is one of"):
             conn.request("timeline_page", {"run": run_id, "table": "nope"})
     finally:
