@@ -143,3 +143,11 @@ def _until(check, what: str, timeout: float = 60):
             return value
         assert time.monotonic() < deadline, f"timed out waiting until {what}"
         time.sleep(0.3)
+
+
+def test_run_there_with_the_remote_python_named(sshd, remote_host):
+    """--python names an interpreter there that has no gpuscope (the hook is loaded by path)."""
+    script = sshd.script(f"exe_{uuid.uuid4().hex[:8]}.py", "import sys\nprint('exe', sys.executable, flush=True)\n")
+    proc = gpuscope("--host", remote_host, "run", "--python", "/usr/bin/python3", str(script))
+    assert proc.returncode == 0, proc
+    assert "exe /usr/bin/python3\n" in proc.stdout
