@@ -185,3 +185,17 @@ def test_close_fails_pending_requests_and_ends_the_agent():
     with pytest.raises(ConnectionLostError, match="box8 was closed"):
         pending.wait(10)
     assert conn.proc.poll() is not None
+
+
+def test_lines_before_the_hello_go_to_on_preamble():
+    script = ("import os, sys; print('installing gpuscope 0.1.0', flush=True); "
+              "os.execv(sys.executable, [sys.executable, '-m', 'gpuscope.remote.agent'])")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    seen: list[str] = []
+    conn = Connection(proc, host="fresh", on_preamble=seen.append)
+    try:
+        assert seen == ["installing gpuscope 0.1.0"]
+        assert conn.request("hello")["pid"] == proc.pid
+    finally:
+        conn.close()
