@@ -195,9 +195,14 @@ class RemoteCore:
 
     def load_report(self, path: str, events_only: bool = False, note: str | None = None,
                     cancel: threading.Event | None = None) -> Report:
-        """The report's summary tables, summarised on the remote (its timeline is not pulled)."""
+        """The report's summary tables, summarised on the remote; its timeline's whole-run view is
+        pulled when first drawn (``Report.timeline``)."""
         key = "run" if not str(path).endswith((".nsys-rep", ".sqlite")) else "path"
-        return rec.report(self.call("report_summary", **{key: str(path)}), self.host)
+        report = rec.report(self.call("report_summary", **{key: str(path)}), self.host)
+        from gpuscope.remote.client_timeline import overview
+
+        report.loader = lambda: overview(self, {key: str(path)})   # pulled when the view lays it out
+        return report
 
     def saved_findings(self, run_dir: str) -> list[Finding]:
         return self.findings(run_dir)

@@ -94,7 +94,7 @@ def report(data: dict[str, Any], host: str) -> Report:
     coverage = (Coverage([_build(ProcessCoverage, {**p, "action": None}) for p in cov.get("processes") or []],
                          cov.get("fork_flag")) if isinstance(cov, dict) else None)
     notes = [str(n) for n in data.get("notes") or []]
-    notes.append(f"on {host}: the summary tables; the timeline stays on the remote host")
+    notes.append(f"on {host}: tables summarised there, the timeline's rows pulled for the whole-run view")
     return Report(path=Path(str(data.get("path") or "")), sqlite_path=None,
                   nsys_version=data.get("nsys_version"), schema_version=data.get("schema_version"),
                   naming=str(data.get("naming") or "plain"), summaries=summaries,

@@ -167,8 +167,14 @@ def test_a_remote_run_streams_live_and_its_report_opens(qtbot, remote_home, gpus
     counts = {r.name: r.count for r in w.last_report.summaries["nvtx"]}
     assert counts == {"setup": 1, "work": 24, "gpuscope:work": 24}   # 2 tasks per 0.25 s
     assert not list(Path(gpuscope_home).glob("runs/*"))          # nothing of it on this machine
+    tl = w.last_report.timeline                                    # the whole-run view's rows, pulled
+    assert len(tl.ranges) == 49 and {tl.strings.get(i) for i in set(tl.ranges.name_id.tolist())} == {"setup", "work"}
     w.tabs.setCurrentWidget(w.report_view)
-    qtbot.waitUntil(lambda: w.reports.idle, timeout=30_000)
+    qtbot.waitUntil(lambda: w.reports.idle and w.report_view.timeline.layout_model is not None, timeout=30_000)
+    layout = w.report_view.timeline.layout_model
+    drawn = {b.pid for b in layout.processes if any(len(r.ref) for lane in b.lanes for r in lane.rows)}
+    assert len(drawn) == 3, drawn                                  # main and its two pool workers
+    qtbot.wait(200)
     shot(w, "remote-report.png")
     disconnect(qtbot, w)
 
