@@ -199,3 +199,27 @@ def test_lines_before_the_hello_go_to_on_preamble():
         assert conn.request("hello")["pid"] == proc.pid
     finally:
         conn.close()
+
+
+def test_a_full_disk_is_one_user_line_over_any_pipes():
+    """An Agent in this process over two os.pipe pairs; its op writes to /dev/full (a real ENOSPC)."""
+    from gpuscope.remote.agent import Agent
+
+    def fill(call):
+        with open("/dev/full", "wb", buffering=0) as fh:
+            fh.write(b"x" * 4096)
+
+    to_agent_r, to_agent_w = os.pipe()
+    from_agent_r, from_agent_w = os.pipe()
+    agent = Agent(os.fdopen(to_agent_r, "rb"), os.fdopen(from_agent_w, "wb"), ops={"fill": fill})
+    served = threading.Thread(target=agent.serve, daemon=True)
+    served.start()
+    conn = Connection(reader=os.fdopen(from_agent_r, "rb"), writer=os.fdopen(to_agent_w, "wb"), host="pipes")
+    try:
+        with pytest.raises(RemoteError, match=r"^fill: no space left on the remote's disk") as err:
+            conn.request("fill")
+        assert type(err.value) is RemoteError
+    finally:
+        conn.close()
+    served.join(10)
+    assert not served.is_alive()
