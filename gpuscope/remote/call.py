@@ -16,7 +16,9 @@ from gpuscope import __version__
 from gpuscope.errors import UserError
 from gpuscope.remote import protocol
 
-__all__ = ["Call", "hello", "internal_line"]
+USER_PYTHON_ENV = "GPUSCOPE_USER_PYTHON"
+
+__all__ = ["USER_PYTHON_ENV", "Call", "hello", "internal_line", "user_python"]
 
 
 class Call:
@@ -60,7 +62,14 @@ def hello() -> dict[str, Any]:
     return {"hello": protocol.HELLO, "protocol": protocol.PROTOCOL, "version": __version__,
             "python": platform.python_version(), "host": socket.gethostname(), "user": user,
             "uid": os.getuid(), "data_dir": str(paths.data_dir()), "pid": os.getpid(),
-            "python_path": sys.executable, "gpu_reason": _gpu_reason()}
+            "python_path": user_python(), "gpu_reason": _gpu_reason()}
+
+
+def user_python() -> str:
+    """The interpreter a run uses when it names none: the remote's own python3, which the
+    bootstrap found on the login PATH (``GPUSCOPE_USER_PYTHON``), not the agent's private one."""
+    named = os.environ.get(USER_PYTHON_ENV, "")
+    return named if named and os.access(named, os.X_OK) else sys.executable
 
 
 def _gpu_reason() -> str | None:

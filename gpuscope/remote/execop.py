@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuscope.errors import UserError
 from gpuscope.remote import protocol
+from gpuscope.remote.call import user_python
 
 if TYPE_CHECKING:
     from gpuscope.remote.call import Call
@@ -42,6 +43,8 @@ def run(call: Call) -> dict[str, Any]:
             raise UserError(f"exec: no such folder on the remote: {cwd}")
     command = [sys.executable, "-m", "gpuscope", *argv]
     if argv[0] == "run":
+        if not any(a == "--python" or a.startswith("--python=") for a in argv):   # the remote's python3
+            command[4:4] = ["--python", user_python()]
         return _detached(call, command, cwd)
     return _attached(call, command, cwd)
 

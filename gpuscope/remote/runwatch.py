@@ -6,6 +6,7 @@ to its socket, or, once it has ended, answer from the run folder.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import select
 import socket
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from gpuscope import rundir
 from gpuscope.errors import UserError
 from gpuscope.remote import protocol
+from gpuscope.remote.call import user_python
 from gpuscope.remote.runhost import read_log
 from gpuscope.remote.runindex import Entry, active_entries, find_entry
 
@@ -43,6 +45,8 @@ def start_run(call: Call) -> dict[str, Any]:
         spec = RunSpec.from_dict(spec_d)
     except (TypeError, ValueError, KeyError) as exc:
         raise UserError(f"start_run: not a run spec ({exc})") from None
+    if not spec.python:   # the remote's own python3, not the agent's private interpreter
+        spec = dataclasses.replace(spec, python=user_python())
     folder = paths.data_dir() / "remote"
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     spec_path = folder / f"spec-{os.getpid()}-{call.id}.json"

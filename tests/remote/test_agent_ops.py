@@ -160,3 +160,28 @@ def test_compare_stop_process_and_main_exited(conn, tmp_path):
     assert pending.wait(60) == {} and ended and ended[0]["signal"] == "SIGTERM"
     finished = conn.request("open_run", {"ref": ids[0]})["run_dir"]
     assert conn.request("main_exited", {"run_dir": finished}) is True
+
+
+@pytest.mark.skipif(not os.access("/usr/bin/python3", os.X_OK), reason="no system python3 to stand for the remote's")
+def test_runs_use_the_remotes_python_not_the_agents(tmp_path):
+    """The bootstrap names the remote's python3 (GPUSCOPE_USER_PYTHON); runs without --python use it."""
+    system = "/usr/bin/python3"
+    script = tmp_path / "which.py"
+    script.write_text("import sys\nprint('exe', sys.executable)\n")
+    conn = connect_local(env=dict(os.environ, GPUSCOPE_USER_PYTHON=system))
+    try:
+        assert conn.hello["python_path"] == system
+        out: list[bytes] = []
+        conn.request("exec", {"argv": ["run", str(script)]},
+                     on_event=lambda k, d: out.append(base64.b64decode(d["b64"])) if k == "stdout" else None,
+                     timeout=120)
+        assert f"exe {system}".encode() in b"".join(out)
+        started = conn.request("start_run", {"spec": {"script": str(script), "cwd": str(tmp_path)}}, timeout=120)
+        got: list[bytes] = []
+        conn.request("watch_run", {"run_id": started["run_id"]},
+                     on_event=lambda k, d: got.append(base64.b64decode(d["b64"])) if k == "output" else None,
+                     timeout=120)
+        assert f"exe {system}".encode() in b"".join(got)
+        assert conn.request("open_run", {"ref": started["run_id"]})["spec"]["python"] == system
+    finally:
+        conn.close()
