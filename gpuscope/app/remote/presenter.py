@@ -11,17 +11,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, QSettings, QTimer, Signal
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QLabel
+from PySide6.QtWidgets import QLabel, QWidget
 
 from gpuscope.app import bridge, workers
 from gpuscope.app.remote import core as handle
 from gpuscope.app.remote.hosts import push_host, recent_hosts
 from gpuscope.remote.client import RemoteCore
 from gpuscope.views.launch_checks import default_python
+
+if TYPE_CHECKING:
+    from gpuscope.app.run.qt_launch_panel import QtLaunchPanel
+    from gpuscope.app.run.session import RunSession
+    from gpuscope.app.widgets.qt_status import QtStatus
 
 Progress = Callable[[str, "float | None"], None]
 Connector = Callable[[str, Progress], Any]     # (host text, progress) -> an agent Connection
@@ -39,17 +44,26 @@ def ssh_connector(host: str, progress: Progress) -> Any:
 
 
 class RemotePresenter(QObject):
-    """Signals ``sigConnected(host)``, ``sigDisconnected(host)``, ``sigDropped(line)``,
-    ``sigReattached(run_id)`` (tests and scripted mode use them)."""
+    """The parts it drives are given (settings, the status bar's tasks, the run session, the launch
+    panel); what the window must do goes out as signals: ``sigStatus(text)``, ``sigError(text)``,
+    ``sigTitle(text)``, ``sigHostChanged()`` (views to read again), and ``sigConnected(host)``,
+    ``sigDisconnected(host)``, ``sigDropped(line)``, ``sigReattached(run_id)``."""
 
+    sigStatus = Signal(str)
+    sigError = Signal(str)
+    sigTitle = Signal(str)
+    sigHostChanged = Signal()
     sigConnected = Signal(str)
     sigDisconnected = Signal(str)
     sigDropped = Signal(str)
     sigReattached = Signal(str)
 
-    def __init__(self, window: Any) -> None:
-        super().__init__(window)
-        self.window = window
+    def __init__(self, settings: QSettings, status: QtStatus, session: RunSession, panel: QtLaunchPanel,
+                 busy: Callable[[], bool], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.settings, self.status, self.session, self.panel = settings, status, session, panel
+        self.busy = busy                  # a run or a series in progress here
+        self.parent_widget = parent       # of the dialogs
         self.connector: Connector = ssh_connector
         self.host: str | None = None      # the host shown (also while its connection is down)
         self.dialog: Any = None
@@ -59,7 +73,6 @@ class RemotePresenter(QObject):
         self.task: workers.Task | None = None
         self.label = QLabel("")
         self.label.setToolTip("the machine the window shows: its runs, history, reports and cleanup")
-        window.statusBar().addPermanentWidget(self.label)
         self.label.hide()
 
     # -- connecting -----------------------------------------------------------------------------
@@ -67,7 +80,7 @@ class RemotePresenter(QObject):
         """File → Connect to host…: the dialog; it stays open with its progress bar until connected."""
         from gpuscope.app.remote.connect_dialog import QtConnectDialog
 
-        self.dialog = dialog = QtConnectDialog(recent_hosts(self.window.settings), self.window)
+        self.dialog = dialog = QtConnectDialog(recent_hosts(self.settings), self.parent_widget)
         dialog.sigConnect.connect(lambda host: self.connect_to(host, reattach=True))
         dialog.finished.connect(lambda _code: setattr(self, "dialog", None))
         dialog.open()
@@ -77,7 +90,7 @@ class RemotePresenter(QObject):
         there (or the run watched before a drop, ended since: its end)."""
         if self.task is not None:
             return
-        if self.window.session.busy or self.window.compare.busy:
+        if self.busy():
             self._failed("a run is in progress here: stop it before connecting to another host")
             return
 
@@ -87,12 +100,12 @@ class RemotePresenter(QObject):
 
             return RemoteCore(self.connector(host, progress), host)
 
-        self.window.show_status(f"connecting to {host}…")
-        self.task = self.window.run_task(work, lambda core: self._connected(core, reattach),
+        self.sigStatus.emit(f"connecting to {host}…")
+        self.task = self.status.run_task(work, lambda core: self._connected(core, reattach),
                                          f"connecting to {host}", on_error=self._failed)
 
     def _progress(self, task: workers.Task, text: str, fraction: float | None) -> None:
-        self.window.status.task_label.setText(text)
+        self.status.task_label.setText(text)
         if self.dialog is not None:
             self.dialog.progress(text, fraction)
 
@@ -100,7 +113,7 @@ class RemotePresenter(QObject):
         self.task = None
         if self.dialog is not None:
             self.dialog.failed(text)
-        self.window.show_error(text)
+        self.sigError.emit(text)
 
     def _connected(self, core: RemoteCore, reattach: bool) -> None:
         self.task = None
@@ -112,20 +125,20 @@ class RemotePresenter(QObject):
                 workers.submit(lambda task: old.close(), label="disconnect")
         handle.use(core)
         self.host = core.host
-        push_host(self.window.settings, core.host)
+        push_host(self.settings, core.host)
         core.connection.on_closed(lambda reason: bridge.to_gui(self._dropped, core, reason))
         if self.dialog is not None:
             self.dialog.accept()
         self._show_host()
         self._refresh_views()
         where = core.hello.get("host") or core.host
-        self.window.show_status(f"connected to {core.host} ({where}, gpuscope {core.hello.get('version', '?')})")
+        self.sigStatus.emit(f"connected to {core.host} ({where}, gpuscope {core.hello.get('version', '?')})")
         self.sigConnected.emit(core.host)
         if reattach:
             self._reattach(core)
 
     def _reattach(self, core: RemoteCore) -> None:
-        session = self.window.session
+        session = self.session
 
         def work(task: workers.Task) -> Any:
             runs = core.active_runs()
@@ -136,13 +149,13 @@ class RemotePresenter(QObject):
 
         def done(run: Any) -> None:
             if run is None:
-                self.window.show_status(f"connected to {core.host}: no run is still going there")
+                self.sigStatus.emit(f"connected to {core.host}: no run is still going there")
                 return
             session.controller.adopt(run)
-            self.window.show_status(f"re-attached to run {run.run_id} on {core.host}")
+            self.sigStatus.emit(f"re-attached to run {run.run_id} on {core.host}")
             self.sigReattached.emit(run.run_id)
 
-        self.window.run_task(work, done, f"re-attaching to the runs on {core.host}")
+        self.status.run_task(work, done, f"re-attaching to the runs on {core.host}")
 
     # -- dropping and leaving -------------------------------------------------------------------
     def _dropped(self, core: RemoteCore, reason: str) -> None:
@@ -150,7 +163,7 @@ class RemotePresenter(QObject):
             return
         self._show_host(down=True)
         self.reconnect_action.setEnabled(True)
-        self.window.show_error(f"{reason}: the window keeps what it showed; File → Reconnect re-attaches")
+        self.sigError.emit(f"{reason}: the window keeps what it showed; File → Reconnect re-attaches")
         self.sigDropped.emit(reason)
 
     def reconnect(self) -> None:
@@ -167,43 +180,40 @@ class RemotePresenter(QObject):
         workers.submit(lambda task: core.close(), label="disconnect")
         self._show_host()
         self._refresh_views()
-        self.window.show_status(f"disconnected from {host}: the window shows this machine")
+        self.sigStatus.emit(f"disconnected from {host}: the window shows this machine")
         self.sigDisconnected.emit(host)
 
     # -- what the window shows ------------------------------------------------------------------
     def _show_host(self, down: bool = False) -> None:
         host = self.host
-        self.window.setWindowTitle(f"gpuscope — {host}" + (" (disconnected)" if down else "") if host else "gpuscope")
+        self.sigTitle.emit(f"gpuscope — {host}" + (" (disconnected)" if down else "") if host else "gpuscope")
         self.label.setText(f"host: {host}" + (" (disconnected)" if down else "") if host else "")
         self.label.setStyleSheet("color: #b03a2e;" if down else "")
         self.label.setVisible(host is not None)
         self.disconnect_action.setEnabled(host is not None)
         self.download_action.setEnabled(host is not None and not down)
         self.reconnect_action.setEnabled(down)
-        self.window.panel.python.setPlaceholderText(handle.run_python() or default_python())
-        self.window.panel.script_edit.setPlaceholderText(
+        self.panel.python.setPlaceholderText(handle.run_python() or default_python())
+        self.panel.script_edit.setPlaceholderText(
             f"a script on {host}: Browse… lists its folders" if host else "script.py: browse, drop a file, "
             "or pick a recent one")
 
     def _refresh_views(self) -> None:
-        w = self.window
-        w.history.refresh()
-        if w.tabs.currentWidget() is w.cleanup:
-            w.cleanup.refresh()
+        self.sigHostChanged.emit()
 
     def browse_script(self) -> None:
         """The launch panel's Browse…: the remote's folders when connected, else the local dialog."""
         core = handle.remote()
         if core is None:
-            self.window.panel._pick_script()
+            self.panel._pick_script()
             return
         from gpuscope.app.remote.browser import QtRemoteBrowser
 
-        start = self.window.panel.script_edit.text().strip().rpartition("/")[0] or "~"
-        dialog = QtRemoteBrowser(core, start, self.window)
-        dialog.sigError.connect(self.window.show_error)
+        start = self.panel.script_edit.text().strip().rpartition("/")[0] or "~"
+        dialog = QtRemoteBrowser(core, start, self.parent_widget)
+        dialog.sigError.connect(self.sigError)
         if dialog.exec() and dialog.chosen:
-            self.window.panel.set_script(dialog.chosen)
+            self.panel.set_script(dialog.chosen)
 
 
     # -- downloads ------------------------------------------------------------------------------
@@ -216,13 +226,13 @@ class RemotePresenter(QObject):
 
         from gpuscope.app.remote.browser import QtRemoteBrowser
 
-        browser = QtRemoteBrowser(core, str(core.hello.get("data_dir") or "~") + "/runs", self.window,
+        browser = QtRemoteBrowser(core, str(core.hello.get("data_dir") or "~") + "/runs", self.parent_widget,
                                   suffixes=None, title="Download a file")
-        browser.sigError.connect(self.window.show_error)
+        browser.sigError.connect(self.sigError)
         if not (browser.exec() and browser.chosen):
             return
         name = browser.chosen.rpartition("/")[2]
-        dest, _ = QFileDialog.getSaveFileName(self.window, "Save as", str(Path.home() / name))
+        dest, _ = QFileDialog.getSaveFileName(self.parent_widget, "Save as", str(Path.home() / name))
         if dest:
             self.download(browser.chosen, dest)
 
@@ -240,13 +250,25 @@ class RemotePresenter(QObject):
 
             return str(core.download(path, dest, progress, task.cancel_event))
 
-        return self.window.run_task(work, lambda out: self.window.show_status(f"downloaded {path} to {out}"),
+        return self.status.run_task(work, lambda out: self.sigStatus.emit(f"downloaded {path} to {out}"),
                                     f"downloading {path}")
 
 
 def install(window: Any) -> RemotePresenter:
     """File → Connect to host…, Disconnect and Reconnect in ``window`` (before Quit)."""
-    p = RemotePresenter(window)
+    p = RemotePresenter(window.settings, window.status, window.session, window.panel,
+                        lambda: window.session.busy or window.compare.busy, window)
+    window.statusBar().addPermanentWidget(p.label)
+    p.sigStatus.connect(window.show_status)
+    p.sigError.connect(window.show_error)
+    p.sigTitle.connect(window.setWindowTitle)
+
+    def host_changed() -> None:
+        window.history.refresh()
+        if window.tabs.currentWidget() is window.cleanup:
+            window.cleanup.refresh()
+
+    p.sigHostChanged.connect(host_changed)
     menu = window.file_menu
     quit_action = next((a for a in menu.actions() if a.text().replace("&", "") == "Quit"), None)
     p.connect_action = menu.addAction("Connect to &host…", p.ask)
@@ -260,7 +282,7 @@ def install(window: Any) -> RemotePresenter:
     p.reconnect_action.setEnabled(False)
     p.disconnect_action.setEnabled(False)
     p.download_action.setEnabled(False)
-    browse = window.panel.browse_script
+    browse = p.panel.browse_script
     browse.clicked.disconnect()
     browse.clicked.connect(p.browse_script)
     if CONNECT_AT_START:
