@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from gpuscope.remote.batchcodec import BatchReader
 from gpuscope.remote.connection import connect_local
 from gpuscope.remote.protocol import ConnectionLostError, RemoteError
 from gpuscope.remote.runindex import Entry, active_entries, add_entry
@@ -43,6 +44,7 @@ class Watch:
         self.batches: list[SampleBatch] = []
         self.ended: dict | None = None
         self.got_line = threading.Event()
+        self.reader = BatchReader()
 
     def __call__(self, kind: str, data) -> None:
         if kind == "output":
@@ -51,8 +53,9 @@ class Watch:
             self.out[name] += base64.b64decode(data["b64"])
             self.got_line.set()
         elif kind == "batch":
-            batch = SampleBatch.from_dict(data)
-            assert batch.to_dict() == data
+            plain = self.reader.expand(data)    # the same as data unless the watch is compact
+            batch = SampleBatch.from_dict(plain)
+            assert batch.to_dict() == plain
             self.batches.append(batch)
         elif kind == "ended":
             self.ended = data
@@ -179,3 +182,19 @@ def test_a_bad_spec_is_one_line_and_a_stale_entry_is_ignored(conn, tmp_path):
     assert active_entries() == []
     with pytest.raises(RemoteError):
         conn.request("watch_run", {"run_id": "20000101-000000-dead"}, timeout=60)
+
+
+def test_two_watchers_on_two_connections_get_the_same_stream(tmp_path):
+    first, second = connect_local(), connect_local()
+    try:
+        started = first.request("start_run", {"spec": counting_script(tmp_path, 20, 0.05, code=0)}, timeout=120)
+        watches = [Watch(), Watch()]
+        pendings = [c.start("watch_run", {"run_id": started["run_id"], "compact": i == 1}, on_event=w)
+                    for i, (c, w) in enumerate(zip((first, second), watches))]
+        assert all(p.wait(120) == {} for p in pendings)
+    finally:
+        first.close()
+        second.close()
+    want = b"".join(f"line {i}\n".encode() for i in range(20))
+    assert [w.out["stdout"] for w in watches] == [want, want]
+    assert all(w.ended is not None and w.ended["exit_code"] == 0 for w in watches)
