@@ -10,7 +10,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from gpuscope import paths
-from gpuscope.app.remote.core import core
+from gpuscope.app.remote.core import core, remote
 from gpuscope.app import workers
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ class ReportLoader(QObject):
         ``quiet``: a failure is a status line, not an error (the report that follows a run: a run
         stopped before Python started has no timeline, which is no surprise). ``events_only``: a
         run folder's own event logs alone (while nsys is still finishing its report)."""
-        from_run = Path(path).is_dir()
+        from_run = Path(path).is_dir() if remote() is None else not str(path).endswith((".nsys-rep", ".sqlite"))
 
         def work(task: workers.Task) -> Report:
             task.progress(f"loading {Path(path).name}")

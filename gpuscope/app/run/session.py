@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QMenu
 
-from gpuscope.app.remote.core import core
+from gpuscope.app.remote.core import core, remote
 from gpuscope.app import workers
 from gpuscope.app.bridge import RunBridge
 from gpuscope.app.run.run_controller import IDLE, RunController
@@ -154,7 +154,8 @@ class RunSession(QObject):
         self._timer_tick()       # the last output now; the plots and table in the next turns
         self.last_result = result
         line = describe_result(result)
-        self.left_running = LeftRunning.of(result, line)
+        # a remote run's pids are the host's: this machine's /proc cannot say whether they still run
+        self.left_running = LeftRunning.of(result, line) if remote() is None else None
         self._print_notes(result.notes)
         self.tab.console.append_text(f"gpuscope: {line}")
         (self.sigError if result.status is RunStatus.ERROR else self.sigStatus).emit(line)
