@@ -119,6 +119,11 @@ def ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:.0f} ms ({min(values) * 1000:.0f}-{max(values) * 1000:.0f})"
 
 
+def ms_signed(values: list[float]) -> str:
+    return (f"{statistics.median(values) * 1000:+.0f} ms "
+            f"({min(values) * 1000:+.0f} to {max(values) * 1000:+.0f})")
+
+
 def median(rows: list[Timing], i: int) -> float:
     return statistics.median(r[i] for r in rows)
 
@@ -175,6 +180,11 @@ def main() -> int:
                   f"CPU {ms([x[3] for x in rows])}")
             print(f"  launch -> program's first line: {ms([x[1] for x in rows])}")
             print(f"  program's exit handler -> command returned: {ms([x[2] for x in rows])}")
+        if len(runs) == 2:
+            # each round's own difference: the two sides ran next to each other, under the same load
+            this, old = runs.values()
+            print(f"this minus OLD, per round: wall {ms_signed([a[0] - b[0] for a, b in zip(this, old)])}; "
+                  f"CPU {ms_signed([a[3] - b[3] for a, b in zip(this, old)])}")
 
     fixed_cost("empty script", [str(empty), str(marks)])
     if args.short > 0:
