@@ -78,6 +78,7 @@ class RunHost:
         self.findings: list[dict[str, Any]] = []
         self.progress: deque[str] = deque(maxlen=KEEP_PROGRESS)
         self.ended: dict[str, Any] | None = None
+        self.drain_lock = threading.Lock()
 
     # -- the live stream ---------------------------------------------------------------------------
     def pump(self) -> None:
@@ -92,6 +93,10 @@ class RunHost:
                 print(internal_line(exc, "watch_run"), file=sys.stderr)
 
     def drain(self) -> None:
+        with self.drain_lock:   # one drain at a time: offsets follow the order the output came in
+            self._drain()
+
+    def _drain(self) -> None:
         stream = self.stream
         output, dropped = stream.drain_output()
         batches = [b.to_dict() for b in stream.drain_batches()]
@@ -117,13 +122,14 @@ class RunHost:
                 self._broadcast("progress", {"text": text})
 
     def finish(self, record: Any) -> None:
-        self.drain()
-        with self.lock:
-            self.ended = record.to_json()
-            self._broadcast("ended", self.ended)
-            for w in self.watchers:
-                w.close()
-            self.watchers = []
+        with self.drain_lock:   # the last output and batches, then ended: nothing can come after it
+            self._drain()
+            with self.lock:
+                self.ended = record.to_json()
+                self._broadcast("ended", self.ended)
+                for w in self.watchers:
+                    w.close()
+                self.watchers = []
 
     def _broadcast(self, kind: str, data: Any) -> None:
         for w in self.watchers:

@@ -198,3 +198,20 @@ def test_two_watchers_on_two_connections_get_the_same_stream(tmp_path):
     want = b"".join(f"line {i}\n".encode() for i in range(20))
     assert [w.out["stdout"] for w in watches] == [want, want]
     assert all(w.ended is not None and w.ended["exit_code"] == 0 for w in watches)
+
+
+def test_a_flood_of_output_arrives_whole_and_in_order(tmp_path):
+    path = tmp_path / "flood.py"
+    path.write_text("import sys\nline = b'x' * 99 + b'\\n'\nfor i in range(160_000):\n"
+                    "    sys.stdout.buffer.write(b'%07d' % i + line)\n")
+    conn = connect_local()
+    try:
+        started = conn.request("start_run", {"spec": RunSpec(script=str(path), cwd=str(tmp_path)).to_dict()},
+                               timeout=120)
+        watch = Watch()
+        conn.request("watch_run", {"run_id": started["run_id"]}, on_event=watch, timeout=170)
+    finally:
+        conn.close()
+    with open(os.path.join(started["run_dir"], "stdout.log"), "rb") as fh:
+        assert watch.out["stdout"] == fh.read()
+    assert len(watch.out["stdout"]) == 160_000 * 107
