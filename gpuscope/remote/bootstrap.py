@@ -44,6 +44,7 @@ if __name__ != REMOTE_NAME:   # on the remote this file runs alone, before gpusc
 Progress = Callable[[str, "float | None"], None]
 MIN_PYTHON = (3, 10)
 PYTHON_ENV = "GPUSCOPE_REMOTE_PYTHON"
+USER_PYTHON_ENV = "GPUSCOPE_USER_PYTHON"   # gpuscope.remote.call.USER_PYTHON_ENV (not importable there yet)
 MARKER = "gpuscope-agent.json"   # written last in the agent's venv: its presence means complete
 # Not installed on a remote: it has no display.
 NOT_ON_REMOTE = ("pyside6", "pyqtgraph", "shiboken6")
@@ -127,6 +128,7 @@ def remote_main() -> None:
         _send(bootstrap="need-wheel", why=why, python=_python_tag(), found=have.get("build"))
         _install(venv, have, want)
     _send(bootstrap="exec", agent=str(venv))
+    os.environ[USER_PYTHON_ENV] = sys.executable   # the user's Python there: the agent's runs default to it
     python = str(venv / "bin" / "python")
     os.execv(python, [python, "-m", "gpuscope.remote.agent"])
 
@@ -228,11 +230,20 @@ def _names(reqs: list[str]) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # The workstation side.
 
-# Run by the remote's shell: refuses an old Python before reading the bootstrap (which needs 3.10).
+# Stage 0 arrives as ``python -c LOADER <stage 0, base64> search|named``.
+LOADER = "import base64,sys;exec(base64.b64decode(sys.argv[1]))"
+NEWER_PYTHONS = ("python3.14", "python3.13", "python3.12", "python3.11", "python3.10")
+# Runs under any Python (2 too): an old one hands over to a newer one on PATH when the user named
+# none, else refuses; then it reads the bootstrap (which needs 3.10) from stdin, length-prefixed.
 _REMOTE_STAGE0 = """\
 import sys,os
 v=sys.version_info
 if v<(3,10):
+ if sys.argv[2:3]==["search"]:
+  for n in NEWER:
+   for d in os.environ.get("PATH","").split(os.pathsep):
+    f=os.path.join(d,n)
+    if d and os.access(f,os.X_OK):os.execv(f,[f,"-c",LOADER,sys.argv[1],"named"])
  t="the remote Python %d.%d.%d (%s) is too old: gpuscope needs Python >= 3.10"%(v[0],v[1],v[2],sys.executable)
  t+=" (install one, or name it with GPUSCOPE_REMOTE_PYTHON)"
  os.write(1,('{"bootstrap":"error","text":"%s"}\\n'%t).encode());sys.exit(3)
@@ -247,22 +258,23 @@ while len(s)<n:
  if not c:sys.exit(3)
  s+=c
 exec(compile(s,"gpuscope-bootstrap","exec"),{"__name__":"gpuscope_bootstrap"})
-"""
+""".replace("NEWER", repr(NEWER_PYTHONS)).replace("LOADER", repr(LOADER))
 
 
 def remote_command(python: str | None = None) -> str:
     """The line the remote's login shell runs: ``sh`` finds a Python that runs stage 0. One line
     of plain words and quotes, so csh, tcsh and fish users' shells pass it on to sh as well."""
     stage0 = base64.b64encode(_REMOTE_STAGE0.encode()).decode("ascii")
-    code = shlex.quote(f'import base64;exec(base64.b64decode("{stage0}"))')
     python = python or os.environ.get(PYTHON_ENV, "").strip() or None
     if python:
-        script = f"exec {shlex.quote(python)} -c {code}"
+        script = f"exec {shlex.quote(python)} -c {shlex.quote(LOADER)} {stage0} named"
     else:
         missing = json.dumps({"bootstrap": "error", "text": "no python3 or python on the PATH of the remote: "
                               "gpuscope needs Python >= 3.10 there (or name it with GPUSCOPE_REMOTE_PYTHON)"})
-        script = (f"for p in python3 python; do if command -v $p >/dev/null 2>&1; then exec $p -c {code}; fi; "
-                  f"done; echo {shlex.quote(missing)}; exit {FAILED}")
+        names = " ".join(("python3", "python", *NEWER_PYTHONS))
+        script = (f"for p in {names}; do if command -v $p >/dev/null 2>&1; then "
+                  f"exec $p -c {shlex.quote(LOADER)} {stage0} search; fi; done; "
+                  f"echo {shlex.quote(missing)}; exit {FAILED}")
     return f"exec sh -c {shlex.quote(script)}"
 
 

@@ -33,6 +33,10 @@ import provision_sshd  # a script in scripts/, not a package
 USER = provision_sshd.USER
 SSHD = provision_sshd.SSHD
 MARK_ENV = "GPUSCOPE_TEST_SSHD"   # set by sshd in every session of this test sshd
+# sshd sets PATH itself; a test gives the remote another one through this variable, which the
+# user's ~/.bashrc reads first (as users set PATH there).
+PATH_ENV = "GPUSCOPE_TEST_PATH"
+BASHRC_LINE = f'[ -n "${PATH_ENV}" ] && PATH="${PATH_ENV}"   # gpuscope tests (tests/remote/conftest.py)\n'
 
 
 @dataclass
@@ -101,6 +105,15 @@ def _authorize(user: pwd.struct_passwd, key: str, add: bool) -> None:
         keys.chmod(0o600)
 
 
+def _bashrc_reads_path(user: pwd.struct_passwd) -> None:
+    """The user's ~/.bashrc starts with the line that takes PATH_ENV (once)."""
+    rc = Path(user.pw_dir) / ".bashrc"
+    text = rc.read_text() if rc.exists() else ""
+    if BASHRC_LINE not in text:
+        rc.write_text(BASHRC_LINE + text)
+        os.chown(rc, user.pw_uid, user.pw_gid)
+
+
 def _write_sshd_config(folder: Path, port: int, mark: str) -> Path:
     cfg = folder / "sshd_config"
     cfg.write_text(f"""\
@@ -116,7 +129,7 @@ UsePAM yes
 AllowUsers {USER}
 PermitRootLogin no
 SetEnv {MARK_ENV}={mark}
-AcceptEnv XDG_DATA_HOME
+AcceptEnv XDG_DATA_HOME {PATH_ENV}
 LogLevel ERROR
 """)
     return cfg
@@ -184,6 +197,7 @@ def sshd(tmp_path_factory):
     cfg = _write_sshd_config(folder, port, mark)
     log = folder / "sshd.log"
     _authorize(user, client_pub, add=True)
+    _bashrc_reads_path(user)
     with open(log, "wb") as log_fh:
         proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stdout=log_fh, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)

@@ -148,6 +148,9 @@ def _until(check, what: str, timeout: float = 60):
 def test_run_there_with_the_remote_python_named(sshd, remote_host):
     """--python names an interpreter there that has no gpuscope (the hook is loaded by path)."""
     script = sshd.script(f"exe_{uuid.uuid4().hex[:8]}.py", "import sys\nprint('exe', sys.executable, flush=True)\n")
-    proc = gpuscope("--host", remote_host, "run", "--python", "/usr/bin/python3", str(script))
+    proc = gpuscope("--host", remote_host, "run", "--python", "/usr/bin/python3.11", str(script))
     assert proc.returncode == 0, proc
-    assert "exe /usr/bin/python3\n" in proc.stdout
+    assert "exe /usr/bin/python3.11\n" in proc.stdout
+    # without --python: the python3 the bootstrap found there, not the agent's private venv
+    proc = gpuscope("--host", remote_host, "run", str(script))
+    assert proc.returncode == 0 and "exe /usr/bin/python3\n" in proc.stdout, proc

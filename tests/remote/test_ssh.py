@@ -21,7 +21,7 @@ from gpuscope.errors import UserError
 from gpuscope.remote import bootstrap, ssh
 from gpuscope.remote.hostspec import HostSpec
 from tests.conftest import ROOT
-from tests.remote.conftest import MARK_ENV, USER
+from tests.remote.conftest import MARK_ENV, PATH_ENV, USER
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -183,13 +183,39 @@ def test_connect_timeout_is_one_line(sshd, remote_host, monkeypatch):
         assert_one_line(gpuscope("--host", f"{USER}@127.0.0.1:{port}", "history", timeout=60), "timed out")
 
 
-def test_old_remote_python_is_refused(sshd, remote_host, monkeypatch):
-    # A clearly named fake: the real python3 that reports itself as 3.8.10.
-    fake = sshd.script("fake-python3.8", "#!/bin/sh\n# test double: python3 that says it is 3.8.10\n"
-                       "exec /usr/bin/python3 -c 'import sys; sys.version_info = (3, 8, 10, \"final\", 0); "
-                       "exec(sys.argv[2])' \"$@\"\n")
-    monkeypatch.setenv("GPUSCOPE_REMOTE_PYTHON", str(fake))
+FAKE_OLD_PYTHON = ("#!/bin/sh\n# test double: the real python3, saying it is 3.8.10\n"
+                   "exec /usr/bin/python3 -c 'import sys; sys.version_info = (3, 8, 10, \"final\", 0); "
+                   "code = sys.argv[2]; sys.argv = [\"-c\", *sys.argv[3:]]; exec(code)' \"$@\"\n")
+
+
+def _bin_folder(sshd, name: str, newer: bool) -> str:
+    """A folder for the remote's PATH: a fake old python3, sh, and python3.11 when ``newer``."""
+    folder = sshd.folder / name
+    folder.mkdir(mode=0o755)
+    sshd.script(f"{name}/python3", FAKE_OLD_PYTHON)
+    (folder / "sh").symlink_to("/bin/sh")
+    if newer:
+        (folder / "python3.11").symlink_to("/usr/bin/python3.11")
+    return str(folder)
+
+
+def test_named_old_remote_python_is_refused(sshd, remote_host, monkeypatch):
+    monkeypatch.setenv("GPUSCOPE_REMOTE_PYTHON", str(sshd.script("fake-python3.8", FAKE_OLD_PYTHON)))
     assert_one_line(gpuscope("--host", remote_host, "history"), "3.8.10", "too old", ">= 3.10")
+    assert leftovers(sshd) == []
+
+
+def test_old_python3_hands_over_to_a_newer_one_on_path(sshd, remote_host, monkeypatch, tmp_path):
+    folder = _bin_folder(sshd, f"bin-newer-{tmp_path.name}", newer=True)
+    monkeypatch.setenv("GPUSCOPE_SSH", f"{sshd.ssh_env} -o SetEnv={PATH_ENV}={folder}:/usr/bin:/bin")
+    proc = gpuscope("--host", remote_host, "history", "--json", "--limit", "1")
+    assert proc.returncode == 0 and proc.stdout.startswith("["), proc
+
+
+def test_only_an_old_python_on_path_is_one_line(sshd, remote_host, monkeypatch, tmp_path):
+    folder = _bin_folder(sshd, f"bin-old-{tmp_path.name}", newer=False)
+    monkeypatch.setenv("GPUSCOPE_SSH", f"{sshd.ssh_env} -o SetEnv={PATH_ENV}={folder}")
+    assert_one_line(gpuscope("--host", remote_host, "history"), "3.8.10", "too old", "GPUSCOPE_REMOTE_PYTHON")
     assert leftovers(sshd) == []
 
 
