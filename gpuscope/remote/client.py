@@ -201,7 +201,9 @@ class RemoteCore:
         report = rec.report(self.call("report_summary", **{key: str(path)}), self.host)
         from gpuscope.remote.client_timeline import overview
 
-        report.loader = lambda: overview(self, {key: str(path)})   # pulled when the view lays it out
+        counts: dict[str, int] = {}
+        report.loader = lambda: overview(self, {key: str(path)}, counts)   # pulled when the view lays it out
+        report.remote = RemoteTimeline(self, {key: str(path)}, counts)   # type: ignore[attr-defined]
         return report
 
     def saved_findings(self, run_dir: str) -> list[Finding]:
@@ -250,6 +252,18 @@ class RemoteCore:
     def cleanup_apply(self, suspects: Sequence[Any], force: bool, grace_s: float, conn: Any) -> list[Any]:
         res = self.call("cleanup_apply", keys=[s.key for s in suspects], force=force, grace_s=grace_s)
         return [rec.action_result(r) for r in res or []]
+
+
+class RemoteTimeline:
+    """Where a remote report's timeline rows come from: finer ones are pulled as the user zooms."""
+
+    def __init__(self, core: RemoteCore, target: dict[str, str], counts: dict[str, int]) -> None:
+        self.core, self.target, self.counts = core, target, counts    # counts: filled by the first pull
+
+    def refine(self, tl: Any, t0_ns: int, t1_ns: int, min_ns: int) -> tuple[Any, int]:
+        from gpuscope.remote.client_timeline import refine
+
+        return refine(self.core, self.target, tl, self.counts, t0_ns, t1_ns, min_ns)
 
 
 class RemoteScanner:

@@ -4,6 +4,7 @@ than one pixel of a wide window left out, at most one page each. The report file
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -15,14 +16,17 @@ if TYPE_CHECKING:
     from gpuscope.remote.client import RemoteCore
 
 WIDTH_PX = 4000        # rows narrower than 1/WIDTH_PX of the run are not drawn in its whole view
-TABLES = {"ranges": T.Ranges, "marks": T.Marks, "kernels": T.Kernels, "memops": T.MemOps,
+TABLES: dict[str, Any] = {"ranges": T.Ranges, "marks": T.Marks, "kernels": T.Kernels, "memops": T.MemOps,
           "cuda_api": T.Calls, "osrt": T.Calls}
 STRING_COLUMNS = ("name_id", "short_name_id")
 
 
-def overview(core: RemoteCore, target: dict[str, str]) -> T.Timeline:
-    """The timeline of the report ``target`` (``{"run": ...}`` or ``{"path": ...}``) on ``core``'s host."""
+def overview(core: RemoteCore, target: dict[str, str], counts: dict[str, int] | None = None) -> T.Timeline:
+    """The timeline of the report ``target`` (``{"run": ...}`` or ``{"path": ...}``) on ``core``'s host;
+    ``counts`` gets each table's row count there."""
     info = core.call("timeline_info", **target)
+    if counts is not None:
+        counts.update({k: int(v) for k, v in (info.get("counts") or {}).items()})
     duration = int(info.get("duration_ns") or 0)
     strings = T.StringTable()
     ids = _Ids(strings, info.get("strings") or {})
@@ -44,6 +48,44 @@ def overview(core: RemoteCore, target: dict[str, str]) -> T.Timeline:
         tl.notes.append(f"{left_out:,} rows narrower than a pixel of the whole run stay on {core.host}")
     tl.nvtx_pids = np.unique(tl.ranges.pid).astype(np.int32) if len(tl.ranges) else tl.nvtx_pids
     return tl
+
+
+def refine(core: RemoteCore, target: dict[str, str], tl: T.Timeline, counts: dict[str, int], t0_ns: int,
+           t1_ns: int, min_ns: int) -> tuple[T.Timeline, int]:
+    """A new timeline: ``tl`` with the rows of ``[t0_ns, t1_ns)`` at least ``min_ns`` long added
+    (the span the user zoomed into), and how many rows were new. ``tl`` itself is not changed."""
+    strings = T.StringTable(tl.strings.values)     # the same ids: its values are distinct
+    ids = _Ids(strings, {})
+    new = replace(tl, strings=strings, notes=list(tl.notes))
+    added = 0
+    for name, cls in TABLES.items():
+        if not counts.get(name) or len(getattr(tl, name)) >= counts[name]:
+            continue      # none there, or all of them here already
+        page = core.call("timeline_page", **target, table=name, t0_ns=max(0, int(t0_ns)), t1_ns=int(t1_ns),
+                         min_ns=max(0, int(min_ns)))
+        ids.add(page.get("strings") or {})
+        old = getattr(tl, name)
+        merged = _distinct(cls.concat([old, ids.table(cls, page["columns"])]))
+        added += len(merged) - len(old)
+        setattr(new, name, merged)
+    if added and len(new.ranges):
+        new.nvtx_pids = np.unique(new.ranges.pid).astype(np.int32)
+    return new, added
+
+
+def _distinct(table: Any) -> Any:
+    """Rows sorted by start, each row once (a page overlaps what was pulled before)."""
+    keys = [getattr(table, k) for k in ("name_id", "depth", "tid", "pid", "end_ns", "start_ns") if hasattr(table, k)]
+    if len(table) < 2:
+        return table
+    order = np.lexsort(keys)
+    same = np.ones(len(order) - 1, dtype=bool)
+    for k in keys:
+        s = k[order]
+        same &= s[1:] == s[:-1]
+    keep = np.ones(len(order), dtype=bool)
+    keep[1:] = ~same
+    return table.take(order[keep])
 
 
 class _Ids:

@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from apphelpers import make_window, processes_with_env, script
 from PySide6.QtCore import Qt
@@ -365,4 +366,52 @@ def test_compare_of_two_remote_runs(qtbot, remote_home, gpuscope_home):
     cmp = shown.args[0]
     assert sorted(cmp.labels) == ["fork", "spawn"], cmp.labels
     assert w.last_error is None, w.last_error
+    disconnect(qtbot, w)
+
+
+TINY = """
+import time
+import nvtx
+with nvtx.annotate("outer"):
+    time.sleep(0.3)
+    for i in range(20000):
+        nvtx.push_range("tiny")
+        nvtx.pop_range()
+    time.sleep(0.3)
+"""
+
+
+def test_zooming_into_a_remote_timeline_pulls_its_finer_rows(qtbot, remote_home, gpuscope_home, tmp_path):
+    from gpuscope import api
+
+    (tmp_path / "tiny.py").write_text(TINY)
+    run_dir = json.loads(cli_run(remote_home, "--json", str(tmp_path / "tiny.py")).splitlines()[-1])["run_dir"]
+    w = connected(qtbot, remote_home)
+    with qtbot.waitSignal(w.sigReportLoaded, timeout=60_000):
+        w.load_report(run_dir)
+    view = w.report_view.timeline
+    tl = view.timeline
+    tiny_id = tl.strings.lookup("tiny")
+    assert int((tl.ranges.name_id == tiny_id).sum()) < 10       # too narrow for the whole-run view (a slow few aside)
+    full = api.load_report(run_dir).timeline                    # what the host has (same disk here)
+    ftiny = full.ranges.name_id == full.strings.lookup("tiny")
+    first = int(np.median(full.ranges.start_ns[ftiny]))
+    zoom = w.remote.zoom
+    view.set_view(first, first + 200_000)                        # 0.2 ms in the middle of the loop
+    qtbot.waitUntil(lambda: zoom.pages >= 1 and zoom.task is None, timeout=30_000)
+    got = view.timeline
+    a, b, min_ns = zoom.pulled[-1]
+    in_page = ftiny & (full.ranges.end_ns >= a) & (full.ranges.start_ns < b) & \
+        (full.ranges.end_ns - full.ranges.start_ns >= min_ns)
+    had = set(tl.ranges.start_ns[tl.ranges.name_id == tiny_id].tolist())
+    expect = set(full.ranges.start_ns[in_page].tolist()) | had
+    assert set(got.ranges.start_ns[got.ranges.name_id == got.strings.lookup("tiny")].tolist()) == expect
+    assert int(in_page.sum()) > 20                                # the page brought the loop's rows
+    assert view.view_range()[0] == pytest.approx(first, abs=100)   # the view stayed where it was
+    w.tabs.setCurrentWidget(w.report_view)
+    view.set_view(first, first + 200_000)
+    qtbot.wait(100)
+    shot(w, "remote-report-zoomed.png")
+    assert len(got.ranges) == len(set(zip(got.ranges.start_ns.tolist(), got.ranges.pid.tolist(),
+                                          got.ranges.name_id.tolist())))     # each row once
     disconnect(qtbot, w)

@@ -71,6 +71,7 @@ class RemotePresenter(QObject):
         self.connect_action = self.reconnect_action = self.disconnect_action = QAction()   # set by install
         self.download_action = QAction()
         self.task: workers.Task | None = None
+        self.zoom: Any = None             # a remote report's timeline paged in as the user zooms
         self.label = QLabel("")
         self.label.setToolTip("the machine the window shows: its runs, history, reports and cleanup")
         self.label.hide()
@@ -269,6 +270,14 @@ def install(window: Any) -> RemotePresenter:
             window.cleanup.refresh()
 
     p.sigHostChanged.connect(host_changed)
+
+    def report_shown(_report: Any) -> None:   # the Report tab exists now: its remote timelines page in
+        if p.zoom is None:
+            from gpuscope.app.remote.zoom import RemoteZoom
+
+            p.zoom = RemoteZoom(window.report_view, p)
+
+    window.reports.sigLoaded.connect(report_shown)
     menu = window.file_menu
     quit_action = next((a for a in menu.actions() if a.text().replace("&", "") == "Quit"), None)
     p.connect_action = menu.addAction("Connect to &host…", p.ask)
