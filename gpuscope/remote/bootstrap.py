@@ -148,13 +148,15 @@ def _install(venv: Path, have: dict[str, Any], want: dict[str, Any]) -> None:
     try:
         if fresh:
             shutil.rmtree(venv, ignore_errors=True)
-            _step("creating the virtual environment", 0.05, [sys.executable, "-m", "venv", str(venv)], venv)
+            _step("creating the virtual environment", 0.05, [sys.executable, "-m", "venv", str(venv)], venv, fresh)
+        else:   # a failed update leaves no marker: the next connect installs afresh
+            (venv / MARKER).unlink(missing_ok=True)
         pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-input", "--progress-bar", "off"]
         _step(f"installing gpuscope {want['version']}", 0.2,
-              [*pip, "--no-deps", "--force-reinstall", str(wheel)], venv if fresh else None)
+              [*pip, "--no-deps", "--force-reinstall", str(wheel)], venv, fresh)
         deps = _core_requirements(wheel)
         if fresh and deps:
-            _step("installing " + ", ".join(_names(deps)), 0.3, [*pip, *deps], venv)
+            _step("installing " + ", ".join(_names(deps)), 0.3, [*pip, *deps], venv, fresh)
         (venv / MARKER).write_text(json.dumps({"version": want["version"], "build": want["build"]}))
     except OSError as exc:
         _fail(f"cannot install the agent into {venv}: {exc.strerror}", venv if fresh else None)
@@ -165,8 +167,9 @@ def _install(venv: Path, have: dict[str, Any], want: dict[str, Any]) -> None:
                                       f"({time.monotonic() - started:.0f} s)")
 
 
-def _step(text: str, fraction: float, argv: list[str], venv: Path | None) -> None:
-    """Run one install step, its output streamed as progress; a failure is one line."""
+def _step(text: str, fraction: float, argv: list[str], venv: Path, fresh: bool) -> None:
+    """Run one install step, its output streamed as progress; a failure is one line (and a fresh
+    ``venv`` is removed)."""
     _send(bootstrap="progress", text=text, fraction=fraction)
     env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -185,11 +188,11 @@ def _step(text: str, fraction: float, argv: list[str], venv: Path | None) -> Non
     if proc.wait() != 0:
         said = " ".join(tail + errors)
         # venv hides ensurepip's own error: a failed step on an (almost) full disk is the full disk
-        if "No space left on device" in said or _free_bytes(venv or Path(sys.executable)) < FULL_BELOW:
-            _fail(f"the remote's disk is full (No space left on device) while {text.lower()} "
-                  f"in {venv.parent if venv else 'the agent folder'}", venv)
+        if "No space left on device" in said or _free_bytes(venv) < FULL_BELOW:
+            _fail(f"the remote's disk is full (No space left on device) while {text.lower()} in {venv.parent}",
+                  venv if fresh else None)
         last = (errors or tail or [f"exit {proc.returncode}"])[-1]
-        _fail(f"{text} failed: {last.removeprefix('ERROR: ')}", venv)
+        _fail(f"{text} failed: {last.removeprefix('ERROR: ')}", venv if fresh else None)
 
 
 def _free_bytes(path: Path) -> int:

@@ -129,7 +129,7 @@ UsePAM yes
 AllowUsers {USER}
 PermitRootLogin no
 SetEnv {MARK_ENV}={mark}
-AcceptEnv XDG_DATA_HOME {PATH_ENV}
+AcceptEnv XDG_DATA_HOME {PATH_ENV} PIP_NO_INDEX PIP_FIND_LINKS
 LogLevel ERROR
 """)
     return cfg

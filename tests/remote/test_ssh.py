@@ -255,6 +255,20 @@ def test_full_remote_disk_is_one_line_and_leaves_no_venv(sshd, remote_host, tmp_
         _drop(home, mounted=True)
 
 
+def test_failed_pip_install_is_one_line_and_leaves_no_venv(sshd, remote_host, tmp_path, monkeypatch):
+    """The remote's pip finds no dependency (no index, no wheels): one line with pip's reason."""
+    home = _remote_data_home(sshd, tmp_path)
+    monkeypatch.setenv("GPUSCOPE_SSH", f"{sshd.ssh_env} -o 'SetEnv=XDG_DATA_HOME={home} PIP_NO_INDEX=1 "
+                                       f"PIP_FIND_LINKS=/nowhere'")
+    try:
+        line = assert_one_line(gpuscope("--host", remote_host, "history"), "installing", "numpy", "failed:")
+        assert "matching distribution" in line or "find" in line, line
+        assert not (home / "gpuscope" / "agent" / bootstrap.__version__).exists()
+        assert leftovers(sshd) == []
+    finally:
+        _drop(home, mounted=False)
+
+
 def test_fresh_install_then_update_then_reuse(sshd, remote_host, tmp_path, monkeypatch):
     """The real install path into an empty data folder, an update of the same version to another
     build (only gpuscope is reinstalled), then a connect that installs nothing."""
