@@ -154,3 +154,13 @@ def test_run_there_with_the_remote_python_named(sshd, remote_host):
     # without --python: the python3 the bootstrap found there, not the agent's private venv
     proc = gpuscope("--host", remote_host, "run", str(script))
     assert proc.returncode == 0 and "exe /usr/bin/python3\n" in proc.stdout, proc
+
+
+def test_host_without_a_command_or_with_gui_opens_the_window_here():
+    """`gpuscope --host H` and `--host H gui` are the local window's (it connects itself); with no
+    display here that is the window's own one line, not an ssh error."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    for argv in (["--host", "no-such-host.invalid"], ["--host=no-such-host.invalid", "gui"]):
+        assert_one_line(gpuscope(*argv, env=env), "no display")
+    assert_one_line(gpuscope("--host=no-such-host.invalid", "history", env=env), "unknown host")
+    assert_one_line(gpuscope("--host", "box", "--json", env=env), "needs a command")
