@@ -22,7 +22,7 @@ from typing import IO, Any
 from gpuscope import __version__
 from gpuscope.errors import UserError
 from gpuscope.remote import protocol
-from gpuscope.remote.call import Call, hello, internal_line
+from gpuscope.remote.call import Call, LoggedFailureError, hello, internal_line
 
 END_GRACE_S = 3.0   # how long streams get to end after the workstation went away
 
@@ -115,6 +115,8 @@ class Agent:
             reply = protocol.ok_reply(call.id, fn(call))
         except UserError as exc:
             reply = protocol.error_reply(call.id, str(exc), "user")
+        except LoggedFailureError as exc:
+            reply = protocol.error_reply(call.id, str(exc), "internal")
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 reply = protocol.error_reply(call.id, internal_line(exc, call.op), "internal")

@@ -18,7 +18,11 @@ from gpuscope.remote import protocol
 
 USER_PYTHON_ENV = "GPUSCOPE_USER_PYTHON"
 
-__all__ = ["USER_PYTHON_ENV", "Call", "hello", "internal_line", "user_python"]
+__all__ = ["USER_PYTHON_ENV", "Call", "LoggedFailureError", "hello", "internal_line", "user_python"]
+
+
+class LoggedFailureError(Exception):
+    """An unexpected failure already written to the error log: its one line goes on as it is."""
 
 
 class Call:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from gpuscope import rundir
 from gpuscope.errors import UserError
 from gpuscope.remote import protocol
-from gpuscope.remote.call import user_python
+from gpuscope.remote.call import LoggedFailureError, user_python
 from gpuscope.remote.runhost import read_log
 from gpuscope.remote.runindex import Entry, active_entries, find_entry
 
@@ -68,7 +68,7 @@ def start_run(call: Call) -> dict[str, Any]:
     if "error" in answer:
         if answer.get("kind") == "user":
             raise UserError(str(answer["error"]))
-        raise RuntimeError(str(answer["error"]))
+        raise LoggedFailureError(str(answer["error"]))   # the host wrote it to the error log
     return {"run_id": answer["run_id"], "run_dir": answer["run_dir"], "started_ns": answer["started_ns"],
             "program_pid": answer.get("program_pid")}
 

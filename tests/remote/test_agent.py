@@ -223,3 +223,7 @@ def test_a_full_disk_is_one_user_line_over_any_pipes():
         conn.close()
     served.join(10)
     assert not served.is_alive()
+    agent.writer.close()          # the connection's reader sees its end, then every pipe is closed
+    conn._thread.join(10)
+    for pipe in (agent.reader, conn._reader):
+        pipe.close()
