@@ -136,11 +136,11 @@ def report_rounds(env: dict[str, str], run_dir: str, rounds: int) -> list[tuple[
     first round of each is the cold one (its reader's modules imported)."""
     from gpuscope import api
 
-    conn, _ = agent(env)
+    conn, counter = agent(env)
     try:
         core = RemoteCore(conn, "bench agent")
         out = []
-        for _ in range(rounds):
+        for i in range(rounds):
             t0 = time.perf_counter()
             local = api.load_report(run_dir)
             t_local = time.perf_counter() - t0
@@ -151,10 +151,28 @@ def report_rounds(env: dict[str, str], run_dir: str, rounds: int) -> list[tuple[
             rc = {r.name: r.count for r in remote.summaries["nvtx"]}
             assert lc == rc, (lc, rc)
             out.append((t_local, t_remote))
+            if i == rounds - 1:
+                timeline_figures(remote, counter, len(local.timeline.ranges))
             del local, remote
         return out
     finally:
         conn.close()
+
+
+def timeline_figures(remote, counter: CountingReader, local_ranges: int) -> None:
+    """The remote timeline's whole-run view, then one zoomed page (1/20,000 of the run, and half of
+    that either side, as the window asks)."""
+    b0, t0 = counter.bytes, time.perf_counter()
+    tl = remote.timeline
+    t_view, b_view = time.perf_counter() - t0, counter.bytes - b0
+    span = (tl.duration_ns or 1) // 20_000
+    mid = (tl.duration_ns or 0) // 2
+    b0, t0 = counter.bytes, time.perf_counter()
+    new, added = remote.remote.refine(tl, mid - span, mid + 2 * span, span // 2000)
+    t_page, b_page = time.perf_counter() - t0, counter.bytes - b0
+    print(f"remote timeline, whole-run view: {len(tl.ranges):,} of {local_ranges:,} ranges, {t_view:.2f} s, "
+          f"{b_view / 1e3:,.0f} kB; a zoomed page (3/20,000 of the run): +{added:,} rows, {t_page:.2f} s, "
+          f"{b_page / 1e3:,.0f} kB", flush=True)
 
 
 def spread(values: list[float]) -> str:
@@ -168,6 +186,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--ranges", type=int, default=1_000_000)
     ap.add_argument("--skip-report", action="store_true")
+    ap.add_argument("--skip-telemetry", action="store_true")
     args = ap.parse_args()
     print(f"load average at start: {os.getloadavg()}, {os.cpu_count()} CPUs", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-remote-") as tmp:
@@ -179,15 +198,16 @@ def main() -> int:
         pool = Path(tmp) / "pool64.py"
         pool.write_text(POOL)
         rounds = []
-        for i in range(args.rounds):
+        for i in range(0 if args.skip_telemetry else args.rounds):
             r = telemetry_round(env, pool, args.procs, args.seconds)
             rounds.append(r)
             print(f"telemetry round {i + 1}: {json.dumps(r)}", flush=True)
-        med = [r["delay_ms_median"] for r in rounds]
-        p95 = [r["delay_ms_p95"] for r in rounds]
-        kbs = [r["kb_per_s"] for r in rounds]
-        print(f"delay sample -> window stream, ms: per-round median {spread(med)}; per-round p95 {spread(p95)}")
-        print(f"agent -> workstation KB/s: {spread(kbs)}")
+        if rounds:
+            med = [r["delay_ms_median"] for r in rounds]
+            p95 = [r["delay_ms_p95"] for r in rounds]
+            kbs = [r["kb_per_s"] for r in rounds]
+            print(f"delay sample -> window stream, ms: per-round median {spread(med)}; per-round p95 {spread(p95)}")
+            print(f"agent -> workstation KB/s: {spread(kbs)}")
         if not args.skip_report:
             script = Path(tmp) / "ranges.py"
             script.write_text(RANGES)
