@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 START_TIMEOUT_S = 120.0   # a run's start may wait for the nsys lock or a slow import
 POLL_S = 0.2
+FOLLOW_S = 0.25       # a run without a host is followed through its logs at this pace
+SETTLE_S = 600.0      # after its program ended, how long its record may take (an nsys export)
 REATTACH_MAX = 100   # a host that keeps dropping this watcher: answer from the folder after this many
 
 __all__ = ["active_runs", "start_run", "stop_run", "watch_run"]
@@ -172,15 +174,33 @@ def _relay(call: Call, sock: socket.socket, request: dict[str, Any], offsets: di
 
 
 def _from_folder(call: Call, run_id: str, offsets: dict[str, int]) -> dict[str, Any]:
-    """A run nobody hosts any more: the output after ``offsets`` from its logs, then ``ended``."""
+    """A run nobody hosts: the output after ``offsets`` from its logs, then ``ended``. One that
+    still runs (started by ``exec`` or on the remote) is followed through its logs until its
+    record says it ended (or a cancel)."""
     from gpuscope import api
 
     record = api.open_run(run_id)
-    for name, log in (("stdout", rundir.STDOUT), ("stderr", rundir.STDERR)):
-        for offset, data in read_log(os.path.join(record.run_folder, log), offsets[name], None):
-            call.emit("output", {"stream": name, "b64": protocol.b64(data), "offset": offset})
+    settle_until = None
+    while not record.ended_ns and not call.cancelled.is_set():
+        _emit_logs(call, record.run_folder, offsets)
+        if settle_until is None and api.main_exited(record.run_folder):
+            settle_until = time.monotonic() + SETTLE_S   # the program ended: its record follows
+        if settle_until is not None and time.monotonic() > settle_until:
+            break
+        call.wait_cancel(FOLLOW_S)
+        record = api.open_run(record.run_id)
+    if call.cancelled.is_set():
+        return {"cancelled": True}
+    _emit_logs(call, record.run_folder, offsets)
     call.emit("ended", record.to_json())
     return {}
+
+
+def _emit_logs(call: Call, run_dir: str, offsets: dict[str, int]) -> None:
+    for name, log in (("stdout", rundir.STDOUT), ("stderr", rundir.STDERR)):
+        for offset, data in read_log(os.path.join(run_dir, log), offsets[name], None):
+            call.emit("output", {"stream": name, "b64": protocol.b64(data), "offset": offset})
+            offsets[name] = offset + len(data)
 
 
 def stop_run(call: Call) -> dict[str, Any]:

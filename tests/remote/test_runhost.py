@@ -215,3 +215,28 @@ def test_a_flood_of_output_arrives_whole_and_in_order(tmp_path):
     with open(os.path.join(started["run_dir"], "stdout.log"), "rb") as fh:
         assert watch.out["stdout"] == fh.read()
     assert len(watch.out["stdout"]) == 160_000 * 107
+
+
+def test_a_run_without_a_host_is_followed_through_its_logs(tmp_path):
+    """A run exec'd on the remote (no run host) is watched from another connection until it ends."""
+    path = tmp_path / "unhosted.py"
+    path.write_text("import sys, time\nfor i in range(20):\n    print(f'line {i}', flush=True)\n"
+                    "    time.sleep(0.1)\nsys.exit(6)\n")
+    first, second = connect_local(), connect_local()
+    try:
+        execd = first.start("exec", {"argv": ["run", str(path)]})
+        deadline = time.monotonic() + 60
+        rows: list = []
+        while time.monotonic() < deadline and not rows:
+            rows = [r for r in second.request("history")["rows"] if r["status"] == "running"]
+            time.sleep(0.05)
+        assert rows, "the exec'd run never showed as running"
+        assert second.request("active_runs") == []          # no host: not re-attachable live
+        watch = Watch()
+        assert second.request("watch_run", {"run_id": rows[0]["id"]}, on_event=watch, timeout=120) == {}
+        assert execd.wait(60)["code"] == 6
+    finally:
+        first.close()
+        second.close()
+    assert watch.out["stdout"] == b"".join(f"line {i}\n".encode() for i in range(20))
+    assert watch.ended is not None and watch.ended["exit_code"] == 6
