@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from gpuscope.errors import UserError
-from gpuscope.remote import bootstrap, ssh
+from gpuscope.remote import agentwheel, bootstrap, ssh
 from gpuscope.remote.hostspec import HostSpec
 from tests.conftest import ROOT
 from tests.remote.conftest import MARK_ENV, PATH_ENV, USER
@@ -362,3 +362,27 @@ def test_connect_time_with_the_agent_installed(sshd, remote_host, capsys):
               f"min {times[0]:.3f} s, max {times[-1]:.3f} s; `gpuscope --host H history --json --limit 1`: "
               f"median {cli[2]:.3f} s, min {cli[0]:.3f} s, max {cli[-1]:.3f} s")
     assert times[2] < 10
+
+
+def test_pure_wheel_for_another_python_installs_and_imports(tmp_path, monkeypatch):
+    """A remote whose Python the compiled wheel does not fit gets a py3-none-any copy without the
+    C helpers (their numpy fallbacks do the work); pip installs it and gpuscope imports."""
+    import zipfile
+
+    monkeypatch.setenv("GPUSCOPE_CACHE", str(tmp_path / "cache"))
+    compiled = agentwheel.agent_wheel(bootstrap._python_tag())
+    pure = agentwheel.agent_wheel("cp399-linux_x86_64")
+    assert pure.name == f"gpuscope-{bootstrap.__version__}-py3-none-any.whl" and compiled != pure
+    with zipfile.ZipFile(pure) as zf:
+        names = zf.namelist()
+        wheel_meta = zf.read(next(n for n in names if n.endswith(".dist-info/WHEEL"))).decode()
+    assert not any(n.endswith(".so") for n in names) and "gpuscope/remote/agent.py" in names
+    assert "Root-Is-Purelib: true" in wheel_meta and "Tag: py3-none-any" in wheel_meta
+    target = tmp_path / "site"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target",
+                          str(target), str(pure)], capture_output=True, text=True)
+    assert pip.returncode == 0, pip.stderr
+    probe = subprocess.run([sys.executable, "-c", "import gpuscope.nsys.pages, gpuscope.trace.timeline, "
+                            "gpuscope.remote.agent; print(gpuscope.__file__)"],
+                           env={**os.environ, "PYTHONPATH": str(target)}, capture_output=True, text=True, cwd=tmp_path)
+    assert probe.returncode == 0 and probe.stdout.startswith(str(target)), probe
