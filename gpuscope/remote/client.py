@@ -135,6 +135,7 @@ class RemoteCore:
                 past.output.append((stream, data))
             if cut:
                 past.truncated[stream] = cut
+        past.identities = self.role_reader(run_dir).lookup()
         past.findings = self.findings(run_dir)
         taken, procs = self.latest_stacks(run_dir)
         past.stacks = (taken, procs) if procs else None
@@ -217,6 +218,10 @@ class RemoteCore:
     def ray_store_tail(self, run_dir: str) -> Any:
         return rec.NoTail()
 
+    def role_reader(self, run_dir: Any) -> Any:
+        """The processes' roles of a run there (its event logs stay there): ``RoleReader``'s surface."""
+        return RemoteRoles(self, str(run_dir))
+
     # -- stacks ---------------------------------------------------------------------------------
     def take_stacks(self, run_id: str, run_dir: str, timeout_s: float = 5.0
                     ) -> tuple[int | None, bool, list[ProcessStacks]]:
@@ -252,6 +257,27 @@ class RemoteCore:
     def cleanup_apply(self, suspects: Sequence[Any], force: bool, grace_s: float, conn: Any) -> list[Any]:
         res = self.call("cleanup_apply", keys=[s.key for s in suspects], force=force, grace_s=grace_s)
         return [rec.action_result(r) for r in res or []]
+
+
+class RemoteRoles:
+    """``gpuscope.views.procroles.RoleReader`` for a remote run: ``read()`` asks the agent's ``roles``."""
+
+    def __init__(self, core: RemoteCore, run_dir: str) -> None:
+        self.core, self.run_dir = core, run_dir
+        self._last: tuple[dict[int, Any], dict[int, int]] = ({}, {})
+
+    def read(self) -> tuple[dict[int, Any], dict[int, int]]:
+        try:
+            self._last = rec.roles(self.core.call("roles", run_dir=self.run_dir))
+        except UserError:       # an agent without the op, or a link down: the names stay as they are
+            pass
+        return dict(self._last[0]), dict(self._last[1])
+
+    def lookup(self) -> dict[int, Any]:
+        return self.read()[0]
+
+    def exits(self) -> dict[int, int]:
+        return self.read()[1]
 
 
 class RemoteTimeline:

@@ -69,6 +69,14 @@ def history_data(data: dict[str, Any]) -> HistoryData:
                        str(data.get("note") or ""), series)
 
 
+def roles(data: dict[str, Any]) -> tuple[dict[int, Any], dict[int, int]]:
+    """``RoleReader.read()``'s pair: {pid: Identity}, {pid: exit code}."""
+    from gpuscope.views.procroles import Identity
+
+    identities = {int(pid): _build(Identity, d) for pid, d in (data.get("identities") or {}).items()}
+    return identities, {int(pid): int(code) for pid, code in (data.get("exits") or {}).items()}
+
+
 def stacks(items: Any) -> list[ProcessStacks]:
     from gpuscope.findings.stacks import Frame, ProcessStacks, ThreadStack
 

@@ -142,7 +142,8 @@ class RunSession(QObject):
     def _run_started(self, run: Run) -> None:
         live = self.tab.live
         self.tab.console.set_log_folder(run.run_dir)      # where all of the output is (skip notes name it)
-        self.roles = RoleReader(run.run_dir, events=run.events)   # the run's one event-log reader
+        host = remote()   # a remote run's event logs are read there
+        self.roles = host.role_reader(run.run_dir) if host is not None else RoleReader(run.run_dir, events=run.events)
         self.findings.started(run)
         self.ray_store = core().ray_store_tail(run.run_dir)   # a Ray run's object store (docs/RAY.md)
         live.set_gpu_reason(self.controller.gpu_reason)
