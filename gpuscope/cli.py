@@ -59,9 +59,12 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     parser.add_argument("--host", metavar="[USER@]HOST[:PORT]",
                         help="run the command on another machine over ssh (paths are that machine's; docs/REMOTE.md)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    # Only the chosen command's module is imported: the others get a bare entry for --help.
+    # Only the chosen command's module is imported: the others get a bare entry for --help, and
+    # none at all once a command is named (its own parser reads the rest of the line).
     chosen = next((a for a in argv if not a.startswith("-")), None)
     for name, help_text in COMMANDS.items():
+        if chosen in COMMANDS and name != chosen:
+            continue
         if name == chosen:
             module = _load(name)
             p = sub.add_parser(name, help=help_text, description=getattr(module, "DESCRIPTION", help_text))

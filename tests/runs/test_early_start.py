@@ -42,6 +42,19 @@ def test_a_run_with_other_options_takes_the_usual_path(argv):
     assert not early_start.eligible(_spec(argv))
 
 
+def _commands(parser) -> list[str]:
+    (sub,) = [a for a in parser._actions if a.dest == "command"]
+    return list(sub.choices)
+
+
+def test_only_the_named_commands_parser_is_built():
+    """`gpuscope run ...` makes no parser for the other commands; the bare `gpuscope` (its --help,
+    its usage errors) still lists them all."""
+    assert _commands(cli.build_parser(["run", "--quiet", "s.py"])) == ["run"]
+    assert _commands(cli.build_parser(["--help"])) == list(cli.COMMANDS)
+    assert _commands(cli.build_parser(["nosuch"])) == list(cli.COMMANDS)
+
+
 def test_a_usage_error_is_argparses_one_line(run_env, tmp_path):
     out = subprocess.run([sys.executable, "-m", "gpuscope", "run", "--start-method", "nope", "x.py"],
                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=run_env)
