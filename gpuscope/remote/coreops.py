@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,9 +23,13 @@ SCAN_OPTIONS = ("use_gpu", "idle_window_s", "shm_min_age_s")
 
 # the last cleanup listing of this agent (one per connection): cleanup_apply acts on its suspects
 _last_scan: dict[str, Any] = {}
+# one role reader per run folder (it reads only what the event logs gained), the newest few
+_role_readers: OrderedDict[str, Any] = OrderedDict()
+_role_lock = threading.Lock()
+KEEP_ROLE_READERS = 16
 
 __all__ = ["cleanup_apply", "cleanup_scan", "compare_runs", "delete_runs", "findings", "history", "main_exited",
-           "open_run", "report_summary", "stacks", "stop_process"]
+           "open_run", "report_summary", "roles", "stacks", "stop_process"]
 
 
 def plain(value: Any) -> Any:
@@ -185,3 +190,23 @@ def main_exited(call: Call) -> bool:
     from gpuscope import api
 
     return api.main_exited(call.arg("run_dir", str))
+
+
+def roles(call: Call) -> dict[str, Any]:
+    """Role, rank and start method of a run's processes, and their exit codes, read from its
+    event logs so far: ``{"identities": {pid: {...}}, "exits": {pid: code}}`` (pids as text)."""
+    from gpuscope.views.procroles import RoleReader
+
+    run_dir = call.arg("run_dir", str)
+    if not Path(run_dir).is_dir():
+        raise UserError(f"roles: no run folder {run_dir}")
+    with _role_lock:
+        reader = _role_readers.get(run_dir)
+        if reader is None:
+            reader = _role_readers[run_dir] = RoleReader(run_dir, reread_s=0.25)
+        _role_readers.move_to_end(run_dir)
+        while len(_role_readers) > KEEP_ROLE_READERS:
+            _role_readers.popitem(last=False)
+    identities, exits = reader.read()
+    return {"identities": {str(pid): plain(ident) for pid, ident in identities.items()},
+            "exits": {str(pid): code for pid, code in exits.items()}}

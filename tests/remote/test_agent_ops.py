@@ -185,3 +185,21 @@ def test_runs_use_the_remotes_python_not_the_agents(tmp_path):
         assert conn.request("open_run", {"ref": started["run_id"]})["spec"]["python"] == system
     finally:
         conn.close()
+
+
+def test_roles_of_a_runs_processes(conn, tmp_path):
+    from gpuscope.views.procroles import RoleReader
+
+    script = tmp_path / "pool2.py"
+    script.write_text("import multiprocessing as mp\ndef f(x):\n    return x\nif __name__ == '__main__':\n"
+                      "    with mp.get_context('spawn').Pool(2) as p:\n        p.map(f, range(4))\n")
+    run_id = exec_run(conn, [str(script)])["run_id"]
+    run_dir = conn.request("open_run", {"ref": run_id})["run_dir"]
+    got = conn.request("roles", {"run_dir": run_dir}, timeout=60)
+    identities, exits = RoleReader(run_dir).read()
+    assert got["identities"] == {str(pid): {"role": i.role, "rank": i.rank, "start_method": i.start_method,
+                                            "worker_id": i.worker_id} for pid, i in identities.items()}
+    assert got["exits"] == {str(pid): code for pid, code in exits.items()}
+    assert sorted(i["role"] for i in got["identities"].values()).count("main") == 1 and len(got["identities"]) >= 3
+    with pytest.raises(RemoteError, match="no run folder"):
+        conn.request("roles", {"run_dir": str(tmp_path / "nope")})
