@@ -159,6 +159,9 @@ def test_a_remote_run_streams_live_and_its_report_opens(qtbot, remote_home, gpus
     qtbot.waitUntil(lambda: w.model.batches >= 5, timeout=30_000)
     qtbot.waitUntil(lambda: len(w.model.procs) >= 3, timeout=30_000)   # the pool's processes, sampled there
     assert w.controller.run.pid in w.model.procs                      # the main process's pid, there
+    assert type(w.session.roles).__name__ == "RemoteRoles"           # read there, not from this disk
+    qtbot.waitUntil(lambda: sorted(r.role for r in w.model.procs.values() if r.role) ==
+                    ["main", "pool worker", "pool worker", "resource tracker"], timeout=20_000)
     qtbot.waitUntil(lambda: "task 9 done" in w.console.plain_text(), timeout=30_000)
     w.tick()
     shot(w, "remote-live.png")
