@@ -16,6 +16,7 @@ it sends is made by gpuscope/remote/agentwheel.py).
 from __future__ import annotations
 
 import base64
+import errno
 import fcntl
 import json
 import os
@@ -47,6 +48,7 @@ MARKER = "gpuscope-agent.json"   # written last in the agent's venv: its presenc
 NOT_ON_REMOTE = ("pyside6", "pyqtgraph", "shiboken6")
 IDLE_TIMEOUT_S = 300.0   # no line from the remote for this long: a pip download hung
 FAILED = 3               # the bootstrap's own exit status
+KEEP_BUILDS = 3          # agent folders kept per version: a run started from an older one may still go on
 FULL_BELOW = 8 << 20     # free bytes under which a failed install step is taken for a full disk
 
 # ---------------------------------------------------------------------------------------------
@@ -112,25 +114,40 @@ def remote_main() -> None:
     """The bootstrap: exec the agent, installing or updating it first."""
     want = json.loads(_read_line())
     root = agent_root()
-    venv = root / want["version"]
+    venv = root / f"{want['version']}-{want['build']}"   # never changed once made: runs from it go on
     try:
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
         lock = open(root / ".install.lock", "a")   # closed by the exec (close-on-exec): the lock goes with it
     except OSError as exc:
         _fail(f"cannot write the agent's folder {root}: {exc.strerror}")
     fcntl.flock(lock, fcntl.LOCK_EX)
-    have = _marker(venv)
-    if have.get("build") != want["build"]:
-        why = "missing" if not venv.exists() else "different" if have else "incomplete"
-        _send(bootstrap="need-wheel", why=why, python=_python_tag(), found=have.get("build"))
-        _install(venv, have, want)
+    if _marker(venv).get("build") != want["build"]:
+        builds = _builds(root, want["version"])
+        base = builds[0] if builds else None
+        why = "different" if base else "incomplete" if venv.exists() else "missing"
+        _send(bootstrap="need-wheel", why=why, python=_python_tag(), found=base.name if base else None)
+        _install(venv, base, want)
+        for old in _builds(root, want["version"])[KEEP_BUILDS:]:
+            shutil.rmtree(old, ignore_errors=True)
     _send(bootstrap="exec", agent=str(venv))
     os.environ[USER_PYTHON_ENV] = sys.executable   # the user's Python there: the agent's runs default to it
     python = str(venv / "bin" / "python")
     os.execv(python, [python, "-m", "gpuscope.remote.agent"])
 
 
-def _install(venv: Path, have: dict[str, Any], want: dict[str, Any]) -> None:
+def _builds(root: Path, version: str) -> list[Path]:
+    """The complete agent folders of ``version`` (one per build), newest first."""
+    found = []
+    for folder in root.glob(f"{version}*"):
+        if folder.name == version or folder.name.startswith(f"{version}-"):
+            if _marker(folder):
+                found.append(((folder / MARKER).stat().st_mtime, folder))
+    return [folder for _, folder in sorted(found, reverse=True)]
+
+
+def _install(venv: Path, base: Path | None, want: dict[str, Any]) -> None:
+    """A new folder for this build: a fresh venv, or a copy of another build's (its dependencies
+    stay) with this build's gpuscope installed over it."""
     started = time.monotonic()
     header = json.loads(_read_line())
     incoming = venv.parent / f".incoming-{os.getpid()}"   # pip reads the wheel's tags from its name
@@ -141,32 +158,35 @@ def _install(venv: Path, have: dict[str, Any], want: dict[str, Any]) -> None:
     except OSError as exc:
         shutil.rmtree(incoming, ignore_errors=True)
         _fail(f"cannot receive the agent's wheel into {venv.parent}: {exc.strerror}")
-    fresh = not have   # the same version with another build: its dependencies stay
     try:
-        if fresh:
-            shutil.rmtree(venv, ignore_errors=True)
-            _step("creating the virtual environment", 0.05, [sys.executable, "-m", "venv", str(venv)], venv, fresh)
-        else:   # a failed update leaves no marker: the next connect installs afresh
-            (venv / MARKER).unlink(missing_ok=True)
+        shutil.rmtree(venv, ignore_errors=True)
+        if base is None:
+            _step("creating the virtual environment", 0.05, [sys.executable, "-m", "venv", str(venv)], venv)
+        else:
+            _send(bootstrap="progress", text=f"copying the environment of {base.name}", fraction=0.05)
+            shutil.copytree(base, venv, symlinks=True)
+            (venv / MARKER).unlink()
         pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-input", "--progress-bar", "off"]
         _step(f"installing gpuscope {want['version']}", 0.2,
-              [*pip, "--no-deps", "--force-reinstall", str(wheel)], venv, fresh)
+              [*pip, "--no-deps", "--force-reinstall", str(wheel)], venv)
         deps = _core_requirements(wheel)
-        if fresh and deps:
-            _step("installing " + ", ".join(_names(deps)), 0.3, [*pip, *deps], venv, fresh)
+        if base is None and deps:
+            _step("installing " + ", ".join(_names(deps)), 0.3, [*pip, *deps], venv)
         (venv / MARKER).write_text(json.dumps({"version": want["version"], "build": want["build"]}))
     except OSError as exc:
-        _fail(f"cannot install the agent into {venv}: {exc.strerror}", venv if fresh else None)
+        if exc.errno == errno.ENOSPC:
+            _fail(f"the remote's disk is full (No space left on device) while installing in {venv.parent}", venv)
+        _fail(f"cannot install the agent into {venv}: {exc.strerror}", venv)
     finally:
         shutil.rmtree(incoming, ignore_errors=True)
-    what = "installed" if fresh else "updated"
+    what = "installed" if base is None else "updated"
     _send(bootstrap="installed", text=f"{what} gpuscope {want['version']} in {venv} "
                                       f"({time.monotonic() - started:.0f} s)")
 
 
-def _step(text: str, fraction: float, argv: list[str], venv: Path, fresh: bool) -> None:
-    """Run one install step, its output streamed as progress; a failure is one line (and a fresh
-    ``venv`` is removed)."""
+def _step(text: str, fraction: float, argv: list[str], venv: Path) -> None:
+    """Run one install step, its output streamed as progress; a failure is one line (and the
+    half-made ``venv`` is removed)."""
     _send(bootstrap="progress", text=text, fraction=fraction)
     env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -187,9 +207,9 @@ def _step(text: str, fraction: float, argv: list[str], venv: Path, fresh: bool) 
         # venv hides ensurepip's own error: a failed step on an (almost) full disk is the full disk
         if "No space left on device" in said or _free_bytes(venv) < FULL_BELOW:
             _fail(f"the remote's disk is full (No space left on device) while {text.lower()} in {venv.parent}",
-                  venv if fresh else None)
+                  venv)
         last = (errors or tail or [f"exit {proc.returncode}"])[-1]
-        _fail(f"{text} failed: {last.removeprefix('ERROR: ')}", venv if fresh else None)
+        _fail(f"{text} failed: {last.removeprefix('ERROR: ')}", venv)
 
 
 def _free_bytes(path: Path) -> int:

@@ -107,7 +107,7 @@ def client_config(sshd, tmp: Path, key: Path | None = None, known_hosts: str | N
 
 def test_agent_is_installed_without_qt_and_runs_commands(sshd, remote_host):
     """The session's install: the agent's venv has gpuscope and no Qt; a command runs there."""
-    venv = f"{sshd.user.pw_dir}/.local/share/gpuscope/agent/{bootstrap.__version__}"
+    venv = installed_agent(Path(sshd.user.pw_dir) / ".local" / "share")
     marker = json.loads(Path(venv, bootstrap.MARKER).read_text())
     # the build of the last connect's checkout (another process may have seen newer files)
     assert marker["version"] == bootstrap.__version__ and len(marker["build"]) == 16
@@ -121,7 +121,7 @@ def test_agent_is_installed_without_qt_and_runs_commands(sshd, remote_host):
 
 def test_every_command_imports_there_without_qt(sshd, remote_host):
     """The commands the agent runs (all but gui) load in the agent's venv, which has no Qt."""
-    venv = f"{sshd.user.pw_dir}/.local/share/gpuscope/agent/{bootstrap.__version__}"
+    venv = installed_agent(Path(sshd.user.pw_dir) / ".local" / "share")
     code = ("import importlib, sys; from gpuscope.cli import COMMANDS; "
             "[importlib.import_module('gpuscope.commands.' + n) for n in COMMANDS if n != 'gui']; "
             "import gpuscope.remote.agent, gpuscope.remote.ops; "
@@ -248,7 +248,6 @@ def test_full_remote_disk_is_one_line_and_leaves_no_venv(sshd, remote_host, tmp_
         monkeypatch.setenv("GPUSCOPE_SSH", f"{sshd.ssh_env} -o SetEnv=XDG_DATA_HOME={home}")
         assert_one_line(gpuscope("--host", remote_host, "history"), "disk is full", "No space left on device")
         agent_dir = home / "gpuscope" / "agent"
-        assert not (agent_dir / bootstrap.__version__).exists()
         assert [p.name for p in agent_dir.iterdir() if not p.name.startswith(".install")] == []
         assert leftovers(sshd) == []
     finally:
@@ -263,7 +262,7 @@ def test_failed_pip_install_is_one_line_and_leaves_no_venv(sshd, remote_host, tm
     try:
         line = assert_one_line(gpuscope("--host", remote_host, "history"), "installing", "numpy", "failed:")
         assert "matching distribution" in line or "find" in line, line
-        assert not (home / "gpuscope" / "agent" / bootstrap.__version__).exists()
+        assert not list((home / "gpuscope" / "agent").glob(f"{bootstrap.__version__}*"))
         assert leftovers(sshd) == []
     finally:
         _drop(home, mounted=False)
@@ -285,19 +284,41 @@ def test_fresh_install_then_update_then_reuse(sshd, remote_host, tmp_path, monke
         texts = [t for t, _ in said]
         assert any("not installed there" in t for t in texts) and "creating the virtual environment" in texts
         assert said[-1][1] == 1.0 and said[-1][0].startswith(f"installed gpuscope {bootstrap.__version__}")
-        venv = home / "gpuscope" / "agent" / bootstrap.__version__
-        marker = venv / bootstrap.MARKER
-        marker.write_text(json.dumps({"version": bootstrap.__version__, "build": "an-older-build"}))
+        venv = installed_agent(home)
+        older = venv.with_name(f"{bootstrap.__version__}-an-older-build")   # as if made by another checkout
+        venv.rename(older)
+        (older / bootstrap.MARKER).write_text(json.dumps({"version": bootstrap.__version__, "build": "an-older-build"}))
+        stale = []
+        for age in (1, 2):   # two builds older still: after the update only KEEP_BUILDS folders stay
+            fake = venv.with_name(f"{bootstrap.__version__}-stale{age}")
+            (fake / "bin").mkdir(parents=True)
+            (fake / "bin" / "python").symlink_to("/usr/bin/python3")
+            (fake / bootstrap.MARKER).write_text(json.dumps({"version": bootstrap.__version__, "build": f"s{age}"}))
+            when = time.time() - 3600 * age
+            os.utime(fake / bootstrap.MARKER, (when, when))
+            for path in (fake, fake / "bin", fake / "bin" / "python", fake / bootstrap.MARKER):
+                os.lchown(path, sshd.user.pw_uid, sshd.user.pw_gid)   # the remote user removes them
+            stale.append(fake)
         said.clear()
         _hello(host, lambda text, fraction: said.append((text, fraction)))
         texts = [t for t, _ in said]
         assert any("another build there" in t for t in texts) and "creating the virtual environment" not in texts
-        assert texts[-1].startswith("updated gpuscope")
+        assert f"copying the environment of {older.name}" in texts and texts[-1].startswith("updated gpuscope")
+        assert installed_agent(home) == venv and (older / bootstrap.MARKER).exists()   # the older one is kept
+        assert bootstrap.KEEP_BUILDS == 3 and stale[0].exists() and not stale[1].exists()
         said.clear()
         _hello(host, lambda text, fraction: said.append((text, fraction)))
         assert said == []
     finally:
         _drop(home, mounted=False)
+
+
+def installed_agent(data_home: Path) -> Path:
+    """The agent folder of this version installed last under ``data_home`` (XDG_DATA_HOME)."""
+    folders = [p for p in (data_home / "gpuscope" / "agent").glob(f"{bootstrap.__version__}-*")
+               if (p / bootstrap.MARKER).exists()]
+    assert folders, f"no agent installed under {data_home}"
+    return max(folders, key=lambda p: (p / bootstrap.MARKER).stat().st_mtime)
 
 
 def _hello(host: HostSpec, progress) -> dict:
