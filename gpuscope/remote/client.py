@@ -125,10 +125,14 @@ class RemoteCore:
         return rec.run_record(self.call("open_run", ref=str(ref)))
 
     def open_past_run(self, run_id: str, run_dir: str, started_ns: int | None = None) -> PastRun:
-        """The remote run's output tails, findings and last stacks (its stored samples stay there)."""
+        """The remote run's stored samples, roles, output tails, findings and last stacks."""
         from gpuscope.views.past_run import PastRun
 
-        past = PastRun(run_id, PurePosixPath(run_dir), None, started_ns=started_ns)   # type: ignore[arg-type]
+        try:
+            samples = rec.series(self.call("series", run_id=run_id))
+        except UserError:        # an agent without the op: the plots stay empty
+            samples = None
+        past = PastRun(run_id, PurePosixPath(run_dir), samples, started_ns=started_ns)   # type: ignore[arg-type]
         for stream in ("stdout", "stderr"):
             data, cut = self._tail(f"{run_dir}/{stream}.log")
             if data:

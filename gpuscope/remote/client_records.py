@@ -69,6 +69,31 @@ def history_data(data: dict[str, Any]) -> HistoryData:
                        str(data.get("note") or ""), series)
 
 
+def series(data: Any) -> dict[str, Any] | None:
+    """A run's stored samples (``gpuscope.telemetry.series.load_series``'s dict) from the agent's
+    ``series``: arrays back from their encoding, pids and devices back to numbers."""
+    if not isinstance(data, dict):
+        return None
+    out = _arrays(data)
+    for key in ("gpus", "processes", "process_info"):
+        out[key] = {int(k): v for k, v in (out.get(key) or {}).items()}
+    out["gpu_processes"] = {tuple(int(x) for x in str(k).split(":")): v
+                            for k, v in (out.get("gpu_processes") or {}).items()}
+    return out
+
+
+def _arrays(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) >= {"dtype", "shape", "b64"}:
+            from gpuscope.remote.timelineops import decode_column
+
+            return decode_column(value)
+        return {k: _arrays(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_arrays(v) for v in value]
+    return value
+
+
 def roles(data: dict[str, Any]) -> tuple[dict[int, Any], dict[int, int]]:
     """``RoleReader.read()``'s pair: {pid: Identity}, {pid: exit code}."""
     from gpuscope.views.procroles import Identity
