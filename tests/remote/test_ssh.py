@@ -229,7 +229,11 @@ def _remote_data_home(sshd, tmp_path: Path, size: str | None = None) -> Path:
     home = Path("/tmp") / f"gpuscope-xdg-{sshd.mark}-{tmp_path.name}"   # pytest's tmp is private to root
     home.mkdir(mode=0o755)
     if size is not None:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(home)], check=True)
+        mount = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(home)],
+                               capture_output=True, text=True)
+        if mount.returncode != 0:
+            home.rmdir()
+            pytest.skip(f"cannot mount a small tmpfs as the remote's full disk: {mount.stderr.strip()}")
     os.chown(home, sshd.user.pw_uid, sshd.user.pw_gid)
     return home
 
