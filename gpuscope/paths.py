@@ -122,8 +122,8 @@ def make_private(top: str | os.PathLike[str]) -> int:
                 is_dir = False
             if not is_dir:
                 checks.append((entry.path, 0o600))
-            elif not entry.is_symlink():
-                folders.append(entry.path)
+            elif not entry.is_symlink() and not (root == os.fspath(top) and entry.name == "agent"):
+                folders.append(entry.path)   # agent/: the remote agent's virtual environments keep their modes
         for name, want in checks:
             try:
                 st = os.lstat(name)

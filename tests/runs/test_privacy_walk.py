@@ -68,3 +68,17 @@ def test_the_scandir_walk_changes_what_os_walk_changed(tmp_path):
     finally:
         os.chmod(ours / "runs" / "locked", 0o700)
         os.chmod(ref / "runs" / "locked", 0o700)
+
+
+def test_the_remote_agents_folder_keeps_its_modes(tmp_path):
+    # the agent's virtual environments (gpuscope/remote/bootstrap.py) need their executable bits
+    script = tmp_path / "agent" / "1.0-abc" / "bin" / "pip"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/sh\n")
+    os.chmod(script, 0o755)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "log").write_text("x")
+    os.chmod(tmp_path / "runs" / "log", 0o644)
+    make_private(tmp_path)
+    assert stat.S_IMODE(os.stat(script).st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(tmp_path / "runs" / "log").st_mode) == 0o600
