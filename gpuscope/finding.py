@@ -2,8 +2,9 @@
 
 A :class:`Finding` round-trips through JSON (``Finding.from_dict(f.to_dict()) == f``), and
 ``Finding(**f.to_dict())`` rebuilds it too (dicts become the typed parts), so caches and the run
-folder's ``findings.json`` keep one format. The structured :class:`Fix` is what "Apply fix" uses:
-rewording ``fix`` text never changes what the button does.
+folder's ``findings.json`` keep one format. The structured fix (``action``, a
+:mod:`gpuscope.fix` type) is what "Apply fix" uses: rewording ``fix`` text never changes what the
+button does.
 
 """
 
@@ -11,11 +12,13 @@ from __future__ import annotations
 
 import enum
 import time
-from dataclasses import dataclass, field, fields, replace
-from typing import Any, Iterable, Union
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Iterable
 
-__all__ = ["CleanupPids", "CleanupShm", "Evidence", "FIX_TYPES", "Finding", "Fix", "SetForkserverPreload",
-           "SetNsysForkTracing", "SetStartMethod", "Severity", "StopRun", "evidence", "merge", "now_ns", "replace"]
+if TYPE_CHECKING:
+    from gpuscope.fix import Fix
+
+__all__ = ["Evidence", "Finding", "Severity", "evidence", "merge", "now_ns", "replace"]
 
 
 class Severity(str, enum.Enum):
@@ -31,81 +34,6 @@ class Severity(str, enum.Enum):
     @property
     def rank(self) -> int:
         return {"info": 0, "warning": 1, "error": 2}[self.value]
-
-
-# -- structured fixes --------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class SetStartMethod:
-    """Run again with this multiprocessing start method."""
-
-    method: str
-    kind: str = field(default="set-start-method", init=False)
-
-
-@dataclass(frozen=True)
-class SetNsysForkTracing:
-    """Record under nsys with ``--trace-fork-before-exec`` on (or off)."""
-
-    on: bool = True
-    kind: str = field(default="nsys-fork-tracing", init=False)
-
-
-@dataclass(frozen=True)
-class SetForkserverPreload:
-    """Run again with the forkserver start method, its server importing these modules once
-    (``multiprocessing.set_forkserver_preload``): workers fork from it with them loaded."""
-
-    modules: tuple[str, ...]
-    kind: str = field(default="forkserver-preload", init=False)
-
-
-@dataclass(frozen=True)
-class CleanupPids:
-    """Stop these leftover processes (the Cleanup tab / ``gpuscope cleanup``)."""
-
-    pids: tuple[int, ...]
-    kind: str = field(default="cleanup-pids", init=False)
-
-
-@dataclass(frozen=True)
-class CleanupShm:
-    """Unlink these leftover /dev/shm segments."""
-
-    names: tuple[str, ...]
-    kind: str = field(default="cleanup-shm", init=False)
-
-
-@dataclass(frozen=True)
-class StopRun:
-    """Stop the run now (it will not finish by itself)."""
-
-    kind: str = field(default="stop-run", init=False)
-
-
-FIX_TYPES = (SetStartMethod, SetNsysForkTracing, SetForkserverPreload, CleanupPids, CleanupShm, StopRun)
-Fix = Union[SetStartMethod, SetNsysForkTracing, SetForkserverPreload, CleanupPids, CleanupShm, StopRun]
-FIX_KINDS: dict[str, type[Fix]] = {str(c.__dataclass_fields__["kind"].default): c for c in FIX_TYPES}
-
-
-def fix_to_dict(fix: Fix) -> dict[str, Any]:
-    data: dict[str, Any] = {"kind": fix.kind}
-    for f in fields(fix):
-        if f.name != "kind":
-            value = getattr(fix, f.name)
-            data[f.name] = list(value) if isinstance(value, tuple) else value
-    return data
-
-
-def fix_from_dict(data: dict[str, Any] | None) -> Fix | None:
-    """The typed fix of a dict (``None`` for none or an unknown kind from a newer gpuscope)."""
-    if not data:
-        return None
-    cls = FIX_KINDS.get(str(data.get("kind")))
-    if cls is None:
-        return None
-    args: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k != "kind"}
-    return cls(**args)
 
 
 # -- evidence ----------------------------------------------------------------------------------------
@@ -163,7 +91,7 @@ class Finding:
         if isinstance(self.evidence, dict):
             object.__setattr__(self, "evidence", Evidence.from_dict(self.evidence))
         if isinstance(self.action, dict):
-            object.__setattr__(self, "action", fix_from_dict(self.action))
+            object.__setattr__(self, "action", _fix_from_dict(self.action))
 
     # Older names (nsys diagnostics, the report view): the same text.
     @property
@@ -177,7 +105,7 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "severity": self.severity.value, "title": self.title, "fix": self.fix,
                 "pids": list(self.pids), "evidence": self.evidence.to_dict(),
-                "action": fix_to_dict(self.action) if self.action is not None else None,
+                "action": _fix_to_dict(self.action) if self.action is not None else None,
                 "first_seen_ns": self.first_seen_ns, "source": self.source}
 
     @classmethod
@@ -185,12 +113,26 @@ class Finding:
         return cls(code=str(data["code"]), title=str(data.get("title", data.get("message", ""))),
                    fix=str(data.get("fix", data.get("advice", "")) or ""),
                    severity=Severity(data.get("severity", "warning")), pids=tuple(data.get("pids") or ()),
-                   evidence=Evidence.from_dict(data.get("evidence")), action=fix_from_dict(data.get("action")),
+                   evidence=Evidence.from_dict(data.get("evidence")), action=_fix_from_dict(data.get("action")),
                    first_seen_ns=data.get("first_seen_ns"), source=str(data.get("source", "run")))
 
     def line(self) -> str:
         """One line for a terminal: ``warning [code] title``."""
         return f"{self.severity.value} [{self.code}] {self.title}"
+
+
+def _fix_to_dict(fix: Fix) -> dict[str, Any]:
+    from gpuscope.fix import fix_to_dict   # the fix types load for a finding that has one, not for every run
+
+    return fix_to_dict(fix)
+
+
+def _fix_from_dict(data: dict[str, Any] | None) -> Fix | None:
+    if not data:
+        return None
+    from gpuscope.fix import fix_from_dict   # as in _fix_to_dict
+
+    return fix_from_dict(data)
 
 
 def now_ns() -> int:

@@ -27,7 +27,7 @@ from gpuscope.views.live_model import LiveModel
 if TYPE_CHECKING:
     from gpuscope.app.cleanup.qt_cleanup import QtCleanup
     from gpuscope.app.report.qt_report_view import QtReportView
-    from gpuscope.finding import Fix
+    from gpuscope.fix import Fix
     from gpuscope.runs.supervisor import RunResult
     from gpuscope.spec import RunSpec
     from gpuscope.store.runs import RunRow

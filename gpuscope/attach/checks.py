@@ -112,7 +112,7 @@ class Watch:
         """Once nothing of the tree runs: what it used and nobody removed or uses."""
         if not self.shm_refs or any(p.alive and p.state != "zombie" for p in procs):
             return []
-        from gpuscope.finding import CleanupShm
+        from gpuscope.fix import CleanupShm
         from gpuscope.procs.shm import users_of
 
         left = sorted(p for p in self.shm_refs if os.path.exists(p) and not users_of(p))[:16]

@@ -5,6 +5,6 @@ The model is :mod:`gpuscope.finding`; the rules are declared in :mod:`gpuscope.f
 
 from __future__ import annotations
 
-from gpuscope.finding import FIX_TYPES, Evidence, Finding, Fix, Severity
+from gpuscope.finding import Evidence, Finding, Severity
 
-__all__ = ["Evidence", "FIX_TYPES", "Finding", "Fix", "Severity"]
+__all__ = ["Evidence", "Finding", "Severity"]

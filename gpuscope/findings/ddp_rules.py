@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from gpuscope.finding import Finding, Severity, StopRun, evidence, now_ns
+from gpuscope.finding import Finding, Severity, evidence, now_ns
 from gpuscope.trace.events import ProcessEvents
 from gpuscope.findings.registry import Input, OnStop, Phase, RunInputs, declare, rule
 
@@ -184,6 +184,7 @@ def collective_mismatch(processes, exited: dict[int, tuple[int, int | None]] | N
                 "DistributedDataParallel(model, find_unused_parameters=True); ")
     fix += "a rank that exited early must not leave the others in a collective. Stop the run."
     pids = tuple(sorted([ranks[r].pid for r in elsewhere] + [pid for pid, _ in gone.values()]))
+    from gpuscope.fix import StopRun   # loaded with the finding that offers it, not with every run's rules
     return [Finding("rank-not-in-collective", title, fix, Severity.ERROR, pids,
                     evidence({"waiting ranks": len(waiting), "ranks elsewhere": len(elsewhere),
                               "ranks exited": len(gone)}, lines, pids), StopRun(),

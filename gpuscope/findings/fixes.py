@@ -1,13 +1,13 @@
 """What a structured fix changes in the next run's launch fields, and its short label.
 
-The launch panel's "Apply fix" takes a :class:`~gpuscope.finding.Fix`, which every rule makes
+The launch panel's "Apply fix" takes a :class:`~gpuscope.fix.Fix`, which every rule makes
 itself where it decides (no fix text is read back into an action).
 """
 
 from __future__ import annotations
 
-from gpuscope.finding import (CleanupPids, CleanupShm, Fix, SetForkserverPreload, SetNsysForkTracing,
-                              SetStartMethod, StopRun)
+from gpuscope.fix import (CleanupPids, CleanupShm, Fix, SetForkserverPreload, SetNsysForkTracing,
+                          SetStartMethod, StopRun)
 
 
 def launch_changes(fix: Fix | None) -> dict[str, str]:

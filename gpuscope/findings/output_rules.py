@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpuscope.finding import CleanupShm, Finding, SetStartMethod, Severity, StopRun, evidence, now_ns
+from gpuscope.finding import Finding, Severity, evidence, now_ns
 from gpuscope.findings.registry import Input, Phase, RunInputs, declare
 
 BOOTSTRAP = "has finished its bootstrapping phase"
@@ -137,6 +137,8 @@ def script_location(excerpt: list[str]) -> str | None:
 
 
 def _main_guard(scanner: OutputScanner, hit: _Hit) -> Finding:
+    from gpuscope.fix import StopRun   # loaded with the finding that offers it, not with every run's rules
+
     where = script_location(hit.excerpt)
     return Finding(
         "missing-main-guard",
@@ -150,6 +152,7 @@ def _main_guard(scanner: OutputScanner, hit: _Hit) -> Finding:
 
 def _leaked(kind: str):
     def make(scanner: OutputScanner, hit: _Hit) -> Finding:
+        from gpuscope.fix import CleanupShm   # loaded with the finding that offers it, not with every run's rules
 
         names = sorted(scanner.leaked.get(kind, ()))
         return Finding(
@@ -173,6 +176,8 @@ def _abrupt(scanner: OutputScanner, hit: _Hit) -> Finding:
 
 
 def _cuda_fork(scanner: OutputScanner, hit: _Hit) -> Finding:
+    from gpuscope.fix import SetStartMethod   # loaded with the finding that offers it, not with every run's rules
+
     return Finding(
         "cuda-after-fork", "a fork child tried to use CUDA initialised in its parent (\"Cannot re-initialize "
         "CUDA in forked subprocess\")", "use the spawn start method (or forkserver)", Severity.ERROR, (),

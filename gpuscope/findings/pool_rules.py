@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
+from gpuscope.finding import Finding, Severity, evidence
 from gpuscope.trace.events import ProcessEvents
 from gpuscope.findings.registry import Input, OnStop, RunInputs, rule
 
@@ -235,6 +235,7 @@ def startup_dominated(group: list[Worker]) -> Finding | None:
     if share <= STARTUP_SHARE or mean <= STARTUP_MIN_S:
         return None
     pids = tuple(sorted(w.pid for w in group))
+    from gpuscope.fix import SetStartMethod   # loaded with the finding that offers it, not with every run's rules
     action = SetStartMethod("forkserver") if method == "spawn" else None
     return Finding(
         "startup-dominated",

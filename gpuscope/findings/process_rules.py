@@ -13,7 +13,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
+from gpuscope.finding import Finding, Severity, evidence
 from gpuscope.procs.files import pid_path, read_bytes
 from gpuscope.findings.registry import Input, OnStop, Phase, RunInputs, declare, rule
 
@@ -100,6 +100,7 @@ def fork_with_threads(facts: ProcessFacts, roles: dict[int, str] | None = None) 
 
         first, threads = risky[0]
         names = sorted({t["name"] + (f" ({t['target']})" if t.get("target") else "") for _, ts in risky for t in ts})
+        from gpuscope.fix import SetStartMethod   # loaded with the finding that offers it, not with every run's rules
         out.append(Finding(
             "fork-with-threads",
             f"{roles.get(pid, 'process')} {pid} forked {len(risky)} time(s) while other threads ran: "

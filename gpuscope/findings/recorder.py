@@ -26,7 +26,7 @@ from pathlib import Path
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from gpuscope.finding import Finding, Severity, StopRun, evidence, merge, now_ns
+from gpuscope.finding import Finding, Severity, evidence, merge, now_ns
 from gpuscope.rundir import EVENTS
 from gpuscope.runs.recorder import BaseRecorder, Launch, Outcome, RunContext
 
@@ -313,6 +313,7 @@ class FindingsRecorder(BaseRecorder):
             self._last_progress = now
 
     def _stuck(self, idle_s: float, cpu: float, pids: list[int]) -> None:
+        from gpuscope.fix import StopRun   # loaded with the finding that offers it, not with every run's rules
 
         seen = now_ns() - int(idle_s * 1e9)
         lines: list[str] = []

@@ -3,7 +3,7 @@ unlinked, and still in /dev/shm when the run ended (the ``D`` lines of inject/sh
 
 from __future__ import annotations
 
-from gpuscope.finding import CleanupShm, Finding, Severity, evidence
+from gpuscope.finding import Finding, Severity, evidence
 from gpuscope.findings.registry import Input, RunInputs, rule
 
 
@@ -20,6 +20,7 @@ def shm_left_behind(run: RunInputs) -> list[Finding]:
     total = sum(m.size or 0 for m in segments)
     first = left[0]
     more = f" and {len(left) - 1} more" if len(left) > 1 else ""
+    from gpuscope.fix import CleanupShm   # loaded with the finding that offers it, not with every run's rules
     return [Finding(
         "leaked-shm",
         f"{first.describe()}, was never unlinked and is still in /dev/shm{more}: it holds RAM until "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuscope.finding import Finding, SetForkserverPreload, Severity, evidence
+from gpuscope.finding import Finding, Severity, evidence
 from gpuscope.findings.registry import Input, RunInputs, rule
 from gpuscope.trace.events import ProcessEvents
 
@@ -97,6 +97,7 @@ def reimport_finding(group: list[Start]) -> Finding | None:
            + (f" with multiprocessing.set_forkserver_preload([{modules}])" if modules else "")
            + " so the server imports them once and its children start with them; or keep one pool alive "
            "across the program's tasks")
+    from gpuscope.fix import SetForkserverPreload   # loaded with the finding that offers it, not with every run's rules
     return Finding(
         "spawn-main-reimport",
         f"{who}: {reimport / 1e6:.0f} ms of {to_first / 1e6:.0f} ms to the first task ({share * 100:.0f} %); "

@@ -6,7 +6,7 @@ finished run (``gpuscope findings``, the app's past runs), not in the live recor
 
 from __future__ import annotations
 
-from gpuscope.finding import CleanupPids, Finding, Severity, evidence, replace
+from gpuscope.finding import Finding, Severity, evidence, replace
 from gpuscope.findings.registry import Input, OnStop, Phase, RunInputs, declare, rule
 
 
@@ -38,6 +38,7 @@ def left_running(run: RunInputs) -> list[Finding]:
     pids = tuple(sorted(p for p in record.left_running if alive(p) and has_run_tag(p, record.run_id)))
     if not pids:
         return []
+    from gpuscope.fix import CleanupPids   # loaded with the finding that offers it, not with every run's rules
     return [Finding("left-running", f"{len(pids)} process(es) of the run were still running after it ended",
                     "stop them (Cleanup tab, or `gpuscope cleanup`); a daemon thread or a detached child "
                     "usually keeps them", Severity.WARNING, pids, evidence({"processes": len(pids)}, (), pids),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from gpuscope.finding import Finding, SetStartMethod, Severity, evidence
+from gpuscope.finding import Finding, Severity, evidence
 from gpuscope.trace.events import ProcessEvents
 from gpuscope.findings.registry import Input, RunInputs, rule
 
@@ -41,6 +41,7 @@ def cuda_after_fork(events: list[ProcessEvents], stderr_findings: Sequence[Findi
         if message is not None:
             excerpts += list(message.evidence.excerpts)
             numbers["children that failed"] = message.evidence.number("messages") or 1
+        from gpuscope.fix import SetStartMethod   # loaded with the finding that offers it, not with every run's rules
         out.append(Finding(
             "cuda-after-fork",
             f"{pe.role} {pe.pid} forked {forks} time(s) after CUDA was initialised in it"

@@ -24,7 +24,8 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuscope.finding import Finding, SetNsysForkTracing, Severity, evidence
+from gpuscope.finding import Finding, Severity, evidence
+from gpuscope.fix import SetNsysForkTracing
 
 __all__ = ["Finding", "diagnose", "nvtx_pair_note", "product_version"]
 

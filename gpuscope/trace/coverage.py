@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gpuscope.finding import Finding, Fix, SetNsysForkTracing, SetStartMethod, Severity, evidence
+from gpuscope.finding import Finding, Severity, evidence
+from gpuscope.fix import Fix, SetNsysForkTracing, SetStartMethod
 from gpuscope.trace import timeline as T
 from gpuscope.trace.process_row import display_name
 

@@ -15,7 +15,8 @@ import pytest
 from apphelpers import make_window
 from PySide6.QtCore import Qt
 
-from gpuscope.finding import CleanupPids, Finding, SetStartMethod, Severity, StopRun, evidence
+from gpuscope.finding import Finding, Severity, evidence
+from gpuscope.fix import CleanupPids, SetStartMethod, StopRun
 from tests.app.timeline_support import save_shot
 from tests.findings.cli import call_json
 

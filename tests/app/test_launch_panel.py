@@ -11,7 +11,7 @@ from apphelpers import make_window, script, wait_report
 from gpuscope.views.launch_checks import fork_warning, gpu_features
 from gpuscope.app.settings import open_settings
 from gpuscope.errors import UserError
-from gpuscope.finding import SetNsysForkTracing, SetStartMethod
+from gpuscope.fix import SetNsysForkTracing, SetStartMethod
 from gpuscope.spec_checks import START_METHOD_HELP
 from tests.app.timeline_support import save_shot
 
@@ -199,7 +199,7 @@ def test_recent_scripts_elide_left_and_remember_their_arguments(qtbot, app_setti
 
 
 def test_a_forkserver_preload_fix_fills_the_preload_field(qtbot, tmp_path):
-    from gpuscope.finding import SetForkserverPreload
+    from gpuscope.fix import SetForkserverPreload
 
     w = make_window(qtbot)
     p = w.panel

@@ -15,7 +15,7 @@ from PySide6.QtCore import Qt
 from gpuscope.app import workers
 from gpuscope.app.report.qt_report_view import QtReportView
 from gpuscope.app.timeline.qt_timeline import GUTTER
-from gpuscope.finding import SetNsysForkTracing
+from gpuscope.fix import SetNsysForkTracing
 from gpuscope.trace import timeline as T
 from tests.app.timeline_support import (MAIN_NVTX, WORKLOAD_NVTX, gpuscope_report_json, gpuscope_run,
                                         nsys_available, nsys_run, nsys_stats_nvtx, save_shot, write_workload)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from gpuscope.finding import StopRun
+from gpuscope.fix import StopRun
 from tests.findings.cli import call, call_json
 from tests.findings.live import SCRIPTS, run_live
 from tests.runs.helpers import pid_alive

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from gpuscope.finding import (CleanupPids, CleanupShm, Finding, SetForkserverPreload, SetNsysForkTracing,
-                              SetStartMethod, Severity, StopRun, evidence, fix_from_dict, merge)
+from gpuscope.finding import Finding, Severity, evidence, merge
+from gpuscope.fix import (CleanupPids, CleanupShm, SetForkserverPreload, SetNsysForkTracing, SetStartMethod, StopRun,
+                          fix_from_dict)
 from gpuscope.findings.fixes import describe, launch_changes
 from gpuscope.nsys import diagnostics as D
 from gpuscope.trace import coverage as C

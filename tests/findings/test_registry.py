@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuscope.finding import Finding, SetNsysForkTracing, Severity, evidence
+from gpuscope.finding import Finding, Severity, evidence
+from gpuscope.fix import SetNsysForkTracing
 from gpuscope.findings import registry
 from gpuscope.findings.registry import STOPPED_NOTE, Input, OnStop, Phase, RunInputs, declare
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuscope.finding import SetForkserverPreload
+from gpuscope.fix import SetForkserverPreload
 from gpuscope.findings.engine import analyse_run
 from tests.runs.helpers import gpuscope, summary
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuscope.finding import CleanupShm
+from gpuscope.fix import CleanupShm
 from gpuscope.findings.engine import analyse_run
 from gpuscope.findings.output_rules import OutputScanner
 from tests.findings.live import SCRIPTS
@@ -188,7 +188,7 @@ def test_sigterm_and_sigint_of_children_are_no_finding_sigkill_is():
 
 
 def test_left_running_links_to_cleanup(run_env):
-    from gpuscope.finding import CleanupPids
+    from gpuscope.fix import CleanupPids
 
     proc = gpuscope("run", "--json", "-q", str(SCRIPTS / "leave_running.py"), env=run_env, timeout=240)
     sleeper = int(proc.stdout.decode().split("sleeper ", 1)[1].split()[0])

@@ -155,7 +155,7 @@ NOT_ON_THE_RUN_PATH = ("gpuscope.cleanup", "gpuscope.attach", "gpuscope.torchtra
                        "gpuscope.analysis", "gpuscope.gpu", "gpuscope.views", "gpuscope.app", "gpuscope.api",
                        "gpuscope.findings.gpu_rules", "gpuscope.findings.torch_ops_rules",
                        "gpuscope.findings.attach_rules", "gpuscope.procs.shm", "gpuscope.store.retention",
-                       "gpuscope.store.cleanup_log",
+                       "gpuscope.store.cleanup_log", "gpuscope.fix",
                        "numpy", "psutil", "PySide6")
 AT_EXIT = "\natexit.register(lambda: print('at exit:', *sorted(set(sys.modules) - bare), flush=True))\n"
 

@@ -49,7 +49,7 @@ from gpuscope.views import timeline_text as TT
 
 if TYPE_CHECKING:
     from gpuscope.app.report.qt_torch_ops import QtTorchOps
-    from gpuscope.finding import Fix
+    from gpuscope.fix import Fix
 
 REPORT_FILTER = "Nsight Systems reports (*.nsys-rep *.sqlite);;All files (*)"
 SYNC_LAYOUT_ITEMS = 200_000   # a layout short enough for the GUI thread: below it show_report lays out there
@@ -90,7 +90,7 @@ class CoverageBanner(QFrame):
     and "Details" unfolding the findings in the app's one findings list
     (:class:`~gpuscope.app.widgets.qt_findings.FindingsList`: each one's evidence and fix)."""
 
-    sigFixRequested = Signal(object)   # a gpuscope.finding.Fix (PySide6 signals take no dataclass types)
+    sigFixRequested = Signal(object)   # a gpuscope.fix.Fix (PySide6 signals take no dataclass types)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -202,7 +202,7 @@ class QtReportView(QWidget):
     sigSummary = Signal(object)      # a Report's summaries are shown; its timeline is still loading
     sigLoaded = Signal(object)       # the Report now shown, timeline included
     sigRangeSelected = Signal(dict)
-    sigFixRequested = Signal(object)  # a gpuscope.finding.Fix: the banner's "Apply fix to next run"
+    sigFixRequested = Signal(object)  # a gpuscope.fix.Fix: the banner's "Apply fix to next run"
 
     def __init__(self, parent: QWidget | None = None, settings: QSettings | None = None) -> None:
         super().__init__(parent)

@@ -36,7 +36,7 @@ from gpuscope.spec_checks import START_METHOD_HELP, parse_ints
 from gpuscope.views.launch_checks import default_python, fork_warning
 
 if TYPE_CHECKING:
-    from gpuscope.finding import Fix
+    from gpuscope.fix import Fix
 
 NSYS_TRACES = ("nvtx", "osrt", "cuda", "cublas", "cudnn")
 TARGET_KINDS = (("script", "Script"), ("module", "Module (-m)"))

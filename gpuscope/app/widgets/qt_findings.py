@@ -25,7 +25,8 @@ from PySide6.QtWidgets import (QApplication, QFrame, QHBoxLayout, QLabel, QListW
                                QPushButton, QTextBrowser, QToolButton, QVBoxLayout, QWidget)
 
 from gpuscope.app.widgets.qt_notes_banner import INFO, WARN
-from gpuscope.finding import CleanupPids, CleanupShm, Finding, StopRun
+from gpuscope.finding import Finding
+from gpuscope.fix import CleanupPids, CleanupShm, StopRun
 from gpuscope.findings.fixes import describe, launch_changes
 
 ERROR = "#fde8ea", "#d9a0a8"          # background, border
@@ -109,7 +110,7 @@ def detail_html(f: Finding, started_ns: int | None = None) -> str:
 
 class FindingsList(QWidget):
     """Findings (``set_findings(list[Finding])``): a row each; the selected one's evidence, fix and
-    action buttons beside the list. Signals carry the structured :class:`~gpuscope.finding.Fix`."""
+    action buttons beside the list. Signals carry the structured :class:`~gpuscope.fix.Fix`."""
 
     sigApplyFix = Signal(object)      # a Fix with launch-panel changes: "Apply to next run"
     sigStop = Signal()                # StopRun
