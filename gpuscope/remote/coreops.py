@@ -11,11 +11,13 @@ import sys
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from gpuscope.errors import UserError
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from gpuscope.remote.call import Call
 
 REPORT_TIMEOUT_S = 600.0
@@ -29,7 +31,7 @@ _role_lock = threading.Lock()
 KEEP_ROLE_READERS = 16
 
 __all__ = ["cleanup_apply", "cleanup_scan", "compare_runs", "delete_runs", "findings", "history", "main_exited",
-           "open_run", "report_summary", "roles", "stacks", "stop_process"]
+           "open_run", "report_summary", "roles", "series", "stacks", "stop_process"]
 
 
 def plain(value: Any) -> Any:
@@ -210,3 +212,35 @@ def roles(call: Call) -> dict[str, Any]:
     identities, exits = reader.read()
     return {"identities": {str(pid): plain(ident) for pid, ident in identities.items()},
             "exits": {str(pid): code for pid, code in exits.items()}}
+
+
+def series(call: Call) -> dict[str, Any] | None:
+    """A run's stored samples (``gpuscope.telemetry.series.load_series``; None without samples),
+    every array as an encoded column, every key as text (a (pid, device) key as ``"PID:DEVICE"``)."""
+    from gpuscope import api
+    from gpuscope.store.db import connect
+    from gpuscope.telemetry.series import load_series
+
+    run_id = api.open_run(call.arg("run_id", str)).run_id
+    store = connect()
+    try:
+        data = load_series(cast("sqlite3.Connection", store), run_id)   # the store's wrapper answers alike
+    finally:
+        store.close()
+    return _encoded(data) if data is not None else None
+
+
+def _encoded(value: Any) -> Any:
+    import numpy as np
+
+    from gpuscope.remote.timelineops import encode_column
+
+    if isinstance(value, np.ndarray):
+        return encode_column(value)
+    if isinstance(value, dict):
+        return {":".join(map(str, k)) if isinstance(k, tuple) else str(k): _encoded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encoded(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

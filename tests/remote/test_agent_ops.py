@@ -203,3 +203,29 @@ def test_roles_of_a_runs_processes(conn, tmp_path):
     assert sorted(i["role"] for i in got["identities"].values()).count("main") == 1 and len(got["identities"]) >= 3
     with pytest.raises(RemoteError, match="no run folder"):
         conn.request("roles", {"run_dir": str(tmp_path / "nope")})
+
+
+def test_series_of_a_stored_run(conn, tmp_path):
+    import numpy as np
+
+    from gpuscope.remote.timelineops import decode_column
+    from gpuscope.store.db import connect
+    from gpuscope.telemetry.series import load_series
+
+    script = tmp_path / "sleepy.py"
+    script.write_text("import time\nx = bytearray(20 << 20)\ntime.sleep(0.8)\n")
+    run_id = exec_run(conn, [str(script)])["run_id"]
+    got = conn.request("series", {"run_id": run_id}, timeout=60)
+    store = connect()
+    try:
+        want = load_series(store, run_id)
+    finally:
+        store.close()
+    assert want is not None and got["run_id"] == run_id and got["interval_s"] == want["interval_s"]
+    assert np.array_equal(decode_column(got["host"]["t_ns"]), want["host"]["t_ns"])
+    assert set(got["processes"]) == {str(pid) for pid in want["processes"]}
+    for pid, cols in want["processes"].items():
+        for name, column in cols.items():
+            sent = decode_column(got["processes"][str(pid)][name])
+            assert np.array_equal(sent, column, equal_nan=column.dtype.kind == "f"), name
+    assert len(decode_column(got["host"]["t_ns"])) >= 3
