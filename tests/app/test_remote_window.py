@@ -290,6 +290,11 @@ def test_a_remote_past_run_opens_from_history(qtbot, remote_home, gpuscope_home)
         w.open_past_run(row)
     text = w.console.plain_text()
     assert "task 3 done" in text and "start method fork" in text     # its output, pulled from the remote
+    assert w.state_label.text() == f"showing past run {row.id}"      # its stored samples came too
+    assert sorted(r.role for r in w.model.procs.values()) == ["main", "pool worker", "pool worker"]   # a fork pool
+    w.tick()
+    data = [c.getData() for c in w.live.plots["rss"].curves.values()]
+    assert len(data) == 3 and all(len(x) >= 2 and (y > 0).any() for x, y in data)   # the plots drawn again
     qtbot.waitUntil(lambda: w.last_report is not None and bool(w.last_report.summaries.get("nvtx")), timeout=30_000)
     assert {r.name: r.count for r in w.last_report.summaries["nvtx"]}["work"] == 4
     disconnect(qtbot, w)
