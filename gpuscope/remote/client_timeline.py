@@ -35,6 +35,8 @@ def overview(core: RemoteCore, target: dict[str, str], counts: dict[str, int] | 
                     groups={int(k): str(v) for k, v in (info.get("groups") or {}).items()})
     tl.processes = ids.table(T.Processes, info["processes"])
     tl.threads = ids.table(T.Threads, info["threads"])
+    if info.get("domains"):      # NVTX domains name their ranges ("gpuscope:work")
+        tl.domains = ids.table(T.Domains, info["domains"])
     min_ns = duration // WIDTH_PX
     left_out = 0
     for name, cls in TABLES.items():
