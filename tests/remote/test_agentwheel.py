@@ -1,0 +1,151 @@
+"""The agent's wheel made by a gpuscope installed without its checkout (the usual install): a real
+non-editable install in a fresh virtual environment writes the wheel from its own distribution,
+and that wheel installs into a second environment where the agent starts and the files are the
+same. The dependencies come from the test interpreter's site-packages (a .pth line), so nothing is
+downloaded."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from importlib.metadata import PathDistribution
+from pathlib import Path
+
+import pytest
+
+from gpuscope import __version__
+from gpuscope.errors import UserError
+from gpuscope.remote import agentwheel
+
+pytestmark = pytest.mark.xdist_group("remote")
+
+PY = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+INFO = f"gpuscope-{__version__}.dist-info"
+# What an installer adds beside the metadata: differs between two installs of one wheel.
+INSTALLER_FILES = ("INSTALLER", "REQUESTED", "direct_url.json")
+
+
+def _env(cache: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["GPUSCOPE_CACHE"] = str(cache)
+    return env
+
+
+def _site(venv: Path) -> Path:
+    return venv / "lib" / PY / "site-packages"
+
+
+def _venv(folder: Path, wheel: Path) -> Path:
+    """A fresh virtual environment with ``wheel`` installed (no dependencies), then the test
+    interpreter's site-packages added after its own for them (the .pth files there, the editable
+    gpuscope's among them, are not run from a path a .pth adds)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=60)
+    pip = subprocess.run([sys.executable, "-m", "pip", "--python", str(folder / "bin" / "python"), "install", "-q",
+                          "--no-deps", "--no-index", "--disable-pip-version-check", str(wheel)],
+                         capture_output=True, text=True, timeout=120)
+    assert pip.returncode == 0, pip.stderr
+    (_site(folder) / "_gpuscope_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return folder
+
+
+def _record(venv: Path) -> dict[str, str]:
+    """An install's files from its RECORD: path -> sha256 row, bytecode and installer files left out."""
+    rows = csv.reader(io.StringIO((_site(venv) / INFO / "RECORD").read_text()))
+    return {row[0]: row[1] for row in rows
+            if row and "__pycache__/" not in row[0] and row[0].rpartition("/")[2] not in INSTALLER_FILES}
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory) -> Path:
+    """gpuscope installed non-editable from this checkout's wheel, in its own environment."""
+    tmp = tmp_path_factory.mktemp("first")
+    wheel = agentwheel.build_wheel(tmp)   # the checkout's form, as a release is made
+    return _venv(tmp / "venv", wheel)
+
+
+PROBE = """
+import json
+from gpuscope.remote import agentwheel, bootstrap
+print(json.dumps({"package": str(agentwheel.package_dir()), "build": agentwheel.agent_build(),
+                  "wheel": str(agentwheel.agent_wheel(bootstrap._python_tag())),
+                  "pure": str(agentwheel.agent_wheel("cp399-linux_x86_64"))}))
+"""
+
+
+def test_an_installed_gpuscope_sends_its_own_wheel(first, tmp_path):
+    probe = subprocess.run([str(first / "bin" / "python"), "-c", PROBE], capture_output=True, text=True,
+                           cwd=tmp_path, env=_env(tmp_path / "cache"), timeout=120)
+    assert probe.returncode == 0, probe.stderr
+    made = json.loads(probe.stdout)
+    assert Path(made["package"]) == _site(first) / "gpuscope"   # not this checkout
+    assert made["build"] == agentwheel.agent_build()   # the same code is the same build in either form
+    wheel = Path(made["wheel"])
+    assert wheel.parent == tmp_path / "cache" / "agent-wheels" / f"{__version__}-{made['build']}"
+    assert wheel.name == f"gpuscope-{__version__}-{agentwheel._this_python_tag()}.whl"
+    with zipfile.ZipFile(wheel) as zf:
+        record = zf.read(f"{INFO}/RECORD").decode()
+        for name, digest, size in csv.reader(io.StringIO(record)):
+            if name != f"{INFO}/RECORD":
+                data = zf.read(name)
+                sha = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+                assert (digest, size) == (f"sha256={sha}", str(len(data))), name
+        assert set(zf.namelist()) == {row.split(",")[0] for row in record.splitlines()}
+        assert f"Tag: {agentwheel._this_python_tag()}" in zf.read(f"{INFO}/WHEEL").decode()
+        assert zf.read(f"gpuscope-{__version__}.data/scripts/gpuscope").startswith(b"#!python\n")
+
+    second = _venv(tmp_path / "second", wheel)
+    hello = subprocess.run([str(second / "bin" / "python"), "-m", "gpuscope.remote.agent"], stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, cwd=tmp_path, env=_env(tmp_path / "cache"), timeout=60)
+    assert hello.returncode == 0, hello.stderr
+    line = json.loads(hello.stdout.splitlines()[0])
+    assert "hello" in line and line["version"] == __version__
+    mine, theirs = _record(second), _record(first)
+    assert mine.keys() == theirs.keys()
+    differ = {path for path in mine if mine[path] != theirs[path]}
+    assert differ == {"../../../bin/gpuscope", f"{INFO}/WHEEL"}   # the script's first line, the generator
+    version = subprocess.run([str(second / "bin" / "gpuscope"), "--version"], capture_output=True, text=True,
+                             cwd=tmp_path, env=_env(tmp_path / "cache"), timeout=60)
+    assert version.stdout.strip() == f"gpuscope {__version__}", version.stderr
+    assert (second / "bin" / "gpuscope").read_text().startswith(f"#!{second / 'bin' / 'python'}\n")
+
+    pure = Path(made["pure"])
+    assert pure.name == f"gpuscope-{__version__}-py3-none-any.whl"
+    with zipfile.ZipFile(pure) as zf:
+        names = zf.namelist()
+        assert "gpuscope/remote/agent.py" in names and not any(n.endswith(".so") for n in names)
+
+
+def _broken_copy(first: Path, tmp_path: Path, damage: str) -> PathDistribution:
+    venv = tmp_path / "venv"
+    shutil.copytree(first, venv, symlinks=True)
+    record = _site(venv) / INFO / "RECORD"
+    if damage == "no RECORD":
+        record.unlink()
+    elif damage == "a file gone":
+        (_site(venv) / "gpuscope" / "remote" / "agent.py").unlink()
+    else:
+        record.write_text(record.read_text().replace("gpuscope/remote/agent.py,", "gpuscope/remote/agent.py;", 1))
+    return PathDistribution(_site(venv) / INFO)
+
+
+@pytest.mark.parametrize(("damage", "says"), [("no RECORD", "has no RECORD"),
+                                              ("a file gone", "agent.py, listed in the installed gpuscope's RECORD"),
+                                              ("a garbled row", "is damaged (line ")])
+def test_a_damaged_install_is_one_line(first, tmp_path, damage, says):
+    dist = _broken_copy(first, tmp_path, damage)
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(UserError) as caught:
+        agentwheel.installed_wheel(out, dist)
+    text = str(caught.value)
+    assert says in text and "reinstall gpuscope" in text and "\n" not in text
+    assert list(out.iterdir()) == []
