@@ -133,6 +133,8 @@ def _main(argv: list[str], command: list[str], ends_process: bool = False) -> in
     this is the ``gpuscope`` program, so a FAST_EXIT command's process ends by ``_exit_at_once``
     right after; the command reads it as ``args.ends_process``."""
     host, argv = _host_option(argv)
+    if host is not None and argv[:1] in (["-h"], ["--help"]):
+        argv, host = argv[:1], None   # help before a command is this program's own, which names --host
     if host and argv[:1] in ([], ["gui"]):
         argv, host = ["gui", "--host", host, *argv[1:]], None   # the window connects itself (commands/gui.py)
     if host is None and (not argv or argv[0] not in COMMANDS and argv[0].startswith("-")
