@@ -271,6 +271,8 @@ class RemoteRoles:
         self._last: tuple[dict[int, Any], dict[int, int]] = ({}, {})
 
     def read(self) -> tuple[dict[int, Any], dict[int, int]]:
+        if threading.current_thread() is threading.main_thread() and self._last[0]:
+            return dict(self._last[0]), dict(self._last[1])   # the GUI thread never waits on the link
         try:
             self._last = rec.roles(self.core.call("roles", run_dir=self.run_dir))
         except UserError:       # an agent without the op, or a link down: the names stay as they are
