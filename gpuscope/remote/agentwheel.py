@@ -176,9 +176,7 @@ def installed_wheel(folder: Path, dist: importlib.metadata.Distribution | None =
                 if name.startswith(f"{data_dir}/scripts/"):
                     data = _wheel_shebang(data)
                 rows.append(_write_member(zf, name, data, path))
-            wheel_meta = (f"Wheel-Version: 1.0\nGenerator: gpuscope agentwheel\n"
-                          f"Root-Is-Purelib: {str(not compiled).lower()}\nTag: {tag}\n").encode()
-            rows.append(_write_member(zf, f"{info}/WHEEL", wheel_meta, None))
+            rows.append(_write_member(zf, f"{info}/WHEEL", _wheel_file(dist.read_text("WHEEL"), compiled, tag), None))
             zf.writestr(f"{info}/RECORD", "\n".join([*rows, f"{info}/RECORD,,"]) + "\n")
         tmp.replace(target)
     except OSError as exc:
@@ -221,6 +219,14 @@ def _record_rows(text: str) -> Iterator[list[str]]:
         yield from (row for row in csv.reader(io.StringIO(text)) if row)
     except csv.Error:
         yield ["damaged"]   # reported by the caller as that line's damage
+
+
+def _wheel_file(installed: str | None, compiled: bool, tag: str) -> bytes:
+    """The WHEEL file: the installed one's lines (its generator) with this wheel's purity and tag."""
+    lines = [ln for ln in (installed or "Wheel-Version: 1.0\nGenerator: gpuscope agentwheel\n").splitlines()
+             if ln.strip() and not ln.startswith(("Root-Is-Purelib:", "Tag:"))]
+    ours = [f"Root-Is-Purelib: {str(not compiled).lower()}", f"Tag: {tag}"]
+    return ("\n".join([*lines, *ours]) + "\n\n").encode()
 
 
 def _this_python_tag() -> str:

@@ -111,7 +111,7 @@ def test_an_installed_gpuscope_sends_its_own_wheel(first, tmp_path):
     mine, theirs = _record(second), _record(first)
     assert mine.keys() == theirs.keys()
     differ = {path for path in mine if mine[path] != theirs[path]}
-    assert differ == {"../../../bin/gpuscope", f"{INFO}/WHEEL"}   # the script's first line, the generator
+    assert differ == {"../../../bin/gpuscope"}   # the script's first line names its environment's python
     version = subprocess.run([str(second / "bin" / "gpuscope"), "--version"], capture_output=True, text=True,
                              cwd=tmp_path, env=_env(tmp_path / "cache"), timeout=60)
     assert version.stdout.strip() == f"gpuscope {__version__}", version.stderr
@@ -122,6 +122,45 @@ def test_an_installed_gpuscope_sends_its_own_wheel(first, tmp_path):
     with zipfile.ZipFile(pure) as zf:
         names = zf.namelist()
         assert "gpuscope/remote/agent.py" in names and not any(n.endswith(".so") for n in names)
+
+
+def _seed_data_home(sshd, tmp_path: Path) -> Path:
+    """A data folder of the remote user holding a copy of the session's agent as another build of
+    this version: the next connect updates it with the wheel the workstation sends (only gpuscope
+    is installed, so nothing comes from an index)."""
+    from gpuscope.remote.bootstrap import MARKER, agent_root
+
+    installed = agent_root({"XDG_DATA_HOME": str(Path(sshd.user.pw_dir) / ".local" / "share")})
+    source = max((p for p in installed.glob(f"{__version__}-*") if (p / MARKER).exists()),
+                 key=lambda p: (p / MARKER).stat().st_mtime)
+    home = Path("/tmp") / f"gpuscope-xdg-{sshd.mark}-{tmp_path.name}"   # pytest's tmp is private to root
+    older = agent_root({"XDG_DATA_HOME": str(home)}) / f"{__version__}-an-older-build"
+    older.parent.mkdir(parents=True)
+    subprocess.run(["cp", "-a", str(source), str(older)], check=True, timeout=120)
+    marker = json.loads((older / MARKER).read_text())
+    (older / MARKER).write_text(json.dumps({**marker, "build": "an-older-build"}))
+    subprocess.run(["chown", "-R", f"{sshd.user.pw_uid}:{sshd.user.pw_gid}", str(home)], check=True)
+    return home
+
+
+def test_an_installed_gpuscope_installs_the_agent_over_ssh(sshd, remote_host, first, tmp_path):
+    """The whole path from a gpuscope without a checkout: a real sshd, the remote's bootstrap
+    installs the wheel this install wrote, and the remote command runs from it."""
+    home = _seed_data_home(sshd, tmp_path)
+    try:
+        env = {**_env(tmp_path / "cache"), "GPUSCOPE_SSH": f"{sshd.ssh_env} -o SetEnv=XDG_DATA_HOME={home}"}
+        proc = subprocess.run([str(first / "bin" / "gpuscope"), "--host", remote_host, "history", "--json"],
+                              capture_output=True, text=True, cwd=tmp_path, env=env, timeout=180)
+        assert proc.returncode == 0, proc.stderr
+        wheel = f"gpuscope-{__version__}-{agentwheel._this_python_tag()}.whl"
+        assert f"sending {wheel}" in proc.stderr and "updated gpuscope" in proc.stderr, proc.stderr
+        assert isinstance(json.loads(proc.stdout), (list, dict))
+        (there,) = (p for p in (home / "gpuscope" / "agent").glob(f"{__version__}-*") if "older" not in p.name)
+        mine, theirs = _record(there), _record(first)
+        assert mine.keys() == theirs.keys()
+        assert {path for path in mine if mine[path] != theirs[path]} == {"../../../bin/gpuscope"}
+    finally:
+        subprocess.run(["rm", "-rf", str(home)], check=False)
 
 
 def _broken_copy(first: Path, tmp_path: Path, damage: str) -> PathDistribution:
