@@ -66,7 +66,7 @@ def agent_wheel(python_tag: str, progress: Progress | None = None) -> Path:
             if progress is not None:
                 progress(f"building the agent's wheel of gpuscope {__version__}", 0.01)
             built = [build_wheel(folder)]
-            for old in folder.parent.iterdir():   # earlier builds of this checkout
+            for old in folder.parent.iterdir():   # earlier builds of this gpuscope
                 if old.is_dir() and old != folder and old.name.startswith(f"{__version__}-"):
                     shutil.rmtree(old, ignore_errors=True)
         wheel = built[0]
@@ -153,17 +153,10 @@ def installed_wheel(folder: Path, dist: importlib.metadata.Distribution | None =
         except importlib.metadata.PackageNotFoundError:
             raise UserError(f"cannot build the agent's wheel: gpuscope at {package_dir()} is neither a source "
                             f"checkout nor an installed distribution; reinstall gpuscope {__version__}") from None
-    site = Path(str(dist.locate_file("")))
+    site = Path(os.path.normpath(str(dist.locate_file(""))))
     info, files = _installed_files(dist, site)
-    scripts = {ep.name for ep in dist.entry_points if ep.group in ("console_scripts", "gui_scripts")}
     data_dir = info.removesuffix(".dist-info") + ".data"
-    members: list[tuple[str, Path]] = []
-    for rel, path in files:
-        if rel.startswith("../"):
-            if path.parent.name == "bin" and path.name not in scripts:   # entry points' scripts pip makes anew
-                members.append((f"{data_dir}/scripts/{path.name}", path))
-        elif not (rel.endswith(".pyc") or "__pycache__/" in rel or rel in (f"{info}/{n}" for n in _NOT_COPIED)):
-            members.append((rel, path))
+    members = _members(dist, site, info, data_dir, files)
     compiled = any(rel.endswith(".so") for rel, _ in members)
     tag = _this_python_tag() if compiled else "py3-none-any"
     target = folder / f"{info.removesuffix('.dist-info')}-{tag}.whl"
@@ -186,6 +179,21 @@ def installed_wheel(folder: Path, dist: importlib.metadata.Distribution | None =
     return target
 
 
+def _members(dist: importlib.metadata.Distribution, site: Path, info: str, data_dir: str,
+             files: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
+    """(name in the wheel, file) of each installed file that belongs in the wheel."""
+    scripts = {ep.name for ep in dist.entry_points if ep.group in ("console_scripts", "gui_scripts")}
+    skip = {f"{info}/{name}" for name in _NOT_COPIED}
+    members = []
+    for rel, path in files:
+        if not path.is_relative_to(site):
+            if path.parent.name == "bin" and path.name not in scripts:   # entry points' scripts pip makes anew
+                members.append((f"{data_dir}/scripts/{path.name}", path))
+        elif not (rel.endswith(".pyc") or "__pycache__/" in rel or rel in skip):
+            members.append((rel, path))
+    return members
+
+
 def _installed_files(dist: importlib.metadata.Distribution, site: Path) -> tuple[str, list[tuple[str, Path]]]:
     """(the dist-info folder's name, [(RECORD path, file)]); a missing or damaged RECORD, or a
     file it lists that is gone, is one line."""
@@ -197,7 +205,9 @@ def _installed_files(dist: importlib.metadata.Distribution, site: Path) -> tuple
     files: list[tuple[str, Path]] = []
     info = ""
     for number, row in enumerate(_record_rows(text), 1):
-        if len(row) != 3 or not row[0] or row[0].startswith("/"):
+        if not row:
+            continue
+        if len(row) != 3 or not row[0]:
             raise UserError(f"cannot build the agent's wheel: the installed gpuscope's RECORD in {site} is damaged "
                             f"(line {number}); {fix}")
         rel = row[0]
@@ -216,7 +226,7 @@ def _installed_files(dist: importlib.metadata.Distribution, site: Path) -> tuple
 
 def _record_rows(text: str) -> Iterator[list[str]]:
     try:
-        yield from (row for row in csv.reader(io.StringIO(text)) if row)
+        yield from csv.reader(io.StringIO(text))
     except csv.Error:
         yield ["damaged"]   # reported by the caller as that line's damage
 

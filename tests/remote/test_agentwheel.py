@@ -188,3 +188,24 @@ def test_a_damaged_install_is_one_line(first, tmp_path, damage, says):
     text = str(caught.value)
     assert says in text and "reinstall gpuscope" in text and "\n" not in text
     assert list(out.iterdir()) == []
+
+
+def test_an_install_without_its_c_helpers_makes_a_pure_wheel(first, tmp_path):
+    """Where no compiler built the two helpers, the wheel is ``py3-none-any`` from the start."""
+    venv = tmp_path / "venv"
+    shutil.copytree(first, venv, symlinks=True)
+    record = _site(venv) / INFO / "RECORD"
+    kept = []
+    for line in record.read_text().splitlines():
+        if line.split(",")[0].endswith(".so"):
+            (_site(venv) / line.split(",")[0]).unlink()
+        else:
+            kept.append(line)
+    record.write_text("\n".join(kept) + "\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    wheel = agentwheel.installed_wheel(out, PathDistribution(_site(venv) / INFO))
+    assert wheel.name == f"gpuscope-{__version__}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel) as zf:
+        assert "Root-Is-Purelib: true\nTag: py3-none-any\n" in zf.read(f"{INFO}/WHEEL").decode()
+        assert "gpuscope/trace/timeline.py" in zf.namelist()
