@@ -67,12 +67,13 @@ def decode_column(data: dict[str, Any]) -> Any:
 def timeline_info(call: Call) -> dict[str, Any]:
     """What the timeline needs before its first page: extent, processes, threads, row counts."""
     tl = _report(call).timeline
-    strings = {int(i): tl.strings.get(int(i)) for i in {*tl.processes.name_id.tolist(), *tl.threads.name_id.tolist()}
-               if i >= 0}
+    ids = {*tl.processes.name_id.tolist(), *tl.threads.name_id.tolist(), *tl.domains.name_id.tolist()}
+    strings = {int(i): tl.strings.get(int(i)) for i in ids if i >= 0}
     return {"duration_ns": tl.duration_ns, "wall_base_ns": tl.wall_base_ns, "mono_base_ns": tl.mono_base_ns,
             "counts": {name: len(getattr(tl, name)) for name in TABLES},
             "processes": {k: encode_column(v) for k, v in tl.processes.columns().items()},
             "threads": {k: encode_column(v) for k, v in tl.threads.columns().items()},
+            "domains": {k: encode_column(v) for k, v in tl.domains.columns().items()},
             "strings": strings, "groups": {str(k): v for k, v in tl.groups.items()}}
 
 

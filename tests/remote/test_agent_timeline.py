@@ -15,7 +15,7 @@ pytestmark = pytest.mark.timeout(180)
 SCRIPT = """
 import nvtx, time
 for i in range(60):
-    with nvtx.annotate(f"step {i % 3}"):
+    with nvtx.annotate(f"step {i % 3}", domain="work" if i % 2 else None):
         time.sleep(0.002)
 """
 
@@ -29,6 +29,11 @@ def test_pages_are_the_reports_rows_of_the_window(tmp_path):
         info = conn.request("timeline_info", {"run": run_id}, timeout=120)
         assert info["counts"]["ranges"] == 60
         local = api.load_report(api.open_run(run_id).run_folder).timeline
+        assert len(local.domains) >= 1
+        for name, column in local.domains.columns().items():
+            assert np.array_equal(decode_column(info["domains"][name]), column), name
+        assert {info["strings"][str(i)] for i in local.domains.name_id.tolist() if i >= 0} == \
+            {local.strings.get(i) for i in local.domains.name_id.tolist() if i >= 0}
         t0 = int(np.sort(local.ranges.start_ns)[20])
         t1 = int(np.sort(local.ranges.start_ns)[40])
         page = conn.request("timeline_page", {"run": run_id, "table": "ranges", "t0_ns": t0, "t1_ns": t1}, timeout=60)
