@@ -209,3 +209,28 @@ def test_an_install_without_its_c_helpers_makes_a_pure_wheel(first, tmp_path):
     with zipfile.ZipFile(wheel) as zf:
         assert "Root-Is-Purelib: true\nTag: py3-none-any\n" in zf.read(f"{INFO}/WHEEL").decode()
         assert "gpuscope/trace/timeline.py" in zf.namelist()
+
+
+def test_a_damaged_install_is_one_line_at_connect(sshd, remote_host, first, tmp_path):
+    """The line reaches the user of ``gpuscope --host`` as it is, and no ssh is left behind."""
+    import psutil
+
+    venv = tmp_path / "venv"
+    shutil.copytree(first, venv, symlinks=True)
+    (_site(venv) / INFO / "RECORD").unlink()
+    home = Path("/tmp") / f"gpuscope-xdg-{sshd.mark}-{tmp_path.name}"   # empty: the remote asks for the wheel
+    home.mkdir(mode=0o755)
+    os.chown(home, sshd.user.pw_uid, sshd.user.pw_gid)
+    try:
+        env = {**_env(tmp_path / "cache"), "GPUSCOPE_SSH": f"{sshd.ssh_env} -o SetEnv=XDG_DATA_HOME={home}"}
+        proc = subprocess.run([str(venv / "bin" / "python"), "-m", "gpuscope", "--host", remote_host, "history"],
+                              capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+        lines = [ln for ln in proc.stderr.splitlines() if not ln.startswith("gpuscope: building")]
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert lines[0].startswith("gpuscope: error: cannot build the agent's wheel: the installed gpuscope in "
+                                   f"{_site(venv)} has no RECORD"), lines
+        ssh_left = [p.pid for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [""])[0].endswith("ssh")
+                    and any(str(sshd.folder) in arg for arg in p.info["cmdline"])]   # clients, not the sshd
+        assert ssh_left == []
+    finally:
+        subprocess.run(["rm", "-rf", str(home)], check=False)
