@@ -59,6 +59,13 @@ class ProcessStacks:
                 "threads": [{"name": t.name, "ident": t.ident, "current": t.current,
                              "frames": [asdict(f) for f in t.frames]} for t in self.threads]}
 
+    @classmethod
+    def from_dict(cls, p: dict) -> ProcessStacks:
+        """The process :meth:`to_dict` made (``latest.json``, a remote agent's ``stacks``)."""
+        threads = [ThreadStack(t["name"], [Frame(**f) for f in t.get("frames") or []], t.get("ident", 0),
+                               t.get("current", False)) for t in p.get("threads") or []]
+        return cls(p["pid"], p.get("role", ""), threads, p.get("source", "faulthandler"), p.get("note", ""))
+
 
 def parse_dump(text: str, names: dict[int, str] | None = None) -> list[ThreadStack]:
     """faulthandler's text (one dump) as threads; ``names`` maps thread idents to names."""
@@ -349,9 +356,4 @@ def load_latest(run_dir: Path) -> tuple[int | None, list[ProcessStacks]]:
         data = json.loads((Path(run_dir) / STACKS_DIR / "latest.json").read_text())
     except (OSError, ValueError):
         return None, []
-    procs = []
-    for p in data.get("processes", []):
-        threads = [ThreadStack(t["name"], [Frame(**f) for f in t["frames"]], t.get("ident", 0), t.get("current", False))
-                   for t in p.get("threads", [])]
-        procs.append(ProcessStacks(p["pid"], p["role"], threads, p.get("source", "faulthandler"), p.get("note", "")))
-    return data.get("taken_ns"), procs
+    return data.get("taken_ns"), [ProcessStacks.from_dict(p) for p in data.get("processes", [])]

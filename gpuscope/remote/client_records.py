@@ -43,14 +43,11 @@ def finding(data: dict[str, Any]) -> Finding:
 
 
 def run_record(data: dict[str, Any]) -> RunRecord:
-    """A run's record from ``RunRecord.to_dict()`` (or its JSON form, ``summary.json``)."""
+    """A run's record from its JSON form (``RunRecord.to_json()``, as ``summary.json``)."""
     from gpuscope.runrecord.model import RunRecord
 
-    own = getattr(RunRecord, "from_dict", None)
-    if own is not None:
-        return own(data)
-    folder = str(data.get("run_folder") or data.get("run_dir") or "")
-    return RunRecord.from_json(data, folder, spec=data.get("spec"), versions=data.get("versions"))
+    return RunRecord.from_json(data, str(data.get("run_dir") or ""), spec=data.get("spec"),
+                               versions=data.get("versions"))
 
 
 def history_data(data: dict[str, Any]) -> HistoryData:
@@ -103,15 +100,9 @@ def roles(data: dict[str, Any]) -> tuple[dict[int, Any], dict[int, int]]:
 
 
 def stacks(items: Any) -> list[ProcessStacks]:
-    from gpuscope.findings.stacks import Frame, ProcessStacks, ThreadStack
+    from gpuscope.findings.stacks import ProcessStacks
 
-    out = []
-    for p in items or []:
-        threads = [ThreadStack(t["name"], [Frame(**f) for f in t.get("frames") or []], t.get("ident", 0),
-                               t.get("current", False)) for t in p.get("threads") or []]
-        out.append(ProcessStacks(p["pid"], p.get("role", ""), threads, p.get("source", "faulthandler"),
-                                 p.get("note", "")))
-    return out
+    return [ProcessStacks.from_dict(p) for p in items or []]
 
 
 def report(data: dict[str, Any], host: str) -> Report:
