@@ -78,6 +78,12 @@ class _Fields:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)  # type: ignore[call-overload]
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Any:
+        """The evidence :meth:`to_dict` made (a remote agent's listing); unknown keys ignored."""
+        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in d.items() if k in names})
+
     def items(self) -> Iterator[tuple[str, Any]]:
         return ((f.name, getattr(self, f.name)) for f in fields(self))  # type: ignore[arg-type]
 
@@ -203,6 +209,22 @@ class Suspect:
             "advice": self.advice,
         }
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Suspect:
+        """The suspect :meth:`to_dict` made (a remote agent's listing)."""
+        kind = str(d.get("kind"))
+        ident = d.get("identity")
+        identity: ProcIdentity | ShmIdentity | None = None
+        if isinstance(ident, dict):
+            identity = (ShmIdentity(ident["name"], int(ident["dev"]), int(ident["ino"])) if kind == KIND_SHM
+                        else ProcIdentity(int(ident["pid"]), float(ident["create_time"])))
+        ev = d.get("evidence") or None
+        cls_ev: type[_Fields] = {KIND_SHM: ShmEvidence, KIND_GPU_GHOST: GpuGhostEvidence}.get(kind, ProcessEvidence)
+        return cls(key=str(d["key"]), kind=kind, title=str(d.get("title", "")),
+                   reasons=[Reason(r["code"], r["text"]) for r in d.get("reasons") or []],
+                   evidence=cls_ev.from_dict(ev) if isinstance(ev, dict) else None, identity=identity,
+                   actions=list(d.get("actions") or []), blocked=d.get("blocked"), advice=d.get("advice"))
+
 
 @dataclass
 class ScanResult:
@@ -232,6 +254,13 @@ class ScanResult:
             "suspects": [s.to_dict() for s in self.suspects],
         }
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ScanResult:
+        """The listing :meth:`to_dict` made (a remote agent's ``cleanup_scan``)."""
+        return cls([Suspect.from_dict(s) for s in d.get("suspects") or []], list(d.get("notes") or []),
+                   float(d.get("scanned_at") or 0.0), bool(d.get("gpu_checked")), d.get("gpu_skip_reason"),
+                   float(d.get("observed_s") or 0.0))
+
 
 @dataclass
 class ActionResult:
@@ -249,3 +278,9 @@ class ActionResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ActionResult:
+        """The result :meth:`to_dict` made (a remote agent's ``cleanup_apply``)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})

@@ -128,34 +128,12 @@ def report(data: dict[str, Any], host: str) -> Report:
 
 
 def scan_result(data: dict[str, Any]) -> ScanResult:
-    from gpuscope.cleanup import model as m
+    from gpuscope.cleanup.model import ScanResult
 
-    return m.ScanResult([suspect(s) for s in data.get("suspects") or []], list(data.get("notes") or []),
-                        float(data.get("scanned_at") or 0.0), bool(data.get("gpu_checked")),
-                        data.get("gpu_skip_reason"), float(data.get("observed_s") or 0.0))
-
-
-def suspect(d: dict[str, Any]) -> Any:
-    from gpuscope.cleanup import model as m
-
-    kind = d.get("kind")
-    ident = d.get("identity") or None
-    identity: Any = None
-    if isinstance(ident, dict):
-        identity = (_build(m.ShmIdentity, ident) if "ino" in ident else _build(m.ProcIdentity, ident))
-    ev = d.get("evidence") or None
-    evidence: Any = None
-    if isinstance(ev, dict) and ev:
-        cls = (m.ShmEvidence if kind == getattr(m, "KIND_SHM", "shm") else
-               m.GpuGhostEvidence if "ppid" not in ev and "gpu_memory_bytes" in ev else m.ProcessEvidence)
-        evidence = _build(cls, ev)
-    return m.Suspect(key=d["key"], kind=str(kind), title=str(d.get("title", "")),
-                     reasons=[m.Reason(r["code"], r["text"]) for r in d.get("reasons") or []],
-                     evidence=evidence, identity=identity, actions=list(d.get("actions") or []),
-                     blocked=d.get("blocked"), advice=d.get("advice"))
+    return ScanResult.from_dict(data)
 
 
 def action_result(d: dict[str, Any]) -> ActionResult:
-    from gpuscope.cleanup import model as m
+    from gpuscope.cleanup.model import ActionResult
 
-    return _build(m.ActionResult, d)
+    return ActionResult.from_dict(d)
