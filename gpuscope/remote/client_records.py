@@ -52,18 +52,9 @@ def run_record(data: dict[str, Any]) -> RunRecord:
 
 def history_data(data: dict[str, Any]) -> HistoryData:
     """The History tab's data: runs (store rows), disk use, series."""
-    from gpuscope.status import RunStatus
-    from gpuscope.store.runs import RunRow
     from gpuscope.views.history import HistoryData
-    from gpuscope.views.series_index import SeriesEntry
 
-    rows = [_build(RunRow, {**r, "status": RunStatus.parse(r.get("status")),
-                            "spec": r.get("spec") or {}, "versions": r.get("versions") or {}})
-            for r in data.get("rows") or []]
-    series = [_build(SeriesEntry, {**s, "methods": tuple(s.get("methods") or ())}) for s in data.get("series") or []]
-    return HistoryData(rows, {str(k): int(v) for k, v in (data.get("sizes") or {}).items()},
-                       int(data.get("runs_bytes") or 0), int(data.get("store_bytes") or 0),
-                       str(data.get("note") or ""), series)
+    return HistoryData.from_dict(data)
 
 
 def series(data: Any) -> dict[str, Any] | None:

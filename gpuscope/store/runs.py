@@ -12,7 +12,7 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING
 
 from gpuscope.status import ExitStatus, RunStatus
@@ -56,6 +56,17 @@ class RunRow:
     def describe(self) -> str:
         """"exited (exit code 0)", "failed (killed by SIGKILL)", "stopped", ... (:class:`RunStatus`)."""
         return self.status.describe(ExitStatus(self.exit_code, self.signal), self.error)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as JSON data (the status as its value)."""
+        return {**asdict(self), "status": self.status.value}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunRow:
+        """The row :meth:`to_dict` made (a remote agent's History); unknown keys ignored."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{**{k: v for k, v in d.items() if k in names}, "status": RunStatus.parse(d.get("status")),
+                      "spec": d.get("spec") or {}, "versions": d.get("versions") or {}})
 
 
 def _row(r: sqlite3.Row) -> RunRow:

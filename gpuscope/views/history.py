@@ -31,6 +31,16 @@ class HistoryData:
     note: str = ""
     series: list[SeriesEntry] = field(default_factory=list)
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> HistoryData:
+        """History as JSON data made it (a remote agent's ``history``: its fields as dicts)."""
+        from gpuscope.store.runs import RunRow
+
+        return cls([RunRow.from_dict(r) for r in d.get("rows") or []],
+                   {str(k): int(v) for k, v in (d.get("sizes") or {}).items()}, int(d.get("runs_bytes") or 0),
+                   int(d.get("store_bytes") or 0), str(d.get("note") or ""),
+                   [SeriesEntry.from_dict(s) for s in d.get("series") or []])
+
 
 @dataclass(frozen=True)
 class Entry:

@@ -14,7 +14,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpuscope import paths
 
@@ -43,6 +43,13 @@ class SeriesEntry:
     @property
     def title(self) -> str:
         return f"{' vs '.join(self.methods)}, ×{self.repeat}"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SeriesEntry:
+        """A series from its record (its file, or a remote agent's History)."""
+        runs = {str(k): [str(r) for r in v] for k, v in d["runs"].items()}
+        return cls(str(d["id"]), int(d["created_ns"]), str(d.get("script", "")),
+                   tuple(str(m) for m in d.get("methods", runs)), int(d.get("repeat", 0)), runs)
 
 
 def series_dir() -> Path:
@@ -74,10 +81,7 @@ def load_series() -> list[SeriesEntry]:
         if not name.endswith(".json"):
             continue
         try:
-            d = json.loads((series_dir() / name).read_text())
-            runs = {str(k): [str(r) for r in v] for k, v in d["runs"].items()}
-            out.append(SeriesEntry(str(d["id"]), int(d["created_ns"]), str(d.get("script", "")),
-                                   tuple(str(m) for m in d.get("methods", runs)), int(d.get("repeat", 0)), runs))
+            out.append(SeriesEntry.from_dict(json.loads((series_dir() / name).read_text())))
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue            # a damaged record: its runs stay listed one by one
     out.sort(key=lambda s: s.created_ns, reverse=True)
