@@ -17,11 +17,10 @@ import importlib
 import os
 import sys
 import threading
-import time
 from typing import Any
 
-from gpuscope import __version__, paths
-from gpuscope.errors import UserError
+from gpuscope import __version__
+from gpuscope.errors import UserError, log_internal_error
 
 # name -> one-line help. The module is gpuscope.commands.<name>.
 COMMANDS = {
@@ -75,16 +74,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 
 
 def _internal_error(exc: BaseException) -> int:
-    import traceback   # only for a failure: not on every command's start
-
-    try:
-        log = paths.data_dir() / "gpuscope-errors.log"
-        with open(log, "a", encoding="utf-8") as fh:
-            fh.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} gpuscope {__version__} argv={sys.argv!r}\n")
-            traceback.print_exception(type(exc), exc, exc.__traceback__, file=fh)
-        where = f" (details in {log})"
-    except OSError:
-        where = ""
+    where = log_internal_error(exc, f"argv={sys.argv!r}")
     print(f"gpuscope: internal error: {type(exc).__name__}: {exc}{where}", file=sys.stderr)
     return 70
 

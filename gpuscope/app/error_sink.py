@@ -10,37 +10,16 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
-import traceback
 from typing import Callable
 
-from gpuscope import __version__
-from gpuscope.errors import UserError
-
-
-def log_path() -> str | None:
-    try:
-        from gpuscope import paths
-
-        return str(paths.data_dir() / "gpuscope-errors.log")
-    except OSError:
-        return None
+from gpuscope.errors import UserError, log_internal_error
 
 
 def describe_exception(exc: BaseException, what: str = "gpuscope") -> str:
     """Log the traceback; one line for the status bar or a dialog."""
     if isinstance(exc, UserError):
         return str(exc)
-    path = log_path()
-    where = ""
-    if path is not None:
-        try:
-            with open(path, "a", encoding="utf-8") as fh:
-                fh.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} gpuscope {__version__} app: {what}\n")
-                traceback.print_exception(type(exc), exc, exc.__traceback__, file=fh)
-            where = f" (details in {path})"
-        except OSError:
-            pass
+    where = log_internal_error(exc, f"app: {what}")
     return f"{what}: internal error: {type(exc).__name__}: {exc}{where}"
 
 
