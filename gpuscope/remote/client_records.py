@@ -3,7 +3,6 @@ same classes the local calls of :mod:`gpuscope.api` return, so the app cannot te
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,17 +22,6 @@ class NoTail:
 
     def read_new(self) -> list[dict[str, int]]:
         return []
-
-
-def _build(cls: Any, data: dict[str, Any], nested: dict[str, Any] | None = None) -> Any:
-    """A dataclass from a dict of its fields (unknown keys ignored; ``nested``: field -> builder)."""
-    nested = nested or {}
-    kw = {}
-    for f in dataclasses.fields(cls):
-        if f.name in data:
-            value = data[f.name]
-            kw[f.name] = nested[f.name](value) if f.name in nested and value is not None else value
-    return cls(**kw)
 
 
 def finding(data: dict[str, Any]) -> Finding:
@@ -86,7 +74,7 @@ def roles(data: dict[str, Any]) -> tuple[dict[int, Any], dict[int, int]]:
     """``RoleReader.read()``'s pair: {pid: Identity}, {pid: exit code}."""
     from gpuscope.views.procroles import Identity
 
-    identities = {int(pid): _build(Identity, d) for pid, d in (data.get("identities") or {}).items()}
+    identities = {int(pid): Identity.from_dict(d) for pid, d in (data.get("identities") or {}).items()}
     return identities, {int(pid): int(code) for pid, code in (data.get("exits") or {}).items()}
 
 
@@ -100,14 +88,13 @@ def report(data: dict[str, Any], host: str) -> Report:
     """A report's summary tables (``gpuscope report --json``'s object); its timeline stays remote."""
     from gpuscope.finding import Finding
     from gpuscope.nsys.report import Report
-    from gpuscope.trace.coverage import Coverage, ProcessCoverage
+    from gpuscope.trace.coverage import Coverage
     from gpuscope.trace.summary import SummaryRow
 
-    summaries = {k: [_build(SummaryRow, r) for r in data[f"{k}_summary"]]
+    summaries = {k: [SummaryRow.from_dict(r) for r in data[f"{k}_summary"]]
                  for k in SUMMARY_KEYS if isinstance(data.get(f"{k}_summary"), list)}
     cov = data.get("coverage")
-    coverage = (Coverage([_build(ProcessCoverage, {**p, "action": None}) for p in cov.get("processes") or []],
-                         cov.get("fork_flag")) if isinstance(cov, dict) else None)
+    coverage = Coverage.from_dict(cov) if isinstance(cov, dict) else None
     notes = [str(n) for n in data.get("notes") or []]
     notes.append(f"on {host}: tables summarised there, the timeline's rows pulled for the whole-run view")
     return Report(path=Path(str(data.get("path") or "")), sqlite_path=None,

@@ -13,7 +13,7 @@ Clock: event-log times are CLOCK_MONOTONIC ns. An nsys timeline time ``t`` maps 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +57,14 @@ class Coverage:
                 "processes_with_ranges_in_nsys": sum(1 for p in self.processes if p.nsys_ranges),
                 "processes_missing": sum(1 for p in self.processes if p.status == "missing"),
                 "ranges_lost": sum(p.lost for p in self.processes)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Coverage:
+        """The coverage :meth:`to_dict` made (the counts follow from its processes). A process's
+        structured fix stays behind: its sentence (``fix``) travels."""
+        names = {f.name for f in fields(ProcessCoverage)} - {"action"}
+        return cls([ProcessCoverage(**{k: v for k, v in p.items() if k in names}) for p in d.get("processes") or []],
+                   d.get("fork_flag"))
 
 
 def read_events(run_dir: Path) -> list:

@@ -10,7 +10,7 @@ Computed vectorised over groups; only the (few) output rows are touched in Pytho
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Sequence
 
@@ -56,6 +56,12 @@ class SummaryRow:
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None or k == "name"}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SummaryRow:
+        """The row :meth:`to_dict` made (``gpuscope report --json``'s rows); unknown keys ignored."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
 
 
 @dataclass

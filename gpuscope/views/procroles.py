@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpuscope.trace.process_row import display_name
 
@@ -50,6 +50,11 @@ class Identity:
     def label(self) -> str:
         """The role as shown: ``DataLoader worker #1`` (:func:`gpuscope.trace.process_row.display_name`)."""
         return display_name(self.role, self.worker_id)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Identity:
+        """An identity from its fields as JSON data (a remote agent's ``roles``)."""
+        return cls(str(d.get("role") or ""), d.get("rank"), d.get("start_method"), d.get("worker_id"))
 
 
 class RoleReader:
