@@ -173,6 +173,7 @@ def test_a_remote_run_streams_live_and_its_report_opens(qtbot, remote_home, gpus
     assert not list(Path(gpuscope_home).glob("runs/*"))          # nothing of it on this machine
     tl = w.last_report.timeline                                    # the whole-run view's rows, pulled
     assert len(tl.ranges) == 49 and {tl.strings.get(i) for i in set(tl.ranges.name_id.tolist())} == {"setup", "work"}
+    assert "gpuscope" in set(tl.domain_names().values())         # the task ranges' domain, named
     assert w.state_label.text().startswith(f"run {w.last_result.run_id} exited")   # the run's line stays
     w.tabs.setCurrentWidget(w.report_view)
     qtbot.waitUntil(lambda: w.reports.idle and w.report_view.timeline.layout_model is not None, timeout=30_000)
