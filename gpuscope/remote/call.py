@@ -8,12 +8,11 @@ import platform
 import socket
 import sys
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from gpuscope import __version__
-from gpuscope.errors import UserError
+from gpuscope.errors import UserError, log_internal_error
 from gpuscope.remote import protocol
 
 USER_PYTHON_ENV = "GPUSCOPE_USER_PYTHON"
@@ -88,17 +87,5 @@ def _gpu_reason() -> str | None:
 
 def internal_line(exc: BaseException, op: str) -> str:
     """One line for an unexpected failure; its traceback goes to gpuscope's error log."""
-    import traceback
-
-    where = ""
-    try:
-        from gpuscope import paths
-
-        log = paths.data_dir() / "gpuscope-errors.log"
-        with open(log, "a", encoding="utf-8") as fh:
-            fh.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} gpuscope {__version__} agent op={op}\n")
-            traceback.print_exception(type(exc), exc, exc.__traceback__, file=fh)
-        where = f" (details in {log})"
-    except OSError:
-        pass
+    where = log_internal_error(exc, f"agent op={op}")
     return f"internal error in {op}: {type(exc).__name__}: {exc}{where}"

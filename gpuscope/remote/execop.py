@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuscope.errors import UserError
+from gpuscope.procs.read import alive
 from gpuscope.remote import protocol
 from gpuscope.remote.call import user_python
 
@@ -170,18 +171,8 @@ def sweep_spool() -> None:
             pid = int(pid_file.read_text() or 0)
         except (OSError, ValueError):
             pid = 0
-        if pid and _alive(pid):
+        if pid and alive(pid):
             continue
         tag = pid_file.name[:-len(".pid")]
         for name in ("stdout", "stderr", "pid"):
             (base / f"{tag}.{name}").unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuscope.procs.read import alive
+
 __all__ = ["Entry", "active_entries", "add_entry", "find_entry", "remove_entry", "socket_path"]
 
 SOCKET_PATH_MAX = 100   # sun_path is 108 bytes on Linux
@@ -88,7 +90,7 @@ def active_entries() -> list[Entry]:
             entry = Entry.from_dict(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if not _alive(entry.pid) or not _answers(entry.socket):   # a reused pid does not answer
+        if not alive(entry.pid) or not _answers(entry.socket):   # a reused pid does not answer
             path.unlink(missing_ok=True)
             continue
         out.append(entry)
@@ -110,16 +112,4 @@ def _answers(path: str) -> bool:
         return False
     finally:
         sock.close()
-    return True
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True
