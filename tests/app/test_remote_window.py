@@ -131,7 +131,10 @@ def test_connect_dialog_keeps_recent_hosts(qtbot, remote_home, gpuscope_home):
     raw = w.settings.value("remote/recent")
     assert "lab@gpu-box:2222" in str(raw) and "pass" not in str(raw).lower()
     if SHOTS:
-        dialog.progress("installing gpuscope 0.9 into ~/.cache/gpuscope/agent-venv (wheel 3 of 5)", 0.6)
+        from gpuscope import __version__   # the line bootstrap._handle shows while the wheel goes over
+
+        dialog.progress(f"installing the agent on lab@gpu-box:2222 (gpuscope {__version__} not installed there): "
+                        f"sending gpuscope-{__version__}-cp311-cp311-linux_x86_64.whl (807 KiB)", 0.02)
         dialog.bar.show()
         dialog.adjustSize()
         qtbot.waitExposed(dialog)
