@@ -127,3 +127,54 @@ def test_a_run_that_ended_while_disconnected_is_filled_in_on_reconnect(qtbot, wi
     w.tick()
     shown = [line for line in w.console.plain_text().splitlines() if line.startswith("tick ")]
     assert shown == [f"tick {i}" for i in range(25)]
+
+
+LEAVES_ONE = """
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+print("left", child.pid, flush=True)
+"""
+
+
+def test_cleanup_of_the_remote_ends_the_remote_users_leftover(qtbot, window, sshd):  # noqa: F811
+    from PySide6.QtWidgets import QMessageBox
+
+    w = window
+    qtbot.waitUntil(lambda: handle.remote() is not None, timeout=60_000)
+    w.panel.set_script(str(sshd.script("leaves_one.py", LEAVES_ONE)))
+    with qtbot.waitSignal(w.controller.sigStarted, timeout=60_000):
+        qtbot.mouseClick(w.panel.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: w.last_result is not None, timeout=60_000)
+    line = next(ln for ln in w.console.plain_text().splitlines() if ln.startswith("left "))
+    pid = int(line.split()[1])
+    try:
+        assert os.stat(f"/proc/{pid}").st_uid == sshd.user.pw_uid    # the remote user's process
+        w.tabs.setCurrentWidget(w.cleanup)
+        view = w.cleanup
+        qtbot.waitUntil(lambda: view.result is not None and not view.busy and view.result.by_pid(pid) is not None,
+                        timeout=60_000)
+        suspect = view.result.by_pid(pid)
+        assert suspect.run_id == w.last_result.run_id and suspect.evidence.user == sshd.user.pw_name, suspect
+        view.view.selectRow(next(i for i, s in enumerate(view.model.suspects) if s.pid == pid))
+        if SHOTS:
+            w.grab().save(str(Path(SHOTS) / "remote-cleanup.png"))
+        assert view.set_checked(f"pid:{pid}")
+        qtbot.mouseClick(view.clean_button, Qt.MouseButton.LeftButton)
+        box = view.confirm_box
+        button = next(b for b in box.buttons() if box.buttonRole(b) == QMessageBox.ButtonRole.AcceptRole)
+        with qtbot.waitSignal(view.sigCleaned, timeout=60_000):
+            qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+        assert view.last_results[0].ok, view.last_results
+        qtbot.waitUntil(lambda: not os.path.exists(f"/proc/{pid}") or _zombie(pid), timeout=20_000)
+        qtbot.waitUntil(lambda: not view.busy, timeout=60_000)
+    finally:
+        if os.path.exists(f"/proc/{pid}") and not _zombie(pid):
+            os.kill(pid, 9)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return False

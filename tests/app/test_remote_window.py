@@ -214,7 +214,6 @@ def test_cleanup_lists_and_ends_a_leftover_of_a_remote_run(qtbot, remote_home, g
         assert suspect is not None and suspect.run_id == run_id, [s.title for s in view.result.suspects]
         assert type(view.result).from_dict(view.result.to_dict()).to_dict() == view.result.to_dict()   # whole trip
         view.view.selectRow(next(i for i, s in enumerate(view.model.suspects) if s.pid == leftover.pid))
-        shot(w, "remote-cleanup.png")
         assert view.set_checked(f"pid:{leftover.pid}")
         qtbot.mouseClick(view.clean_button, Qt.MouseButton.LeftButton)
         box = view.confirm_box
