@@ -101,20 +101,28 @@ class TimedStream(RunStream):
         super().on_batch(batch)
 
 
-def agent(env: dict[str, str]) -> tuple[Connection, CountingReader]:
+def agent(env: dict[str, str], host: str | None = None) -> tuple[Connection, CountingReader]:
+    """An agent here over pipes, or with ``host`` the real path: ssh, the bootstrap, the agent there."""
+    if host is not None:
+        from gpuscope.remote.bootstrap import open_agent
+        from gpuscope.remote.hostspec import HostSpec
+
+        remote = open_agent(HostSpec.parse(host))
+        counted = CountingReader(remote.stdout)
+        return Connection(remote, host=host, reader=counted), counted   # type: ignore[arg-type]
     proc = subprocess.Popen([sys.executable, "-m", "gpuscope.remote.agent"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     reader = CountingReader(proc.stdout)
     return Connection(proc, host="bench agent", reader=reader), reader   # type: ignore[arg-type]
 
 
-def telemetry_round(env: dict[str, str], script: Path, procs: int, seconds: float) -> dict:
-    conn, counter = agent(env)
+def telemetry_round(env: dict[str, str], script: Path, procs: int, seconds: float, host: str | None = None) -> dict:
+    conn, counter = agent(env, host)
     try:
-        core = RemoteCore(conn, "bench agent")
+        core = RemoteCore(conn, host or "bench agent")
         stream = TimedStream()
         spec = RunSpec(script=str(script), args=(str(procs), str(seconds)), cwd=str(script.parent),
-                       python=sys.executable, start_method="fork", sample_interval_s=0.1)
+                       python=None if host else sys.executable, start_method="fork", sample_interval_s=0.1)
         run = core.start_run(spec, stream)
         t0, b0 = time.monotonic(), counter.bytes
         run.wait(seconds + 120)
@@ -187,6 +195,8 @@ def main() -> int:
     ap.add_argument("--ranges", type=int, default=1_000_000)
     ap.add_argument("--skip-report", action="store_true")
     ap.add_argument("--skip-telemetry", action="store_true")
+    ap.add_argument("--host", help="[USER@]HOST[:PORT]: the telemetry half over ssh to that host (its "
+                                   "python3 runs the pool; GPUSCOPE_SSH as for gpuscope --host)")
     args = ap.parse_args()
     print(f"load average at start: {os.getloadavg()}, {os.cpu_count()} CPUs", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-remote-") as tmp:
@@ -197,9 +207,11 @@ def main() -> int:
         os.environ["GPUSCOPE_HOME"], os.environ["GPUSCOPE_NO_CACHE"] = str(home), "1"
         pool = Path(tmp) / "pool64.py"
         pool.write_text(POOL)
+        os.chmod(tmp, 0o755)      # --host on this machine: the remote user reads the script here
+        os.chmod(pool, 0o644)
         rounds = []
         for i in range(0 if args.skip_telemetry else args.rounds):
-            r = telemetry_round(env, pool, args.procs, args.seconds)
+            r = telemetry_round(env, pool, args.procs, args.seconds, args.host)
             rounds.append(r)
             print(f"telemetry round {i + 1}: {json.dumps(r)}", flush=True)
         if rounds:
