@@ -289,6 +289,15 @@ class RemoteTimeline:
 
     def __init__(self, core: RemoteCore, target: dict[str, str], counts: dict[str, int]) -> None:
         self.core, self.target, self.counts = core, target, counts    # counts: filled by the first pull
+        self._flows: Any = ...
+
+    def flows(self) -> Any:
+        """The pool flow arrows, read there from the run's event logs (asked once)."""
+        if self._flows is ...:
+            from gpuscope.remote.client_timeline import flows
+
+            self._flows = flows(self.core, self.target)
+        return self._flows
 
     def refine(self, tl: Any, t0_ns: int, t1_ns: int, min_ns: int) -> tuple[Any, int]:
         from gpuscope.remote.client_timeline import refine

@@ -75,6 +75,23 @@ def refine(core: RemoteCore, target: dict[str, str], tl: T.Timeline, counts: dic
     return new, added
 
 
+def flows(core: RemoteCore, target: dict[str, str]) -> Any:
+    """The report's pool flow arrows (``gpuscope.trace.flows.Flows``), read from the event logs
+    there (``timeline_flows``); None for a bare export, or an agent without the op."""
+    from gpuscope.errors import UserError
+    from gpuscope.trace.flows import Flows
+
+    try:
+        sent = core.call("timeline_flows", **target)
+    except UserError as exc:
+        if "unknown op" not in str(exc):
+            raise
+        return None      # an older agent: the timeline is drawn without arrows
+    if not sent:
+        return None
+    return Flows(**{k: decode_column(v).copy() for k, v in sent["columns"].items()})
+
+
 def _distinct(table: Any) -> Any:
     """Rows sorted by start, each row once (a page overlaps what was pulled before)."""
     keys = [getattr(table, k) for k in ("name_id", "depth", "tid", "pid", "end_ns", "start_ns") if hasattr(table, k)]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscope.errors import UserError
-from gpuscope.remote import coreops, protocol, timelineops
+from gpuscope.remote import coreops, flowops, protocol, timelineops
 from gpuscope.remote.call import Call, hello
 
 READ_MAX = 4 << 20   # one read_file answer: a download is many of them, resumable by offset
@@ -111,4 +111,5 @@ OPS: dict[str, Callable[[Call], Any]] = {
     "active_runs": op_active_runs,
     **{name: getattr(coreops, name) for name in coreops.__all__},
     **{name: getattr(timelineops, name) for name in timelineops.__all__},
+    **{name: getattr(flowops, name) for name in flowops.__all__},
 }

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from gpuscope.finding import Finding, Severity, evidence
-from gpuscope.fix import Fix, SetNsysForkTracing, SetStartMethod
+from gpuscope.fix import Fix, SetNsysForkTracing, SetStartMethod, fix_from_dict, fix_to_dict
 from gpuscope.trace import timeline as T
 from gpuscope.trace.process_row import display_name
 
@@ -53,18 +53,20 @@ class Coverage:
         return [p for p in self.processes if p.status in ("missing", "partial")]
 
     def to_dict(self) -> dict:
-        return {"processes": [asdict(p) for p in self.processes], "fork_flag": self.fork_flag,
+        return {"processes": [{**asdict(p), "action": fix_to_dict(p.action) if p.action is not None else None}
+                              for p in self.processes], "fork_flag": self.fork_flag,
                 "processes_with_ranges_in_nsys": sum(1 for p in self.processes if p.nsys_ranges),
                 "processes_missing": sum(1 for p in self.processes if p.status == "missing"),
                 "ranges_lost": sum(p.lost for p in self.processes)}
 
     @classmethod
     def from_dict(cls, d: dict) -> Coverage:
-        """The coverage :meth:`to_dict` made (the counts follow from its processes). A process's
-        structured fix stays behind: its sentence (``fix``) travels."""
+        """The coverage :meth:`to_dict` made (the counts follow from its processes), each process's
+        structured fix included (a kind this gpuscope does not know reads as none)."""
         names = {f.name for f in fields(ProcessCoverage)} - {"action"}
-        return cls([ProcessCoverage(**{k: v for k, v in p.items() if k in names}) for p in d.get("processes") or []],
-                   d.get("fork_flag"))
+        return cls([ProcessCoverage(**{k: v for k, v in p.items() if k in names},
+                                    action=fix_from_dict(p.get("action")))
+                    for p in d.get("processes") or []], d.get("fork_flag"))
 
 
 def read_events(run_dir: Path) -> list:

@@ -409,8 +409,11 @@ def test_zooming_into_a_remote_timeline_pulls_its_finer_rows(qtbot, remote_home,
     ftiny = full.ranges.name_id == full.strings.lookup("tiny")
     first = int(np.median(full.ranges.start_ns[ftiny]))
     zoom = w.remote.zoom
+    held = f"{len(full.ranges):,} ranges, 0 kernels"             # the whole report's, as a local title says
+    assert held in w.report_view.title.text() and len(tl.ranges) < len(full.ranges)
     view.set_view(first, first + 200_000)                        # 0.2 ms in the middle of the loop
     qtbot.waitUntil(lambda: zoom.pages >= 1 and zoom.task is None, timeout=30_000)
+    assert held in w.report_view.title.text()                    # the same after a page came
     got = view.timeline
     a, b, min_ns = zoom.pulled[-1]
     in_page = ftiny & (full.ranges.end_ns >= a) & (full.ranges.start_ns < b) & \

@@ -80,6 +80,9 @@ def _run_flows(report):
     """Pool flow arrows of a run folder's event logs (None for a bare export)."""
     from gpuscope.trace.flows import run_flows
 
+    remote = getattr(report, "remote", None)
+    if remote is not None:      # its folder is the host's: the agent reads the event logs there
+        return remote.flows()
     path = Path(getattr(report, "path", "") or "")
     return run_flows(path, report.timeline) if path.is_dir() else None
 
@@ -173,6 +176,18 @@ def head_line(report, findings: list[Finding]) -> str:
     if others:
         parts.append(f"<b>{others} Nsight Systems diagnostic(s)</b>")
     return " — ".join(parts)
+
+
+def counts_text(report) -> str:
+    """What the whole report holds ("N ranges, M kernels"): a remote report's counts are the host's,
+    not the rows pulled so far (zooming pulls more; the title stays the same, as for a local one)."""
+    held = getattr(getattr(report, "remote", None), "counts", None)
+    if held:
+        return f"{int(held.get('ranges', 0)):,} ranges, {int(held.get('kernels', 0)):,} kernels"
+    tl = report.timeline
+    torch = int((tl.ranges.source == SOURCE_TORCH).sum())   # a run's PyTorch profiler events, counted apart
+    return f"{len(tl.ranges) - torch:,} ranges, {len(tl.kernels):,} kernels" + \
+        (f", {torch:,} torch events" if torch else "")
 
 
 TABLES_KEY = "report/tables_height"   # QSettings: the tables' height (px) the user dragged them to
@@ -416,10 +431,7 @@ class QtReportView(QWidget):
         self.report = report
         self.timeline.set_layout(layout)
         self._place_tables()
-        tl = report.timeline
-        torch = int((tl.ranges.source == SOURCE_TORCH).sum())   # a run's PyTorch profiler events, counted apart
-        counts = f"{len(tl.ranges) - torch:,} ranges, {len(tl.kernels):,} kernels" + \
-            (f", {torch:,} torch events" if torch else "")
+        counts = counts_text(report)
         if summary_shown:   # progressive load: the tables are up, only the title changes
             self.title.setText(self.title.text().replace("timeline loading…", counts))
             if self.torch_ops is None and getattr(report, "torch", None) is not None:
