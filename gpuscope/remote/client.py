@@ -138,6 +138,11 @@ class RemoteCore:
             if cut:
                 past.truncated[stream] = cut
         past.identities = self.role_reader(run_dir).lookup()
+        try:
+            record = self.open_run(run_id)
+            past.rows = (list(record.processes), list(record.left_running))
+        except UserError:        # no record there (a run cut off before it wrote one): names only
+            pass
         past.findings = self.findings(run_dir)
         taken, procs = self.latest_stacks(run_dir)
         past.stacks = (taken, procs) if procs else None

@@ -27,6 +27,7 @@ class PastRun:
     stacks: tuple[int | None, list[Any]] | None = None         # the last stacks taken (taken_ns, processes)
     started_ns: int | None = None
     ray_store: list[dict[str, int]] = field(default_factory=list)   # a Ray run's object store samples
+    rows: tuple[list[Any], list[int]] = field(default_factory=lambda: ([], []))   # record's rows, pids left running
 
 
 def _tail(path: Path, limit: int) -> tuple[bytes, int]:
@@ -68,6 +69,9 @@ def load_past_run(run_id: str, run_dir: str | os.PathLike[str], started_ns: int 
         if cut:
             past.truncated[stream] = cut
     if folder.is_dir():
+        from gpuscope.views.live_model import read_process_rows
+
+        past.rows = read_process_rows(folder)
         past.findings = analyse_run(folder)
         taken, procs = load_latest(folder)
         past.stacks = (taken, procs) if procs else None

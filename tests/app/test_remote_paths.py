@@ -129,6 +129,23 @@ def test_a_remote_report_opens_without_reading_the_remote_folder_here(qtbot, rem
     disconnect(qtbot, w)
 
 
+def test_a_remote_past_run_opens_without_reading_the_remote_folder_here(qtbot, remote_home, gpuscope_home):  # noqa: F811
+    cli_run(remote_home, script("pool_spawn.py"), "0.5")
+    w = connected(qtbot, remote_home)
+    qtbot.waitUntil(lambda: w.history.task is None and len(w.history.rows) == 1, timeout=30_000)
+    with RemoteDiskGuard(remote_home) as guard:
+        with qtbot.waitSignal(w.session.sigPastShown, timeout=30_000):
+            w.open_past_run(w.history.rows[0])
+        qtbot.waitUntil(lambda: w.reports.idle and w.report_view.timeline.layout_model is not None, timeout=30_000)
+        w.tick()
+    assert not guard.seen, guard.report()
+    procs = w.model.procs.values()
+    assert sorted(r.role for r in procs) == ["main", "pool worker", "pool worker"]
+    assert all(r.record is not None for r in procs)      # the record's rows (exits, CPU), pulled
+    assert [r.record.exit_code for r in procs if r.role == "main"] == [0]
+    disconnect(qtbot, w)
+
+
 def test_a_remote_reports_coverage_keeps_its_structured_fix(qtbot):
     """The report's JSON (what the agent's report_summary sends) read back as the client does: the
     banner offers "Apply to next run" with the fix itself, not only its sentence."""

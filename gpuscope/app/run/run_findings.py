@@ -110,9 +110,7 @@ class RunFindings(QObject):
         self.run_id, self.run_dir, self.started_ns = past.run_id, str(past.run_dir), past.started_ns
         self.tab.live.findings.view.set_live(False)
         self._show(past.findings)
-        from gpuscope.views.live_model import read_process_rows
-
-        rows, left = read_process_rows(past.run_dir)
+        rows, left = past.rows      # read with the rest by the core (a remote run's folder is not here)
         if rows:
             self.model.set_process_rows(rows, left)
         if past.stacks:
