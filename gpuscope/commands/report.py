@@ -9,15 +9,13 @@ from pathlib import Path
 
 from gpuscope import numpy_import
 from gpuscope.errors import UserError
+from gpuscope.views.report_json import SUMMARY_KEYS, no_data, to_json
 
 DESCRIPTION = (
     "Print per-process NVTX coverage and the summaries `nsys stats` would print (nvtx_sum, "
     "cuda_gpu_kern_sum, cuda_api_sum, cuda_gpu_mem_time_sum, osrt_sum) for a .nsys-rep, a .sqlite "
     "export, or a gpuscope run (folder or run id)."
 )
-
-SUMMARY_KEYS = (("nvtx", "NVTX ranges"), ("kernel", "CUDA kernels"), ("cuda_api", "CUDA API"),
-                ("memop", "CUDA memcpy/memset"), ("osrt", "OS runtime"))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,25 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shapes", action="store_true", help="with --torch-ops: group the rows by input shapes")
 
 
-def _run_dir(run_id: str) -> Path:
-    from gpuscope.store.lookup import find_run
-
-    return Path(find_run(run_id)[1])
-
-
 def resolve(args: argparse.Namespace) -> tuple[Path, Path | None]:
     """(what to load, run folder for coverage or None)."""
-    if args.run:
-        run_dir = _run_dir(args.run)
-        return (Path(args.path) if args.path else run_dir), run_dir
-    if not args.path:
-        raise UserError("give a .nsys-rep, a .sqlite export, a run folder, or --run RUN_ID")
-    p = Path(args.path)
-    if not p.exists() and "/" not in args.path and not p.suffix:
-        return _run_dir(args.path), None
-    if not p.exists():
-        raise UserError(f"{p}: no such file")
-    return p, None
+    from gpuscope.views.report_json import resolve as resolve_target
+
+    return resolve_target(args.run, args.path)
 
 
 def _redact(args: argparse.Namespace) -> int:
@@ -91,10 +75,9 @@ def run(args: argparse.Namespace) -> int:
                 raise UserError(f"cannot write {args.perfetto}: {exc.strerror}") from None
         return 0
     report = _load(target, run_dir, args)
-    has_data = any(p["nvtx_ranges"] or p["marks"] or p["kernels"] for p in report.processes)
-    if report.sqlite_path is not None and not has_data and "NVTX_EVENTS" not in report.tables:
-        raise UserError(f"{report.sqlite_path}: no NVTX or CUDA data in this export "
-                        "(record with nsys profile --trace=nvtx[,cuda])")
+    why = no_data(report)
+    if why:
+        raise UserError(why)
     if args.perfetto:
         from gpuscope.torchtrace.perfetto import run_events
         from gpuscope.trace import perfetto
@@ -134,43 +117,10 @@ def _torch_ops(args: argparse.Namespace) -> int:
 
 def _load(target: Path, run_dir: Path | None, args: argparse.Namespace):
     """The report of ``target``: a job folder merged with ``--job`` / ``--step``, else ``load_report``."""
-    from gpuscope.nsys.job import is_job_dir
-    from gpuscope.nsys.report import load_job, load_report
+    from gpuscope.views.report_json import load
 
-    job_id, step = getattr(args, "job", None), getattr(args, "step", None)
-    if is_job_dir(target):
-        return load_job(target, job_id=job_id, step=step)
-    if job_id or step:
-        raise UserError(f"--job / --step are for a job folder of node runs (gpuscope run --job-dir), not {target}")
-    return load_report(target, run_dir=run_dir if target != run_dir else None, use_cache=not args.no_cache)
-
-
-def _finding(f) -> dict:
-    return {k: getattr(f, k, None) for k in ("code", "message", "advice")}
-
-
-def to_json(report) -> dict:
-    """The ``--json`` object (see docs/NSYS-REPORTS.md for the field list)."""
-    out = {
-        "path": str(report.path),
-        "sqlite": str(report.sqlite_path) if report.sqlite_path else None,
-        "nsys_version": report.nsys_version,
-        "schema_version": report.schema_version,
-        "naming": report.naming,
-        "processes": report.processes,
-        "findings": [_finding(f) for f in report.findings],
-        "notes": report.notes,
-        "coverage": report.coverage.to_dict() if report.coverage is not None else None,
-    }
-    if getattr(report, "job", None) is not None:
-        out["job"] = report.job
-    for key, _ in SUMMARY_KEYS:
-        if key in report.summaries:
-            out[f"{key}_summary"] = [r.to_dict() for r in report.summaries[key]]
-    from gpuscope.gpu import sharing_report   # who ran when on each GPU (docs/GPU-SHARING.md)
-
-    out["gpu_sharing"] = sharing_report.report_json(report)
-    return out
+    return load(target, run_dir, getattr(args, "job", None), getattr(args, "step", None),
+                use_cache=not args.no_cache)
 
 
 def _table(rows: list[list[str]], out) -> None:

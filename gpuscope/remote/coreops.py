@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import json
-import subprocess
-import sys
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -20,7 +17,6 @@ if TYPE_CHECKING:
 
     from gpuscope.remote.call import Call
 
-REPORT_TIMEOUT_S = 600.0
 SCAN_OPTIONS = ("use_gpu", "idle_window_s", "shm_min_age_s")
 
 # the last cleanup listing of this agent (one per connection): cleanup_apply acts on its suspects
@@ -97,37 +93,14 @@ def stacks(call: Call) -> dict[str, Any]:
 
 
 def report_summary(call: Call) -> Any:
-    """What ``gpuscope report --json`` prints for a run (id or folder) or a report file."""
+    """What ``gpuscope report --json`` prints for a run (id or folder) or a report file, read in
+    the agent's own process (its imports and the report cache stay warm); a cancel ends the read."""
+    from gpuscope.views.report_json import report_object
+
     target = call.arg("run", str, None) or call.arg("path", str, None)
     if not target:
         raise UserError("report_summary: give run or path")
-    proc = subprocess.Popen([sys.executable, "-m", "gpuscope", "report", target, "--json"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    answer: dict[str, bytes] = {}
-    done = threading.Event()
-
-    def collect() -> None:
-        answer["out"], answer["err"] = proc.communicate()
-        done.set()
-    threading.Thread(target=collect, daemon=True).start()
-    try:
-        while not done.wait(0.01):   # its answer at once; a cancel within a moment
-            if call.cancelled.is_set():
-                proc.terminate()     # the report's reading (and its nsys export) ends
-                done.wait(REPORT_TIMEOUT_S)
-                break
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        done.wait(5)
-    out, err = answer.get("out", b""), answer.get("err", b"")
-    if call.cancelled.is_set():
-        raise UserError("report_summary: cancelled")
-    if proc.returncode != 0:
-        lines = [ln for ln in err.decode("utf-8", "replace").splitlines() if ln.strip()]
-        raise UserError(lines[-1].removeprefix("gpuscope: error: ") if lines else f"report failed ({proc.returncode})")
-    return json.loads(out)
+    return report_object(target, cancel=call.cancelled)
 
 
 def cleanup_scan(call: Call) -> dict[str, Any]:
