@@ -129,6 +129,25 @@ def test_a_remote_report_opens_without_reading_the_remote_folder_here(qtbot, rem
     disconnect(qtbot, w)
 
 
+def test_the_agents_timeline_flows_op(remote_home):  # noqa: F811
+    from gpuscope import api
+    from gpuscope.errors import UserError
+    from gpuscope.remote.connection import connect_local
+    from gpuscope.remote.timelineops import decode_column
+    from gpuscope.trace.flows import run_flows
+    from test_remote_window import AGENTS, remote_env
+
+    out = json.loads(cli_run(remote_home, "--json", script("pool_spawn.py"), "0.5").splitlines()[-1])
+    conn = connect_local(env=remote_env(remote_home), host="gpu-box")
+    AGENTS.append(conn)
+    want = run_flows(out["run_dir"], api.load_report(out["run_dir"]).timeline)
+    for target in ({"run": out["run_id"]}, {"path": out["run_dir"]}):
+        sent = conn.request("timeline_flows", target)
+        assert np.array_equal(decode_column(sent["columns"]["dst_ns"]), want.dst_ns) and len(want) == 4
+    with pytest.raises(UserError, match="^timeline_flows: give run or path$"):
+        conn.request("timeline_flows", {})
+
+
 def test_a_remote_past_run_opens_without_reading_the_remote_folder_here(qtbot, remote_home, gpuscope_home):  # noqa: F811
     cli_run(remote_home, script("pool_spawn.py"), "0.5")
     w = connected(qtbot, remote_home)
