@@ -165,6 +165,16 @@ def test_a_remote_past_run_opens_without_reading_the_remote_folder_here(qtbot, r
     disconnect(qtbot, w)
 
 
+def test_a_local_past_run_carries_its_records_rows(remote_home):  # noqa: F811
+    from gpuscope.runrecord import read_folder
+    from gpuscope.views.past_run import load_past_run
+
+    out = json.loads(cli_run(remote_home, "--json", script("pool_spawn.py"), "0.5").splitlines()[-1])
+    rows, left = load_past_run(out["run_id"], out["run_dir"]).rows     # read here: the folder is this disk's
+    assert [r.pid for r in rows] == [r.pid for r in read_folder(out["run_dir"]).processes] and len(rows) == 3
+    assert left == []
+
+
 def test_a_remote_reports_coverage_keeps_its_structured_fix(qtbot):
     """The report's JSON (what the agent's report_summary sends) read back as the client does: the
     banner offers "Apply to next run" with the fix itself, not only its sentence."""
