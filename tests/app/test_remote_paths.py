@@ -165,6 +165,24 @@ def test_a_remote_past_run_opens_without_reading_the_remote_folder_here(qtbot, r
     disconnect(qtbot, w)
 
 
+def test_a_remote_live_run_and_its_report_read_nothing_of_the_remote_folder_here(qtbot, remote_home,  # noqa: F811
+                                                                                 gpuscope_home):
+    from test_remote_window import start_remote
+
+    w = connected(qtbot, remote_home)
+    with RemoteDiskGuard(remote_home) as guard:
+        start_remote(qtbot, w, "pool_spawn.py", "0.5")
+        qtbot.waitUntil(lambda: w.last_result is not None, timeout=60_000)
+        qtbot.waitUntil(lambda: w.last_report is not None and bool(w.last_report.summaries.get("nvtx")),
+                        timeout=60_000)
+        w.tabs.setCurrentWidget(w.report_view)
+        qtbot.waitUntil(lambda: w.reports.idle and w.report_view.timeline.flows is not None, timeout=30_000)
+        w.tick()
+    assert not guard.seen, guard.report()
+    assert str(w.last_result.run_dir).startswith(str(remote_home)) and len(w.report_view.timeline.flows) == 4
+    disconnect(qtbot, w)
+
+
 def test_a_local_past_run_carries_its_records_rows(remote_home):  # noqa: F811
     from gpuscope.runrecord import read_folder
     from gpuscope.views.past_run import load_past_run
