@@ -18,10 +18,10 @@ def timeline_flows(call: Call) -> dict[str, Any] | None:
     ``timeline_page``); None for a report that is no run folder (a bare export has no event logs)."""
     from dataclasses import fields
 
-    from gpuscope.remote.timelineops import _report, encode_column
+    from gpuscope.remote.timelineops import encode_column, kept_report
     from gpuscope.trace.flows import Flows, run_flows
 
-    report = _report(call)
+    report = kept_report(call)
     folder = Path(str(getattr(report, "path", "") or ""))
     if not folder.is_dir():
         return None

@@ -24,10 +24,10 @@ PAGE_MAX = 200_000         # rows in one page; the window asks again for a narro
 _reports: OrderedDict[str, Any] = OrderedDict()
 _lock = threading.Lock()
 
-__all__ = ["timeline_info", "timeline_page"]
+__all__ = ["kept_report", "timeline_info", "timeline_page"]
 
 
-def _report(call: Call) -> Any:
+def kept_report(call: Call) -> Any:
     """The report of ``run`` or ``path``, read once and kept (the newest few)."""
     from gpuscope import api
 
@@ -66,7 +66,7 @@ def decode_column(data: dict[str, Any]) -> Any:
 
 def timeline_info(call: Call) -> dict[str, Any]:
     """What the timeline needs before its first page: extent, processes, threads, row counts."""
-    tl = _report(call).timeline
+    tl = kept_report(call).timeline
     ids = {*tl.processes.name_id.tolist(), *tl.threads.name_id.tolist(), *tl.domains.name_id.tolist()}
     strings = {int(i): tl.strings.get(int(i)) for i in ids if i >= 0}
     return {"duration_ns": tl.duration_ns, "wall_base_ns": tl.wall_base_ns, "mono_base_ns": tl.mono_base_ns,
@@ -88,7 +88,7 @@ def timeline_page(call: Call) -> dict[str, Any]:
         raise UserError(f"timeline_page: table is one of {', '.join(TABLES)}")
     t0, t1 = call.arg("t0_ns", int, 0), call.arg("t1_ns", int, None)
     limit = min(call.arg("limit", int, PAGE_MAX) or PAGE_MAX, PAGE_MAX)
-    tl = _report(call).timeline
+    tl = kept_report(call).timeline
     cols = getattr(tl, table)
     start = cols.start_ns
     end = getattr(cols, "end_ns", start)
