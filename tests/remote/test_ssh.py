@@ -78,8 +78,16 @@ def assert_one_line(proc: subprocess.CompletedProcess[str], *words: str) -> str:
     return lines[0]
 
 
-def leftovers(sshd) -> list[str]:
-    """ssh clients of this sshd still running here, and its sessions' processes there."""
+def leftovers(sshd, within_s: float = 10.0) -> list[str]:
+    """ssh clients of this sshd still running here, and its sessions' processes there, once they
+    had ``within_s`` to end (the remote side ends a moment after the client: sshd closes the session)."""
+    deadline = time.monotonic() + within_s
+    while (found := _running(sshd)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return found
+
+
+def _running(sshd) -> list[str]:
     found = []
     for p in psutil.process_iter(["cmdline", "uids"]):
         try:
