@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from gpuscope.finding import Finding
     from gpuscope.findings.stacks import ProcessStacks
     from gpuscope.nsys.report import Report
+    from gpuscope.remote.client_series import RemoteSeries
     from gpuscope.runrecord.model import RunRecord
     from gpuscope.spec import RunSpec
     from gpuscope.views.history import HistoryData
@@ -249,8 +250,15 @@ class RemoteCore:
 
         return Comparison.from_dict(self.call("compare_runs", ids=list(ids)))
 
-    def compare_series(self, *args: Any, **kwargs: Any) -> Any:
-        raise UserError(f"{self.host}: start-method series are not offered on a remote host yet")
+    def compare_series(self, spec: RunSpec, methods: Sequence[str], repeat: int, stream: RunStream,
+                       started: Callable[[str, str, int], None] | None = None,
+                       progress: Callable[[int, int, str, int], None] | None = None
+                       ) -> tuple[RemoteSeries, Callable[[], Comparison]]:
+        """A series run there (the agent's ``compare_series``): ``(series, run)`` as ``api.compare_series``."""
+        from gpuscope.remote.client_series import RemoteSeries
+
+        series = RemoteSeries(self, spec, methods, repeat, stream, started, progress)
+        return series, series.run
 
     def series_progress_text(self, i: int, n: int, method: str, repeat: int) -> str:
         from gpuscope import api

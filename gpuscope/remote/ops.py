@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscope.errors import UserError
-from gpuscope.remote import coreops, flowops, protocol, timelineops
+from gpuscope.remote import coreops, flowops, protocol, seriesops, timelineops
 from gpuscope.remote.call import Call, hello
 
 READ_MAX = 4 << 20   # one read_file answer: a download is many of them, resumable by offset
@@ -112,4 +112,5 @@ OPS: dict[str, Callable[[Call], Any]] = {
     **{name: getattr(coreops, name) for name in coreops.__all__},
     **{name: getattr(timelineops, name) for name in timelineops.__all__},
     **{name: getattr(flowops, name) for name in flowops.__all__},
+    **{name: getattr(seriesops, name) for name in seriesops.__all__},
 }

@@ -73,7 +73,8 @@ class CompareController(QObject):
             return run()
         finally:
             self.groups = {label: list(ids) for label, ids in series.runs.items()}
-            if sum(map(len, self.groups.values())) >= 2:     # History lists it as one entry
+            # History lists it as one entry; a remote host's agent records its own series there
+            if sum(map(len, self.groups.values())) >= 2 and not getattr(series, "saved_there", False):
                 save_series(self.groups, spec, methods, repeat)
 
     # -- recorded runs --------------------------------------------------------------------------
