@@ -129,7 +129,8 @@ class NsysFlake(AssertionError):  # noqa: N818 - a flake, not an error of the co
 
 def run_nsys(cmd: list, timeout: float = 300, env: dict | None = None, cwd: Path | None = None) -> str:
     """Run an nsys step in its own session; kill the session on timeout; return stdout+stderr.
-    A hang or a known nsys failure raises NsysFlake, any other failure AssertionError."""
+    A hang, a crash of the tool or a known nsys failure raises NsysFlake, any other failure
+    AssertionError: the programs recorded here carry no gpuscope code (plain nsys)."""
     full = dict(os.environ, **(env or {}))
     full[TAG] = "1"
     proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -143,6 +144,8 @@ def run_nsys(cmd: list, timeout: float = 300, env: dict | None = None, cwd: Path
         raise NsysFlake(f"{Path(str(cmd[0])).name} {cmd[1]} hung: still running after {timeout:.0f} s") from None
     if proc.returncode != 0:
         known = known_flake(out)
+        if proc.returncode < 0:   # the tool itself crashed (seen: 2024.2's importer, SIGSEGV after saving)
+            known = f"{Path(str(cmd[0])).name} died by signal {-proc.returncode}"
         what = f"exit {proc.returncode}: {' '.join(map(str, cmd))}\n{out[-2000:]}"
         raise NsysFlake(f"{known}; {what}") if known else AssertionError(what)
     return out
