@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QAbstractItemView, QListView
+from PySide6.QtWidgets import QAbstractItemView, QListView, QMessageBox
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
@@ -123,3 +123,21 @@ def start_nsys_run(qtbot: Any, window: Any, while_running: Any = None, timeout: 
         assert seen["ok"], "not seen while the run ran"
         return result
     raise AssertionError("unreachable")
+
+
+def confirm_cleanup(qtbot: Any, view: Any, accept: bool = True, timeout: int = 60_000) -> QMessageBox:
+    """Press the Cleanup tab's "Clean up selected…" and answer its dialog; with ``accept``, wait for
+    the clean-up to end. The box comes back with ``text_shown``: the question it asked."""
+    qtbot.mouseClick(view.clean_button, Qt.LeftButton)
+    box = view.confirm_box
+    assert box is not None and box.isVisible()
+    wanted = QMessageBox.AcceptRole if accept else QMessageBox.RejectRole
+    button = next(b for b in box.buttons() if box.buttonRole(b) == wanted)
+    text = box.text() + "\n" + box.informativeText()
+    if accept:
+        with qtbot.waitSignal(view.sigCleaned, timeout=timeout):
+            qtbot.mouseClick(button, Qt.LeftButton)
+    else:
+        qtbot.mouseClick(button, Qt.LeftButton)
+    box.text_shown = text
+    return box

@@ -11,6 +11,7 @@ import uuid
 from multiprocessing import resource_tracker, shared_memory
 
 import pytest
+from apphelpers import confirm_cleanup
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 
@@ -65,19 +66,7 @@ def _refresh(qtbot, view):
 
 
 def _confirm(qtbot, view, accept: bool) -> QMessageBox:
-    qtbot.mouseClick(view.clean_button, Qt.LeftButton)
-    box = view.confirm_box
-    assert box is not None and box.isVisible()
-    wanted = QMessageBox.AcceptRole if accept else QMessageBox.RejectRole
-    button = next(b for b in box.buttons() if box.buttonRole(b) == wanted)
-    text = box.text() + "\n" + box.informativeText()
-    if accept:
-        with qtbot.waitSignal(view.sigCleaned, timeout=WAIT_MS):
-            qtbot.mouseClick(button, Qt.LeftButton)
-    else:
-        qtbot.mouseClick(button, Qt.LeftButton)
-    box.text_shown = text
-    return box
+    return confirm_cleanup(qtbot, view, accept, WAIT_MS)
 
 
 @pytest.mark.timeout(180)

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from apphelpers import make_window
+from apphelpers import confirm_cleanup, make_window
 from PySide6.QtCore import Qt
 
 from gpuscope.app.remote import core as handle
@@ -137,8 +137,6 @@ print("left", child.pid, flush=True)
 
 
 def test_cleanup_of_the_remote_ends_the_remote_users_leftover(qtbot, window, sshd):  # noqa: F811
-    from PySide6.QtWidgets import QMessageBox
-
     w = window
     qtbot.waitUntil(lambda: handle.remote() is not None, timeout=60_000)
     w.panel.set_script(str(sshd.script("leaves_one.py", LEAVES_ONE)))
@@ -159,11 +157,7 @@ def test_cleanup_of_the_remote_ends_the_remote_users_leftover(qtbot, window, ssh
         if SHOTS:
             w.grab().save(str(Path(SHOTS) / "remote-cleanup.png"))
         assert view.set_checked(f"pid:{pid}")
-        qtbot.mouseClick(view.clean_button, Qt.MouseButton.LeftButton)
-        box = view.confirm_box
-        button = next(b for b in box.buttons() if box.buttonRole(b) == QMessageBox.ButtonRole.AcceptRole)
-        with qtbot.waitSignal(view.sigCleaned, timeout=60_000):
-            qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+        confirm_cleanup(qtbot, view)
         assert view.last_results[0].ok, view.last_results
         qtbot.waitUntil(lambda: not os.path.exists(f"/proc/{pid}") or _zombie(pid), timeout=20_000)
         qtbot.waitUntil(lambda: not view.busy, timeout=60_000)

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from apphelpers import make_window, processes_with_env, script
+from apphelpers import confirm_cleanup, make_window, processes_with_env, script
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QMessageBox
 
 from gpuscope.app.remote import core as handle
 from gpuscope.errors import UserError
@@ -215,11 +214,7 @@ def test_cleanup_lists_and_ends_a_leftover_of_a_remote_run(qtbot, remote_home, g
         assert type(view.result).from_dict(view.result.to_dict()).to_dict() == view.result.to_dict()   # whole trip
         view.view.selectRow(next(i for i, s in enumerate(view.model.suspects) if s.pid == leftover.pid))
         assert view.set_checked(f"pid:{leftover.pid}")
-        qtbot.mouseClick(view.clean_button, Qt.MouseButton.LeftButton)
-        box = view.confirm_box
-        button = next(b for b in box.buttons() if box.buttonRole(b) == QMessageBox.ButtonRole.AcceptRole)
-        with qtbot.waitSignal(view.sigCleaned, timeout=60_000):
-            qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+        confirm_cleanup(qtbot, view)
         assert view.last_results[0].ok, view.last_results
         assert leftover.wait(10) != 0          # ended by the remote's cleanup
         qtbot.waitUntil(lambda: not view.busy, timeout=60_000)
