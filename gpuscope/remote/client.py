@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from gpuscope.findings.stacks import ProcessStacks
     from gpuscope.nsys.report import Report
     from gpuscope.remote.client_series import RemoteSeries
+    from gpuscope.remote.connection import Connection
     from gpuscope.runrecord.model import RunRecord
     from gpuscope.spec import RunSpec
     from gpuscope.views.history import HistoryData
@@ -37,10 +38,10 @@ DOWNLOAD_PIECE = 4 << 20  # one read_file answer (the agent's most): progress an
 class RemoteCore:
     """``gpuscope.api``'s calls (those the app makes) on the host of ``connection``."""
 
-    def __init__(self, connection: Any, host: str) -> None:
+    def __init__(self, connection: Connection, host: str) -> None:
         self.connection = connection
         self.host = host
-        self.hello: dict[str, Any] = dict(getattr(connection, "hello", None) or {})
+        self.hello: dict[str, Any] = dict(connection.hello)
         self.runs: dict[str, RemoteRun] = {}     # runs watched through this core, by id
 
     # -- plumbing -------------------------------------------------------------------------------
@@ -58,7 +59,7 @@ class RemoteCore:
 
     @property
     def alive(self) -> bool:
-        return not bool(getattr(self.connection, "closed", False))
+        return not self.connection.closed
 
     def close(self) -> None:
         """Close the connection; the remote's detached runs go on."""
