@@ -27,6 +27,8 @@ KNOWN: dict[str, str] = {
     "Failed to connect to Agent": "nsys could not connect to its agent",
     "is canceled because the timeout period is expired": "nsys's agent did not answer in time",
     "Local Endpoint is not available": "nsys could not reach its agent",
+    # gpuscope's own hang guard (runs/recorders/nsys_recording.py): the hang class, seen by gpuscope
+    "after the program ended (hung)": "nsys hung after the program ended (gpuscope's guard stopped it)",
 }
 # "Connection to Agent lost" and the importer's "AnalysisFailed" are not retried: they were only
 # ever seen while gpuscope recorded a fork pool, never with plain nsys (docs/TESTS.md).

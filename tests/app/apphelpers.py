@@ -116,7 +116,8 @@ def start_nsys_run(qtbot: Any, window: Any, while_running: Any = None, timeout: 
 
         qtbot.waitUntil(ended, timeout=timeout)
         result = window.last_result
-        flake = None if result.status == "exited" else known_flake(_nsys_output(Path(result.run_dir)))
+        flake = None if result.status == "exited" else known_flake(_nsys_output(Path(result.run_dir))
+                                                                   + str(result.error or ""))
         if flake and attempt == 1:
             note_retry("an nsys run through the window (attempt 1)", flake)
             continue
