@@ -84,7 +84,11 @@ def _attach(qtbot, w, job):
     assert action is not None and action in w.file_menu.actions()
     dialog = QtAttachDialog(w)
     dialog.show()
-    qtbot.waitUntil(lambda: dialog.model.index_of(job.pid) is not None, timeout=30_000)
+    def listed() -> bool:   # a listing made as the pool's workers started may see the parent alone
+        i = dialog.model.index_of(job.pid)
+        return i is not None and int(dialog.model.rows[i].cells[4]) >= 4
+
+    qtbot.waitUntil(listed, timeout=30_000)
     row = dialog.model.rows[dialog.model.index_of(job.pid)]
     assert row.kind == "multiprocessing parent", row
     assert int(row.cells[4]) >= 4, row            # the parent, 2 workers, the resource tracker
