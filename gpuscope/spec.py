@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuscope.errors import UserError
 from gpuscope.spec_checks import (LAUNCHERS, NSYS_TIMEOUT_S, NSYS_TRACE, START_METHODS,
@@ -18,8 +17,7 @@ from gpuscope.spec_checks import (LAUNCHERS, NSYS_TIMEOUT_S, NSYS_TRACE, START_M
                                   checked_script as _checked_script)
 
 
-@dataclass(frozen=True)
-class NsysOptions:
+class NsysOptions(NamedTuple):
     """How to record a run under Nsight Systems."""
 
     enabled: bool = False
@@ -35,8 +33,7 @@ class NsysOptions:
         return start_method in ("fork", "default")
 
 
-@dataclass(frozen=True)
-class TorchProfileOptions:
+class TorchProfileOptions(NamedTuple):
     """``--torch-profile``: torch.profiler in the run's torch processes (docs/TORCH-PROFILER.md)."""
 
     enabled: bool = False
@@ -52,7 +49,7 @@ class TorchProfileOptions:
             if self != TorchProfileOptions():
                 raise UserError("the --torch-profile-* options need --torch-profile")
             return self
-        return replace(self, ranks=checked_ranks(self.ranks), schedule=checked_schedule(self.schedule))
+        return self._replace(ranks=checked_ranks(self.ranks), schedule=checked_schedule(self.schedule))
 
     def env_value(self) -> str:
         """What the hook reads (GPUSCOPE_TORCH_PROFILE, inject/torchprof.py)."""
@@ -71,8 +68,7 @@ class TorchProfileOptions:
                    memory=bool(d.get("memory")), stack=bool(d.get("stack")))
 
 
-@dataclass(frozen=True)
-class RunSpec:
+class RunSpec(NamedTuple):
     """A script (or a module, run as ``python -m MODULE``) and the way gpuscope should launch it.
 
     For a module run ``module`` holds the module's name and ``script`` the text ``-m MODULE``
@@ -87,7 +83,7 @@ class RunSpec:
     launcher: str = "python"
     nproc: int = 1
     annotate: tuple[str, ...] = ()
-    nsys: NsysOptions = field(default_factory=NsysOptions)
+    nsys: NsysOptions = NsysOptions()
     env: tuple[tuple[str, str], ...] = ()
     # Costly per-process sampling (USS) is off by default; see gpuscope.telemetry.
     sample_interval_s: float = 0.1
@@ -99,7 +95,7 @@ class RunSpec:
     rdzv_id: str | None = None             # the job id every node shares
     rdzv_timeout_s: int | None = None      # torchrun's join_timeout (None: torchrun's default, 600 s)
     job_dir: str | None = None             # shared folder the node runs are copied into
-    torch_profile: TorchProfileOptions = field(default_factory=TorchProfileOptions)
+    torch_profile: TorchProfileOptions = TorchProfileOptions()
     # modules the forkserver imports once for all its children (multiprocessing.set_forkserver_preload)
     forkserver_preload: tuple[str, ...] = ()
 
@@ -141,13 +137,14 @@ class RunSpec:
                       nproc=int(self.nproc), forkserver_preload=preload, **_checked_nodes(self, cwd))
         common["torch_profile"] = self.torch_profile.validated()
         if self.module:
-            return replace(self, script=f"-m {_checked_module(self.module)}",
-                           module=_checked_module(self.module), **common)
-        return replace(self, script=str(_checked_script(self.script, cwd)), **common)
+            return self._replace(script=f"-m {_checked_module(self.module)}",
+                                 module=_checked_module(self.module), **common)
+        return self._replace(script=str(_checked_script(self.script, cwd)), **common)
 
     # -- serialisation ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = self._asdict()
+        d["nsys"], d["torch_profile"] = self.nsys._asdict(), self.torch_profile._asdict()
         d["env"] = dict(self.env)
         return d
 
@@ -158,12 +155,12 @@ class RunSpec:
         torch_profile = TorchProfileOptions.from_dict(d.pop("torch_profile", None))
         nsys_opts = NsysOptions(
             enabled=bool(nsys.get("enabled", False)),
-            trace=tuple(nsys.get("trace", NsysOptions.trace)),
+            trace=tuple(nsys.get("trace", NSYS_TRACE)),
             extra_args=tuple(nsys.get("extra_args", ())),
             trace_fork=nsys.get("trace_fork"),
-            timeout_s=float(nsys.get("timeout_s", NsysOptions.timeout_s)),
+            timeout_s=float(nsys.get("timeout_s", NSYS_TIMEOUT_S)),
         )
-        known = {f.name for f in fields(cls)}
+        known = set(cls._fields)
         kwargs = {k: v for k, v in d.items() if k in known}
         kwargs["args"] = tuple(kwargs.get("args", ()))
         kwargs["annotate"] = tuple(kwargs.get("annotate", ()))

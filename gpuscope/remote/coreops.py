@@ -31,9 +31,12 @@ __all__ = ["cleanup_apply", "cleanup_scan", "compare_runs", "delete_runs", "find
 
 
 def plain(value: Any) -> Any:
-    """A record as JSON data: dataclasses as dicts, enums as their values, tuples as lists."""
+    """A record as JSON data: dataclasses and named tuples as dicts, enums as their values, other
+    tuples as lists."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):   # a typing.NamedTuple record
+        return {name: plain(getattr(value, name)) for name in value._fields}
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, dict):

@@ -6,7 +6,6 @@ to its socket, or, once it has ended, answer from the run folder.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import select
 import socket
@@ -48,7 +47,7 @@ def start_run(call: Call) -> dict[str, Any]:
     except (TypeError, ValueError, KeyError) as exc:
         raise UserError(f"start_run: not a run spec ({exc})") from None
     if not spec.python:   # the remote's own python3, not the agent's private interpreter
-        spec = dataclasses.replace(spec, python=user_python())
+        spec = spec._replace(python=user_python())
     folder = paths.data_dir() / "remote"
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     spec_path = folder / f"spec-{os.getpid()}-{call.id}.json"

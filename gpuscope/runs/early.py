@@ -11,12 +11,11 @@ program that cannot start) gives None and leaves nothing behind: the usual path 
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from gpuscope import rundir as layout
 from gpuscope.procs.existing import Existing
@@ -25,8 +24,7 @@ from gpuscope.runs.pipes import open_output
 from gpuscope.spec import RunSpec
 
 
-@dataclass
-class EarlyStart:
+class EarlyStart(NamedTuple):
     """A program started by :func:`start`, until ``Run`` adopts it (or :meth:`abandon` ends it).
     ``run_dir`` is a string (``Run`` makes it a ``Path``)."""
 
@@ -60,7 +58,7 @@ class EarlyStart:
 def eligible(spec: RunSpec) -> bool:
     """``spec`` asks for a script run by this python with RunSpec's defaults but its arguments and
     start method (what :func:`start` can check and start by itself)."""
-    return bool(spec.script) and dataclasses.replace(spec, script="", args=(), start_method="default") == RunSpec("")
+    return bool(spec.script) and spec._replace(script="", args=(), start_method="default") == RunSpec("")
 
 
 def start(spec: RunSpec, *, live: bool) -> EarlyStart | None:

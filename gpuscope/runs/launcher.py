@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from gpuscope import rundir as layout
 from gpuscope.errors import UserError
@@ -16,8 +15,7 @@ if TYPE_CHECKING:
     from gpuscope.spec import RunSpec
 
 
-@dataclass
-class Command:
+class Command(NamedTuple):
     """The first process of a run: argv, environment and working directory."""
 
     argv: list[str]

@@ -11,7 +11,6 @@ turns the result into a comparison.
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 from typing import Any, Callable
 
 from gpuscope.errors import UserError
@@ -105,7 +104,7 @@ class StartMethodSeries:
             with self._lock:
                 if self._stop.is_set():
                     break
-                run = Run(replace(self.spec, start_method=method), recorders=recorders, **kwargs)
+                run = Run(self.spec._replace(start_method=method), recorders=recorders, **kwargs)
                 self.current, self.current_label = run, label
             try:
                 run.start()

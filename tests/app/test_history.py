@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import replace
 
 import pytest
 from apphelpers import fill, make_window, script, wait_report
@@ -212,7 +211,7 @@ def test_run_again_carries_every_field_of_the_spec(qtbot, gpuscope_home, tmp_pat
     assert "not carried" not in w.state_label.toolTip()
     h.rerun_row(h.rows[_row_of(h, "20261201-000002-bbbbbbbb")])
     assert not w.panel.is_module and w.panel.fork.currentData() == "on"
-    assert w.panel.spec() == replace(extra, env=(), nsys=replace(extra.nsys, extra_args=()))
+    assert w.panel.spec() == extra._replace(env=(), nsys=extra.nsys._replace(extra_args=()))
     said = w.state_label.toolTip()
     assert "not carried, the panel has no field for: nsys arguments --sample=none; environment SECRET_FLAG" in said
 

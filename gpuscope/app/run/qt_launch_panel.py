@@ -32,7 +32,7 @@ from gpuscope.app.settings import get_json, push_recent, set_json
 from gpuscope.errors import UserError
 from gpuscope.findings.fixes import describe, launch_changes
 from gpuscope.spec import LAUNCHERS, START_METHODS, NsysOptions, RunSpec, TorchProfileOptions
-from gpuscope.spec_checks import START_METHOD_HELP, parse_ints
+from gpuscope.spec_checks import NSYS_TRACE, START_METHOD_HELP, parse_ints
 from gpuscope.views.launch_checks import default_python, fork_warning
 
 if TYPE_CHECKING:
@@ -173,7 +173,7 @@ class QtLaunchPanel(QWidget):
     def _build_nsys(self) -> None:
         self.nsys = QGroupBox("Record with Nsight Systems (nsys)", checkable=True, checked=False)
         self.traces = {t: QCheckBox(t) for t in NSYS_TRACES}
-        for t in NsysOptions.trace:
+        for t in NSYS_TRACE:
             self.traces[t].setChecked(True)
         self.fork = _narrow(QComboBox(), 12)
         for key, _, text in FORK_CHOICES:
@@ -483,7 +483,7 @@ class QtLaunchPanel(QWidget):
         self.annotate.setText(d.get("annotate", ""))
         self.nsys.setChecked(bool(d.get("nsys", False)))
         for t, box in self.traces.items():
-            box.setChecked(t in d.get("nsys_trace", list(NsysOptions.trace)))
+            box.setChecked(t in d.get("nsys_trace", list(NSYS_TRACE)))
         self.fork.setCurrentIndex(max(0, self.fork.findData(d.get("nsys_fork", "auto"))))
         for m, box in self.compare_methods.items():
             box.setChecked(m in d.get("compare_methods", list(COMPARE_DEFAULT)))
