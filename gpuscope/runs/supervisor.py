@@ -347,7 +347,9 @@ class Run(InRunFolder):
     def wait(self) -> RunRecord:
         """Block until the run has ended and been recorded."""
         assert self._proc is not None and self._ctx is not None, "start() first"
-        from gpuscope.procs import membership  # noqa: F401 - the end reads /proc: loaded while the program runs
+        # what the end reads /proc with and records the run in: loaded while the program runs
+        from gpuscope.procs import membership  # noqa: F401
+        from gpuscope.runrecord.model import NsysSummary, RunRecord
         returncode = self._proc.wait()
         ended_ns = time.time_ns()
         self._each("main_exited", self._ctx)   # while the rest of the tree ends (the resource tracker)
@@ -369,8 +371,6 @@ class Run(InRunFolder):
 
         escaped = sorted(set(self._escaped_on_stop) | {p for p in left if (i := read_stat(p)) and
                                                        i.sid != self._proc.pid})
-        from gpuscope.runrecord.model import NsysSummary, RunRecord   # the record: made after the program
-
         result = RunRecord(run_id=self.run_id, run_folder=self.run_folder, status=status, exit=exit_status,
                            started_ns=self.started_ns, ended_ns=ended_ns, processes=outcome.processes,
                            left_running=left, escaped=escaped, notes=list(self.notes), error=outcome.error,
