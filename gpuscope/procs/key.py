@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class ProcKey:
+class ProcKey(NamedTuple):
     """A process as every package names it.
 
     ``start`` is the kernel's start time in clock ticks since boot (field 22 of

@@ -21,8 +21,7 @@ import enum
 import os
 import re
 from collections.abc import Container, Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from gpuscope.procs.read import ProcInfo, all_pids, alive, environ_has, environ_raw, owner, read, snapshot
 
@@ -33,8 +32,7 @@ RUN_ID_VAR = "GPUSCOPE_RUN_ID"
 _PROFILE_SESSION = re.compile(r"^profile-(?:.*-)?(\d+)$")
 
 
-@dataclass(frozen=True)
-class NsysAgentName:
+class NsysAgentName(NamedTuple):
     """What an ``nsys --start-agent`` command line says about its session."""
 
     session: str
@@ -76,8 +74,7 @@ class Reason(str, enum.Enum):
         return self.value
 
 
-@dataclass(frozen=True)
-class RunScope:
+class RunScope(NamedTuple):
     """What identifies one run's processes: its root, the session/group the root leads, its id."""
 
     root_pid: int
@@ -86,7 +83,7 @@ class RunScope:
     root_start: int | None          # None: the root is gone (only its session/group id is known)
     run_id: str | None = None
     nsys_agents: bool = False       # count the run's nsys agents as members
-    uid: int = field(default_factory=os.getuid)
+    uid: int = os.getuid()          # gpuscope's own: it never changes its uid
 
     @classmethod
     def of(cls, root_pid: int, run_id: str | None = None, *, nsys_agents: bool = False) -> RunScope:

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from gpuscope.procs.files import pid_path
 from gpuscope.procs.read import ProcInfo, nspids, nvidia_files_open, snapshot
@@ -43,8 +42,7 @@ def in_host_pid_namespace() -> bool | None:
     return None if ino is None else ino == HOST_PID_NS_INO
 
 
-@dataclass(frozen=True)
-class GpuPid:
+class GpuPid(NamedTuple):
     """One NVML process as this namespace sees it."""
 
     nvml_pid: int
