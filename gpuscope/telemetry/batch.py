@@ -5,16 +5,16 @@ Attribute names are the metric keys of :mod:`gpuscope.telemetry.metrics`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import fields
+from typing import Any, NamedTuple
 
 from gpuscope.telemetry.gpu import DeviceSample, GpuProcessSample
 
 __all__ = ["DeviceSample", "GpuProcessSample", "HostSample", "ProcSample", "SampleBatch", "StartedProc"]
 
 
-@dataclass(frozen=True, slots=True)
-class HostSample:
+class HostSample(NamedTuple):
     """Host totals at one instant."""
 
     cpu: float | None                # mean over cores, %
@@ -25,8 +25,7 @@ class HostSample:
     swap_total: int
 
 
-@dataclass(frozen=True, slots=True)
-class ProcSample:
+class ProcSample(NamedTuple):
     """One process of the tree at one instant; ``None`` = not measured."""
 
     pid: int
@@ -41,8 +40,7 @@ class ProcSample:
     sm_util: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class StartedProc:
+class StartedProc(NamedTuple):
     """A process seen for the first time: what does not change every tick (the process itself,
     as /proc shows it, is :class:`gpuscope.procs.read.ProcInfo`)."""
 
@@ -55,8 +53,7 @@ class StartedProc:
     via: str                         # why it belongs to the run: a gpuscope.procs.membership.Reason value
 
 
-@dataclass(frozen=True, slots=True)
-class SampleBatch:
+class SampleBatch(NamedTuple):
     """Everything sampled in one tick. ``t_ns`` is CLOCK_MONOTONIC (the event logs' clock)."""
 
     seq: int
@@ -95,8 +92,7 @@ class SampleBatch:
 def _row(part: Any, exact: bool = False) -> list[Any]:
     """A sample's fields as a list (floats to 1 decimal unless ``exact``: percents, watts, degrees)."""
     out: list[Any] = []
-    for f in fields(part):
-        value = getattr(part, f.name)
+    for value in _values(part):
         if exact:
             value = list(value) if isinstance(value, tuple) else value
         elif isinstance(value, float):
@@ -105,6 +101,12 @@ def _row(part: Any, exact: bool = False) -> list[Any]:
             value = [round(v, 1) if isinstance(v, float) else v for v in value]
         out.append(value)
     return out
+
+
+def _values(part: Any) -> Iterable[Any]:
+    """A sample's values in field order (DeviceSample is a dataclass: a field ``index`` would
+    shadow ``tuple.index``; the others are named tuples)."""
+    return part if isinstance(part, tuple) else (getattr(part, f.name) for f in fields(part))
 
 
 def _unrow(cls: Any, row: list[Any]) -> Any:

@@ -24,16 +24,16 @@ _HOST = [m for m in metrics.of_kind("host") if m.short]
 def batch_dict(batch: SampleBatch, names: dict[int, str] | None = None) -> dict[str, Any]:
     """The JSON-ready form of one tick. GPU processes outside the tree (host-only monitor) are
     listed as processes too, with what the driver knows of them."""
-    procs = [asdict(p) for p in batch.processes]
+    procs = [p._asdict() for p in batch.processes]
     if not batch.processes and batch.gpu_processes:
         procs = _gpu_only_processes(batch, names or {})
     return {
         "type": "sample", "seq": batch.seq, "t": batch.wall_ns / 1e9, "t_ns": batch.t_ns,
-        "host": asdict(batch.host) if batch.host is not None else None,
-        "gpus": [asdict(d) for d in batch.devices],
+        "host": batch.host._asdict() if batch.host is not None else None,
+        "gpus": [asdict(d) for d in batch.devices],                  # DeviceSample is a dataclass
         "processes": procs,
-        "gpu_processes": [asdict(g) for g in batch.gpu_processes],
-        "started": [asdict(i) for i in batch.started],
+        "gpu_processes": [g._asdict() for g in batch.gpu_processes],
+        "started": [i._asdict() for i in batch.started],
         "ended": list(batch.ended),
     }
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from gpuscope.telemetry import log
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 if TYPE_CHECKING:
     from typing import Any, Protocol
 
@@ -44,8 +44,7 @@ class DeviceSample:
     sm_clock: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class GpuProcessSample:
+class GpuProcessSample(NamedTuple):
     """One process on one GPU."""
 
     pid: int
