@@ -367,7 +367,7 @@ def _absorb(pe: ProcessEvents, prev: ProcessEvents) -> None:
         return
     shift = max(pe.names, default=0) + 1   # the earlier log's name ids, moved past the later one's
     for nid, name in prev.names.items():
-        pe.names[nid + shift] = Name(nid + shift, name.kind, name.domain, name.name, name.color)
+        pe.names[nid + shift] = name._replace(id=nid + shift)
     if prev.range_count and prev._small() and pe._small():
         moved = [(t0, t1, tid, nid + shift, style) for t0, t1, tid, nid, style in prev.range_rows()]
         pe._rows, pe._raw = sorted(moved + pe.range_rows(), key=_T0), None

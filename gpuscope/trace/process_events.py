@@ -17,7 +17,7 @@ import sys
 from array import array
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gpuscope.inject.eventlog import RANGES_MAGIC
 
@@ -126,8 +126,9 @@ def _style(text: str) -> bytes:
 _T0 = itemgetter(0)
 
 
-@dataclass(frozen=True)
-class Name:
+class Name(NamedTuple):
+    """One name a log declared: its id, kind, NVTX domain, text and colour."""
+
     id: int
     kind: str       # nvtx | task | func
     domain: str
