@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 from signal import Signals
+from typing import NamedTuple
 
 
 class RunStatus(str, Enum):
@@ -68,8 +68,7 @@ class RunStatus(str, Enum):
         return f"{self.value} ({exit.describe()})" if known and exit is not None else self.value
 
 
-@dataclass(frozen=True)
-class ExitStatus:
+class ExitStatus(NamedTuple):
     """How the run's first process ended: an exit code, or the signal that ended it."""
 
     code: int | None
