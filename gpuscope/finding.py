@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import enum
 import time
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Iterable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
 
 if TYPE_CHECKING:
     from gpuscope.fix import Fix
@@ -38,8 +38,7 @@ class Severity(str, enum.Enum):
 
 # -- evidence ----------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Evidence:
+class Evidence(NamedTuple):
     """Why a finding was made: measured numbers, the processes involved, excerpts of output."""
 
     numbers: tuple[tuple[str, float], ...] = ()      # (what, value) in display order
@@ -79,7 +78,7 @@ class Finding:
     fix: str = ""
     severity: Severity = Severity.WARNING
     pids: tuple[int, ...] = ()
-    evidence: Evidence = field(default_factory=Evidence)
+    evidence: Evidence = Evidence()
     action: Fix | None = None
     first_seen_ns: int | None = None            # wall clock (epoch ns) when first seen, None = after the run
     source: str = "run"                         # run | nsys | live
@@ -149,6 +148,6 @@ def merge(findings: Iterable[Finding]) -> list[Finding]:
         if old is not None and old.first_seen_ns is not None:
             first = min(old.first_seen_ns, f.first_seen_ns or old.first_seen_ns)
             f = replace(f, first_seen_ns=first, evidence=f.evidence if f.evidence.excerpts or not old.evidence.excerpts
-                        else replace(f.evidence, excerpts=old.evidence.excerpts))
+                        else f.evidence._replace(excerpts=old.evidence.excerpts))
         seen[key] = f
     return sorted(seen.values(), key=lambda f: (-f.severity.rank, f.first_seen_ns or 0, f.code))

@@ -21,7 +21,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple
 
 from gpuscope import rundir
 from gpuscope.finding import Finding, Severity, evidence, replace
@@ -100,8 +100,7 @@ class RunInputs:
 Check = Callable[[RunInputs], "list[Finding]"]
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     """One rule: ``id`` (unique; the code of its findings unless ``codes`` names others), what it
     reads, when it decides, what a stop does to it, and its check."""
 
@@ -288,7 +287,7 @@ def on_stopped(rule_: Rule, found: list[Finding]) -> list[Finding]:
         return []
     if rule_.on_stop is OnStop.SAY:
         return [replace(f, title=f"{f.title} ({STOPPED_NOTE})",
-                        evidence=replace(f.evidence, excerpts=(*f.evidence.excerpts, STOPPED_NOTE)))
+                        evidence=f.evidence._replace(excerpts=(*f.evidence.excerpts, STOPPED_NOTE)))
                 for f in found]
     return found
 
