@@ -19,8 +19,7 @@ Task times come as int lists for small logs and numpy arrays for big ones
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from gpuscope.finding import Finding, Severity, evidence
 from gpuscope.trace.events import ProcessEvents
@@ -41,8 +40,7 @@ STOP_EARLY_NS, STOP_LATE_NS = 1_000_000_000, 10_000_000_000
 CUT_WINDOW_NS = 500_000_000
 
 
-@dataclass
-class Worker:
+class Worker(NamedTuple):
     """One pool worker's task ranges."""
 
     pid: int

@@ -9,7 +9,7 @@ names the time and the slowest modules, and the fixes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from gpuscope.finding import Finding, Severity, evidence
 from gpuscope.findings.registry import Input, RunInputs, rule
@@ -20,8 +20,7 @@ SHARE = 0.3              # of the time to the first task
 TOP = 5
 
 
-@dataclass(frozen=True)
-class Start:
+class Start(NamedTuple):
     """One child's way to its first task."""
 
     pid: int
