@@ -18,8 +18,9 @@ import re
 import shutil
 import subprocess
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from gpuscope.inject.stacks import THREAD_LINE, signal_number   # what the hook writes and signals
 
@@ -28,8 +29,9 @@ _THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+) \(most recent call
 _FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (.*)$')
 
 
-@dataclass(frozen=True)
-class Frame:
+class Frame(NamedTuple):
+    """One frame of a stack: the function, its file and line."""
+
     function: str
     file: str
     line: int
@@ -40,6 +42,8 @@ class Frame:
 
 @dataclass
 class ThreadStack:
+    """One thread's stack, most recent frame first."""
+
     name: str
     frames: list[Frame]
     ident: int = 0
@@ -48,6 +52,8 @@ class ThreadStack:
 
 @dataclass
 class ProcessStacks:
+    """The stacks of one process's threads, and what read them."""
+
     pid: int
     role: str
     threads: list[ThreadStack] = field(default_factory=list)
@@ -57,7 +63,7 @@ class ProcessStacks:
     def to_dict(self) -> dict:
         return {"pid": self.pid, "role": self.role, "source": self.source, "note": self.note,
                 "threads": [{"name": t.name, "ident": t.ident, "current": t.current,
-                             "frames": [asdict(f) for f in t.frames]} for t in self.threads]}
+                             "frames": [f._asdict() for f in t.frames]} for t in self.threads]}
 
     @classmethod
     def from_dict(cls, p: dict) -> ProcessStacks:

@@ -30,6 +30,8 @@ GPUSCOPE_DOMAIN_BASE = 1 << 20
 
 @dataclass
 class ProcessCoverage:
+    """How many of one process's ranges nsys kept, and why not, with the fix."""
+
     pid: int
     role: str
     start_method: str | None
@@ -45,6 +47,8 @@ class ProcessCoverage:
 
 @dataclass
 class Coverage:
+    """The ranges nsys kept, per process, against gpuscope's own logs."""
+
     processes: list[ProcessCoverage] = field(default_factory=list)
     fork_flag: bool | None = None   # --trace-fork-before-exec, when the run says
 

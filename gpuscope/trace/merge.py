@@ -23,6 +23,8 @@ _TABLES = ("processes", "threads", "ranges", "marks", "domains", "kernels", "mem
 
 @dataclass
 class Merged:
+    """Several parts' timelines as one, and where each part's pids went."""
+
     timeline: T.Timeline
     pid_of: dict[tuple[int, int], int]     # (part index, original pid) -> merged pid
 

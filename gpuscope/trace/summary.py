@@ -66,6 +66,8 @@ class SummaryRow:
 
 @dataclass
 class _Groups:
+    """Per-group statistics of one summary, one entry per output row."""
+
     key: np.ndarray      # int64 group key per output row
     count: np.ndarray
     total: np.ndarray

@@ -132,6 +132,8 @@ def column(name: str, values) -> np.ndarray:
 
 @dataclass
 class Processes(Columns):
+    """The processes a timeline holds, and which sources saw them."""
+
     pid: np.ndarray
     name_id: np.ndarray
     source: np.ndarray     # bit mask: 1 << SOURCE_NSYS | 1 << SOURCE_GPUSCOPE
@@ -139,6 +141,8 @@ class Processes(Columns):
 
 @dataclass
 class Threads(Columns):
+    """Threads by process, with their names."""
+
     pid: np.ndarray
     tid: np.ndarray
     name_id: np.ndarray
@@ -165,6 +169,8 @@ class Ranges(Columns):
 
 @dataclass
 class Marks(Columns):
+    """NVTX marks (instants)."""
+
     start_ns: np.ndarray
     pid: np.ndarray
     tid: np.ndarray
@@ -190,6 +196,8 @@ class Domains(Columns):
 
 @dataclass
 class Kernels(Columns):
+    """CUDA kernels as the GPU ran them."""
+
     start_ns: np.ndarray
     end_ns: np.ndarray
     pid: np.ndarray
@@ -205,6 +213,8 @@ class Kernels(Columns):
 
 @dataclass
 class MemOps(Columns):
+    """CUDA memory copies and sets."""
+
     start_ns: np.ndarray
     end_ns: np.ndarray
     pid: np.ndarray
