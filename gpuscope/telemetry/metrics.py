@@ -1,7 +1,7 @@
 """Every telemetry metric, declared once: key, label, unit and description.
 
 The CLI headers, the JSON field names, the store columns and (later) the app's axis labels all
-come from this table. A sample dataclass has one attribute per metric key of
+come from this table. A sample record has one attribute per metric key of
 its kind, so code can walk the table instead of naming fields again.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 class Metric:
     """One measured quantity."""
 
-    key: str          # attribute of the sample dataclass, JSON field, store column
+    key: str          # attribute of the sample record, JSON field, store column
     kind: str         # host | gpu | proc | gpu_proc | torch
     label: str        # short label for headers and axes
     unit: str         # "%", "B", "C", "W", "MHz", "" (count) or "state"
