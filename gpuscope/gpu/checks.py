@@ -30,6 +30,8 @@ HTOD, PAGEABLE = 1, 0       # nsys copyKind Host-to-Device; srcKind Pageable (20
 
 @dataclass(frozen=True)
 class TimeSliced:
+    """A device whose processes took turns on it (:func:`time_sliced`)."""
+
     device: int
     sharing: sharing.DeviceSharing
     pids: tuple[int, ...]           # the processes with a real share, largest first
@@ -52,6 +54,8 @@ def time_sliced(found: list[sharing.DeviceSharing]) -> list[TimeSliced]:
 
 @dataclass(frozen=True)
 class LaunchBound:
+    """A process that left the GPU idle waiting for its next launch (:func:`launch_bound`)."""
+
     device: int
     pid: int
     items: int
@@ -93,6 +97,8 @@ def _item_lengths(work: sharing.Work, device: int, pid: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class PageableCopies:
+    """A process's repeated copies from pageable host memory (:func:`pageable_copies`)."""
+
     pid: int
     device: int
     copies: int

@@ -15,6 +15,8 @@ from gpuscope.trace.events import ProcessEvents, read_run_events
 
 @dataclass
 class PatternResult:
+    """What one ``--annotate`` pattern matched over the run, and what to try when nothing."""
+
     pattern: str
     functions: set[str] = field(default_factory=set)
     calls: int = 0

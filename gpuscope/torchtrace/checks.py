@@ -27,6 +27,8 @@ NOT_WORK = ("ProfilerStep*",)
 
 @dataclass
 class SlowRank:
+    """The rank with the most work in most steps, and the ops that make it (:func:`slow_rank`)."""
+
     rank: int
     pid: int
     steps_slowest: int
@@ -68,6 +70,8 @@ def slow_rank(t: TorchOps) -> SlowRank | None:
 
 @dataclass
 class Wait:
+    """A rank's time waiting in collectives, and for which rank (:func:`collective_waits`)."""
+
     rank: int
     pid: int
     wait_us: float
@@ -105,6 +109,8 @@ def _in_steps(tr: TorchTrace, steps: list[Step], rows: np.ndarray) -> dict[int, 
 
 @dataclass
 class LoaderWait:
+    """A rank whose steps wait on the DataLoader (:func:`dataloader_waits`)."""
+
     rank: int
     pid: int
     share: float                      # of the median step
@@ -133,6 +139,8 @@ def dataloader_waits(t: TorchOps) -> list[LoaderWait]:
 
 @dataclass
 class LaunchBound:
+    """A rank whose GPU sits idle between a step's kernels."""
+
     rank: int
     pid: int
     idle_share: float                 # median step
@@ -184,6 +192,8 @@ def launch_bound(t: TorchOps) -> list[LaunchBound]:
 
 @dataclass
 class SyncCalls:
+    """A rank whose steps call something that waits for the GPU (:func:`sync_calls`)."""
+
     rank: int
     pid: int
     steps_with: int
