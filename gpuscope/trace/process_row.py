@@ -13,7 +13,7 @@ exit record) or ``"launcher"`` (the exit status gpuscope's launcher waited for).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from typing import Any, Literal
@@ -133,15 +133,14 @@ class ProcessRow:
         return cls(**values)
 
 
-@dataclass
-class SampledProcess:
+class SampledProcess(NamedTuple):
     """What the telemetry sampler saw of one process (its summary when the run ended)."""
 
     pid: int
     ppid: int | None = None
     start_ticks: int | None = None          # with the pid, its identity (gpuscope.procs.ProcKey)
     name: str | None = None                 # the OS name (comm) when last seen
-    cmdline: list[str] = field(default_factory=list)
+    cmdline: tuple[str, ...] = ()           # JSON: a list
     create_time: float | None = None        # epoch seconds, as /proc gives it
     cpu_seconds: float | None = None
     peak_rss_bytes: int | None = None
@@ -151,15 +150,13 @@ class SampledProcess:
     def from_summary(cls, pid: int, data: dict[str, Any]) -> SampledProcess:
         """One entry of the sampler's ``process_summary()``."""
         return cls(pid=int(pid), ppid=data.get("ppid"), start_ticks=data.get("start_ticks"), name=data.get("name"),
-                   cmdline=list(data.get("cmdline") or []), create_time=data.get("create_time"),
+                   cmdline=tuple(data.get("cmdline") or ()), create_time=data.get("create_time"),
                    cpu_seconds=data.get("cpu_seconds"), peak_rss_bytes=data.get("peak_rss_bytes"),
                    peak_gpu_mem_bytes=data.get("peak_gpu_mem_bytes"))
 
-
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (the record's ``sampled``); :meth:`from_summary` reads it back."""
-        return {f.name: (list(getattr(self, f.name)) if f.name == "cmdline" else getattr(self, f.name))
-                for f in fields(self)}
+        return {**self._asdict(), "cmdline": list(self.cmdline)}   # the key keeps its place
 
 
 def sampled_from_summary(summary: dict[int, dict[str, Any]]) -> list[SampledProcess]:
