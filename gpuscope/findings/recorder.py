@@ -187,8 +187,8 @@ class FindingsRecorder(BaseRecorder):
             self._note_stop()
             try:
                 now = time.monotonic()
-                if not rules_loaded and len(self._pids) > 1 and engine is not None:
-                    rules_loaded = True   # pools, pickles, torch, ranks: runs of several processes
+                if not rules_loaded and engine is not None:
+                    rules_loaded = True   # the end imports only those whose inputs appeared since
                     engine.load_rules(self.run_dir)
                 self._poll_logs(now)
                 idle = now - self._last_progress
