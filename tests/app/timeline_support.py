@@ -179,9 +179,15 @@ def nsys_run(script: Path, *extra: str, home: Path, method: str = "spawn", tries
 
 
 def _nsys_output(run_dir: Path) -> str:
-    """What nsys and its tools printed in a run folder (program output and nsys-<step>.log)."""
+    """What nsys and its tools printed in a run folder (program output and nsys-<step>.log), and
+    the run's recorded error (where gpuscope's hang guard says it stopped a hung nsys)."""
     names = ["stdout.log", "stderr.log", *sorted(p.name for p in run_dir.glob("nsys-*.log"))]
-    return "".join((run_dir / n).read_text(errors="replace") for n in names if (run_dir / n).is_file())
+    said = "".join((run_dir / n).read_text(errors="replace") for n in names if (run_dir / n).is_file())
+    try:
+        error = json.loads((run_dir / "summary.json").read_text()).get("error") or ""
+    except (OSError, ValueError, AttributeError):
+        error = ""
+    return said + str(error)
 
 
 def gpuscope_report_json(target: str) -> dict:
