@@ -8,6 +8,7 @@ from gpuscope.runs.recorder import BaseRecorder, Outcome, RunContext
 from gpuscope.telemetry import NOT_OPENED
 
 if TYPE_CHECKING:
+    import threading
     from typing import Any, Callable
 
 
@@ -24,6 +25,7 @@ class TelemetryRecorder(BaseRecorder):
         self.sampler: Any = None
         self.batch_sink: Callable[[Any], None] | None = None
         self._ended_first = False    # the program ended before the sampler started: none started
+        self._stopping: threading.Thread | None = None   # main_exited's stop, joined when the program ended
 
     def started(self, ctx: RunContext) -> None:
         if not ctx.main_running():   # sampling stops as the main process ends: nothing to sample, no NVML
@@ -40,14 +42,20 @@ class TelemetryRecorder(BaseRecorder):
         self.sampler.start()
 
     def main_exited(self, ctx: RunContext) -> None:
-        """The last sample and the store's last flush, while the run's other processes end. A
-        process that outlives the main one is not sampled after it: its row keeps what was sampled."""
+        """The last sample and the store's last flush, on a thread of their own while the run's
+        other processes end (the run waits for those). A process that outlives the main one is
+        not sampled after it: its row keeps what was sampled."""
         if self.sampler is not None:
-            self.sampler.stop()
+            import threading
+
+            self._stopping = threading.Thread(target=self.sampler.stop, name="gpuscope-sampler-stop", daemon=True)
+            self._stopping.start()
 
     def program_ended(self, ctx: RunContext) -> None:
         if self._ended_first:
             ctx.notes.append(f"GPU telemetry off: {NOT_OPENED}")
+        if self._stopping is not None:
+            self._stopping.join()
         if self.sampler is not None:
             self.sampler.stop()   # idempotent: stopped when the main process ended
             gpu = self.sampler.gpu   # known once the sampler ran: the note comes with the run's end
