@@ -107,3 +107,32 @@ def test_window_holder_check_can_fail(tmp_path: Path) -> None:
     bad = tmp_path / "holder.py"
     bad.write_text("class Driver:\n    def __init__(self, window: 'MainWindow', args):\n        pass\n")
     assert window_holders([bad]) == ["holder.py: Driver(window)"]
+
+
+def undocumented_dataclasses(files: list[Path], root: Path = ROOT) -> list[str]:
+    """``file: Class`` of each ``@dataclass`` without a docstring (docs/dev/CODEMAP.md, "Records":
+    dataclasses then writes one itself with ``inspect.signature``, on every import)."""
+    import ast
+
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ClassDef) or ast.get_docstring(node) is not None:
+                continue
+            for deco in node.decorator_list:
+                target = deco.func if isinstance(deco, ast.Call) else deco
+                if ast.unparse(target).split(".")[-1] == "dataclass":
+                    found.append(f"{path.relative_to(root)}: {node.name}")
+    return found
+
+
+def test_every_dataclass_has_a_docstring() -> None:
+    assert undocumented_dataclasses(sorted(PACKAGE.rglob("*.py"))) == []
+
+
+def test_docstring_check_can_fail(tmp_path: Path) -> None:
+    sample = tmp_path / "records.py"
+    sample.write_text("import dataclasses\nfrom dataclasses import dataclass\n\n@dataclass(frozen=True)\nclass A:\n"
+                      "    x: int\n\n@dataclasses.dataclass\nclass B:\n    '''Said.'''\n    y: int\n\n"
+                      "@dataclasses.dataclass\nclass C:\n    z: int\n")
+    assert undocumented_dataclasses([sample], tmp_path) == ["records.py: A", "records.py: C"]

@@ -36,6 +36,8 @@ OPTIONAL_METRICS = ("hook_ms", "uss_per_worker_bytes", "gpu_mem_per_process_byte
 
 @dataclass
 class Metric:
+    """One figure of a comparison: its spread per label and whether the labels differ beyond the noise."""
+
     name: str                          # stable (docs/COMPARE.md): wall_s, child_startup_ms, ...
     unit: str                          # s, ms, bytes, count
     values: dict[str, Spread | None]   # label -> spread over its usable runs (None: not measured)
@@ -56,6 +58,8 @@ class Metric:
 
 @dataclass
 class RangeRow:
+    """One range name's count and time per label, and the ratio of the totals."""
+
     name: str
     values: dict[str, dict[str, Any]]  # label -> {"count", "total_ns", "avg_ns", "min_total_ns", "max_total_ns", "n"}
     ratio: float | None                # total time, second label / first label
@@ -76,6 +80,8 @@ class WorkerStartup:
 
 @dataclass
 class Comparison:
+    """Two or more groups of runs compared: figures, ranges, start-up, verdict (``compare --json``)."""
+
     labels: list[str]
     runs: dict[str, list[str]]              # label -> run ids (all, including the left-out ones)
     left_out: dict[str, str]                # run id -> why it is not in the medians

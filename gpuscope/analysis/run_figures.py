@@ -31,6 +31,8 @@ NOT_WORKERS = frozenset({"main", "torchrun agent", "resource tracker", "forkserv
 
 @dataclass(frozen=True)
 class MetricDef:
+    """What a comparison figure is: its stable name, unit, title and help."""
+
     name: str
     unit: str
     title: str            # short, for a table's first column
@@ -74,12 +76,16 @@ ROLE_METRIC = "processes[{}]"   # one count metric per role: processes[pool work
 
 @dataclass
 class Phase:
+    """One step of a worker's start, in ms since the reference."""
+
     name: str
     ms: float      # since the reference (the parent's start() call, else the parent's start)
 
 
 @dataclass
 class WorkerPhases:
+    """The start-up steps of one worker process."""
+
     pid: int
     role: str
     reference: str          # what phase times count from

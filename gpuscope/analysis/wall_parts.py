@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class PartDef:
+    """One part of a run's wall time, as the breakdown and the verdict name it."""
+
     name: str      # stable: the key in `compare --json`'s breakdown
     title: str     # for a table's first column
     phrase: str    # as the verdict says it

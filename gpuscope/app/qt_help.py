@@ -54,6 +54,8 @@ def project_url() -> str | None:
 
 @dataclass(frozen=True)
 class Shortcut:
+    """A keyboard shortcut as the help lists it."""
+
     keys: str      # as the platform writes it ("Ctrl+R")
     what: str      # what it does
     where: str     # the menu or the view it works in

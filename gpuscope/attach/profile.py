@@ -55,6 +55,8 @@ class SampledTimeline:
 
 @dataclass(frozen=True)
 class TopFunction:
+    """A function where a role's samples were most often, with its share of them."""
+
     function: str
     file: str
     line: int

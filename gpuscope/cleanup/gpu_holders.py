@@ -120,6 +120,8 @@ def local_holdings(holdings: dict[int, GpuHolding], table: ProcTable, container:
 
 @dataclass
 class _Track:
+    """What was seen of one GPU holder across scans (idle time, CPU, memory)."""
+
     first_seen: float
     last_seen: float
     last_active: float | None
@@ -133,6 +135,8 @@ class _Track:
 
 @dataclass
 class IdleVerdict:
+    """A GPU holder judged idle: how long, how much memory, on which devices."""
+
     pid: int
     create_time: float
     idle_s: float

@@ -30,6 +30,8 @@ CREATE_TIME_TOLERANCE_S = 0.01
 
 @dataclass
 class RunLink:
+    """The run a leftover process belongs to, and how that was found."""
+
     run_id: str
     status: str
     ended_ns: int | None

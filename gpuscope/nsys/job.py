@@ -30,6 +30,8 @@ NODE_FILE = "node.json"
 
 @dataclass
 class NodeRun:
+    """One node's run folder in a job across nodes, with its ``node.json``."""
+
     folder: Path
     meta: dict[str, Any]
     notes: list[str] = field(default_factory=list)

@@ -28,6 +28,8 @@ DAY_NS = 86_400 * 10**9
 
 @dataclass(frozen=True)
 class Deleted:
+    """A run removed by retention, and the bytes that freed."""
+
     run_id: str
     run_dir: str
     freed: int          # bytes of the folder that were removed

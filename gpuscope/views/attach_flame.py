@@ -27,6 +27,8 @@ _ANCESTRY = re.compile(r"^process \d+:")    # py-spy --subprocesses roots each s
 
 @dataclass(frozen=True)
 class Frame:
+    """A stack frame of the samples: function, file, line."""
+
     name: str
     file: str
     line: int
@@ -42,6 +44,8 @@ class ProcessSamples:
 
 @dataclass
 class Samples:
+    """A speedscope file's frames and each process's sampled stacks."""
+
     frames: list[Frame]
     processes: list[ProcessSamples]
 
@@ -66,6 +70,8 @@ class Box:
 
 @dataclass
 class _Node:
+    """A node of the flame graph being built: a frame and its samples below."""
+
     name: str
     file: str = ""
     line: int = 0

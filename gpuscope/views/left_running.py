@@ -16,6 +16,8 @@ from gpuscope.views.run_status import describe_result
 
 @dataclass
 class LeftRunning:
+    """The processes a finished run left running, checked again until they end."""
+
     result: Any                     # gpuscope.runs.supervisor.RunResult
     idents: dict[int, int]          # pid -> start ticks when the run ended
     alive: list[int]                # the pids still running at the last check

@@ -17,6 +17,8 @@ TAIL_BYTES = 4 << 20
 
 @dataclass
 class PastRun:
+    """A finished run as its Run tab shows it: series, identities, output, findings, stacks."""
+
     run_id: str
     run_dir: Path
     series: dict[str, Any] | None              # gpuscope.telemetry.series.load_series, or None

@@ -41,6 +41,8 @@ def tool_group(name: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class Identity:
+    """What a process is in its run: role, rank, start method, DataLoader worker id."""
+
     role: str
     rank: int | None
     start_method: str | None

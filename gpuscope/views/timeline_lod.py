@@ -140,6 +140,8 @@ class Lane:
 
 @dataclass
 class ProcessBlock:
+    """One process's lanes in the timeline, with its label."""
+
     pid: int
     label: str
     lanes: list[Lane] = field(default_factory=list)

@@ -85,6 +85,8 @@ def longest(tl: T.Timeline, table: str, index: np.ndarray) -> int:
 
 @dataclass
 class MeasureRow:
+    """One name's items inside a measured span: count, time inside it, whole time."""
+
     kind: str          # "nvtx", "torch", "kernel", "memop", "cuda_api", "osrt"
     name: str
     count: int         # items that overlap the span
@@ -94,6 +96,8 @@ class MeasureRow:
 
 @dataclass
 class Measure:
+    """A measured span of the timeline and, per name, what lies inside it."""
+
     t0: int
     t1: int
     rows: list[MeasureRow]

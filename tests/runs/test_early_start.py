@@ -120,9 +120,11 @@ else:
     runpy.run_module("gpuscope", run_name="__main__")
 """
 COMMAND = Path(__file__).resolve().parents[2] / "packaging" / "bin" / "gpuscope"
-# gpuscope's recording machinery and what it pulls in load while the program starts, not before
+# gpuscope's recording machinery and what it pulls in load while the program starts, not before;
+# the start's records are named tuples, so dataclasses (with inspect) loads after it too
 HEAVY = ("gpuscope.runs.supervisor", "gpuscope.runs.output", "gpuscope.runs.recorders", "gpuscope.store.db",
-         "gpuscope.telemetry.sampler", "gpuscope.findings.recorder", "sqlite3", "platformdirs", "psutil", "numpy")
+         "gpuscope.telemetry.sampler", "gpuscope.findings.recorder", "sqlite3", "platformdirs", "psutil", "numpy",
+         "dataclasses", "inspect")
 
 
 @pytest.mark.parametrize("home,start", [("GPUSCOPE_HOME", "-m"), ("XDG_DATA_HOME", "-m"),

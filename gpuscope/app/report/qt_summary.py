@@ -25,6 +25,8 @@ _ROOT = QModelIndex()     # the invisible root: a table's rows have no parent
 
 @dataclass(frozen=True)
 class Column:
+    """A summary table's column: its title, the value it sorts on and the text it shows."""
+
     title: str
     raw: Callable[[Any], Any]                 # the value sorted on
     text: Callable[[Any], str] | None = None  # the value shown (default: str(raw))
