@@ -176,3 +176,26 @@ def test_main_exited_comes_while_the_rest_of_the_tree_still_ends(tmp_path):
     assert watcher.rows == ["main", "subprocess"]
     child = next(p for p in result.processes if p.role == "subprocess")
     assert child.exit_code == 0, child
+
+
+def test_the_samplers_last_stop_fails_as_a_note_of_the_run(tmp_path, monkeypatch):
+    """The telemetry recorder stops its sampler on a thread of its own at ``main_exited``; what that
+    stop raises (a store that fails on its last flush) reaches the run as a recorder's note, in the
+    run's thread, not as a thread's traceback on the user's terminal."""
+    from gpuscope.runs.recorders.telemetry_sampling import TelemetryRecorder
+    from gpuscope.telemetry.sampler import RunSampler
+
+    def failing_close(self):
+        raise RuntimeError("the store's last flush failed")
+
+    monkeypatch.setattr(RunSampler, "_close", failing_close)
+    tracebacks: list[str] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: tracebacks.append(args.thread.name))
+    path = tmp_path / "prog.py"
+    path.write_text(PROGRAM)
+    result = Run(RunSpec(script=str(path), sample_interval_s=0.05), recorders=[TelemetryRecorder(store_path=False)],
+                 ).start().wait()
+    assert result.status is RunStatus.EXITED, result.to_json()
+    assert any("telemetry recorder failed in program_ended: RuntimeError: the store's last flush failed" in n
+               for n in result.notes), result.notes
+    assert tracebacks == []

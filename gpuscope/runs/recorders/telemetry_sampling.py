@@ -26,6 +26,7 @@ class TelemetryRecorder(BaseRecorder):
         self.batch_sink: Callable[[Any], None] | None = None
         self._ended_first = False    # the program ended before the sampler started: none started
         self._stopping: threading.Thread | None = None   # main_exited's stop, joined when the program ended
+        self._stop_error: Exception | None = None
 
     def started(self, ctx: RunContext) -> None:
         if not ctx.main_running():   # sampling stops as the main process ends: nothing to sample, no NVML
@@ -48,8 +49,16 @@ class TelemetryRecorder(BaseRecorder):
         if self.sampler is not None:
             import threading
 
-            self._stopping = threading.Thread(target=self.sampler.stop, name="gpuscope-sampler-stop", daemon=True)
+            self._stopping = threading.Thread(target=self._stop_sampler, name="gpuscope-sampler-stop", daemon=True)
             self._stopping.start()
+
+    def _stop_sampler(self) -> None:
+        """main_exited's thread: what the stop raises is raised again by program_ended, in the run's
+        thread, where the run notes a recorder's failure."""
+        try:
+            self.sampler.stop()
+        except Exception as exc:  # noqa: BLE001 - handed to program_ended
+            self._stop_error = exc
 
     def program_ended(self, ctx: RunContext) -> None:
         if self._ended_first:
@@ -61,6 +70,9 @@ class TelemetryRecorder(BaseRecorder):
             gpu = self.sampler.gpu   # known once the sampler ran: the note comes with the run's end
             if not gpu.available and gpu.reason:
                 ctx.notes.append(f"GPU telemetry off: {gpu.reason}")
+        error, self._stop_error = self._stop_error, None
+        if error is not None:
+            raise error
 
     def finish(self, outcome: Outcome) -> None:
         if self.sampler is None:
