@@ -19,8 +19,12 @@ SCRIPT = textwrap.dedent("""
     if __name__ == "__main__":
         print("hello from the program", flush=True)
         ctx = mp.get_context(sys.argv[1]) if len(sys.argv) > 1 else mp   # no argument: gpuscope's choice
-        with ctx.Pool(2) as pool:
-            print("squares", pool.map(work, range(4)), flush=True)
+        pool = ctx.Pool(2)
+        print("squares", pool.map(work, range(4)), flush=True)
+        # close and join, not the with block's terminate(): a worker still starting when the tasks
+        # are done (one worker can take all four under load) would be killed before it says its role
+        pool.close()
+        pool.join()
         time.sleep(0.5)
 """)
 
