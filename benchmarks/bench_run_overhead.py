@@ -17,7 +17,9 @@ same for the script sleeping ``--short`` seconds (a short program that outlasts 
 start-up, which then overlaps with it: the fixed cost a program of a fraction of a second pays);
 and the pool job's ratio: of the medians, and the median (min-max) of each round's own
 ratio (the sides of a round ran one after the other, under the same load), with the same two
-phases of the pool job (its main process notes them: ``pool_workload.py``'s third argument).
+phases of the pool job (its main process notes them: ``pool_workload.py``'s third argument) and
+their sum beyond plain python's per round, as a share of the plain job: the steady part of the
+ratio, which on a shared machine moves much less than the ratio itself.
 
 ``--root DIR`` runs the gpuscope found in another source tree instead of this checkout;
 ``--compare OLD`` adds a third side, the gpuscope of the source tree OLD (e.g. ``git archive main
@@ -209,6 +211,11 @@ def main() -> int:
             # tracker ends right after the main process; plain python returns without it)
             print(f"  launch -> program's first line: {ms([x[1] for x in rows])}; program's exit handler "
                   f"-> command returned: {ms([x[2] for x in rows])}")
+            # the steady part of the ratio: the start and the end beyond plain python's, per round
+            fixed = [(g[1] - p[1]) + (g[2] - p[2]) for g, p in zip(rows, plain)]
+            share = [f / p[0] for f, p in zip(fixed, plain)]
+            print(f"  start and end beyond python's, per round: {ms(fixed)}; as a share of the plain job "
+                  f"{statistics.median(share) * 100:.1f} % ({min(share) * 100:.1f}-{max(share) * 100:.1f})")
     print(f"load average at the end: {os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)")
     return 0
 
