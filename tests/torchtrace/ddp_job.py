@@ -43,6 +43,9 @@ class SlowData(torch.utils.data.Dataset):
 
 def worker(rank: int, world: int, out: str, steps: int, gz: bool, slow_rank: int, port: int) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    # one intra-op thread per rank, as torchrun's OMP_NUM_THREADS=1: two ranks whose thread pools
+    # each take every core make the balanced cycle's matrix products uneven on a shared machine
+    torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
     model = torch.nn.parallel.DistributedDataParallel(
